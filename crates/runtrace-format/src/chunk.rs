@@ -1,0 +1,196 @@
+//! CHUNK payloads: the chunk header, and a walker over event records.
+//!
+//! The walker is shared by the reader (which resolves values) and the
+//! recorder's writer thread (which only counts events and tracks registers
+//! when it takes part of a buffer that is still being written).
+//!
+//! ```
+//! use runtrace_format::chunk::{walk, ChunkState, RawValue};
+//! use runtrace_format::schema::{builtin, builtin_schemas, ids};
+//! let schemas = builtin_schemas();
+//! // task_terminate: tag, dt, task (zigzag delta 5 from register 0)
+//! let bytes = [ids::TASK_TERMINATE as u8, 3, 10];
+//! let mut st = ChunkState { ticks: 100, task_reg: 0, worker_reg: u32::MAX };
+//! let mut seen = vec![];
+//! walk(&bytes, &mut st, |id| schemas.iter().find(|s| s.id == id), |ev| {
+//!     seen.push((ev.ticks, ev.values.to_vec()));
+//!     Ok(())
+//! }).unwrap();
+//! assert_eq!(seen, vec![(103, vec![RawValue::Task(5)])]);
+//! ```
+
+use crate::schema::{FieldType, Schema};
+use crate::varint::{self, Cursor, DecodeError};
+
+/// The fixed part of a CHUNK payload (docs/format.md section 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChunkHeader {
+    /// OS thread id.
+    pub tid: u64,
+    /// Initial registers.
+    pub state: ChunkState,
+    /// Number of events (`set_worker` records are not counted).
+    pub count: u64,
+}
+
+/// The registers a chunk's decoding carries from event to event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkState {
+    /// Timestamp of the previous event (trace ticks).
+    pub ticks: u64,
+    /// Last task id seen in a `task` field.
+    pub task_reg: u64,
+    /// Current worker index (`NO_WORKER`: none).
+    pub worker_reg: u32,
+}
+
+impl Default for ChunkState {
+    fn default() -> Self {
+        ChunkState { ticks: 0, task_reg: 0, worker_reg: crate::NO_WORKER }
+    }
+}
+
+impl ChunkHeader {
+    /// Appends the header part of a CHUNK payload.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        varint::put(out, self.tid);
+        varint::put(out, (self.state.worker_reg as u64 + 1) & 0xffff_ffff);
+        varint::put(out, self.state.task_reg);
+        varint::put(out, self.state.ticks);
+        varint::put(out, self.count);
+    }
+
+    /// Reads the header part of a CHUNK payload.
+    pub fn decode(c: &mut Cursor<'_>) -> Result<ChunkHeader, DecodeError> {
+        let tid = c.varint()?;
+        let at = c.pos();
+        let w = c.varint()?;
+        if w > u32::MAX as u64 {
+            return Err(DecodeError::new(at, "worker out of range"));
+        }
+        let worker_reg = if w == 0 { crate::NO_WORKER } else { (w - 1) as u32 };
+        let task_reg = c.varint()?;
+        let ticks = c.varint()?;
+        let count = c.varint()?;
+        Ok(ChunkHeader { tid, state: ChunkState { ticks, task_reg, worker_reg }, count })
+    }
+}
+
+/// A field value as it sits in the chunk, before ids are resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RawValue<'a> {
+    /// Unsigned integer.
+    U(u64),
+    /// Signed integer.
+    I(i64),
+    /// Boolean.
+    Bool(bool),
+    /// Float.
+    F(f64),
+    /// Inline string.
+    Str(&'a str),
+    /// Interned string id.
+    Istr(u64),
+    /// Spawn location id.
+    Loc(u64),
+    /// Task id (register already applied).
+    Task(u64),
+    /// Worker index (`NO_WORKER`: none).
+    Worker(u32),
+}
+
+/// One event record as the walker sees it.
+#[derive(Debug)]
+pub struct RawEvent<'s, 'v, 'a> {
+    /// Timestamp (trace ticks).
+    pub ticks: u64,
+    /// Offset of the record within the walked bytes.
+    pub offset: usize,
+    /// The record's schema.
+    pub schema: &'s Schema,
+    /// Field values in schema order.
+    pub values: &'v [RawValue<'a>],
+}
+
+/// Walks the event records in `bytes`, starting from the registers in
+/// `state` and leaving them as they are after the last record. Calls `f` for
+/// every event (not for `set_worker` records). Returns the number of events
+/// walked (`set_worker` records are not events and are not counted).
+///
+/// `schema` looks up an event type id. An error carries the offset of the
+/// offending record within `bytes`; `state` then holds the registers after
+/// the last good record.
+pub fn walk<'s, 'a, F, S>(
+    bytes: &'a [u8],
+    state: &mut ChunkState,
+    schema: S,
+    mut f: F,
+) -> Result<u64, DecodeError>
+where
+    S: Fn(u32) -> Option<&'s Schema>,
+    F: FnMut(&RawEvent<'s, '_, 'a>) -> Result<(), DecodeError>,
+{
+    let mut c = Cursor::new(bytes);
+    let mut values: Vec<RawValue<'a>> = Vec::with_capacity(8);
+    let mut n = 0u64;
+    while !c.is_empty() {
+        let start = c.pos();
+        let at = |e: DecodeError| DecodeError::new(start, format!("event at +{start}: {}", e.what));
+        let tag = c.u8().map_err(at)?;
+        let id = if tag == crate::TAG_ESCAPE {
+            let v = c.varint().map_err(at)?;
+            u32::try_from(v).map_err(|_| DecodeError::new(start, format!("type id {v} out of range")))?
+        } else {
+            tag as u32
+        };
+        let dt = c.varint().map_err(at)?;
+        let ticks = state.ticks.wrapping_add(dt);
+        if id == crate::SET_WORKER {
+            let w = c.varint().map_err(at)?;
+            if w > u32::MAX as u64 {
+                return Err(DecodeError::new(start, "set_worker value out of range"));
+            }
+            state.ticks = ticks;
+            state.worker_reg = if w == 0 { crate::NO_WORKER } else { (w - 1) as u32 };
+            continue;
+        }
+        let sch = schema(id)
+            .ok_or_else(|| DecodeError::new(start, format!("event type {id} has no schema")))?;
+        values.clear();
+        let mut task_reg = state.task_reg;
+        for fd in &sch.fields {
+            let v = match fd.ty {
+                FieldType::U64 | FieldType::U32 | FieldType::U16 | FieldType::U8 => {
+                    RawValue::U(c.varint().map_err(at)?)
+                }
+                FieldType::I64 | FieldType::I32 => {
+                    RawValue::I(varint::unzigzag(c.varint().map_err(at)?))
+                }
+                FieldType::Bool => match c.u8().map_err(at)? {
+                    0 => RawValue::Bool(false),
+                    1 => RawValue::Bool(true),
+                    b => return Err(DecodeError::new(start, format!("bool byte {b}"))),
+                },
+                FieldType::F64 => {
+                    let b = c.bytes(8).map_err(at)?;
+                    RawValue::F(f64::from_le_bytes(b.try_into().unwrap()))
+                }
+                FieldType::Str => RawValue::Str(c.str().map_err(at)?),
+                FieldType::Istr => RawValue::Istr(c.varint().map_err(at)?),
+                FieldType::Loc => RawValue::Loc(c.varint().map_err(at)?),
+                FieldType::Task => {
+                    let d = varint::unzigzag(c.varint().map_err(at)?);
+                    task_reg = task_reg.wrapping_add(d as u64);
+                    RawValue::Task(task_reg)
+                }
+                FieldType::Worker => RawValue::Worker(state.worker_reg),
+            };
+            values.push(v);
+        }
+        f(&RawEvent { ticks, offset: start, schema: sch, values: &values })?;
+        state.ticks = ticks;
+        state.task_reg = task_reg;
+        n += 1;
+    }
+    Ok(n)
+}

@@ -1,0 +1,215 @@
+//! One timestamp-ordered event stream over the files of a recording
+//! (docs/format.md section 8).
+//!
+//! Chunks of different threads interleave in a file. The writer ends every
+//! drain round with a `ROUND` frame carrying the tick at which the round
+//! began; every event with an earlier timestamp was published before that
+//! round and so sits in that round or an earlier one. The stream holds
+//! events in a heap and releases those older than the previous round's
+//! watermark when a `ROUND` arrives (a one-round lag that also absorbs a
+//! producer preempted between its clock read and its publish). Memory is
+//! bounded by about two rounds of events.
+//!
+//! ```no_run
+//! use runtrace_format::merge::EventStream;
+//! let mut s = EventStream::open(&["trace.0.bin", "trace.1.bin"]).unwrap();
+//! while let Some(ev) = s.next_event() {
+//!     println!("{} {}", ev.ns, ev.schema.display_name());
+//! }
+//! for e in s.errors() { eprintln!("{e}"); }
+//! ```
+
+use crate::reader::{FileReader, ReadError, Record, Tables};
+use crate::value::Event;
+use crate::frame::Header;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+struct Pending(Event, u64);
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        (self.0.ticks, self.1) == (o.0.ticks, o.1)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.0.ticks, self.1).cmp(&(o.0.ticks, o.1))
+    }
+}
+
+/// Totals gathered while streaming.
+#[derive(Debug, Default, Clone)]
+pub struct StreamStats {
+    /// Files opened.
+    pub files: u64,
+    /// Files that ended with an `END` frame.
+    pub sealed: u64,
+    /// Events reported lost (`DROPPED` frames).
+    pub dropped: u64,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+/// Timestamp-ordered events across files. See the module docs.
+pub struct EventStream {
+    paths: VecDeque<PathBuf>,
+    cur: Option<FileReader<BufReader<File>>>,
+    heap: BinaryHeap<Reverse<Pending>>,
+    seq: u64,
+    release_below: u64,
+    last_watermark: u64,
+    errors: Vec<ReadError>,
+    stats: StreamStats,
+    headers: Vec<Arc<Header>>,
+    ready: VecDeque<Event>,
+    on_record: Option<Box<dyn FnMut(&Record, &Tables)>>,
+}
+
+impl EventStream {
+    /// Opens the files (in the order given, which should be `trace.0.bin`,
+    /// `trace.1.bin`, ...; see [`sort_trace_paths`]).
+    pub fn open<P: AsRef<Path>>(paths: &[P]) -> std::io::Result<Self> {
+        for p in paths {
+            std::fs::metadata(p.as_ref()).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("{}: {e}", p.as_ref().display()))
+            })?;
+        }
+        Ok(EventStream {
+            paths: paths.iter().map(|p| p.as_ref().to_path_buf()).collect(),
+            cur: None,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            release_below: 0,
+            last_watermark: 0,
+            errors: Vec::new(),
+            stats: StreamStats::default(),
+            headers: Vec::new(),
+            ready: VecDeque::new(),
+            on_record: None,
+        })
+    }
+
+    /// Calls `f` for every non-event record (threads, drops, clocks, ...).
+    pub fn on_record(&mut self, f: impl FnMut(&Record, &Tables) + 'static) {
+        self.on_record = Some(Box::new(f));
+    }
+
+    /// Damage found so far (truncation, corruption), in order.
+    pub fn errors(&self) -> &[ReadError] {
+        &self.errors
+    }
+
+    /// Totals so far.
+    pub fn stats(&self) -> &StreamStats {
+        &self.stats
+    }
+
+    /// Headers of the files opened so far.
+    pub fn headers(&self) -> &[Arc<Header>] {
+        &self.headers
+    }
+
+    /// The next event in timestamp order, or None at the end.
+    pub fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(e) = self.ready.pop_front() {
+                return Some(e);
+            }
+            if let Some(Reverse(top)) = self.heap.peek() {
+                if top.0.ticks < self.release_below {
+                    return self.heap.pop().map(|Reverse(p)| p.0);
+                }
+            }
+            if !self.pump() {
+                // Everything is read: drain the heap.
+                return self.heap.pop().map(|Reverse(p)| p.0);
+            }
+        }
+    }
+
+    /// Reads one record; false when every file is exhausted.
+    fn pump(&mut self) -> bool {
+        loop {
+            if self.cur.is_none() {
+                let Some(p) = self.paths.pop_front() else { return false };
+                match FileReader::open(&p) {
+                    Ok(r) => {
+                        self.stats.files += 1;
+                        self.cur = Some(r);
+                    }
+                    Err(e) => {
+                        self.errors.push(ReadError {
+                            file: p,
+                            offset: 0,
+                            kind: crate::ErrorKind::Io(e.to_string()),
+                        });
+                        continue;
+                    }
+                }
+            }
+            let r = self.cur.as_mut().unwrap();
+            match r.next() {
+                None => {
+                    self.stats.bytes += r.offset();
+                    if r.sealed() {
+                        self.stats.sealed += 1;
+                    }
+                    self.cur = None;
+                }
+                Some(Err(e)) => self.errors.push(e),
+                Some(Ok(rec)) => {
+                    match &rec {
+                        Record::Events { events, .. } => {
+                            for ev in events {
+                                self.seq += 1;
+                                self.heap.push(Reverse(Pending(ev.clone(), self.seq)));
+                            }
+                        }
+                        Record::Round { watermark_ticks } => {
+                            self.release_below = self.last_watermark;
+                            self.last_watermark = *watermark_ticks;
+                        }
+                        Record::Header(h) => self.headers.push(h.clone()),
+                        Record::Dropped { count, .. } => self.stats.dropped += count,
+                        _ => {}
+                    }
+                    if !matches!(rec, Record::Events { .. }) {
+                        if let Some(f) = self.on_record.as_mut() {
+                            f(&rec, r.tables());
+                        }
+                    }
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// Sorts paths so `x.2.bin` comes before `x.10.bin` (numeric N), keeping
+/// other names in lexical order.
+pub fn sort_trace_paths(paths: &mut [PathBuf]) {
+    fn key(p: &Path) -> (String, u64, String) {
+        let s = p.to_string_lossy().into_owned();
+        let base = s.strip_suffix(".active").unwrap_or(&s);
+        if let Some(stem) = base.strip_suffix(".bin") {
+            if let Some((pre, n)) = stem.rsplit_once('.') {
+                if let Ok(n) = n.parse::<u64>() {
+                    return (pre.to_string(), n, s.clone());
+                }
+            }
+        }
+        (s.clone(), 0, s)
+    }
+    paths.sort_by_key(|p| key(p));
+}

@@ -1,0 +1,481 @@
+//! A streaming reader for one trace file (docs/format.md section 7).
+//!
+//! It holds one frame in memory at a time, so files larger than RAM read in
+//! bounded memory. It never panics on any input: damage becomes a
+//! [`ReadError`] naming the file and byte offset, and reading goes on with
+//! the next frame where the format allows.
+//!
+//! ```no_run
+//! use runtrace_format::{FileReader, Record};
+//! for rec in FileReader::open("trace.0.bin").unwrap() {
+//!     match rec {
+//!         Ok(Record::Events { events, .. }) => println!("{} events", events.len()),
+//!         Ok(_) => {}
+//!         Err(e) => eprintln!("{e}"),
+//!     }
+//! }
+//! ```
+
+use crate::chunk::{walk, ChunkHeader, RawValue};
+use crate::frame::{FrameType, Header, FRAME_HEADER_LEN};
+use crate::schema::Schema;
+use crate::value::{Event, Value};
+use crate::varint::{Cursor, DecodeError};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What kind of damage a [`ReadError`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The file ends inside a frame (or before the magic).
+    Truncated,
+    /// Bytes that cannot be what the format says.
+    Corrupt(String),
+    /// The operating system failed to read.
+    Io(String),
+}
+
+/// A problem in a trace file, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadError {
+    /// The file.
+    pub file: PathBuf,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// What went wrong.
+    pub kind: ErrorKind,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let file = self.file.display();
+        match &self.kind {
+            ErrorKind::Truncated => {
+                write!(f, "{file}: truncated at byte {}: the file ends inside a frame", self.offset)
+            }
+            ErrorKind::Corrupt(m) => write!(f, "{file}: corrupt at byte {}: {m}", self.offset),
+            ErrorKind::Io(m) => write!(f, "{file}: read error at byte {}: {m}", self.offset),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// One unit of a trace file, as the reader hands it out.
+#[derive(Debug, Clone)]
+pub enum Record {
+    /// The header (always first).
+    Header(Arc<Header>),
+    /// The decoded events of one chunk.
+    Events {
+        /// Byte offset of the chunk's frame.
+        offset: u64,
+        /// Bytes the frame takes in the file.
+        frame_len: u64,
+        /// Recording thread.
+        tid: u64,
+        /// Events, in the thread's order (`set_worker` records excluded).
+        events: Vec<Event>,
+    },
+    /// A thread's name.
+    Thread {
+        /// OS thread id.
+        tid: u64,
+        /// Name.
+        name: String,
+    },
+    /// A clock sync point.
+    Clock {
+        /// Trace ticks.
+        ticks: u64,
+        /// Wall clock, ns since the Unix epoch.
+        wall_ns: u64,
+    },
+    /// Events a thread lost.
+    Dropped {
+        /// OS thread id.
+        tid: u64,
+        /// How many.
+        count: u64,
+        /// Tick of the first loss.
+        since_ticks: u64,
+        /// Tick of the report.
+        until_ticks: u64,
+    },
+    /// End of a writer drain round.
+    Round {
+        /// Tick at which the round began.
+        watermark_ticks: u64,
+    },
+    /// The file is sealed.
+    End {
+        /// Event records the writer put in this file.
+        events: u64,
+        /// Events reported lost in this file.
+        dropped: u64,
+    },
+}
+
+/// Definitions a file has provided so far.
+#[derive(Default, Debug)]
+pub struct Tables {
+    schemas: Vec<Option<Arc<Schema>>>,
+    strings: HashMap<u64, Arc<str>>,
+    locations: HashMap<u64, Arc<str>>,
+    threads: HashMap<u64, String>,
+}
+
+impl Tables {
+    /// The schema for an event type id.
+    pub fn schema(&self, id: u32) -> Option<&Arc<Schema>> {
+        self.schemas.get(id as usize).and_then(|s| s.as_ref())
+    }
+
+    fn add_schema(&mut self, s: Schema) -> Result<(), DecodeError> {
+        // Ids index a table; a sane recording has a few hundred types.
+        if s.id as usize > 1 << 16 {
+            return Err(DecodeError::new(0, format!("event type id {} too large", s.id)));
+        }
+        let i = s.id as usize;
+        if self.schemas.len() <= i {
+            self.schemas.resize(i + 1, None);
+        }
+        self.schemas[i] = Some(Arc::new(s));
+        Ok(())
+    }
+
+    /// The text of an interned string.
+    pub fn string(&self, id: u64) -> Option<&Arc<str>> {
+        self.strings.get(&id)
+    }
+
+    /// The text of a spawn location.
+    pub fn location(&self, id: u64) -> Option<&Arc<str>> {
+        self.locations.get(&id)
+    }
+
+    /// Thread names seen so far.
+    pub fn threads(&self) -> &HashMap<u64, String> {
+        &self.threads
+    }
+
+    /// All schemas seen so far.
+    pub fn schemas(&self) -> impl Iterator<Item = &Arc<Schema>> {
+        self.schemas.iter().flatten()
+    }
+}
+
+/// Reads one trace file frame by frame. See the module docs.
+pub struct FileReader<R> {
+    r: R,
+    path: PathBuf,
+    offset: u64,
+    started: bool,
+    finished: bool,
+    sealed: bool,
+    header: Option<Arc<Header>>,
+    tables: Tables,
+    payload: Vec<u8>,
+    pending: Option<Result<Record, ReadError>>,
+}
+
+impl FileReader<BufReader<File>> {
+    /// Opens a file for reading.
+    pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
+        let path = path.as_ref();
+        let f = File::open(path)?;
+        Ok(FileReader::new(BufReader::with_capacity(1 << 20, f), path))
+    }
+}
+
+impl<R: Read> FileReader<R> {
+    /// Reads from any byte source; `path` names it in errors.
+    pub fn new(r: R, path: impl Into<PathBuf>) -> Self {
+        FileReader {
+            r,
+            path: path.into(),
+            offset: 0,
+            started: false,
+            finished: false,
+            sealed: false,
+            header: None,
+            tables: Tables::default(),
+            payload: Vec::new(),
+            pending: None,
+        }
+    }
+
+    /// The header, once read.
+    pub fn header(&self) -> Option<&Arc<Header>> {
+        self.header.as_ref()
+    }
+
+    /// Definitions read so far.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// True once an `END` frame was read.
+    pub fn sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Bytes consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn err(&self, offset: u64, kind: ErrorKind) -> ReadError {
+        ReadError { file: self.path.clone(), offset, kind }
+    }
+
+    /// Reads up to `buf.len()` bytes; returns how many (less only at EOF).
+    fn fill(&mut self, buf_len: usize) -> Result<usize, ReadError> {
+        self.payload.clear();
+        let r = (&mut self.r).take(buf_len as u64).read_to_end(&mut self.payload);
+        r.map_err(|e| self.err(self.offset, ErrorKind::Io(e.to_string())))
+    }
+
+    fn next_record(&mut self) -> Option<Result<Record, ReadError>> {
+        if let Some(p) = self.pending.take() {
+            return Some(p);
+        }
+        if self.finished {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            let n = match self.fill(8) {
+                Ok(n) => n,
+                Err(e) => return self.fatal(e),
+            };
+            if n < 8 {
+                return self.fatal(self.err(0, ErrorKind::Truncated));
+            }
+            if self.payload != crate::MAGIC {
+                return self.fatal(self.err(0, ErrorKind::Corrupt("bad magic: not a runtrace trace".into())));
+            }
+            self.offset = 8;
+        }
+        loop {
+            let at = self.offset;
+            let n = match self.fill(FRAME_HEADER_LEN) {
+                Ok(n) => n,
+                Err(e) => return self.fatal(e),
+            };
+            if n == 0 {
+                self.finished = true;
+                if self.header.is_none() {
+                    return Some(Err(self.err(at, ErrorKind::Truncated)));
+                }
+                return None;
+            }
+            if n < FRAME_HEADER_LEN {
+                return self.fatal(self.err(at, ErrorKind::Truncated));
+            }
+            let ty = self.payload[0];
+            let len = u32::from_le_bytes(self.payload[1..5].try_into().unwrap());
+            let crc = u32::from_le_bytes(self.payload[5..9].try_into().unwrap());
+            if ty == 0 {
+                return self.fatal(self.err(at, ErrorKind::Corrupt("frame type 0 (zeroed data)".into())));
+            }
+            if len > crate::MAX_FRAME_LEN {
+                return self.fatal(self.err(
+                    at,
+                    ErrorKind::Corrupt(format!("frame length {len} exceeds 64 MiB; cannot continue")),
+                ));
+            }
+            let n = match self.fill(len as usize) {
+                Ok(n) => n,
+                Err(e) => return self.fatal(e),
+            };
+            if n < len as usize {
+                return self.fatal(self.err(at, ErrorKind::Truncated));
+            }
+            self.offset = at + FRAME_HEADER_LEN as u64 + len as u64;
+            if crc32fast::hash(&self.payload) != crc {
+                if self.header.is_none() {
+                    return self.fatal(self.err(at, ErrorKind::Corrupt("header checksum mismatch".into())));
+                }
+                return Some(Err(self.err(at, ErrorKind::Corrupt("frame checksum mismatch".into()))));
+            }
+            let Some(ft) = FrameType::from_u8(ty) else {
+                continue; // Unknown frame types are skipped (rule 4).
+            };
+            if self.header.is_none() && ft != FrameType::Header {
+                return self.fatal(self.err(at, ErrorKind::Corrupt("first frame is not a HEADER".into())));
+            }
+            match self.frame(ft, at) {
+                Ok(Some(rec)) => return Some(Ok(rec)),
+                Ok(None) => {
+                    if let Some(p) = self.pending.take() {
+                        return Some(p);
+                    }
+                    continue;
+                }
+                Err(e) if ft == FrameType::Header => {
+                    return self.fatal(self.err(at, ErrorKind::Corrupt(format!("bad header: {e}"))))
+                }
+                Err(e) => return Some(Err(self.err(at, ErrorKind::Corrupt(e.to_string())))),
+            }
+        }
+    }
+
+    fn fatal(&mut self, e: ReadError) -> Option<Result<Record, ReadError>> {
+        self.finished = true;
+        Some(Err(e))
+    }
+
+    /// Decodes one intact frame. `Ok(None)`: definitions absorbed.
+    fn frame(&mut self, ft: FrameType, at: u64) -> Result<Option<Record>, DecodeError> {
+        let payload = std::mem::take(&mut self.payload);
+        let r = self.frame_inner(ft, at, &payload);
+        self.payload = payload;
+        r
+    }
+
+    fn frame_inner(&mut self, ft: FrameType, at: u64, p: &[u8]) -> Result<Option<Record>, DecodeError> {
+        let mut c = Cursor::new(p);
+        Ok(Some(match ft {
+            FrameType::Header => {
+                if self.header.is_some() {
+                    return Err(DecodeError::new(0, "second HEADER frame"));
+                }
+                let h = Header::decode(p)?;
+                for s in &h.schemas {
+                    self.tables.add_schema(s.clone())?;
+                }
+                let h = Arc::new(h);
+                self.header = Some(h.clone());
+                Record::Header(h)
+            }
+            FrameType::Schema => {
+                let n = c.varint()?;
+                for _ in 0..n {
+                    let s = Schema::decode(&mut c)?;
+                    self.tables.add_schema(s)?;
+                }
+                return Ok(None);
+            }
+            FrameType::Strings => {
+                let n = c.varint()?;
+                for _ in 0..n {
+                    let id = c.varint()?;
+                    let s = c.str()?;
+                    self.tables.strings.insert(id, Arc::from(s));
+                }
+                return Ok(None);
+            }
+            FrameType::Locations => {
+                let n = c.varint()?;
+                for _ in 0..n {
+                    let id = c.varint()?;
+                    let file = c.str()?;
+                    let line = c.varint()?;
+                    let col = c.varint()?;
+                    let text = format!("{file}:{line}:{col}");
+                    self.tables.locations.insert(id, Arc::from(text.as_str()));
+                }
+                return Ok(None);
+            }
+            FrameType::Thread => {
+                let tid = c.varint()?;
+                let name = c.str()?.to_owned();
+                self.tables.threads.insert(tid, name.clone());
+                Record::Thread { tid, name }
+            }
+            FrameType::Clock => Record::Clock { ticks: c.varint()?, wall_ns: c.varint()? },
+            FrameType::Dropped => Record::Dropped {
+                tid: c.varint()?,
+                count: c.varint()?,
+                since_ticks: c.varint()?,
+                until_ticks: c.varint()?,
+            },
+            FrameType::Round => Record::Round { watermark_ticks: c.varint()? },
+            FrameType::End => {
+                self.sealed = true;
+                Record::End { events: c.varint()?, dropped: c.varint()? }
+            }
+            FrameType::Chunk => {
+                let hdr = ChunkHeader::decode(&mut c)?;
+                let body_at = c.pos();
+                let body = c.rest();
+                let mut events = Vec::with_capacity(hdr.count.min(1 << 16) as usize);
+                let header = self.header.clone().expect("header read first");
+                let tables = &self.tables;
+                let mut state = hdr.state;
+                let res = walk(body, &mut state, |id| tables.schema(id).map(|s| &**s), |ev| {
+                    let schema = tables.schema(ev.schema.id).unwrap().clone();
+                    let mut values = Vec::with_capacity(ev.values.len());
+                    for v in ev.values {
+                        values.push(resolve(tables, *v).map_err(|m| {
+                            DecodeError::new(ev.offset, format!("event at +{}: {m}", ev.offset))
+                        })?);
+                    }
+                    events.push(Event {
+                        ticks: ev.ticks,
+                        ns: header.ticks_to_ns(ev.ticks),
+                        tid: hdr.tid,
+                        schema,
+                        values,
+                    });
+                    Ok(())
+                });
+                let rec = |events| Record::Events {
+                    offset: at,
+                    frame_len: FRAME_HEADER_LEN as u64 + p.len() as u64,
+                    tid: hdr.tid,
+                    events,
+                };
+                let problem = match res {
+                    Ok(n) if n != hdr.count => Some(DecodeError::new(
+                        body_at,
+                        format!("chunk says {} events but holds {n}", hdr.count),
+                    )),
+                    Ok(_) => None,
+                    Err(e) => Some(DecodeError::new(body_at + e.pos, e.what)),
+                };
+                if let Some(e) = problem {
+                    // Keep the good prefix; report the damage next.
+                    let off = at + FRAME_HEADER_LEN as u64 + e.pos as u64;
+                    self.pending = Some(Err(self.err(off, ErrorKind::Corrupt(format!("chunk at byte {at}: {}", e.what)))));
+                    if events.is_empty() {
+                        return Ok(None);
+                    }
+                }
+                rec(events)
+            }
+        }))
+    }
+}
+
+fn resolve(t: &Tables, v: RawValue<'_>) -> Result<Value, String> {
+    Ok(match v {
+        RawValue::U(x) | RawValue::Task(x) => Value::U(x),
+        RawValue::I(x) => Value::I(x),
+        RawValue::Bool(b) => Value::Bool(b),
+        RawValue::F(f) => Value::F(f),
+        RawValue::Str(s) => Value::Str(Arc::from(s)),
+        RawValue::Istr(0) => Value::Str(Arc::from("")),
+        RawValue::Istr(id) => {
+            Value::Str(t.strings.get(&id).cloned().ok_or_else(|| format!("string id {id} was never defined"))?)
+        }
+        RawValue::Loc(0) => Value::Loc { id: 0, text: None },
+        RawValue::Loc(id) => Value::Loc {
+            id,
+            text: Some(t.locations.get(&id).cloned().ok_or_else(|| format!("location id {id} was never defined"))?),
+        },
+        RawValue::Worker(w) => Value::Worker((w != crate::NO_WORKER).then_some(w)),
+    })
+}
+
+impl<R: Read> Iterator for FileReader<R> {
+    type Item = Result<Record, ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record()
+    }
+}

@@ -1,0 +1,55 @@
+//! The trace clock: the TSC through quanta, shifted to ticks of at most
+//! 10 ns (docs/format.md section 4).
+
+use std::sync::OnceLock;
+
+/// A calibrated clock producing trace ticks.
+#[derive(Debug)]
+pub(crate) struct TraceClock {
+    clock: quanta::Clock,
+    shift: u32,
+    ticks_per_sec: u64,
+}
+
+impl TraceClock {
+    /// The process-wide clock (quanta calibrates once, on first use).
+    pub(crate) fn get() -> &'static TraceClock {
+        static C: OnceLock<TraceClock> = OnceLock::new();
+        C.get_or_init(|| {
+            let clock = quanta::Clock::new();
+            // Raw units per second: quanta knows the scale it calibrated.
+            const PROBE: u64 = 1 << 40;
+            let ns = clock.delta_as_nanos(0, PROBE).max(1);
+            let raw_per_sec = (PROBE as u128 * 1_000_000_000 / ns as u128) as u64;
+            let mut shift = 0;
+            while (raw_per_sec >> (shift + 1)) >= 100_000_000 {
+                shift += 1;
+            }
+            TraceClock { clock, shift, ticks_per_sec: (raw_per_sec >> shift).max(1) }
+        })
+    }
+
+    /// Now, in trace ticks. One TSC read.
+    #[inline(always)]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.raw() >> self.shift
+    }
+
+    pub(crate) fn ticks_per_sec(&self) -> u64 {
+        self.ticks_per_sec
+    }
+}
+
+/// Wall clock, ns since the Unix epoch.
+pub(crate) fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The calling thread's OS id.
+pub(crate) fn gettid() -> u64 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u64 }
+}

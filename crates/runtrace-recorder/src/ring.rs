@@ -1,0 +1,279 @@
+//! The per-thread event buffer: a single-producer, single-consumer ring of
+//! fixed-size slots.
+//!
+//! The producer (the recording thread) appends encoded events to the slot it
+//! owns and publishes each one with one `Release` store of `progress`; on x86
+//! that is a plain `mov`, so the hot path takes no lock, makes no syscall and
+//! performs no read-modify-write. The consumer (the writer thread) looks
+//! only every flush interval or when woken at the high-water mark, so the
+//! producer's cache lines are not pulled away per event (the field notes
+//! measured a busy-polling consumer making producers 2.5-4.4x slower).
+//!
+//! # Protocol
+//!
+//! `progress = (seq << 32) | len`: the producer owns slot `seq % N` and has
+//! published its first `len` bytes. `consumed` = how many slots the writer
+//! has finished with (every slot `< consumed` is free for reuse).
+//!
+//! 1. Only the producer writes slot data, `starts[seq % N]` and
+//!    `seals[seq % N]`, and only for slots `seq` with
+//!    `consumed <= seq < consumed + N` (loaded with `Acquire`, pairing with
+//!    the writer's `Release` in rule 5, so the writer's reads of a recycled
+//!    slot happen before the producer overwrites it).
+//! 2. Before publishing the first `progress` of slot `seq`, the producer
+//!    writes `starts[seq % N]`: the registers a decoder needs to begin there.
+//! 3. Each event is published by `progress.store((seq << 32) | len, Release)`
+//!    after its bytes are written; the writer's `Acquire` load makes bytes
+//!    `[0, len)` of slot `seq` readable.
+//! 4. To leave slot `seq`, the producer writes `seals[seq % N]` (final length,
+//!    record count, end registers), writes `starts[(seq + 1) % N]` and
+//!    publishes `(seq + 1) << 32`. If slot `seq + 1` is not free (rule 1), it
+//!    stays where it is and drops events (counting them) until it is.
+//! 5. The writer reads sealed slots (`< progress >> 32`) whole, and the
+//!    current slot up to `len`, never past it. When it has copied a sealed
+//!    slot it stores `consumed = seq + 1` with `Release`.
+//! 6. `closed` is set (`Release`) by the producer after its last publish; a
+//!    writer that sees it (`Acquire`) drains what is left and retires the
+//!    ring.
+
+use crate::sync::{AtomicBool, AtomicU64, CachePadded, Ordering, UnsafeCell};
+use runtrace_format::chunk::ChunkState;
+use std::ptr::NonNull;
+
+/// A slot's final length, record count and end registers (rule 4).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Seal {
+    pub(crate) len: usize,
+    pub(crate) count: u64,
+    pub(crate) end: ChunkState,
+}
+
+/// See the module docs.
+pub(crate) struct Ring {
+    n_slots: u64,
+    slot_size: usize,
+    data: NonNull<u8>,
+    starts: Box<[UnsafeCell<ChunkState>]>,
+    seals: Box<[UnsafeCell<Seal>]>,
+    progress: CachePadded<AtomicU64>,
+    consumed: CachePadded<AtomicU64>,
+    /// Events lost because every slot was full (written by the producer only).
+    pub(crate) dropped: AtomicU64,
+    /// Tick of the first loss not yet reported (0: none).
+    pub(crate) drop_since: AtomicU64,
+    pub(crate) closed: AtomicBool,
+}
+
+// SAFETY: the raw data pointer is only accessed under the protocol above:
+// the producer and the writer never touch the same bytes at the same time.
+unsafe impl Send for Ring {}
+// SAFETY: as above; shared access goes through atomics and the protocol.
+unsafe impl Sync for Ring {}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this exact layout; no other handle
+        // to the ring exists once it drops.
+        unsafe { std::alloc::dealloc(self.data.as_ptr(), Self::layout(self.n_slots, self.slot_size)) }
+    }
+}
+
+/// What the writer took from a ring in one go: bytes forming whole event
+/// records, and the registers a decoder needs to begin there.
+pub(crate) struct Piece<'a> {
+    pub(crate) start: ChunkState,
+    /// Records in `bytes`.
+    pub(crate) count: u64,
+    pub(crate) bytes: &'a [u8],
+}
+
+/// The writer's position in one ring.
+#[derive(Debug, Default)]
+pub(crate) struct DrainPos {
+    /// Slot being consumed.
+    seq: u64,
+    /// Bytes of it already taken.
+    taken: usize,
+    /// Records of it already taken.
+    taken_count: u64,
+    /// Registers at `taken`.
+    state: ChunkState,
+}
+
+/// The producer's private position (it mirrors what it published).
+#[derive(Debug)]
+pub(crate) struct ProducerPos {
+    pub(crate) seq: u64,
+    pub(crate) len: usize,
+    pub(crate) count: u64,
+    cached_consumed: u64,
+}
+
+impl ProducerPos {
+    pub(crate) const EMPTY: ProducerPos = ProducerPos { seq: 0, len: 0, count: 0, cached_consumed: 0 };
+}
+
+impl Ring {
+    fn layout(n: u64, size: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(n as usize * size, 64).expect("ring layout")
+    }
+
+    /// A ring of `n_slots` slots of `slot_size` bytes, starting with
+    /// registers `start`.
+    pub(crate) fn new(n_slots: u64, slot_size: usize, start: ChunkState) -> (Ring, ProducerPos) {
+        assert!(n_slots >= 2 && slot_size >= 64);
+        let layout = Self::layout(n_slots, slot_size);
+        // SAFETY: the layout has a non-zero size (asserted above).
+        let data = unsafe { std::alloc::alloc(layout) };
+        let data = NonNull::new(data).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let starts: Box<[_]> = (0..n_slots).map(|_| UnsafeCell::new(start)).collect();
+        let seals: Box<[_]> = (0..n_slots).map(|_| UnsafeCell::new(Seal::default())).collect();
+        let ring = Ring {
+            n_slots,
+            slot_size,
+            data,
+            starts,
+            seals,
+            progress: CachePadded(AtomicU64::new(0)),
+            consumed: CachePadded(AtomicU64::new(0)),
+            dropped: AtomicU64::new(0),
+            drop_since: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        };
+        (ring, ProducerPos { seq: 0, len: 0, count: 0, cached_consumed: 0 })
+    }
+
+    pub(crate) fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+
+    fn slot_ptr(&self, seq: u64) -> *mut u8 {
+        // SAFETY: `seq % n_slots < n_slots`, so the offset stays inside the
+        // allocation of `n_slots * slot_size` bytes.
+        unsafe { self.data.as_ptr().add((seq % self.n_slots) as usize * self.slot_size) }
+    }
+
+    // ---- producer side -------------------------------------------------
+
+    /// The unwritten tail of the producer's current slot.
+    ///
+    /// # Safety
+    /// Only the ring's single producer may call this, and it must not hold
+    /// two of these slices at once.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn tail(&self, pos: &ProducerPos) -> &mut [u8] {
+        // SAFETY: rule 1: the producer owns slot `pos.seq`; bytes from `len`
+        // on are not published, so the writer never reads them (rule 5).
+        unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(pos.seq).add(pos.len), self.slot_size - pos.len) }
+    }
+
+    /// Publishes `n` more bytes holding `events` more events (rule 3;
+    /// `set_worker` records are not events).
+    #[inline(always)]
+    pub(crate) fn publish(&self, pos: &mut ProducerPos, n: usize, events: u64) {
+        pos.len += n;
+        pos.count += events;
+        // Release: publishes the bytes just written; pairs with the Acquire
+        // in `drain`.
+        self.progress.store((pos.seq << 32) | pos.len as u64, Ordering::Release);
+    }
+
+    /// Moves the producer to the next slot (rule 4). False when no slot is
+    /// free; the caller then drops its event. Returns also how many slots
+    /// await the writer, for the high-water wake-up.
+    pub(crate) fn advance(&self, pos: &mut ProducerPos, end: ChunkState) -> Option<u64> {
+        let next = pos.seq + 1;
+        if next >= pos.cached_consumed + self.n_slots {
+            // Acquire: pairs with the writer's Release in `drain` (rule 1).
+            pos.cached_consumed = self.consumed.load(Ordering::Acquire);
+            if next >= pos.cached_consumed + self.n_slots {
+                return None;
+            }
+        }
+        let seal = Seal { len: pos.len, count: pos.count, end };
+        // SAFETY: rule 1: the producer owns slot `pos.seq`'s seal until it
+        // publishes `next` below; the writer reads it only after that.
+        self.seals[(pos.seq % self.n_slots) as usize].with_mut(|p| unsafe { *p = seal });
+        // SAFETY: rule 1: slot `next` is free (checked above), so no one
+        // reads its start until it is published.
+        self.starts[(next % self.n_slots) as usize].with_mut(|p| unsafe { *p = end });
+        // Release: publishes the seal, the start and all bytes (rule 4).
+        self.progress.store(next << 32, Ordering::Release);
+        pos.seq = next;
+        pos.len = 0;
+        pos.count = 0;
+        Some(next - pos.cached_consumed)
+    }
+
+    /// Counts one lost event (producer only).
+    #[inline]
+    pub(crate) fn count_drop(&self, now: u64) {
+        // Single writer: a load and a store, no locked instruction.
+        let d = self.dropped.load(Ordering::Relaxed);
+        self.dropped.store(d + 1, Ordering::Relaxed);
+        if self.drop_since.load(Ordering::Relaxed) == 0 {
+            self.drop_since.store(now.max(1), Ordering::Relaxed);
+        }
+    }
+
+    // ---- writer side ---------------------------------------------------
+
+    /// Hands everything published since the last call to `take`, in order.
+    /// `take` may return an error to stop (the pieces after are retried on
+    /// the next call). `count_records` counts records in a partial piece and
+    /// returns the end registers.
+    pub(crate) fn drain<E>(
+        &self,
+        pos: &mut DrainPos,
+        mut count_records: impl FnMut(&[u8], ChunkState) -> Result<(u64, ChunkState), E>,
+        mut take: impl FnMut(Piece<'_>),
+    ) -> Result<(), E> {
+        // Acquire: pairs with the producer's Release in `publish`/`advance`.
+        let p = self.progress.load(Ordering::Acquire);
+        let (cur_seq, cur_len) = (p >> 32, (p & 0xffff_ffff) as usize);
+        while pos.seq < cur_seq {
+            let i = (pos.seq % self.n_slots) as usize;
+            // SAFETY: rule 4: the seal and start of a slot below `cur_seq`
+            // were written before the Acquire-loaded publish and are not
+            // rewritten until we release the slot.
+            let seal = self.seals[i].with(|s| unsafe { *s });
+            if pos.taken == 0 {
+                pos.state = self.starts[i].with(|s| unsafe { *s });
+            }
+            if seal.len > pos.taken {
+                // SAFETY: rule 5: bytes [taken, seal.len) of a sealed slot are
+                // published and stable.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(self.slot_ptr(pos.seq).add(pos.taken), seal.len - pos.taken)
+                };
+                take(Piece { start: pos.state, count: seal.count - pos.taken_count, bytes });
+            }
+            pos.seq += 1;
+            pos.taken = 0;
+            pos.taken_count = 0;
+            pos.state = seal.end;
+            // Release: our reads of the slot happen before the producer
+            // reuses it (rule 1).
+            self.consumed.store(pos.seq, Ordering::Release);
+        }
+        if pos.taken == 0 && cur_len > 0 {
+            // SAFETY: rule 2: published before the first byte of the slot.
+            pos.state = self.starts[(pos.seq % self.n_slots) as usize].with(|s| unsafe { *s });
+        }
+        if cur_len > pos.taken {
+            // SAFETY: rule 5: bytes [taken, cur_len) were published by the
+            // Acquire-loaded progress; the producer writes only past it.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(self.slot_ptr(pos.seq).add(pos.taken), cur_len - pos.taken)
+            };
+            let (n, end) = count_records(bytes, pos.state)?;
+            take(Piece { start: pos.state, count: n, bytes });
+            pos.taken = cur_len;
+            pos.taken_count += n;
+            pos.state = end;
+        }
+        Ok(())
+    }
+}

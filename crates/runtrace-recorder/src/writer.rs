@@ -1,0 +1,364 @@
+//! The writer thread: drains every ring in rounds, frames what it took,
+//! writes `PATH.N.bin.active`, seals and renames it, rotates by size and
+//! evicts old files.
+//!
+//! A round: take pieces from every ring into a chunk buffer; then write the
+//! definitions logged since the file last saw them (every id in those
+//! pieces was logged before its event was published, so reading the logs
+//! after taking the pieces finds them all), then the chunks, the drop
+//! reports and a `ROUND` frame.
+
+use crate::clock::{self, TraceClock};
+use crate::registry;
+use crate::ring::DrainPos;
+use crate::session::{RecordError, RecordStats, RingEntry, Shared};
+use runtrace_format::chunk::{walk, ChunkHeader};
+use runtrace_format::frame::{self, FrameType, Header};
+use runtrace_format::schema::{builtin_schemas, Schema};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct WRing {
+    entry: RingEntry,
+    pos: DrainPos,
+    reported_dropped: u64,
+    announced_in: Option<u64>,
+}
+
+/// How much of each definition log the current file has seen.
+#[derive(Default, Clone, Copy)]
+struct DefCursor {
+    strings: usize,
+    locations: usize,
+    schemas: usize,
+}
+
+pub(crate) struct Writer {
+    shared: Arc<Shared>,
+    clock: &'static TraceClock,
+    anchor_ticks: u64,
+    anchor_wall_ns: u64,
+    recording_id: u64,
+    process_name: String,
+    rings: Vec<WRing>,
+    /// Schemas by id, for counting events in partial pieces.
+    schemas: Vec<Option<Schema>>,
+    user_schemas_known: usize,
+    file: Option<File>,
+    file_index: u64,
+    file_bytes: u64,
+    file_events: u64,
+    file_dropped: u64,
+    defs: DefCursor,
+    sealed: VecDeque<(PathBuf, u64)>,
+    buf: Vec<u8>,
+    chunks: Vec<u8>,
+    stats: RecordStats,
+    last_clock_sync: Instant,
+}
+
+fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
+    RecordError::Io(format!("{}: {what}: {e}", path.display()))
+}
+
+impl Writer {
+    pub(crate) fn new(shared: Arc<Shared>) -> Result<Writer, RecordError> {
+        let clock = TraceClock::get();
+        let recording_id = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(clock::wall_ns());
+            h.write_u32(std::process::id());
+            h.finish()
+        };
+        let process_name = std::fs::read_to_string("/proc/self/comm")
+            .map(|s| s.trim_end().to_owned())
+            .unwrap_or_default();
+        let mut schemas: Vec<Option<Schema>> = Vec::new();
+        for s in builtin_schemas() {
+            let i = s.id as usize;
+            if schemas.len() <= i {
+                schemas.resize(i + 1, None);
+            }
+            schemas[i] = Some(s);
+        }
+        let mut w = Writer {
+            shared,
+            clock,
+            anchor_ticks: clock.now(),
+            anchor_wall_ns: clock::wall_ns(),
+            recording_id,
+            process_name,
+            rings: Vec::new(),
+            schemas,
+            user_schemas_known: 0,
+            file: None,
+            file_index: 0,
+            file_bytes: 0,
+            file_events: 0,
+            file_dropped: 0,
+            defs: DefCursor::default(),
+            sealed: VecDeque::new(),
+            buf: Vec::with_capacity(1 << 20),
+            chunks: Vec::with_capacity(1 << 20),
+            stats: RecordStats::default(),
+            last_clock_sync: Instant::now(),
+        };
+        if let Some(dir) = w.shared.cfg.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| io_err(dir, "cannot create directory", e))?;
+        }
+        // Open the first file now so a bad path fails `start()`, not later.
+        w.open_file()?;
+        Ok(w)
+    }
+
+    fn path(&self, index: u64, active: bool) -> PathBuf {
+        let mut s = self.shared.cfg.path.clone().into_os_string();
+        s.push(format!(".{index}.bin"));
+        if active {
+            s.push(".active");
+        }
+        PathBuf::from(s)
+    }
+
+    pub(crate) fn run(mut self) -> Result<RecordStats, RecordError> {
+        let interval = self.shared.cfg.flush_interval;
+        loop {
+            let stopping = self.shared.stop.load(Ordering::Acquire);
+            self.round()?;
+            if stopping {
+                break;
+            }
+            // Not busy-polling: sleep until the interval passes or a producer
+            // wakes us at its high-water mark.
+            std::thread::park_timeout(interval);
+        }
+        self.seal()?;
+        Ok(self.stats)
+    }
+
+    fn round(&mut self) -> Result<(), RecordError> {
+        let watermark = self.clock.now();
+        {
+            let mut new = self.shared.new_rings.lock().unwrap_or_else(|e| e.into_inner());
+            for entry in new.drain(..) {
+                self.rings.push(WRing { entry, pos: DrainPos::default(), reported_dropped: 0, announced_in: None });
+            }
+        }
+        self.chunks.clear();
+        let mut dropped_frames = Vec::new();
+        let mut i = 0;
+        while i < self.rings.len() {
+            // Load `closed` before draining: a ring seen closed is then
+            // drained to its very end (ring rule 6).
+            let closed = self.rings[i].entry.ring.closed.load(Ordering::Acquire);
+            if self.drain_ring(i).is_err() {
+                // An event type id the writer cannot find even after
+                // re-reading the logs: only a bug could cause it. Keep going
+                // without this thread rather than stop the recording.
+                closed_ring_warning(&self.rings[i].entry);
+                self.rings.swap_remove(i);
+                continue;
+            }
+            let r = &mut self.rings[i];
+            let d = r.entry.ring.dropped.load(Ordering::Relaxed);
+            if d > r.reported_dropped {
+                let since = r.entry.ring.drop_since.swap(0, Ordering::Relaxed);
+                let since = if since == 0 { watermark } else { since };
+                dropped_frames.push(frame::dropped(r.entry.tid, d - r.reported_dropped, since, watermark));
+                self.stats.dropped += d - r.reported_dropped;
+                self.file_dropped += d - r.reported_dropped;
+                r.reported_dropped = d;
+            }
+            if closed {
+                self.rings.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        // Definitions first, then threads, chunks, drops, the round marker.
+        self.buf.clear();
+        self.write_new_defs();
+        let index = self.file_index;
+        for r in &mut self.rings {
+            if r.announced_in != Some(index) {
+                frame::write(&mut self.buf, FrameType::Thread, &frame::thread(r.entry.tid, &r.entry.name));
+                r.announced_in = Some(index);
+            }
+        }
+        self.buf.extend_from_slice(&self.chunks);
+        for d in &dropped_frames {
+            frame::write(&mut self.buf, FrameType::Dropped, d);
+        }
+        if self.last_clock_sync.elapsed() >= Duration::from_secs(1) {
+            self.last_clock_sync = Instant::now();
+            frame::write(&mut self.buf, FrameType::Clock, &frame::clock(self.clock.now(), clock::wall_ns()));
+        }
+        frame::write(&mut self.buf, FrameType::Round, &frame::round(watermark));
+        self.write_buf()?;
+        if self.file_bytes >= self.shared.cfg.max_file_size {
+            self.seal()?;
+            self.open_file()?;
+        }
+        Ok(())
+    }
+
+    /// Takes everything published in ring `i` and frames it into `chunks`.
+    fn drain_ring(&mut self, i: usize) -> Result<(), ()> {
+        for attempt in 0..2 {
+            let schemas = &self.schemas;
+            let chunks = &mut self.chunks;
+            let r = &mut self.rings[i];
+            let tid = r.entry.tid;
+            let mut events = 0;
+            let res = r.entry.ring.drain(
+                &mut r.pos,
+                |bytes, mut st| {
+                    let n = walk(bytes, &mut st, |id| schemas.get(id as usize).and_then(|s| s.as_ref()), |_| Ok(()))?;
+                    Ok::<_, runtrace_format::varint::DecodeError>((n, st))
+                },
+                |piece| {
+                    let mut payload = Vec::with_capacity(piece.bytes.len() + 32);
+                    ChunkHeader { tid, state: piece.start, count: piece.count }.encode(&mut payload);
+                    payload.extend_from_slice(piece.bytes);
+                    frame::write(chunks, FrameType::Chunk, &payload);
+                    events += piece.count;
+                },
+            );
+            self.stats.events += events;
+            self.file_events += events;
+            match res {
+                Ok(()) => return Ok(()),
+                // A schema registered after our last look: re-read the logs.
+                Err(_) if attempt == 0 => self.sync_schemas(),
+                Err(_) => return Err(()),
+            }
+        }
+        Err(())
+    }
+
+    fn sync_schemas(&mut self) {
+        let new: Vec<Schema> =
+            registry::with_logs(|l| l.schemas[self.user_schemas_known.min(l.schemas.len())..].to_vec());
+        self.user_schemas_known += new.len();
+        for s in new {
+            let i = s.id as usize;
+            if self.schemas.len() <= i {
+                self.schemas.resize(i + 1, None);
+            }
+            self.schemas[i] = Some(s);
+        }
+    }
+
+    /// Appends STRINGS/LOCATIONS/SCHEMA frames for what the file has not
+    /// seen yet.
+    fn write_new_defs(&mut self) {
+        let cur = self.defs;
+        let buf = &mut self.buf;
+        self.defs = registry::with_logs(|l| {
+            if l.schemas.len() > cur.schemas {
+                frame::write(buf, FrameType::Schema, &frame::schemas(&l.schemas[cur.schemas..]));
+            }
+            if l.strings.len() > cur.strings {
+                let list = l.strings[cur.strings..].iter().enumerate();
+                let list = list.map(|(k, s)| ((cur.strings + k + 1) as u64, s.as_str()));
+                frame::write(buf, FrameType::Strings, &frame::strings(list));
+            }
+            if l.locations.len() > cur.locations {
+                frame::write(buf, FrameType::Locations, &frame::locations(l.locations[cur.locations..].iter()));
+            }
+            DefCursor { strings: l.strings.len(), locations: l.locations.len(), schemas: l.schemas.len() }
+        });
+    }
+
+    fn write_buf(&mut self) -> Result<(), RecordError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let path = self.path(self.file_index, true);
+        let f = self.file.as_mut().ok_or_else(|| RecordError::Io("no open trace file".into()))?;
+        f.write_all(&self.buf).map_err(|e| io_err(&path, "write failed", e))?;
+        self.file_bytes += self.buf.len() as u64;
+        self.stats.bytes += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn open_file(&mut self) -> Result<(), RecordError> {
+        if self.file.is_some() {
+            self.file_index += 1;
+        }
+        let path = self.path(self.file_index, true);
+        let f = File::create(&path).map_err(|e| io_err(&path, "cannot create trace file", e))?;
+        self.file = Some(f);
+        self.file_bytes = 0;
+        self.file_events = 0;
+        self.file_dropped = 0;
+        self.stats.files += 1;
+        // Every file stands alone: the header carries every schema known now,
+        // and all definitions so far are repeated.
+        let mut schemas = builtin_schemas();
+        let users = registry::with_logs(|l| l.schemas.clone());
+        let n_users = users.len();
+        schemas.extend(users);
+        let header = Header {
+            version_major: runtrace_format::VERSION_MAJOR,
+            version_minor: runtrace_format::VERSION_MINOR,
+            ticks_per_sec: self.clock.ticks_per_sec(),
+            anchor_ticks: self.anchor_ticks,
+            anchor_wall_ns: self.anchor_wall_ns,
+            pid: std::process::id() as u64,
+            process_name: self.process_name.clone(),
+            recording_id: self.recording_id,
+            file_index: self.file_index,
+            schemas,
+        };
+        self.buf.clear();
+        self.buf.extend_from_slice(runtrace_format::MAGIC);
+        frame::write(&mut self.buf, FrameType::Header, &header.encode());
+        frame::write(&mut self.buf, FrameType::Clock, &frame::clock(self.clock.now(), clock::wall_ns()));
+        self.defs = DefCursor { schemas: n_users, ..DefCursor::default() };
+        self.write_new_defs();
+        self.write_buf()
+    }
+
+    fn seal(&mut self) -> Result<(), RecordError> {
+        let Some(_) = self.file.as_ref() else { return Ok(()) };
+        self.buf.clear();
+        frame::write(&mut self.buf, FrameType::End, &frame::end(self.file_events, self.file_dropped));
+        self.write_buf()?;
+        let active = self.path(self.file_index, true);
+        let done = self.path(self.file_index, false);
+        if let Some(f) = self.file.take() {
+            f.sync_data().map_err(|e| io_err(&active, "fsync failed", e))?;
+        }
+        std::fs::rename(&active, &done).map_err(|e| io_err(&active, "cannot rename sealed file", e))?;
+        self.sealed.push_back((done, self.file_bytes));
+        self.evict();
+        Ok(())
+    }
+
+    /// Deletes the oldest sealed files while the total exceeds the budget
+    /// (the newest sealed file is always kept).
+    fn evict(&mut self) {
+        let mut total: u64 = self.sealed.iter().map(|(_, n)| n).sum();
+        while total > self.shared.cfg.max_total_size && self.sealed.len() > 1 {
+            let (p, n) = self.sealed.pop_front().unwrap_or_default();
+            let _ = std::fs::remove_file(&p);
+            total -= n;
+        }
+    }
+}
+
+#[cold]
+fn closed_ring_warning(e: &RingEntry) {
+    eprintln!(
+        "runtrace: thread {} ({}) published an event of an unknown type; its further events are not recorded",
+        e.tid, e.name
+    );
+}
