@@ -58,8 +58,7 @@ fn main() {
     println!("cargo:rerun-if-changed={}", path.display());
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let cat: Catalog =
-        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let cat: Catalog = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 
     let mut ids = HashSet::new();
     let mut names = HashSet::new();
@@ -78,7 +77,9 @@ fn main() {
         );
         assert!(ev.fields.len() <= 32, "{}: at most 32 fields", ev.name);
         assert!(
-            ev.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            ev.name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
             "{}: names are snake_case",
             ev.name
         );
@@ -97,7 +98,9 @@ fn main() {
 
     let variant = |t: &str| TYPES.iter().find(|(n, _)| *n == t).unwrap().1;
     let mut out = String::new();
-    out.push_str("/// Wire ids of the built-in events (from `probes/events.toml`).\npub mod ids {\n");
+    out.push_str(
+        "/// Wire ids of the built-in events (from `probes/events.toml`).\npub mod ids {\n",
+    );
     for ev in &cat.event {
         writeln!(
             out,
@@ -111,7 +114,9 @@ fn main() {
     }
     out.push_str("}\n\n");
 
-    out.push_str("/// Every built-in event, in id order.\npub static BUILTIN_EVENTS: &[BuiltinEvent] = &[\n");
+    out.push_str(
+        "/// Every built-in event, in id order.\npub static BUILTIN_EVENTS: &[BuiltinEvent] = &[\n",
+    );
     let mut sorted: Vec<&Event> = cat.event.iter().collect();
     sorted.sort_by_key(|e| e.id);
     for ev in &sorted {
@@ -144,7 +149,12 @@ fn main() {
          #[macro_export]\nmacro_rules! for_each_builtin_event {\n    ($m:ident) => {\n        $m! {\n",
     );
     for ev in &sorted {
-        write!(out, "            ({}, {}, {:?}, {:?}, [", ev.name, ev.id, ev.json, ev.doc).unwrap();
+        write!(
+            out,
+            "            ({}, {}, {:?}, {:?}, [",
+            ev.name, ev.id, ev.json, ev.doc
+        )
+        .unwrap();
         for f in &ev.fields {
             write!(out, "{}: {}, ", f.name, f.ty).unwrap();
         }

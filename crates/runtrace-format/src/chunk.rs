@@ -46,7 +46,11 @@ pub struct ChunkState {
 
 impl Default for ChunkState {
     fn default() -> Self {
-        ChunkState { ticks: 0, task_reg: 0, worker_reg: crate::NO_WORKER }
+        ChunkState {
+            ticks: 0,
+            task_reg: 0,
+            worker_reg: crate::NO_WORKER,
+        }
     }
 }
 
@@ -68,11 +72,23 @@ impl ChunkHeader {
         if w > u32::MAX as u64 {
             return Err(DecodeError::new(at, "worker out of range"));
         }
-        let worker_reg = if w == 0 { crate::NO_WORKER } else { (w - 1) as u32 };
+        let worker_reg = if w == 0 {
+            crate::NO_WORKER
+        } else {
+            (w - 1) as u32
+        };
         let task_reg = c.varint()?;
         let ticks = c.varint()?;
         let count = c.varint()?;
-        Ok(ChunkHeader { tid, state: ChunkState { ticks, task_reg, worker_reg }, count })
+        Ok(ChunkHeader {
+            tid,
+            state: ChunkState {
+                ticks,
+                task_reg,
+                worker_reg,
+            },
+            count,
+        })
     }
 }
 
@@ -139,7 +155,8 @@ where
         let tag = c.u8().map_err(at)?;
         let id = if tag == crate::TAG_ESCAPE {
             let v = c.varint().map_err(at)?;
-            u32::try_from(v).map_err(|_| DecodeError::new(start, format!("type id {v} out of range")))?
+            u32::try_from(v)
+                .map_err(|_| DecodeError::new(start, format!("type id {v} out of range")))?
         } else {
             tag as u32
         };
@@ -151,7 +168,11 @@ where
                 return Err(DecodeError::new(start, "set_worker value out of range"));
             }
             state.ticks = ticks;
-            state.worker_reg = if w == 0 { crate::NO_WORKER } else { (w - 1) as u32 };
+            state.worker_reg = if w == 0 {
+                crate::NO_WORKER
+            } else {
+                (w - 1) as u32
+            };
             continue;
         }
         let sch = schema(id)
@@ -187,7 +208,12 @@ where
             };
             values.push(v);
         }
-        f(&RawEvent { ticks, offset: start, schema: sch, values: &values })?;
+        f(&RawEvent {
+            ticks,
+            offset: start,
+            schema: sch,
+            values: &values,
+        })?;
         state.ticks = ticks;
         state.task_reg = task_reg;
         n += 1;

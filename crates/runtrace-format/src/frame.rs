@@ -66,7 +66,10 @@ pub fn write(out: &mut Vec<u8>, ty: FrameType, payload: &[u8]) {
 
 /// Appends a frame with any type byte (tests use unknown types).
 pub fn write_raw(out: &mut Vec<u8>, ty: u8, payload: &[u8]) {
-    assert!(payload.len() <= crate::MAX_FRAME_LEN as usize, "frame too large");
+    assert!(
+        payload.len() <= crate::MAX_FRAME_LEN as usize,
+        "frame too large"
+    );
     out.push(ty);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
@@ -102,7 +105,12 @@ impl Header {
     /// Encodes the HEADER payload.
     pub fn encode(&self) -> Vec<u8> {
         let mut p = Vec::with_capacity(256 + 64 * self.schemas.len());
-        for v in [self.version_major, self.version_minor, self.ticks_per_sec, self.anchor_ticks] {
+        for v in [
+            self.version_major,
+            self.version_minor,
+            self.ticks_per_sec,
+            self.anchor_ticks,
+        ] {
             varint::put(&mut p, v);
         }
         varint::put(&mut p, self.anchor_wall_ns);

@@ -19,9 +19,9 @@
 //! for e in s.errors() { eprintln!("{e}"); }
 //! ```
 
+use crate::frame::Header;
 use crate::reader::{FileReader, ReadError, Record, Tables};
 use crate::value::Event;
-use crate::frame::Header;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
@@ -59,7 +59,15 @@ pub struct StreamStats {
     pub dropped: u64,
     /// Bytes read.
     pub bytes: u64,
+    /// Files that did not end with an `END` frame (cut short).
+    pub unsealed_files: Vec<PathBuf>,
+    /// Events that arrived after later events had already been released
+    /// (out of order by more than one writer round; 0 in practice).
+    pub late_events: u64,
 }
+
+/// A callback for the non-event records of a stream.
+type RecordHook = Box<dyn FnMut(&Record, &Tables)>;
 
 /// Timestamp-ordered events across files. See the module docs.
 pub struct EventStream {
@@ -73,7 +81,8 @@ pub struct EventStream {
     stats: StreamStats,
     headers: Vec<Arc<Header>>,
     ready: VecDeque<Event>,
-    on_record: Option<Box<dyn FnMut(&Record, &Tables)>>,
+    on_record: Option<RecordHook>,
+    last_released: u64,
 }
 
 impl EventStream {
@@ -97,6 +106,7 @@ impl EventStream {
             headers: Vec::new(),
             ready: VecDeque::new(),
             on_record: None,
+            last_released: 0,
         })
     }
 
@@ -128,21 +138,32 @@ impl EventStream {
             }
             if let Some(Reverse(top)) = self.heap.peek() {
                 if top.0.ticks < self.release_below {
-                    return self.heap.pop().map(|Reverse(p)| p.0);
+                    return self.release();
                 }
             }
             if !self.pump() {
                 // Everything is read: drain the heap.
-                return self.heap.pop().map(|Reverse(p)| p.0);
+                return self.release();
             }
         }
+    }
+
+    fn release(&mut self) -> Option<Event> {
+        let Reverse(Pending(ev, _)) = self.heap.pop()?;
+        if ev.ticks < self.last_released {
+            self.stats.late_events += 1;
+        }
+        self.last_released = self.last_released.max(ev.ticks);
+        Some(ev)
     }
 
     /// Reads one record; false when every file is exhausted.
     fn pump(&mut self) -> bool {
         loop {
             if self.cur.is_none() {
-                let Some(p) = self.paths.pop_front() else { return false };
+                let Some(p) = self.paths.pop_front() else {
+                    return false;
+                };
                 match FileReader::open(&p) {
                     Ok(r) => {
                         self.stats.files += 1;
@@ -164,18 +185,21 @@ impl EventStream {
                     self.stats.bytes += r.offset();
                     if r.sealed() {
                         self.stats.sealed += 1;
+                    } else {
+                        self.stats.unsealed_files.push(r.path().to_path_buf());
                     }
                     self.cur = None;
                 }
                 Some(Err(e)) => self.errors.push(e),
+                Some(Ok(Record::Events { events, .. })) => {
+                    for ev in events {
+                        self.seq += 1;
+                        self.heap.push(Reverse(Pending(ev, self.seq)));
+                    }
+                    return true;
+                }
                 Some(Ok(rec)) => {
                     match &rec {
-                        Record::Events { events, .. } => {
-                            for ev in events {
-                                self.seq += 1;
-                                self.heap.push(Reverse(Pending(ev.clone(), self.seq)));
-                            }
-                        }
                         Record::Round { watermark_ticks } => {
                             self.release_below = self.last_watermark;
                             self.last_watermark = *watermark_ticks;
@@ -184,10 +208,8 @@ impl EventStream {
                         Record::Dropped { count, .. } => self.stats.dropped += count,
                         _ => {}
                     }
-                    if !matches!(rec, Record::Events { .. }) {
-                        if let Some(f) = self.on_record.as_mut() {
-                            f(&rec, r.tables());
-                        }
+                    if let Some(f) = self.on_record.as_mut() {
+                        f(&rec, r.tables());
                     }
                     return true;
                 }

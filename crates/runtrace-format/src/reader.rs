@@ -54,7 +54,11 @@ impl std::fmt::Display for ReadError {
         let file = self.file.display();
         match &self.kind {
             ErrorKind::Truncated => {
-                write!(f, "{file}: truncated at byte {}: the file ends inside a frame", self.offset)
+                write!(
+                    f,
+                    "{file}: truncated at byte {}: the file ends inside a frame",
+                    self.offset
+                )
             }
             ErrorKind::Corrupt(m) => write!(f, "{file}: corrupt at byte {}: {m}", self.offset),
             ErrorKind::Io(m) => write!(f, "{file}: read error at byte {}: {m}", self.offset),
@@ -123,6 +127,8 @@ pub enum Record {
 #[derive(Default, Debug)]
 pub struct Tables {
     schemas: Vec<Option<Arc<Schema>>>,
+    /// Schemas whose id is too large to index `schemas` (any u32 is valid).
+    large_schemas: HashMap<u32, Arc<Schema>>,
     strings: HashMap<u64, Arc<str>>,
     locations: HashMap<u64, Arc<str>>,
     threads: HashMap<u64, String>,
@@ -131,13 +137,18 @@ pub struct Tables {
 impl Tables {
     /// The schema for an event type id.
     pub fn schema(&self, id: u32) -> Option<&Arc<Schema>> {
-        self.schemas.get(id as usize).and_then(|s| s.as_ref())
+        match self.schemas.get(id as usize) {
+            Some(s) => s.as_ref(),
+            None => self.large_schemas.get(&id),
+        }
     }
 
     fn add_schema(&mut self, s: Schema) -> Result<(), DecodeError> {
-        // Ids index a table; a sane recording has a few hundred types.
+        // Ids index a table; a sane recording has a few hundred types, but
+        // any u32 id is valid, so large ones go to a map.
         if s.id as usize > 1 << 16 {
-            return Err(DecodeError::new(0, format!("event type id {} too large", s.id)));
+            self.large_schemas.insert(s.id, Arc::new(s));
+            return Ok(());
         }
         let i = s.id as usize;
         if self.schemas.len() <= i {
@@ -164,7 +175,10 @@ impl Tables {
 
     /// All schemas seen so far.
     pub fn schemas(&self) -> impl Iterator<Item = &Arc<Schema>> {
-        self.schemas.iter().flatten()
+        self.schemas
+            .iter()
+            .flatten()
+            .chain(self.large_schemas.values())
     }
 }
 
@@ -180,6 +194,8 @@ pub struct FileReader<R> {
     tables: Tables,
     payload: Vec<u8>,
     pending: Option<Result<Record, ReadError>>,
+    events_read: u64,
+    dropped_read: u64,
 }
 
 impl FileReader<BufReader<File>> {
@@ -205,6 +221,8 @@ impl<R: Read> FileReader<R> {
             tables: Tables::default(),
             payload: Vec::new(),
             pending: None,
+            events_read: 0,
+            dropped_read: 0,
         }
     }
 
@@ -223,19 +241,44 @@ impl<R: Read> FileReader<R> {
         self.sealed
     }
 
+    /// The file's path (as given).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Bytes consumed so far.
     pub fn offset(&self) -> u64 {
         self.offset
     }
 
+    /// Events reported so far in [`Record::Events`] records. For a file
+    /// without damage this is the sum of its chunks' `event_count`s, so a
+    /// checker compares it with `END.events` (docs/format.md section 2: a
+    /// mismatch is corruption).
+    pub fn events_read(&self) -> u64 {
+        self.events_read
+    }
+
+    /// Sum of the `count`s of the `DROPPED` frames read so far, to compare
+    /// with `END.dropped`.
+    pub fn dropped_read(&self) -> u64 {
+        self.dropped_read
+    }
+
     fn err(&self, offset: u64, kind: ErrorKind) -> ReadError {
-        ReadError { file: self.path.clone(), offset, kind }
+        ReadError {
+            file: self.path.clone(),
+            offset,
+            kind,
+        }
     }
 
     /// Reads up to `buf.len()` bytes; returns how many (less only at EOF).
     fn fill(&mut self, buf_len: usize) -> Result<usize, ReadError> {
         self.payload.clear();
-        let r = (&mut self.r).take(buf_len as u64).read_to_end(&mut self.payload);
+        let r = (&mut self.r)
+            .take(buf_len as u64)
+            .read_to_end(&mut self.payload);
         r.map_err(|e| self.err(self.offset, ErrorKind::Io(e.to_string())))
     }
 
@@ -256,7 +299,10 @@ impl<R: Read> FileReader<R> {
                 return self.fatal(self.err(0, ErrorKind::Truncated));
             }
             if self.payload != crate::MAGIC {
-                return self.fatal(self.err(0, ErrorKind::Corrupt("bad magic: not a runtrace trace".into())));
+                return self.fatal(self.err(
+                    0,
+                    ErrorKind::Corrupt("bad magic: not a runtrace trace".into()),
+                ));
             }
             self.offset = 8;
         }
@@ -280,12 +326,15 @@ impl<R: Read> FileReader<R> {
             let len = u32::from_le_bytes(self.payload[1..5].try_into().unwrap());
             let crc = u32::from_le_bytes(self.payload[5..9].try_into().unwrap());
             if ty == 0 {
-                return self.fatal(self.err(at, ErrorKind::Corrupt("frame type 0 (zeroed data)".into())));
+                return self
+                    .fatal(self.err(at, ErrorKind::Corrupt("frame type 0 (zeroed data)".into())));
             }
             if len > crate::MAX_FRAME_LEN {
                 return self.fatal(self.err(
                     at,
-                    ErrorKind::Corrupt(format!("frame length {len} exceeds 64 MiB; cannot continue")),
+                    ErrorKind::Corrupt(format!(
+                        "frame length {len} exceeds 64 MiB; cannot continue"
+                    )),
                 ));
             }
             let n = match self.fill(len as usize) {
@@ -298,16 +347,23 @@ impl<R: Read> FileReader<R> {
             self.offset = at + FRAME_HEADER_LEN as u64 + len as u64;
             if crc32fast::hash(&self.payload) != crc {
                 if self.header.is_none() {
-                    return self.fatal(self.err(at, ErrorKind::Corrupt("header checksum mismatch".into())));
+                    return self.fatal(
+                        self.err(at, ErrorKind::Corrupt("header checksum mismatch".into())),
+                    );
                 }
-                return Some(Err(self.err(at, ErrorKind::Corrupt("frame checksum mismatch".into()))));
+                return Some(Err(
+                    self.err(at, ErrorKind::Corrupt("frame checksum mismatch".into()))
+                ));
+            }
+            // The first frame must be a HEADER, even when its type is unknown
+            // (rule 4 skips unknown types only after the HEADER).
+            if self.header.is_none() && ty != FrameType::Header as u8 {
+                return self
+                    .fatal(self.err(at, ErrorKind::Corrupt("first frame is not a HEADER".into())));
             }
             let Some(ft) = FrameType::from_u8(ty) else {
                 continue; // Unknown frame types are skipped (rule 4).
             };
-            if self.header.is_none() && ft != FrameType::Header {
-                return self.fatal(self.err(at, ErrorKind::Corrupt("first frame is not a HEADER".into())));
-            }
             match self.frame(ft, at) {
                 Ok(Some(rec)) => return Some(Ok(rec)),
                 Ok(None) => {
@@ -316,7 +372,9 @@ impl<R: Read> FileReader<R> {
                     }
                     continue;
                 }
-                Err(e) if ft == FrameType::Header => {
+                // Only the first HEADER is fatal; a second one is a corrupt
+                // frame like any other and `len` still delimits it.
+                Err(e) if ft == FrameType::Header && self.header.is_none() => {
                     return self.fatal(self.err(at, ErrorKind::Corrupt(format!("bad header: {e}"))))
                 }
                 Err(e) => return Some(Err(self.err(at, ErrorKind::Corrupt(e.to_string())))),
@@ -337,7 +395,12 @@ impl<R: Read> FileReader<R> {
         r
     }
 
-    fn frame_inner(&mut self, ft: FrameType, at: u64, p: &[u8]) -> Result<Option<Record>, DecodeError> {
+    fn frame_inner(
+        &mut self,
+        ft: FrameType,
+        at: u64,
+        p: &[u8],
+    ) -> Result<Option<Record>, DecodeError> {
         let mut c = Cursor::new(p);
         Ok(Some(match ft {
             FrameType::Header => {
@@ -363,7 +426,14 @@ impl<R: Read> FileReader<R> {
             FrameType::Strings => {
                 let n = c.varint()?;
                 for _ in 0..n {
+                    let at = c.pos();
                     let id = c.varint()?;
+                    if id == 0 {
+                        return Err(DecodeError::new(
+                            at,
+                            "string id 0 defined (it is always the empty string)",
+                        ));
+                    }
                     let s = c.str()?;
                     self.tables.strings.insert(id, Arc::from(s));
                 }
@@ -372,7 +442,14 @@ impl<R: Read> FileReader<R> {
             FrameType::Locations => {
                 let n = c.varint()?;
                 for _ in 0..n {
+                    let at = c.pos();
                     let id = c.varint()?;
+                    if id == 0 {
+                        return Err(DecodeError::new(
+                            at,
+                            "location id 0 defined (it means unknown location)",
+                        ));
+                    }
                     let file = c.str()?;
                     let line = c.varint()?;
                     let col = c.varint()?;
@@ -387,17 +464,31 @@ impl<R: Read> FileReader<R> {
                 self.tables.threads.insert(tid, name.clone());
                 Record::Thread { tid, name }
             }
-            FrameType::Clock => Record::Clock { ticks: c.varint()?, wall_ns: c.varint()? },
-            FrameType::Dropped => Record::Dropped {
-                tid: c.varint()?,
-                count: c.varint()?,
-                since_ticks: c.varint()?,
-                until_ticks: c.varint()?,
+            FrameType::Clock => Record::Clock {
+                ticks: c.varint()?,
+                wall_ns: c.varint()?,
             },
-            FrameType::Round => Record::Round { watermark_ticks: c.varint()? },
+            FrameType::Dropped => {
+                let (tid, count) = (c.varint()?, c.varint()?);
+                let (since_ticks, until_ticks) = (c.varint()?, c.varint()?);
+                self.dropped_read = self.dropped_read.wrapping_add(count);
+                Record::Dropped {
+                    tid,
+                    count,
+                    since_ticks,
+                    until_ticks,
+                }
+            }
+            FrameType::Round => Record::Round {
+                watermark_ticks: c.varint()?,
+            },
             FrameType::End => {
-                self.sealed = true;
-                Record::End { events: c.varint()?, dropped: c.varint()? }
+                let rec = Record::End {
+                    events: c.varint()?,
+                    dropped: c.varint()?,
+                };
+                self.sealed = true; // Only once the END frame decoded.
+                rec
             }
             FrameType::Chunk => {
                 let hdr = ChunkHeader::decode(&mut c)?;
@@ -407,23 +498,28 @@ impl<R: Read> FileReader<R> {
                 let header = self.header.clone().expect("header read first");
                 let tables = &self.tables;
                 let mut state = hdr.state;
-                let res = walk(body, &mut state, |id| tables.schema(id).map(|s| &**s), |ev| {
-                    let schema = tables.schema(ev.schema.id).unwrap().clone();
-                    let mut values = Vec::with_capacity(ev.values.len());
-                    for v in ev.values {
-                        values.push(resolve(tables, *v).map_err(|m| {
-                            DecodeError::new(ev.offset, format!("event at +{}: {m}", ev.offset))
-                        })?);
-                    }
-                    events.push(Event {
-                        ticks: ev.ticks,
-                        ns: header.ticks_to_ns(ev.ticks),
-                        tid: hdr.tid,
-                        schema,
-                        values,
-                    });
-                    Ok(())
-                });
+                let res = walk(
+                    body,
+                    &mut state,
+                    |id| tables.schema(id).map(|s| &**s),
+                    |ev| {
+                        let schema = tables.schema(ev.schema.id).unwrap().clone();
+                        let mut values = Vec::with_capacity(ev.values.len());
+                        for v in ev.values {
+                            values.push(resolve(tables, *v).map_err(|m| {
+                                DecodeError::new(ev.offset, format!("event at +{}: {m}", ev.offset))
+                            })?);
+                        }
+                        events.push(Event {
+                            ticks: ev.ticks,
+                            ns: header.ticks_to_ns(ev.ticks),
+                            tid: hdr.tid,
+                            schema,
+                            values,
+                        });
+                        Ok(())
+                    },
+                );
                 let rec = |events| Record::Events {
                     offset: at,
                     frame_len: FRAME_HEADER_LEN as u64 + p.len() as u64,
@@ -441,11 +537,15 @@ impl<R: Read> FileReader<R> {
                 if let Some(e) = problem {
                     // Keep the good prefix; report the damage next.
                     let off = at + FRAME_HEADER_LEN as u64 + e.pos as u64;
-                    self.pending = Some(Err(self.err(off, ErrorKind::Corrupt(format!("chunk at byte {at}: {}", e.what)))));
+                    self.pending = Some(Err(self.err(
+                        off,
+                        ErrorKind::Corrupt(format!("chunk at byte {at}: {}", e.what)),
+                    )));
                     if events.is_empty() {
                         return Ok(None);
                     }
                 }
+                self.events_read += events.len() as u64;
                 rec(events)
             }
         }))
@@ -460,13 +560,21 @@ fn resolve(t: &Tables, v: RawValue<'_>) -> Result<Value, String> {
         RawValue::F(f) => Value::F(f),
         RawValue::Str(s) => Value::Str(Arc::from(s)),
         RawValue::Istr(0) => Value::Str(Arc::from("")),
-        RawValue::Istr(id) => {
-            Value::Str(t.strings.get(&id).cloned().ok_or_else(|| format!("string id {id} was never defined"))?)
-        }
+        RawValue::Istr(id) => Value::Str(
+            t.strings
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| format!("string id {id} was never defined"))?,
+        ),
         RawValue::Loc(0) => Value::Loc { id: 0, text: None },
         RawValue::Loc(id) => Value::Loc {
             id,
-            text: Some(t.locations.get(&id).cloned().ok_or_else(|| format!("location id {id} was never defined"))?),
+            text: Some(
+                t.locations
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| format!("location id {id} was never defined"))?,
+            ),
         },
         RawValue::Worker(w) => Value::Worker((w != crate::NO_WORKER).then_some(w)),
     })

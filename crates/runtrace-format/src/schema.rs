@@ -125,7 +125,10 @@ impl BuiltinEvent {
             fields: self
                 .fields
                 .iter()
-                .map(|f| SchemaField { name: f.name.into(), ty: f.ty })
+                .map(|f| SchemaField {
+                    name: f.name.into(),
+                    ty: f.ty,
+                })
                 .collect(),
         }
     }
@@ -189,7 +192,10 @@ impl Schema {
         let name = c.str()?.to_owned();
         let n = c.varint()?;
         if n > crate::MAX_FIELDS as u64 {
-            return Err(DecodeError::new(at, format!("schema {name} has {n} fields (max 32)")));
+            return Err(DecodeError::new(
+                at,
+                format!("schema {name} has {n} fields (max 32)"),
+            ));
         }
         let mut fields = Vec::with_capacity(n as usize);
         for _ in 0..n {
@@ -197,11 +203,19 @@ impl Schema {
             let pos = c.pos();
             let code = c.u8()?;
             let ty = FieldType::from_code(code).ok_or_else(|| {
-                DecodeError::new(pos, format!("{name}.{fname}: unknown field type code {code}"))
+                DecodeError::new(
+                    pos,
+                    format!("{name}.{fname}: unknown field type code {code}"),
+                )
             })?;
             fields.push(SchemaField { name: fname, ty });
         }
-        Ok(Schema { id: id as u32, provider, name, fields })
+        Ok(Schema {
+            id: id as u32,
+            provider,
+            name,
+            fields,
+        })
     }
 
     /// The name `runtrace jsonl` prints for this event: the seed-000 name for
@@ -234,7 +248,10 @@ mod tests {
                 assert!(BUILTIN_EVENTS[i - 1].id < e.id, "sorted by id");
             }
         }
-        assert_eq!(ids::TASK_POLL_START, builtin_by_name("task_poll_start").unwrap().id);
+        assert_eq!(
+            ids::TASK_POLL_START,
+            builtin_by_name("task_poll_start").unwrap().id
+        );
     }
 
     #[test]

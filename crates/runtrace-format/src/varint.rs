@@ -40,7 +40,7 @@ pub fn write(buf: &mut [u8], mut pos: usize, mut v: u64) -> usize {
 /// Number of bytes `v` takes as a varint.
 #[inline]
 pub fn len(v: u64) -> usize {
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// Maps a signed integer to an unsigned one with small magnitudes first.
@@ -73,7 +73,10 @@ pub struct DecodeError {
 impl DecodeError {
     /// Builds an error at `pos`.
     pub fn new(pos: usize, what: impl Into<String>) -> Self {
-        DecodeError { pos, what: what.into() }
+        DecodeError {
+            pos,
+            what: what.into(),
+        }
     }
 }
 
@@ -158,7 +161,10 @@ impl<'a> Cursor<'a> {
     #[inline]
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.remaining() {
-            return Err(DecodeError::new(self.pos, format!("{n} bytes run past the end")));
+            return Err(DecodeError::new(
+                self.pos,
+                format!("{n} bytes run past the end"),
+            ));
         }
         let s = &self.data[self.pos..self.pos + n];
         self.pos += n;

@@ -25,7 +25,11 @@ impl TraceClock {
             while (raw_per_sec >> (shift + 1)) >= 100_000_000 {
                 shift += 1;
             }
-            TraceClock { clock, shift, ticks_per_sec: (raw_per_sec >> shift).max(1) }
+            TraceClock {
+                clock,
+                shift,
+                ticks_per_sec: (raw_per_sec >> shift).max(1),
+            }
         })
     }
 

@@ -29,9 +29,9 @@ mod session;
 mod sync;
 mod writer;
 
+pub use producer::is_recording;
 #[doc(hidden)]
 pub use producer::{emit, encode_str, encode_task};
-pub use producer::is_recording;
 pub use registry::{Istr, Loc, UserEventDef};
 pub use runtrace_format::schema::FieldType;
 pub use session::{Config, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard};
@@ -43,71 +43,146 @@ pub use runtrace_format::varint as __varint;
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __arg_ty {
-    (u64) => { u64 };
-    (u32) => { u32 };
-    (u16) => { u16 };
-    (u8) => { u8 };
-    (i64) => { i64 };
-    (i32) => { i32 };
-    (bool) => { bool };
-    (f64) => { f64 };
-    (str) => { &str };
-    (istr) => { $crate::Istr };
-    (loc) => { $crate::Loc };
-    (task) => { u64 };
-    (worker) => { u32 };
+    (u64) => {
+        u64
+    };
+    (u32) => {
+        u32
+    };
+    (u16) => {
+        u16
+    };
+    (u8) => {
+        u8
+    };
+    (i64) => {
+        i64
+    };
+    (i32) => {
+        i32
+    };
+    (bool) => {
+        bool
+    };
+    (f64) => {
+        f64
+    };
+    (str) => {
+        &str
+    };
+    (istr) => {
+        $crate::Istr
+    };
+    (loc) => {
+        $crate::Loc
+    };
+    (task) => {
+        u64
+    };
+    (worker) => {
+        u32
+    };
 }
 
 /// The `FieldType` of a catalog field type.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __field_ty {
-    (u64) => { $crate::FieldType::U64 };
-    (u32) => { $crate::FieldType::U32 };
-    (u16) => { $crate::FieldType::U16 };
-    (u8) => { $crate::FieldType::U8 };
-    (i64) => { $crate::FieldType::I64 };
-    (i32) => { $crate::FieldType::I32 };
-    (bool) => { $crate::FieldType::Bool };
-    (f64) => { $crate::FieldType::F64 };
-    (str) => { $crate::FieldType::Str };
+    (u64) => {
+        $crate::FieldType::U64
+    };
+    (u32) => {
+        $crate::FieldType::U32
+    };
+    (u16) => {
+        $crate::FieldType::U16
+    };
+    (u8) => {
+        $crate::FieldType::U8
+    };
+    (i64) => {
+        $crate::FieldType::I64
+    };
+    (i32) => {
+        $crate::FieldType::I32
+    };
+    (bool) => {
+        $crate::FieldType::Bool
+    };
+    (f64) => {
+        $crate::FieldType::F64
+    };
+    (str) => {
+        $crate::FieldType::Str
+    };
 }
 
 /// Most bytes a field of this type takes.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __max_len {
-    (bool) => { 1 };
-    (f64) => { 8 };
-    (str) => { 2 + 255 };
-    (worker) => { 0 };
-    ($t:ident) => { 10 };
+    (bool) => {
+        1
+    };
+    (f64) => {
+        8
+    };
+    (str) => {
+        2 + 255
+    };
+    (worker) => {
+        0
+    };
+    ($t:ident) => {
+        10
+    };
 }
 
 /// Encodes one field at `$buf[$pos..]`, evaluating to the new position.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __enc {
-    ($buf:ident, $pos:ident, $reg:ident, task, $v:expr) => { $crate::encode_task($buf, $pos, $reg, $v) };
-    ($buf:ident, $pos:ident, $reg:ident, worker, $v:expr) => { $pos };
-    ($buf:ident, $pos:ident, $reg:ident, bool, $v:expr) => {{ $buf[$pos] = $v as u8; $pos + 1 }};
+    ($buf:ident, $pos:ident, $reg:ident, task, $v:expr) => {
+        $crate::encode_task($buf, $pos, $reg, $v)
+    };
+    ($buf:ident, $pos:ident, $reg:ident, worker, $v:expr) => {
+        $pos
+    };
+    ($buf:ident, $pos:ident, $reg:ident, bool, $v:expr) => {{
+        $buf[$pos] = $v as u8;
+        $pos + 1
+    }};
     ($buf:ident, $pos:ident, $reg:ident, f64, $v:expr) => {{
         $buf[$pos..$pos + 8].copy_from_slice(&f64::to_le_bytes($v));
         $pos + 8
     }};
-    ($buf:ident, $pos:ident, $reg:ident, str, $v:expr) => { $crate::encode_str($buf, $pos, $v) };
-    ($buf:ident, $pos:ident, $reg:ident, istr, $v:expr) => { $crate::__varint::write($buf, $pos, $v.id() as u64) };
-    ($buf:ident, $pos:ident, $reg:ident, loc, $v:expr) => { $crate::__varint::write($buf, $pos, $v.id() as u64) };
-    ($buf:ident, $pos:ident, $reg:ident, i64, $v:expr) => { $crate::__varint::write($buf, $pos, $crate::__varint::zigzag($v)) };
-    ($buf:ident, $pos:ident, $reg:ident, i32, $v:expr) => { $crate::__varint::write($buf, $pos, $crate::__varint::zigzag($v as i64)) };
-    ($buf:ident, $pos:ident, $reg:ident, $t:ident, $v:expr) => { $crate::__varint::write($buf, $pos, $v as u64) };
+    ($buf:ident, $pos:ident, $reg:ident, str, $v:expr) => {
+        $crate::encode_str($buf, $pos, $v)
+    };
+    ($buf:ident, $pos:ident, $reg:ident, istr, $v:expr) => {
+        $crate::__varint::write($buf, $pos, $v.id() as u64)
+    };
+    ($buf:ident, $pos:ident, $reg:ident, loc, $v:expr) => {
+        $crate::__varint::write($buf, $pos, $v.id() as u64)
+    };
+    ($buf:ident, $pos:ident, $reg:ident, i64, $v:expr) => {
+        $crate::__varint::write($buf, $pos, $crate::__varint::zigzag($v))
+    };
+    ($buf:ident, $pos:ident, $reg:ident, i32, $v:expr) => {
+        $crate::__varint::write($buf, $pos, $crate::__varint::zigzag($v as i64))
+    };
+    ($buf:ident, $pos:ident, $reg:ident, $t:ident, $v:expr) => {
+        $crate::__varint::write($buf, $pos, $v as u64)
+    };
 }
 
 /// `Some(worker)` for a `worker` field, nothing otherwise.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __note_worker {
-    ($w:ident, worker, $v:expr) => { $w = Some($v) };
+    ($w:ident, worker, $v:expr) => {
+        $w = Some($v)
+    };
     ($w:ident, $t:ident, $v:expr) => {};
 }
 

@@ -96,7 +96,9 @@ impl Producer {
         if self.gen != gen && !self.attach(gen) {
             return;
         }
-        let (Some(ring), Some(clock)) = (self.ring.as_deref(), self.clock) else { return };
+        let (Some(ring), Some(clock)) = (self.ring.as_deref(), self.clock) else {
+            return;
+        };
         let now = clock.now().max(self.state.ticks);
         if self.pos.len + max + OVERHEAD > ring.slot_size() && !self.next_slot(now) {
             return;
@@ -131,7 +133,9 @@ impl Producer {
     /// full.
     #[cold]
     fn next_slot(&mut self, now: u64) -> bool {
-        let Some(ring) = self.ring.as_deref() else { return false };
+        let Some(ring) = self.ring.as_deref() else {
+            return false;
+        };
         match ring.advance(&mut self.pos, self.state) {
             Some(backlog) => {
                 if backlog >= self.high_water {
@@ -156,9 +160,15 @@ impl Producer {
             old.closed.store(true, Ordering::Release);
         }
         self.shared = None;
-        let Some(shared) = crate::session::current(gen) else { return false };
+        let Some(shared) = crate::session::current(gen) else {
+            return false;
+        };
         let clock = TraceClock::get();
-        self.state = ChunkState { ticks: clock.now(), task_reg: 0, worker_reg: runtrace_format::NO_WORKER };
+        self.state = ChunkState {
+            ticks: clock.now(),
+            task_reg: 0,
+            worker_reg: runtrace_format::NO_WORKER,
+        };
         let (ring, pos) = Ring::new(shared.n_slots, shared.slot_size, self.state);
         let ring = Arc::new(ring);
         let name = std::thread::current().name().unwrap_or("").to_owned();

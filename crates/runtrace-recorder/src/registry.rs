@@ -115,7 +115,12 @@ impl Loc {
                 id
             } else {
                 let id = g.locations.len() as u32 + 1;
-                g.locations.push(LocationDef { id: id as u64, file: l.file().to_owned(), line: l.line(), col: l.column() });
+                g.locations.push(LocationDef {
+                    id: id as u64,
+                    file: l.file().to_owned(),
+                    line: l.line(),
+                    col: l.column(),
+                });
                 g.location_ids.insert(k, id);
                 id
             }
@@ -145,8 +150,17 @@ pub struct UserEventDef {
 
 impl UserEventDef {
     /// A definition; its wire id is assigned on first use.
-    pub const fn new(provider: &'static str, name: &'static str, fields: &'static [(&'static str, FieldType)]) -> Self {
-        UserEventDef { provider, name, fields, id: AtomicU32::new(0) }
+    pub const fn new(
+        provider: &'static str,
+        name: &'static str,
+        fields: &'static [(&'static str, FieldType)],
+    ) -> Self {
+        UserEventDef {
+            provider,
+            name,
+            fields,
+            id: AtomicU32::new(0),
+        }
     }
 
     /// The wire id, registering the schema on first call.
@@ -174,7 +188,14 @@ impl UserEventDef {
             id,
             provider: self.provider.to_owned(),
             name: self.name.to_owned(),
-            fields: self.fields.iter().map(|(n, t)| SchemaField { name: (*n).to_owned(), ty: *t }).collect(),
+            fields: self
+                .fields
+                .iter()
+                .map(|(n, t)| SchemaField {
+                    name: (*n).to_owned(),
+                    ty: *t,
+                })
+                .collect(),
         });
         self.id.store(id, Ordering::Release);
         id

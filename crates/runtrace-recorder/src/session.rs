@@ -25,7 +25,9 @@ impl std::fmt::Display for RecordError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RecordError::Config(m) => write!(f, "invalid recorder configuration: {m}"),
-            RecordError::AlreadyRecording => write!(f, "a recording is already running in this process"),
+            RecordError::AlreadyRecording => {
+                write!(f, "a recording is already running in this process")
+            }
             RecordError::Io(m) => write!(f, "{m}"),
         }
     }
@@ -91,7 +93,9 @@ impl Recorder {
     /// A builder with the defaults (path `trace`, 64 MiB files, 1 GiB
     /// total, 50 ms flush interval, 1 MiB buffer per thread).
     pub fn builder() -> RecorderBuilder {
-        RecorderBuilder { cfg: Config::default() }
+        RecorderBuilder {
+            cfg: Config::default(),
+        }
     }
 
     /// Starts recording if `RUNTRACE_PATH` is set (all settings from the
@@ -158,7 +162,9 @@ impl RecorderBuilder {
         }
         if let Ok(v) = std::env::var("RUNTRACE_FLUSH_INTERVAL_MS") {
             let ms: u64 = v.trim().parse().map_err(|_| {
-                RecordError::Config(format!("RUNTRACE_FLUSH_INTERVAL_MS={v:?}: expected whole milliseconds"))
+                RecordError::Config(format!(
+                    "RUNTRACE_FLUSH_INTERVAL_MS={v:?}: expected whole milliseconds"
+                ))
             })?;
             self.cfg.flush_interval = Duration::from_millis(ms);
         }
@@ -200,10 +206,14 @@ impl RecorderBuilder {
 
 /// Parses `123`, `64K`, `64M`, `1G` (binary multiples).
 fn env_size(var: &str) -> Result<Option<u64>, RecordError> {
-    let Ok(v) = std::env::var(var) else { return Ok(None) };
-    parse_size(&v)
-        .map(Some)
-        .ok_or_else(|| RecordError::Config(format!("{var}={v:?}: expected a size like 4096, 64K, 64M or 1G")))
+    let Ok(v) = std::env::var(var) else {
+        return Ok(None);
+    };
+    parse_size(&v).map(Some).ok_or_else(|| {
+        RecordError::Config(format!(
+            "{var}={v:?}: expected a size like 4096, 64K, 64M or 1G"
+        ))
+    })
 }
 
 pub(crate) fn parse_size(s: &str) -> Option<u64> {
@@ -237,7 +247,10 @@ pub(crate) struct RingEntry {
 
 impl Shared {
     pub(crate) fn register(&self, ring: Arc<Ring>, tid: u64, name: String) {
-        self.new_rings.lock().unwrap_or_else(|e| e.into_inner()).push(RingEntry { ring, tid, name });
+        self.new_rings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(RingEntry { ring, tid, name });
     }
 
     /// Wakes the writer (a futex wake only if it is parked).
@@ -253,7 +266,12 @@ static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
 
 /// The recording with generation `gen`, if it is still the current one.
 pub(crate) fn current(gen: u64) -> Option<Arc<Shared>> {
-    CURRENT.lock().unwrap_or_else(|e| e.into_inner()).as_ref().filter(|s| s.gen == gen).cloned()
+    CURRENT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .filter(|s| s.gen == gen)
+        .cloned()
 }
 
 fn start(cfg: Config) -> Result<RecordingGuard, RecordError> {
@@ -287,7 +305,10 @@ fn start(cfg: Config) -> Result<RecordingGuard, RecordError> {
         .map_err(|e| RecordError::Io(format!("cannot start the writer thread: {e}")))?;
     *cur = Some(shared.clone());
     ACTIVE_GEN.store(gen, Ordering::Relaxed);
-    Ok(RecordingGuard { shared, handle: Some(handle) })
+    Ok(RecordingGuard {
+        shared,
+        handle: Some(handle),
+    })
 }
 
 /// A running recording. [`finish`](RecordingGuard::finish) stops it and
@@ -308,12 +329,15 @@ impl RecordingGuard {
     }
 
     fn stop(&mut self) -> Result<RecordStats, RecordError> {
-        let Some(h) = self.handle.take() else { return Ok(RecordStats::default()) };
+        let Some(h) = self.handle.take() else {
+            return Ok(RecordStats::default());
+        };
         ACTIVE_GEN.store(0, Ordering::Relaxed);
         *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.shared.stop.store(true, Ordering::Release);
         h.thread().unpark();
-        h.join().map_err(|_| RecordError::Io("the writer thread panicked".into()))?
+        h.join()
+            .map_err(|_| RecordError::Io("the writer thread panicked".into()))?
     }
 }
 
@@ -325,7 +349,9 @@ impl Drop for RecordingGuard {
 
 impl std::fmt::Debug for RecordingGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecordingGuard").field("path", &self.shared.cfg.path).finish()
+        f.debug_struct("RecordingGuard")
+            .field("path", &self.shared.cfg.path)
+            .finish()
     }
 }
 

@@ -109,7 +109,13 @@ impl Writer {
             stats: RecordStats::default(),
             last_clock_sync: Instant::now(),
         };
-        if let Some(dir) = w.shared.cfg.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Some(dir) = w
+            .shared
+            .cfg
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
             std::fs::create_dir_all(dir).map_err(|e| io_err(dir, "cannot create directory", e))?;
         }
         // Open the first file now so a bad path fails `start()`, not later.
@@ -145,13 +151,24 @@ impl Writer {
     fn round(&mut self) -> Result<(), RecordError> {
         let watermark = self.clock.now();
         {
-            let mut new = self.shared.new_rings.lock().unwrap_or_else(|e| e.into_inner());
+            let mut new = self
+                .shared
+                .new_rings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             for entry in new.drain(..) {
-                self.rings.push(WRing { entry, pos: DrainPos::default(), reported_dropped: 0, announced_in: None });
+                self.rings.push(WRing {
+                    entry,
+                    pos: DrainPos::default(),
+                    reported_dropped: 0,
+                    announced_in: None,
+                });
             }
         }
         self.chunks.clear();
         let mut dropped_frames = Vec::new();
+        let mut thread_frames = Vec::new();
+        let index = self.file_index;
         let mut i = 0;
         while i < self.rings.len() {
             // Load `closed` before draining: a ring seen closed is then
@@ -166,11 +183,20 @@ impl Writer {
                 continue;
             }
             let r = &mut self.rings[i];
+            if r.announced_in != Some(index) {
+                thread_frames.push(frame::thread(r.entry.tid, &r.entry.name));
+                r.announced_in = Some(index);
+            }
             let d = r.entry.ring.dropped.load(Ordering::Relaxed);
             if d > r.reported_dropped {
                 let since = r.entry.ring.drop_since.swap(0, Ordering::Relaxed);
                 let since = if since == 0 { watermark } else { since };
-                dropped_frames.push(frame::dropped(r.entry.tid, d - r.reported_dropped, since, watermark));
+                dropped_frames.push(frame::dropped(
+                    r.entry.tid,
+                    d - r.reported_dropped,
+                    since,
+                    watermark,
+                ));
                 self.stats.dropped += d - r.reported_dropped;
                 self.file_dropped += d - r.reported_dropped;
                 r.reported_dropped = d;
@@ -184,12 +210,8 @@ impl Writer {
         // Definitions first, then threads, chunks, drops, the round marker.
         self.buf.clear();
         self.write_new_defs();
-        let index = self.file_index;
-        for r in &mut self.rings {
-            if r.announced_in != Some(index) {
-                frame::write(&mut self.buf, FrameType::Thread, &frame::thread(r.entry.tid, &r.entry.name));
-                r.announced_in = Some(index);
-            }
+        for t in &thread_frames {
+            frame::write(&mut self.buf, FrameType::Thread, t);
         }
         self.buf.extend_from_slice(&self.chunks);
         for d in &dropped_frames {
@@ -197,7 +219,11 @@ impl Writer {
         }
         if self.last_clock_sync.elapsed() >= Duration::from_secs(1) {
             self.last_clock_sync = Instant::now();
-            frame::write(&mut self.buf, FrameType::Clock, &frame::clock(self.clock.now(), clock::wall_ns()));
+            frame::write(
+                &mut self.buf,
+                FrameType::Clock,
+                &frame::clock(self.clock.now(), clock::wall_ns()),
+            );
         }
         frame::write(&mut self.buf, FrameType::Round, &frame::round(watermark));
         self.write_buf()?;
@@ -219,12 +245,22 @@ impl Writer {
             let res = r.entry.ring.drain(
                 &mut r.pos,
                 |bytes, mut st| {
-                    let n = walk(bytes, &mut st, |id| schemas.get(id as usize).and_then(|s| s.as_ref()), |_| Ok(()))?;
+                    let n = walk(
+                        bytes,
+                        &mut st,
+                        |id| schemas.get(id as usize).and_then(|s| s.as_ref()),
+                        |_| Ok(()),
+                    )?;
                     Ok::<_, runtrace_format::varint::DecodeError>((n, st))
                 },
                 |piece| {
                     let mut payload = Vec::with_capacity(piece.bytes.len() + 32);
-                    ChunkHeader { tid, state: piece.start, count: piece.count }.encode(&mut payload);
+                    ChunkHeader {
+                        tid,
+                        state: piece.start,
+                        count: piece.count,
+                    }
+                    .encode(&mut payload);
                     payload.extend_from_slice(piece.bytes);
                     frame::write(chunks, FrameType::Chunk, &payload);
                     events += piece.count;
@@ -243,8 +279,9 @@ impl Writer {
     }
 
     fn sync_schemas(&mut self) {
-        let new: Vec<Schema> =
-            registry::with_logs(|l| l.schemas[self.user_schemas_known.min(l.schemas.len())..].to_vec());
+        let new: Vec<Schema> = registry::with_logs(|l| {
+            l.schemas[self.user_schemas_known.min(l.schemas.len())..].to_vec()
+        });
         self.user_schemas_known += new.len();
         for s in new {
             let i = s.id as usize;
@@ -262,7 +299,11 @@ impl Writer {
         let buf = &mut self.buf;
         self.defs = registry::with_logs(|l| {
             if l.schemas.len() > cur.schemas {
-                frame::write(buf, FrameType::Schema, &frame::schemas(&l.schemas[cur.schemas..]));
+                frame::write(
+                    buf,
+                    FrameType::Schema,
+                    &frame::schemas(&l.schemas[cur.schemas..]),
+                );
             }
             if l.strings.len() > cur.strings {
                 let list = l.strings[cur.strings..].iter().enumerate();
@@ -270,9 +311,17 @@ impl Writer {
                 frame::write(buf, FrameType::Strings, &frame::strings(list));
             }
             if l.locations.len() > cur.locations {
-                frame::write(buf, FrameType::Locations, &frame::locations(l.locations[cur.locations..].iter()));
+                frame::write(
+                    buf,
+                    FrameType::Locations,
+                    &frame::locations(l.locations[cur.locations..].iter()),
+                );
             }
-            DefCursor { strings: l.strings.len(), locations: l.locations.len(), schemas: l.schemas.len() }
+            DefCursor {
+                strings: l.strings.len(),
+                locations: l.locations.len(),
+                schemas: l.schemas.len(),
+            }
         });
     }
 
@@ -281,8 +330,12 @@ impl Writer {
             return Ok(());
         }
         let path = self.path(self.file_index, true);
-        let f = self.file.as_mut().ok_or_else(|| RecordError::Io("no open trace file".into()))?;
-        f.write_all(&self.buf).map_err(|e| io_err(&path, "write failed", e))?;
+        let f = self
+            .file
+            .as_mut()
+            .ok_or_else(|| RecordError::Io("no open trace file".into()))?;
+        f.write_all(&self.buf)
+            .map_err(|e| io_err(&path, "write failed", e))?;
         self.file_bytes += self.buf.len() as u64;
         self.stats.bytes += self.buf.len() as u64;
         self.buf.clear();
@@ -290,9 +343,6 @@ impl Writer {
     }
 
     fn open_file(&mut self) -> Result<(), RecordError> {
-        if self.file.is_some() {
-            self.file_index += 1;
-        }
         let path = self.path(self.file_index, true);
         let f = File::create(&path).map_err(|e| io_err(&path, "cannot create trace file", e))?;
         self.file = Some(f);
@@ -321,24 +371,40 @@ impl Writer {
         self.buf.clear();
         self.buf.extend_from_slice(runtrace_format::MAGIC);
         frame::write(&mut self.buf, FrameType::Header, &header.encode());
-        frame::write(&mut self.buf, FrameType::Clock, &frame::clock(self.clock.now(), clock::wall_ns()));
-        self.defs = DefCursor { schemas: n_users, ..DefCursor::default() };
+        frame::write(
+            &mut self.buf,
+            FrameType::Clock,
+            &frame::clock(self.clock.now(), clock::wall_ns()),
+        );
+        self.defs = DefCursor {
+            schemas: n_users,
+            ..DefCursor::default()
+        };
         self.write_new_defs();
         self.write_buf()
     }
 
     fn seal(&mut self) -> Result<(), RecordError> {
-        let Some(_) = self.file.as_ref() else { return Ok(()) };
+        let Some(_) = self.file.as_ref() else {
+            return Ok(());
+        };
         self.buf.clear();
-        frame::write(&mut self.buf, FrameType::End, &frame::end(self.file_events, self.file_dropped));
+        frame::write(
+            &mut self.buf,
+            FrameType::End,
+            &frame::end(self.file_events, self.file_dropped),
+        );
         self.write_buf()?;
         let active = self.path(self.file_index, true);
         let done = self.path(self.file_index, false);
         if let Some(f) = self.file.take() {
-            f.sync_data().map_err(|e| io_err(&active, "fsync failed", e))?;
+            f.sync_data()
+                .map_err(|e| io_err(&active, "fsync failed", e))?;
         }
-        std::fs::rename(&active, &done).map_err(|e| io_err(&active, "cannot rename sealed file", e))?;
+        std::fs::rename(&active, &done)
+            .map_err(|e| io_err(&active, "cannot rename sealed file", e))?;
         self.sealed.push_back((done, self.file_bytes));
+        self.file_index += 1;
         self.evict();
         Ok(())
     }

@@ -1,0 +1,96 @@
+//! The `runtrace` command-line tool, as a library.
+//!
+//! The binary (`src/main.rs`) only parses arguments and calls [`run`]; the
+//! commands live here so that other front ends (the repository's
+//! `examples/trace_to_jsonl.rs`, tests, other tools) reuse exactly the same
+//! logic:
+//!
+//! - [`check`]: validate trace files and summarise them (`runtrace check`);
+//! - [`jsonl`]: convert traces to JSON Lines in timestamp order
+//!   (`runtrace jsonl`).
+//!
+//! ```no_run
+//! use clap::Parser;
+//! let cli = runtrace_cli::Cli::parse_from(["runtrace", "check", "--json", "trace.0.bin"]);
+//! let code = runtrace_cli::run(cli);
+//! # let _ = code;
+//! ```
+
+#![warn(missing_docs)]
+
+use clap::{Args, Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub mod check;
+pub mod jsonl;
+mod per_schema;
+
+/// Command-line arguments of `runtrace`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "runtrace",
+    version,
+    about = "Inspect runtrace trace files (trace.N.bin)."
+)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The `runtrace` commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate trace files and print a summary (exit 1 if any is damaged).
+    Check(CheckArgs),
+    /// Convert trace files to JSON Lines: one object per event, in timestamp
+    /// order across threads and files.
+    Jsonl(JsonlArgs),
+}
+
+/// Arguments of `runtrace check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print one JSON object instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `runtrace jsonl`.
+#[derive(Debug, Clone, Args)]
+pub struct JsonlArgs {
+    /// Trace files of one recording, in any order (sorted by N in trace.N.bin).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Write to OUT instead of standard output ("-" is standard output).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
+/// Runs a parsed command line and returns the process exit code: 0 for
+/// success, 1 when a trace is damaged or a file cannot be read or written.
+/// (Usage errors never get here: clap exits with 2 while parsing.)
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Check(a) => check::run(&a),
+        Command::Jsonl(a) => jsonl::run(&a),
+    }
+}
+
+/// Why `path` cannot be read as a trace file, as a message naming it, or
+/// `None` if it looks readable. Checked up front so that a typo in one path
+/// gives a clear message instead of a low-level read error.
+pub(crate) fn unreadable(path: &Path) -> Option<String> {
+    match std::fs::metadata(path) {
+        Err(e) => Some(format!("{}: cannot open: {e}", path.display())),
+        Ok(m) if m.is_dir() => Some(format!(
+            "{}: is a directory, not a trace file",
+            path.display()
+        )),
+        Ok(_) => None,
+    }
+}
