@@ -1,1 +1,127 @@
-fn main() {}
+//! Recorder costs (issue 2 targets on the 2-core reference machine):
+//! - `record/event`: ns per recorded event in a tight loop (target <= 25 ns;
+//!   one TSC read alone is ~20 ns there);
+//! - `record/site_not_recording`: ns per probe site when no recording runs
+//!   (target <= 1 ns), beside an empty loop for scale;
+//! - bytes per event on the runtime event mix (target <= 6), printed and
+//!   written to `target/bench-results/record.json`.
+//!
+//! Run: `cargo bench --bench record`.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use runtrace_recorder::{self as rt, Istr, Loc, Recorder};
+use std::time::Duration;
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("runtrace-bench-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("record");
+    g.measurement_time(Duration::from_secs(3));
+
+    g.bench_function("empty_loop", |b| b.iter(|| black_box(7u64)));
+    // The floor under `event`: one clock read, as the recorder does it.
+    let clock = quanta::Clock::new();
+    g.bench_function("tsc_read", |b| b.iter(|| clock.raw()));
+    g.bench_function("site_not_recording", |b| {
+        let mut t = 0u64;
+        b.iter(|| {
+            t += 1;
+            rt::task_poll_end(black_box(t), 1, false)
+        })
+    });
+
+    let dir = tempdir("event");
+    // A large buffer so the writer keeps up: a full buffer drops (and counts)
+    // instead of recording, which would flatter the figure.
+    let guard = Recorder::builder()
+        .path(dir.join("trace"))
+        .buffer_size(32 << 20)
+        .max_file_size(256 << 20)
+        .max_total_size(512 << 20)
+        .flush_interval(Duration::from_millis(5))
+        .start()
+        .expect("start recording");
+    g.bench_function("event", |b| {
+        let mut t = 0u64;
+        let q = Istr::EMPTY;
+        b.iter(|| {
+            t += 1;
+            rt::task_poll_start(black_box(t & 1023), 1, q, black_box(3))
+        })
+    });
+    g.finish();
+    let st = guard.finish().expect("finish");
+    println!(
+        "record/event: {} events recorded, {} dropped ({:.3}%)",
+        st.events,
+        st.dropped,
+        100.0 * st.dropped as f64 / (st.events + st.dropped).max(1) as f64
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes_per_event();
+}
+
+/// The runtime mix: per task a spawn, polls (start+end) with a wake
+/// between them, and a terminate, on two worker threads with many tasks
+/// live at once, at the pace of a busy runtime (~150 ns per poll).
+fn bytes_per_event() {
+    let dir = tempdir("mix");
+    let guard = Recorder::builder()
+        .path(dir.join("trace"))
+        .buffer_size(16 << 20)
+        .start()
+        .expect("start");
+    let hs: Vec<_> = (0..2u32)
+        .map(|w| {
+            std::thread::spawn(move || {
+                let loc = Loc::caller();
+                let base = (w as u64) << 40;
+                let live = 64u64;
+                for round in 0..20_000u64 {
+                    let first = base + round * live;
+                    for k in 0..live {
+                        rt::task_spawn(first + k, 0, loc, Istr::EMPTY);
+                    }
+                    for poll in 0..5 {
+                        for k in 0..live {
+                            let id = first + (k * 7) % live;
+                            rt::task_poll_start(id, w, Istr::EMPTY, (live - k) as u32);
+                            let t = std::time::Instant::now();
+                            while t.elapsed() < Duration::from_nanos(100) {}
+                            rt::task_poll_end(id, w, poll == 4);
+                            if poll < 4 {
+                                rt::task_wake(id, id, w);
+                            } else {
+                                rt::task_terminate(id);
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let st = guard.finish().expect("finish");
+    let bpe = st.bytes as f64 / st.events as f64;
+    println!(
+        "record/bytes_per_event (runtime mix): {bpe:.2} bytes/event over {} events, {} bytes, {} dropped",
+        st.events, st.bytes, st.dropped
+    );
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
+    let _ = std::fs::create_dir_all(&out);
+    let json = format!(
+        "{{\"bytes_per_event\": {bpe:.3}, \"events\": {}, \"bytes\": {}, \"dropped\": {}}}\n",
+        st.events, st.bytes, st.dropped
+    );
+    let _ = std::fs::write(out.join("record.json"), json);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -210,7 +210,13 @@ macro_rules! gen_builtin_fns {
     };
 }
 
-runtrace_format::for_each_builtin_event!(gen_builtin_fns);
+/// One recording function per built-in event, generated from
+/// `probes/events.toml` (also re-exported at the crate root).
+pub mod events {
+    use crate::{emit, is_recording};
+    runtrace_format::for_each_builtin_event!(gen_builtin_fns);
+}
+pub use events::*;
 
 /// Declares application-defined events, recorded self-described in the
 /// same trace as the built-in ones (their schemas travel in the file).

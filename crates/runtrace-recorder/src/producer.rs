@@ -2,17 +2,23 @@
 //! into its ring.
 //!
 //! Cost ladder of a probe site (style-notes habit 5): with no recording, one
-//! `Relaxed` load of [`ACTIVE_GEN`] and a branch. While recording: a TLS
-//! access, one TSC read, a bounds check, the varint encoding, and one
-//! `Release` store. The first event of a thread (per recording) allocates
-//! its ring and takes a lock; nothing after it does.
+//! `Relaxed` load of [`ACTIVE_GEN`] and a branch. While recording: one read
+//! of a constant-initialised thread-local pointer, one TSC read, a space
+//! check, the varint encoding into already reserved bytes, and one `Release`
+//! store. The first event of a thread (per recording) allocates its ring and
+//! takes a lock; nothing after it does.
+//!
+//! The producer lives in a `Box` owned by a thread-local with a destructor
+//! (`OWNER`); the hot path reaches it through a second thread-local, a plain
+//! pointer without a destructor (`HOT`), because Rust checks the
+//! registration state of a thread-local with a destructor on every access.
 
 use crate::clock::TraceClock;
 use crate::ring::{ProducerPos, Ring};
 use crate::session::Shared;
 use runtrace_format::chunk::ChunkState;
 use runtrace_format::varint;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -24,38 +30,40 @@ const OVERHEAD: usize = 2 * (1 + varint::MAX_LEN) + 1 + 2 * varint::MAX_LEN;
 
 struct Producer {
     gen: u64,
-    ring: Option<Arc<Ring>>,
-    shared: Option<Arc<Shared>>,
-    clock: Option<&'static TraceClock>,
+    /// Points into `_ring`'s allocation (kept alive by it).
+    ring: *const Ring,
+    slot_size: usize,
+    clock: &'static TraceClock,
     pos: ProducerPos,
     state: ChunkState,
     high_water: u64,
+    _ring: Arc<Ring>,
+    shared: Arc<Shared>,
 }
 
-impl Drop for Producer {
-    fn drop(&mut self) {
+impl Producer {
+    fn close(&self) {
         // Rule 6 of the ring protocol: the writer drains and retires it.
-        if let Some(r) = &self.ring {
-            r.closed.store(true, Ordering::Release);
-            if let Some(s) = &self.shared {
-                s.wake_writer();
-            }
+        self._ring.closed.store(true, Ordering::Release);
+        self.shared.wake_writer();
+    }
+}
+
+/// Owns the producer; its destructor runs at thread exit.
+struct Owner(Option<Box<Producer>>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = HOT.try_with(|h| h.set(std::ptr::null_mut()));
+        if let Some(p) = self.0.take() {
+            p.close();
         }
     }
 }
 
 thread_local! {
-    static PRODUCER: UnsafeCell<Producer> = const {
-        UnsafeCell::new(Producer {
-            gen: 0,
-            ring: None,
-            shared: None,
-            clock: None,
-            pos: ProducerPos::EMPTY,
-            state: ChunkState { ticks: 0, task_reg: 0, worker_reg: runtrace_format::NO_WORKER },
-            high_water: 0,
-        })
-    };
+    static HOT: Cell<*mut Producer> = const { Cell::new(std::ptr::null_mut()) };
+    static OWNER: RefCell<Owner> = const { RefCell::new(Owner(None)) };
 }
 
 /// Whether a recording is in progress (one relaxed load).
@@ -78,32 +86,33 @@ where
     if gen == 0 {
         return;
     }
-    let _ = PRODUCER.try_with(|cell| {
-        // SAFETY: the producer is only touched here and in `Drop`, on its own
-        // thread, and nothing in this block can re-enter `emit` (the
-        // encoders are our own code), so this is the only live reference.
-        let p = unsafe { &mut *cell.get() };
-        p.record(gen, id, max, worker, enc);
-    });
+    let mut p = HOT.with(Cell::get);
+    // SAFETY (deref): a non-null HOT points to the live producer boxed in
+    // OWNER on this thread (set in `attach`, cleared before it is freed).
+    if p.is_null() || unsafe { (*p).gen } != gen {
+        p = attach(gen);
+        if p.is_null() {
+            return;
+        }
+    }
+    // SAFETY: as above; and nothing below can re-enter `emit` on this
+    // thread (the encoders are our own code), so this is the only reference.
+    let p = unsafe { &mut *p };
+    p.record(id, max, worker, enc);
 }
 
 impl Producer {
     #[inline(always)]
-    fn record<F>(&mut self, gen: u64, id: u32, max: usize, worker: Option<u32>, enc: F)
+    fn record<F>(&mut self, id: u32, max: usize, worker: Option<u32>, enc: F)
     where
         F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
     {
-        if self.gen != gen && !self.attach(gen) {
+        let now = self.clock.now().max(self.state.ticks);
+        if self.pos.len + max + OVERHEAD > self.slot_size && !self.next_slot(now) {
             return;
         }
-        let (Some(ring), Some(clock)) = (self.ring.as_deref(), self.clock) else {
-            return;
-        };
-        let now = clock.now().max(self.state.ticks);
-        if self.pos.len + max + OVERHEAD > ring.slot_size() && !self.next_slot(now) {
-            return;
-        }
-        let ring = self.ring.as_deref().unwrap_or_else(|| unreachable!());
+        // SAFETY: `ring` points into `_ring`, alive as long as `self`.
+        let ring = unsafe { &*self.ring };
         // SAFETY: we are the ring's only producer and hold no other slice.
         let buf = unsafe { ring.tail(&self.pos) };
         let mut pos = 0;
@@ -132,55 +141,66 @@ impl Producer {
     /// Seals the current slot and moves on; counts a drop when the ring is
     /// full.
     #[cold]
+    #[inline(never)]
     fn next_slot(&mut self, now: u64) -> bool {
-        let Some(ring) = self.ring.as_deref() else {
-            return false;
-        };
-        match ring.advance(&mut self.pos, self.state) {
+        match self._ring.advance(&mut self.pos, self.state) {
             Some(backlog) => {
                 if backlog >= self.high_water {
-                    if let Some(s) = &self.shared {
-                        s.wake_writer();
-                    }
+                    self.shared.wake_writer();
                 }
                 true
             }
             None => {
-                ring.count_drop(now);
+                self._ring.count_drop(now);
                 false
             }
         }
     }
+}
 
-    /// Joins the recording `gen`: allocates a ring and registers it.
-    #[cold]
-    #[inline(never)]
-    fn attach(&mut self, gen: u64) -> bool {
-        if let Some(old) = self.ring.take() {
-            old.closed.store(true, Ordering::Release);
+/// Joins the recording `gen`: allocates a ring, registers it, and points
+/// HOT at the new producer. Null when that recording is over.
+#[cold]
+#[inline(never)]
+fn attach(gen: u64) -> *mut Producer {
+    let Ok(p) = OWNER.try_with(|o| {
+        let mut o = o.borrow_mut();
+        if let Some(old) = o.0.take() {
+            old.close();
         }
-        self.shared = None;
         let Some(shared) = crate::session::current(gen) else {
-            return false;
+            return std::ptr::null_mut();
         };
         let clock = TraceClock::get();
-        self.state = ChunkState {
+        let state = ChunkState {
             ticks: clock.now(),
             task_reg: 0,
             worker_reg: runtrace_format::NO_WORKER,
         };
-        let (ring, pos) = Ring::new(shared.n_slots, shared.slot_size, self.state);
+        let (ring, pos) = Ring::new(shared.n_slots, shared.slot_size, state);
         let ring = Arc::new(ring);
         let name = std::thread::current().name().unwrap_or("").to_owned();
         shared.register(ring.clone(), crate::clock::gettid(), name);
-        self.high_water = (shared.n_slots / 2).max(1);
-        self.ring = Some(ring);
-        self.shared = Some(shared);
-        self.clock = Some(clock);
-        self.pos = pos;
-        self.gen = gen;
-        true
-    }
+        let mut b = Box::new(Producer {
+            gen,
+            ring: Arc::as_ptr(&ring),
+            slot_size: ring.slot_size(),
+            clock,
+            pos,
+            state,
+            high_water: (shared.n_slots / 2).max(1),
+            _ring: ring,
+            shared,
+        });
+        let p: *mut Producer = &mut *b;
+        o.0 = Some(b);
+        p
+    }) else {
+        // Thread-locals are being destroyed: this thread records no more.
+        return std::ptr::null_mut();
+    };
+    HOT.with(|h| h.set(p));
+    p
 }
 
 /// Encodes an inline `str` field, truncated to 255 bytes at a UTF-8
