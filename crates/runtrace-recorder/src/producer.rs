@@ -87,9 +87,11 @@ where
         return;
     }
     let mut p = HOT.with(Cell::get);
-    // SAFETY (deref): a non-null HOT points to the live producer boxed in
-    // OWNER on this thread (set in `attach`, cleared before it is freed).
-    if p.is_null() || unsafe { (*p).gen } != gen {
+    if p.is_null() ||
+        // SAFETY: a non-null HOT points to the live producer boxed in OWNER
+        // on this thread (set in `attach`, cleared before it is freed).
+        unsafe { (*p).gen } != gen
+    {
         p = attach(gen);
         if p.is_null() {
             return;
