@@ -174,9 +174,9 @@ fn client(s: &Shared) {
     let mut n = 0u64;
     while !s.stop.load(Ordering::Relaxed) {
         n += 1;
-        let t = if n % 200 == 0 {
+        let t = if n.is_multiple_of(200) {
             spawn(0, 1, 0, true) // a fan-out burst
-        } else if n % 50 == 0 {
+        } else if n.is_multiple_of(50) {
             spawn(0, 4, 400, false) // CPU-heavy
         } else {
             spawn(0, 3, 5, false) // request handler
