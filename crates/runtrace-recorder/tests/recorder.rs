@@ -112,7 +112,7 @@ fn values_round_trip_through_the_recorder() {
         runtrace_recorder::task_spawn(t, t - 1, loc, q);
         runtrace_recorder::task_poll_start(t, (t % 3) as u32, q, t as u32 % 50);
         runtrace_recorder::task_wake(t + 5, t, (t % 3) as u32);
-        runtrace_recorder::task_poll_end(t, (t % 3) as u32, t % 2 == 0);
+        runtrace_recorder::task_poll_end(t, (t % 3) as u32, t.is_multiple_of(2));
         runtrace_recorder::task_terminate(t);
     }
     // A wake from outside any worker: worker none.
@@ -139,7 +139,10 @@ fn values_round_trip_through_the_recorder() {
         assert_eq!(chunk[1].u64("local_q"), Some(t % 50));
         assert_eq!(chunk[2].u64("woken_task_id"), Some(t + 5));
         assert_eq!(chunk[2].u64("waker_task_id"), Some(t));
-        assert_eq!(chunk[3].get("ready"), Some(&Value::Bool(t % 2 == 0)));
+        assert_eq!(
+            chunk[3].get("ready"),
+            Some(&Value::Bool(t.is_multiple_of(2)))
+        );
         assert_eq!(chunk[3].get("worker"), Some(&w));
         assert_eq!(chunk[4].u64("task_id"), Some(t));
     }
