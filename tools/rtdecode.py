@@ -447,14 +447,13 @@ class TraceFile:
         anchor, tps = header.anchor_ticks, header.ticks_per_sec
 
         # Events decoded before a bad record are still yielded: §5 says a bad
-        # event makes the chunk undecodable "from that event on".
-        for index in range(event_count):
+        # event makes the chunk undecodable "from that event on". The records
+        # run to the end of the payload; event_count counts the events among
+        # them (set_worker records are not events, §6) and is checked after.
+        index = 0
+        while buf.remaining():
             ev_at = buf.at()
             try:
-                if buf.remaining() == 0:
-                    raise DecodeError(
-                        f"payload ends after {index} of {event_count} event records (event_count)",
-                        ev_at)
                 tag = buf.u8()
                 type_id = buf.varint() if tag == ESCAPE_TAG else tag
                 # ts is a u64 register; wrap like one.
@@ -511,16 +510,16 @@ class TraceFile:
             # §4: 128-bit intermediate in the spec; Python ints are unbounded.
             # Floor division, so ticks before the anchor round toward -inf.
             ns = (ts - anchor) * 1_000_000_000 // tps
+            index += 1
             self.event_count += 1
             self.event_counts[schema.name] = self.event_counts.get(schema.name, 0) + 1
             yield Event(self.name, tid, type_id, schema.provider, schema.name, ts, ns, fields)
 
-        if buf.remaining():
-            # Trailing bytes are only ignorable outside CHUNK (§10); here they
-            # mean more records than event_count (§7.3).
-            raise _ChunkEventError(event_count, buf.at(), DecodeError(
-                f"{buf.remaining()} bytes left after the {event_count} event records "
-                "declared by event_count", buf.at()))
+        if index != event_count:
+            # §7.3: fewer or more events than event_count.
+            raise _ChunkEventError(index, buf.at(), DecodeError(
+                f"chunk holds {index} events but its event_count says {event_count}",
+                buf.at()))
 
 
 # -- convenience API -------------------------------------------------------------

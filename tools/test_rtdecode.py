@@ -96,7 +96,8 @@ def set_worker(dt: int, worker: int | None) -> bytes:
 
 def chunk(tid: int, worker: int | None, task: int, base: int, records: list[bytes],
           event_count: int | None = None) -> bytes:
-    n = len(records) if event_count is None else event_count
+    # set_worker records (type id 0, tag byte 0) are not events (§6).
+    n = sum(1 for r in records if r[:1] != b"\x00") if event_count is None else event_count
     return (uv(tid) + uv(0 if worker is None else worker + 1) + uv(task) + uv(base)
             + uv(n) + b"".join(records))
 
@@ -357,10 +358,11 @@ class Corruption(unittest.TestCase):
 
     def test_event_count_mismatch(self):
         self.assert_bad_event([], 1, event_count=2, text="event_count")
-        # More records than event_count: bytes left after the declared ones.
+        # More events than event_count: all decodable events are reported,
+        # then the mismatch (§7.3), as the Rust reader does.
         data, c = self.chunk_file([ev(1, 1, uv(1) + zz(0) + b"\x00")] * 2, event_count=1)
         tf, events = decode(data)
-        self.assertEqual(len(events), 1)
+        self.assertEqual(len(events), 2)
         self.assertEqual(len(tf.errors), 1)
         self.assertIn(f"offset {c}:", tf.errors[0])
         self.assertIn("event_count", tf.errors[0])

@@ -207,6 +207,15 @@ impl Writer {
                 i += 1;
             }
         }
+        if self.chunks.is_empty() && dropped_frames.is_empty() && thread_frames.is_empty() {
+            // An idle round writes nothing (and opens no file).
+            return Ok(());
+        }
+        // Rotation is lazy: the next file opens when there is something for
+        // it, so no file ends up empty.
+        if self.file.is_none() {
+            self.open_file()?;
+        }
         // Definitions first, then threads, chunks, drops, the round marker.
         self.buf.clear();
         self.write_new_defs();
@@ -229,7 +238,6 @@ impl Writer {
         self.write_buf()?;
         if self.file_bytes >= self.shared.cfg.max_file_size {
             self.seal()?;
-            self.open_file()?;
         }
         Ok(())
     }
@@ -346,9 +354,9 @@ impl Writer {
         let path = self.path(self.file_index, true);
         let f = File::create(&path).map_err(|e| io_err(&path, "cannot create trace file", e))?;
         self.file = Some(f);
+        // (The file's event and drop counters were reset when the previous
+        // file was sealed: this round's may already count toward this one.)
         self.file_bytes = 0;
-        self.file_events = 0;
-        self.file_dropped = 0;
         self.stats.files += 1;
         // Every file stands alone: the header carries every schema known now,
         // and all definitions so far are repeated.
@@ -395,6 +403,8 @@ impl Writer {
             &frame::end(self.file_events, self.file_dropped),
         );
         self.write_buf()?;
+        self.file_events = 0;
+        self.file_dropped = 0;
         let active = self.path(self.file_index, true);
         let done = self.path(self.file_index, false);
         if let Some(f) = self.file.take() {

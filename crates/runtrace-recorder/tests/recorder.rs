@@ -39,11 +39,27 @@ fn read_all(files: &[PathBuf]) -> (HashMap<u64, Vec<runtrace_format::Event>>, u6
     let mut dropped = 0;
     for f in files {
         let mut sealed = false;
+        let (mut file_events, mut file_dropped) = (0, 0);
         for r in FileReader::open(f).unwrap() {
             match r.unwrap_or_else(|e| panic!("{e}")) {
-                Record::Events { tid, events, .. } => by_tid.entry(tid).or_default().extend(events),
-                Record::Dropped { count, .. } => dropped += count,
-                Record::End { .. } => sealed = true,
+                Record::Events { tid, events, .. } => {
+                    file_events += events.len() as u64;
+                    by_tid.entry(tid).or_default().extend(events)
+                }
+                Record::Dropped { count, .. } => {
+                    dropped += count;
+                    file_dropped += count
+                }
+                Record::End { events, dropped } => {
+                    // The END totals describe exactly this file.
+                    assert_eq!(
+                        (events, dropped),
+                        (file_events, file_dropped),
+                        "{}",
+                        f.display()
+                    );
+                    sealed = true
+                }
                 _ => {}
             }
         }
@@ -233,6 +249,7 @@ fn rotation_and_eviction() {
     // Surviving files are the newest, numbered consecutively.
     let last = format!("trace.{}.bin", st.files - 1);
     assert!(files.last().unwrap().ends_with(&last), "{files:?}");
+    read_all(&files); // every file sealed, END totals exact
     for f in &files {
         let mut n = 0;
         for r in FileReader::open(f).unwrap() {

@@ -1,0 +1,113 @@
+//! The README's main job, end to end: the quickstart example records a
+//! trace, `runtrace check` passes on it, `runtrace jsonl` converts it, and
+//! the user guide's (seed 000) "Check Worker Balance" Python snippet runs
+//! unchanged on the output.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Builds the example (a no-op when `cargo test` already did) and returns
+/// its path, next to the test binaries.
+fn example(name: &str) -> PathBuf {
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", name])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "cargo build --example {name}");
+    let exe = std::env::current_exe().unwrap();
+    let p = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(p.exists(), "{} not built", p.display());
+    p
+}
+
+/// The snippet, verbatim, from the seed when it is there (CI has
+/// `../shared` beside the clone), else the copy below.
+fn worker_balance_snippet() -> String {
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/seeds");
+    let from_seed = std::fs::read_dir(&seeds).ok().and_then(|rd| {
+        let f = rd
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().starts_with("000_"))?;
+        let text = std::fs::read_to_string(f.path()).ok()?;
+        let after = &text[text.find("### Check Worker Balance")?..];
+        let start = after.find("```python\n")? + "```python\n".len();
+        let len = after[start..].find("```")?;
+        Some(after[start..start + len].to_string())
+    });
+    from_seed.unwrap_or_else(|| {
+        "# Count polls per worker\nimport json\nfrom collections import Counter\n\n\
+         worker_polls = Counter()\nwith open('trace.jsonl') as f:\n    for line in f:\n        \
+         e = json.loads(line)\n        if e['event'] == 'PollStart':\n            \
+         worker_polls[e['worker']] += 1\n\n# Should be roughly equal (within 10%)\n"
+            .to_string()
+    })
+}
+
+#[test]
+fn quickstart_check_jsonl_and_seed_snippet() {
+    let dir = std::env::temp_dir().join(format!("runtrace-quickstart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(example("quickstart"))
+        .args(["--out", dir.to_str().unwrap(), "--seconds", "0.5"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "quickstart failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("result:          OK"), "{stdout}");
+    assert!(stdout.contains("PollStart"), "{stdout}");
+
+    let files = vec![dir.join("trace.0.bin")];
+    let report = runtrace_cli::check::check_files(&files);
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.dropped_events, 0);
+    let polls = report.event_counts["PollStart"];
+    assert!(polls > 100);
+
+    let jsonl = dir.join("trace.jsonl");
+    assert_eq!(
+        runtrace_cli::jsonl::convert(&files, Some(&jsonl)),
+        std::process::ExitCode::SUCCESS
+    );
+
+    let script = worker_balance_snippet() + "\nprint(sorted(worker_polls.items()))\n";
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&dir)
+        .output()
+        .expect("python3 must be installed");
+    let printed = String::from_utf8_lossy(&py.stdout);
+    assert!(
+        py.status.success(),
+        "snippet failed: {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    // Both workers polled, and the snippet's counts add up to the trace's.
+    let counts: Vec<u64> = printed
+        .trim()
+        .trim_matches(|c| c == '[' || c == ']')
+        .split("), (")
+        .map(|p| {
+            p.trim_matches(|c| c == '(' || c == ')')
+                .split(", ")
+                .nth(1)
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(counts.len(), 2, "{printed}");
+    assert_eq!(counts.iter().sum::<u64>(), polls, "{printed}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
