@@ -68,7 +68,7 @@ fn record_sample_trace(dir: &Path) -> Vec<PathBuf> {
     let guard = Recorder::builder()
         .path(dir.join("trace"))
         .max_file_size(64 << 10)
-        .buffer_size(16 << 10)
+        .buffer_size(64 << 10)
         .flush_interval(Duration::from_millis(5))
         .start()
         .unwrap();

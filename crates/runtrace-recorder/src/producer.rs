@@ -28,6 +28,11 @@ pub(crate) static ACTIVE_GEN: AtomicU64 = AtomicU64::new(0);
 /// Bytes a `set_worker` record and a tag escape can add to an event.
 const OVERHEAD: usize = 2 * (1 + varint::MAX_LEN) + 1 + 2 * varint::MAX_LEN;
 
+/// The most bytes one `emit` can write: overhead plus the largest event
+/// (every field an inline string of 255 bytes).
+pub(crate) const MAX_RECORD_BYTES: usize =
+    OVERHEAD + runtrace_format::MAX_FIELDS * (2 + runtrace_format::MAX_INLINE_STR);
+
 struct Producer {
     gen: u64,
     /// Points into `_ring`'s allocation (kept alive by it).

@@ -129,7 +129,9 @@ impl RecorderBuilder {
         self.cfg.max_file_size = bytes;
         self
     }
-    /// Delete the oldest sealed files while all files exceed this many bytes.
+    /// Delete the oldest sealed files while the sealed files exceed this many
+    /// bytes (the newest sealed file is always kept, so disk use can reach
+    /// about `max_total_size + max_file_size` with the file being written).
     pub fn max_total_size(mut self, bytes: u64) -> Self {
         self.cfg.max_total_size = bytes;
         self
@@ -140,7 +142,7 @@ impl RecorderBuilder {
         self.cfg.flush_interval = d;
         self
     }
-    /// Buffer bytes per recording thread (at least 8 KiB).
+    /// Buffer bytes per recording thread (at least 64 KiB).
     pub fn buffer_size(mut self, bytes: usize) -> Self {
         self.cfg.buffer_size = bytes;
         self
@@ -174,8 +176,8 @@ impl RecorderBuilder {
     fn validate(&self) -> Result<(), RecordError> {
         let c = &self.cfg;
         let bad = |m: &str| Err(RecordError::Config(m.to_string()));
-        if c.buffer_size < 8 << 10 {
-            return bad("buffer_size must be at least 8 KiB");
+        if c.buffer_size < MIN_BUFFER {
+            return bad("buffer_size must be at least 64 KiB");
         }
         if c.buffer_size > 1 << 30 {
             return bad("buffer_size must be at most 1 GiB");
@@ -261,6 +263,14 @@ impl Shared {
     }
 }
 
+/// Smallest per-thread buffer: 4 slots of 16 KiB.
+const MIN_BUFFER: usize = 64 << 10;
+
+// The largest event (tag, type id, delta, 32 fields of 257 bytes) and the
+// `set_worker` record before it must fit in the smallest slot, or an event
+// could never be recorded.
+const _: () = assert!(crate::producer::MAX_RECORD_BYTES <= MIN_BUFFER / 4);
+
 static CURRENT: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
 static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
 
@@ -279,7 +289,8 @@ fn start(cfg: Config) -> Result<RecordingGuard, RecordError> {
     if cur.is_some() {
         return Err(RecordError::AlreadyRecording);
     }
-    // Slots of up to 64 KiB, at least 4 of them: the writer takes whole
+    // At least 4 slots of 16 KiB or more (so the largest possible event fits
+    // in one), about 64 KiB each in large buffers: the writer takes whole
     // slots without decoding, and a 64 KiB chunk keeps per-chunk overhead
     // (~20 bytes) under 0.05%.
     let n_slots = (cfg.buffer_size / (64 << 10)).max(4) as u64;

@@ -27,6 +27,9 @@ struct WRing {
     entry: RingEntry,
     pos: DrainPos,
     reported_dropped: u64,
+    /// Tick of the round that last reported this ring's drops (or of its
+    /// registration).
+    last_report: u64,
     announced_in: Option<u64>,
 }
 
@@ -161,6 +164,7 @@ impl Writer {
                     entry,
                     pos: DrainPos::default(),
                     reported_dropped: 0,
+                    last_report: watermark,
                     announced_in: None,
                 });
             }
@@ -190,7 +194,9 @@ impl Writer {
             let d = r.entry.ring.dropped.load(Ordering::Relaxed);
             if d > r.reported_dropped {
                 let since = r.entry.ring.drop_since.swap(0, Ordering::Relaxed);
-                let since = if since == 0 { watermark } else { since };
+                // A loss between our load of `dropped` and this swap loses
+                // its tick: fall back to the previous report, a lower bound.
+                let since = if since == 0 { r.last_report } else { since };
                 dropped_frames.push(frame::dropped(
                     r.entry.tid,
                     d - r.reported_dropped,
@@ -200,6 +206,7 @@ impl Writer {
                 self.stats.dropped += d - r.reported_dropped;
                 self.file_dropped += d - r.reported_dropped;
                 r.reported_dropped = d;
+                r.last_report = watermark;
             }
             if closed {
                 self.rings.swap_remove(i);

@@ -77,7 +77,7 @@ fn exact_accounting_under_stress() {
     let dir = tempdir("stress");
     let guard = Recorder::builder()
         .path(dir.join("trace"))
-        .buffer_size(8 << 10)
+        .buffer_size(64 << 10)
         .flush_interval(Duration::from_millis(20))
         .start()
         .unwrap();
@@ -377,4 +377,32 @@ fn configuration_errors() {
     std::env::remove_var("RUNTRACE_PATH");
     std::env::remove_var("RUNTRACE_BUFFER_SIZE");
     assert!(dir.join("env/trace.0.bin").exists());
+}
+
+runtrace_recorder::user_events! {
+    provider = "testapp";
+    fn wide(a: str, b: str, c: str, d: str, e: str, f: str, g: str, h: str, i: str);
+}
+
+/// The largest events fit in the smallest buffer's slots: recorded, never
+/// a panic (found by review: 2 KiB slots once overflowed here).
+#[test]
+fn largest_events_fit_the_smallest_buffer() {
+    let _g = serial();
+    let dir = tempdir("wide");
+    let guard = Recorder::builder()
+        .path(dir.join("trace"))
+        .buffer_size(64 << 10)
+        .start()
+        .unwrap();
+    let s = "x".repeat(300);
+    for _ in 0..50 {
+        wide(&s, &s, &s, &s, &s, &s, &s, &s, &s);
+    }
+    let st = guard.finish().unwrap();
+    assert_eq!(st.events + st.dropped, 50);
+    assert!(st.events > 0);
+    let (by_tid, _) = read_all(&trace_files(&dir));
+    let e = &by_tid.values().next().unwrap()[0];
+    assert_eq!(e.get("i").unwrap().as_str().unwrap().len(), 255);
 }
