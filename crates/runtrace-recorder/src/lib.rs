@@ -193,7 +193,7 @@ macro_rules! gen_builtin_fns {
             ///
             /// Costs one relaxed load and a branch when no recording runs.
             #[inline]
-            #[allow(unused_mut, unused_assignments)]
+            #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
             pub fn $name($($f: __arg_ty!($t)),*) {
                 if !is_recording() {
                     return;
@@ -241,7 +241,7 @@ macro_rules! user_events {
         $(
             $(#[$m])*
             #[inline]
-            #[allow(unused_mut, unused_assignments)]
+            #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
             $vis fn $name($($f: $crate::__arg_ty!($t)),*) {
                 static DEF: $crate::UserEventDef = $crate::UserEventDef::new(
                     $prov,
