@@ -23,7 +23,6 @@
 
 mod clock;
 mod producer;
-mod registry;
 mod ring;
 mod session;
 mod sync;
@@ -32,7 +31,7 @@ mod writer;
 pub use producer::is_recording;
 #[doc(hidden)]
 pub use producer::{emit, encode_str, encode_task};
-pub use registry::{Istr, Loc, UserEventDef};
+pub use runtrace_intern::{Istr, Loc, UserEventDef};
 pub use runtrace_format::schema::FieldType;
 pub use session::{Config, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard};
 

@@ -9,7 +9,7 @@
 //! reports and a `ROUND` frame.
 
 use crate::clock::{self, TraceClock};
-use crate::registry;
+use runtrace_intern as registry;
 use crate::ring::DrainPos;
 use crate::session::{RecordError, RecordStats, RingEntry, Shared};
 use runtrace_format::chunk::{walk, ChunkHeader};

@@ -1,28 +1,40 @@
-//! Process-wide definitions: interned strings, spawn locations and
-//! application-defined event schemas.
+//! Process-wide names shared by every probe backend: interned strings
+//! (queue and lock names), spawn locations and application-defined event
+//! schemas.
+//!
+//! The recorder writes ids (and the definitions, once per file); the USDT,
+//! LTTng and perf-probe backends pass text, so each name also keeps a
+//! NUL-terminated copy at a stable address for the life of the process.
 //!
 //! Ids are assigned once per process and never reused, so they stay valid
 //! across recordings and rotated files. Each kind is an append-only log; the
-//! writer remembers how much of each log a file has seen and writes the rest
-//! before the chunks that may use it (an id is logged before any event that
-//! carries it is published, so the writer, which reads the log after taking
-//! the events, always finds it). Lookups lock a mutex; they happen once per
-//! new name, never per event.
+//! recorder's writer remembers how much of each log a file has seen and
+//! writes the rest before the chunks that may use it (an id is logged before
+//! any event that carries it is published, so the writer, which reads the
+//! log after taking the events, always finds it). Interning locks a mutex
+//! once per new name, never per event.
+
+#![warn(missing_docs)]
 
 use runtrace_format::frame::LocationDef;
 use runtrace_format::schema::{FieldType, Schema, SchemaField};
 use std::collections::HashMap;
+use std::ffi::{CStr, CString};
 use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+/// The append-only definition logs (see the module docs).
 #[derive(Default)]
-pub(crate) struct Logs {
-    pub(crate) strings: Vec<String>,
-    string_ids: HashMap<String, u32>,
-    pub(crate) locations: Vec<LocationDef>,
-    location_ids: HashMap<(usize, u32, u32), u32>,
-    pub(crate) schemas: Vec<Schema>,
+pub struct Logs {
+    /// Interned strings; id `i + 1` is `strings[i]`.
+    pub strings: Vec<String>,
+    string_ids: HashMap<String, Istr>,
+    /// Spawn locations; id `i + 1` is `locations[i]`.
+    pub locations: Vec<LocationDef>,
+    location_ids: HashMap<(usize, u32, u32), Loc>,
+    /// Application event schemas, in id order from `FIRST_USER_EVENT_ID`.
+    pub schemas: Vec<Schema>,
 }
 
 fn logs() -> MutexGuard<'static, Logs> {
@@ -33,24 +45,53 @@ fn logs() -> MutexGuard<'static, Logs> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub(crate) fn with_logs<R>(f: impl FnOnce(&Logs) -> R) -> R {
+/// Runs `f` on the logs (under their lock; keep it short).
+pub fn with_logs<R>(f: impl FnOnce(&Logs) -> R) -> R {
     f(&logs())
+}
+
+/// Leaks a NUL-terminated copy of `s` (interned names live for the process).
+fn leak_cstr(s: &str) -> &'static CStr {
+    // Interior NULs cannot reach C consumers: cut there.
+    let s = s.split('\0').next().unwrap_or("");
+    Box::leak(CString::new(s).unwrap_or_default().into_boxed_c_str())
 }
 
 /// An interned string (a queue or lock name, ...), for `istr` fields.
 ///
 /// ```
-/// use runtrace_recorder::Istr;
+/// use runtrace_intern::Istr;
 /// let a = Istr::new("latency");
 /// assert_eq!(a, Istr::new("latency"));
+/// assert_eq!(a.c_str().to_str(), Ok("latency"));
 /// assert_eq!(Istr::EMPTY.id(), 0);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Istr(u32);
+#[derive(Debug, Clone, Copy)]
+pub struct Istr {
+    id: u32,
+    text: &'static CStr,
+}
+
+impl PartialEq for Istr {
+    fn eq(&self, o: &Istr) -> bool {
+        self.id == o.id
+    }
+}
+impl Eq for Istr {}
+impl std::hash::Hash for Istr {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.id.hash(h)
+    }
+}
+impl Default for Istr {
+    fn default() -> Self {
+        Istr::EMPTY
+    }
+}
 
 impl Istr {
     /// The empty string (id 0, never written).
-    pub const EMPTY: Istr = Istr(0);
+    pub const EMPTY: Istr = Istr { id: 0, text: c"" };
 
     /// Interns `s` (takes a lock the first time a text is seen; keep the
     /// result rather than interning per event).
@@ -59,36 +100,62 @@ impl Istr {
             return Istr::EMPTY;
         }
         let mut l = logs();
-        if let Some(&id) = l.string_ids.get(s) {
-            return Istr(id);
+        if let Some(&i) = l.string_ids.get(s) {
+            return i;
         }
         l.strings.push(s.to_owned());
-        let id = l.strings.len() as u32;
-        l.string_ids.insert(s.to_owned(), id);
-        Istr(id)
+        let i = Istr { id: l.strings.len() as u32, text: leak_cstr(s) };
+        l.string_ids.insert(s.to_owned(), i);
+        i
     }
 
     /// The wire id.
     pub fn id(self) -> u32 {
-        self.0
+        self.id
+    }
+
+    /// The text, NUL-terminated at a stable address (for C consumers).
+    pub fn c_str(self) -> &'static CStr {
+        self.text
     }
 }
 
 /// An interned spawn location, for `loc` fields.
 ///
 /// ```
-/// use runtrace_recorder::Loc;
+/// use runtrace_intern::Loc;
 /// #[track_caller]
 /// fn here() -> Loc { Loc::caller() }
 /// let a = here();
 /// assert_ne!(a, here()); // a different line
+/// assert!(a.c_str().to_str().unwrap().contains("src/lib.rs"));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Loc(u32);
+#[derive(Debug, Clone, Copy)]
+pub struct Loc {
+    id: u32,
+    text: &'static CStr,
+}
+
+impl PartialEq for Loc {
+    fn eq(&self, o: &Loc) -> bool {
+        self.id == o.id
+    }
+}
+impl Eq for Loc {}
+impl std::hash::Hash for Loc {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.id.hash(h)
+    }
+}
+impl Default for Loc {
+    fn default() -> Self {
+        Loc::UNKNOWN
+    }
+}
 
 impl Loc {
     /// Unknown location (id 0).
-    pub const UNKNOWN: Loc = Loc(0);
+    pub const UNKNOWN: Loc = Loc { id: 0, text: c"" };
 
     /// Interns the caller's location (`#[track_caller]` chains pass it on).
     #[track_caller]
@@ -100,19 +167,19 @@ impl Loc {
     /// avoids the lock after the first sighting on a thread.
     pub fn from_location(l: &'static Location<'static>) -> Loc {
         thread_local! {
-            static CACHE: std::cell::RefCell<HashMap<usize, u32>> = Default::default();
+            static CACHE: std::cell::RefCell<HashMap<usize, Loc>> = Default::default();
         }
         let key = l as *const _ as usize;
-        if let Ok(Some(id)) = CACHE.try_with(|c| c.borrow().get(&key).copied()) {
-            return Loc(id);
+        if let Ok(Some(loc)) = CACHE.try_with(|c| c.borrow().get(&key).copied()) {
+            return loc;
         }
-        let id = {
+        let loc = {
             let mut g = logs();
             // Different `Location` statics can describe the same place
             // (generic instantiations): key by file address and position.
             let k = (l.file().as_ptr() as usize, l.line(), l.column());
-            if let Some(&id) = g.location_ids.get(&k) {
-                id
+            if let Some(&loc) = g.location_ids.get(&k) {
+                loc
             } else {
                 let id = g.locations.len() as u32 + 1;
                 g.locations.push(LocationDef {
@@ -121,22 +188,30 @@ impl Loc {
                     line: l.line(),
                     col: l.column(),
                 });
-                g.location_ids.insert(k, id);
-                id
+                let text = leak_cstr(&format!("{}:{}:{}", l.file(), l.line(), l.column()));
+                let loc = Loc { id, text };
+                g.location_ids.insert(k, loc);
+                loc
             }
         };
-        let _ = CACHE.try_with(|c| c.borrow_mut().insert(key, id));
-        Loc(id)
+        let _ = CACHE.try_with(|c| c.borrow_mut().insert(key, loc));
+        loc
     }
 
     /// The wire id.
     pub fn id(self) -> u32 {
-        self.0
+        self.id
+    }
+
+    /// `file:line:col`, NUL-terminated at a stable address (empty when
+    /// unknown).
+    pub fn c_str(self) -> &'static CStr {
+        self.text
     }
 }
 
-/// The static description of an application-defined event; made by
-/// [`user_events!`](crate::user_events), not by hand.
+/// The static description of an application-defined event; made by the
+/// generated probe code or `runtrace_recorder::user_events!`, not by hand.
 #[derive(Debug)]
 pub struct UserEventDef {
     /// Provider name.
@@ -155,12 +230,7 @@ impl UserEventDef {
         name: &'static str,
         fields: &'static [(&'static str, FieldType)],
     ) -> Self {
-        UserEventDef {
-            provider,
-            name,
-            fields,
-            id: AtomicU32::new(0),
-        }
+        UserEventDef { provider, name, fields, id: AtomicU32::new(0) }
     }
 
     /// The wire id, registering the schema on first call.
@@ -191,10 +261,7 @@ impl UserEventDef {
             fields: self
                 .fields
                 .iter()
-                .map(|(n, t)| SchemaField {
-                    name: (*n).to_owned(),
-                    ty: *t,
-                })
+                .map(|(n, t)| SchemaField { name: (*n).to_owned(), ty: *t })
                 .collect(),
         });
         self.id.store(id, Ordering::Release);
