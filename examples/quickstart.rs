@@ -15,11 +15,13 @@
 //! carry the worker's real CPU time and scheduler wait (schedstat).
 //! (Issue 5 replaces this with a real tokio + runtrace executor workload.)
 
-// Applications use the facade (`runtrace::Recorder`, `runtrace::record::*`
-// with the `record` feature); the repository's own examples use the
-// recorder crate directly so that the documented command needs no
-// `--features` flag.
-use runtrace_recorder::{self as record, Istr, Loc, Recorder};
+// Probe sites use `runtrace::probe!`, so the same workload also feeds the
+// usdt, lttng and perf-probe backends when built with those features.
+// Recording: applications use `runtrace::Recorder` (feature `record`); the
+// repository's examples use the recorder crate directly, so the documented
+// command needs no `--features` flag.
+use runtrace::{probe, Istr, Loc};
+use runtrace_recorder::Recorder;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -161,7 +163,12 @@ fn trace_files(dir: &std::path::Path) -> Vec<PathBuf> {
 #[track_caller]
 fn spawn(parent: u64, polls: u32, work_us: u64, fanout: bool) -> Task {
     let id = NEXT_TASK.fetch_add(1, Ordering::Relaxed);
-    record::task_spawn(id, parent, Loc::caller(), Istr::EMPTY);
+    probe!(task_spawn {
+        task_id: id,
+        parent_task_id: parent,
+        spawn_loc: Loc::caller(),
+        queue: Istr::EMPTY
+    });
     Task {
         id,
         polls_left: polls,
@@ -181,7 +188,11 @@ fn client(s: &Shared) {
         } else {
             spawn(0, 3, 5, false) // request handler
         };
-        record::task_wake(t.id, 0, runtrace::format::NO_WORKER);
+        probe!(task_wake {
+            woken_task_id: t.id,
+            waker_task_id: 0,
+            worker: runtrace::format::NO_WORKER
+        });
         s.injector.lock().unwrap().push_back(t);
         std::thread::sleep(Duration::from_micros(100));
     }
@@ -190,7 +201,11 @@ fn client(s: &Shared) {
 fn sampler(s: &Shared) {
     while !s.stop.load(Ordering::Relaxed) {
         let depth = s.injector.lock().unwrap().len() as u32;
-        record::queue_sample(depth, Istr::EMPTY, 0);
+        probe!(queue_sample {
+            global_q: depth,
+            queue: Istr::EMPTY,
+            depth: 0
+        });
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -219,7 +234,10 @@ fn cpu_and_wait() -> (u64, u64) {
 }
 
 fn worker(w: u32, s: &Shared) {
-    record::worker_start(w, 0);
+    probe!(worker_start {
+        worker: w,
+        runtime: 0
+    });
     let mut local: VecDeque<Task> = VecDeque::new();
     while !s.stop.load(Ordering::Relaxed) {
         let task = local
@@ -227,31 +245,59 @@ fn worker(w: u32, s: &Shared) {
             .or_else(|| s.injector.lock().unwrap().pop_front());
         let Some(mut t) = task else {
             let (cpu, _) = cpu_and_wait();
-            record::worker_park(w, local.len() as u32, cpu);
+            probe!(worker_park {
+                worker: w,
+                local_q: local.len() as u32,
+                cpu_ns: cpu
+            });
             std::thread::sleep(Duration::from_micros(200));
             let (cpu, wait) = cpu_and_wait();
-            record::worker_unpark(w, cpu, wait);
+            probe!(worker_unpark {
+                worker: w,
+                cpu_ns: cpu,
+                sched_wait_ns: wait
+            });
             continue;
         };
-        record::task_poll_start(t.id, w, Istr::EMPTY, local.len() as u32);
+        probe!(task_poll_start {
+            task_id: t.id,
+            worker: w,
+            queue: Istr::EMPTY,
+            local_q: local.len() as u32
+        });
         spin(t.poll_work);
         if t.fanout {
             for _ in 0..40 {
                 let c = spawn(t.id, 2, 2, false);
-                record::task_wake(c.id, t.id, w);
+                probe!(task_wake {
+                    woken_task_id: c.id,
+                    waker_task_id: t.id,
+                    worker: w
+                });
                 local.push_back(c);
             }
         }
         t.polls_left -= 1;
         let done = t.polls_left == 0;
-        record::task_poll_end(t.id, w, done);
+        probe!(task_poll_end {
+            task_id: t.id,
+            worker: w,
+            ready: done
+        });
         if done {
-            record::task_terminate(t.id);
+            probe!(task_terminate { task_id: t.id });
         } else {
             // The task yielded and woke itself, like `yield_now`.
-            record::task_wake(t.id, t.id, w);
+            probe!(task_wake {
+                woken_task_id: t.id,
+                waker_task_id: t.id,
+                worker: w
+            });
             local.push_back(t);
         }
     }
-    record::worker_stop(w, 0);
+    probe!(worker_stop {
+        worker: w,
+        runtime: 0
+    });
 }

@@ -104,7 +104,10 @@ impl Istr {
             return i;
         }
         l.strings.push(s.to_owned());
-        let i = Istr { id: l.strings.len() as u32, text: leak_cstr(s) };
+        let i = Istr {
+            id: l.strings.len() as u32,
+            text: leak_cstr(s),
+        };
         l.string_ids.insert(s.to_owned(), i);
         i
     }
@@ -230,7 +233,12 @@ impl UserEventDef {
         name: &'static str,
         fields: &'static [(&'static str, FieldType)],
     ) -> Self {
-        UserEventDef { provider, name, fields, id: AtomicU32::new(0) }
+        UserEventDef {
+            provider,
+            name,
+            fields,
+            id: AtomicU32::new(0),
+        }
     }
 
     /// The wire id, registering the schema on first call.
@@ -261,7 +269,10 @@ impl UserEventDef {
             fields: self
                 .fields
                 .iter()
-                .map(|(n, t)| SchemaField { name: (*n).to_owned(), ty: *t })
+                .map(|(n, t)| SchemaField {
+                    name: (*n).to_owned(),
+                    ty: *t,
+                })
                 .collect(),
         });
         self.id.store(id, Ordering::Release);

@@ -31,8 +31,8 @@ mod writer;
 pub use producer::is_recording;
 #[doc(hidden)]
 pub use producer::{emit, encode_str, encode_task};
-pub use runtrace_intern::{Istr, Loc, UserEventDef};
 pub use runtrace_format::schema::FieldType;
+pub use runtrace_intern::{Istr, Loc, UserEventDef};
 pub use session::{Config, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard};
 
 #[doc(hidden)]

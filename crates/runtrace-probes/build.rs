@@ -1,0 +1,16 @@
+//! Generates the built-in probes from `probes/events.toml` for the enabled
+//! backends (this crate's features).
+
+fn main() {
+    let catalog = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../probes/events.toml");
+    println!("cargo:rerun-if-changed={}", catalog.display());
+    let cat = runtrace_build::Catalog::load(&catalog).unwrap_or_else(|e| panic!("{e}"));
+    let on = |f: &str| std::env::var_os(format!("CARGO_FEATURE_{f}")).is_some();
+    let b = runtrace_build::Backends {
+        usdt: on("USDT"),
+        lttng: on("LTTNG"),
+        perf_probe: on("PERF_PROBE"),
+        record: on("RECORD"),
+    };
+    runtrace_build::generate(&cat, b, "crate::__rt").unwrap_or_else(|e| panic!("{e}"));
+}

@@ -1,0 +1,35 @@
+//! runtrace's built-in probe sites, generated from `probes/events.toml` for
+//! the backends enabled as features (`usdt`, `lttng`, `perf-probe`,
+//! `record`). With none enabled every probe compiles to nothing.
+//!
+//! Applications fire these through the facade's `runtrace::probe!` macro;
+//! each event is a module with `Args`, `enabled()` and `fire()`:
+//!
+//! ```
+//! use runtrace_probes::builtin::task_poll_end;
+//! if task_poll_end::enabled() {
+//!     task_poll_end::fire(task_poll_end::Args { task_id: 7, worker: 0, ready: true });
+//! }
+//! ```
+
+#![warn(missing_docs)]
+
+mod cstr;
+
+/// What generated probe code (here and in applications) refers to.
+#[doc(hidden)]
+pub mod __rt {
+    pub use crate::cstr::CStrBuf;
+    pub use runtrace_format::schema::FieldType;
+    pub use runtrace_format::varint;
+    pub use runtrace_intern::{Istr, Loc, UserEventDef};
+    #[cfg(feature = "record")]
+    pub use runtrace_recorder as recorder;
+}
+
+/// The built-in events, one module each.
+pub mod builtin {
+    include!(concat!(env!("OUT_DIR"), "/runtrace_probes.rs"));
+}
+
+pub use runtrace_intern::{Istr, Loc};
