@@ -338,7 +338,7 @@ fn usdt_fire(cat: &Catalog, ev: &Event) -> String {
             "994: .balign 4",
             ".popsection",
             ".ifndef _.stapsdt.base",
-            ".pushsection .stapsdt.base, \\\"aG\\\", \\\"progbits\\\", .stapsdt.base, comdat",
+            ".pushsection .stapsdt.base, \\\"aGR\\\", \\\"progbits\\\", .stapsdt.base, comdat",
             ".weak _.stapsdt.base",
             ".hidden _.stapsdt.base",
             "_.stapsdt.base: .space 1",
