@@ -230,7 +230,7 @@ fn event_module(cat: &Catalog, ev: &Event, b: Backends, rt: &str) -> String {
         let sym = perf_probe_symbol(&cat.provider, &ev.name);
         let _ = writeln!(
             o,
-            "    #[inline(always)]\n    fn perf_on() -> bool {{\n        \
+            "    #[inline(always)]\n    #[doc(hidden)]\n    pub fn perf_on() -> bool {{\n        \
              // SAFETY: reads the first code byte of our own naked function\n        \
              // (text is mapped readable): it is 0x0f (the nop) unless a\n        \
              // uprobe attached there has replaced it (int3 or a call).\n        \
@@ -272,7 +272,7 @@ fn event_module(cat: &Catalog, ev: &Event, b: Backends, rt: &str) -> String {
 }
 
 /// NUL-terminated stack copies of `str` fields, for backends passing text.
-fn c_strings(ev: &Event, indent: &str) -> String {
+pub(crate) fn c_strings(ev: &Event, indent: &str) -> String {
     ev.fields
         .iter()
         .filter(|f| f.ty == "str")
@@ -292,7 +292,7 @@ fn usdt_on(cat: &Catalog, ev: &Event) -> String {
     format!(
         "    #[cfg(target_arch = \"x86_64\")]\n    #[inline(always)]\n    \
          // The semaphore is a named data symbol, defined once (`.ifndef`).\n    \
-         #[allow(named_asm_labels)]\n    fn usdt_on() -> bool {{\n        \
+         #[allow(named_asm_labels)]\n    #[doc(hidden)]\n    pub fn usdt_on() -> bool {{\n        \
          let sema: *const u16;\n        \
          // SAFETY: computes the address of this event's semaphore, which the\n        \
          // asm defines (once per object file, weak and hidden, so all sites\n        \
@@ -302,7 +302,7 @@ fn usdt_on(cat: &Catalog, ev: &Event) -> String {
          // SAFETY: a valid, aligned 2-byte counter for the life of the\n        \
          // process, written by tools that attach (hence volatile).\n        \
          unsafe {{ sema.read_volatile() != 0 }}\n    }}\n\n    \
-         #[cfg(not(target_arch = \"x86_64\"))]\n    #[inline(always)]\n    fn usdt_on() -> bool {{\n        false\n    }}\n\n",
+         #[cfg(not(target_arch = \"x86_64\"))]\n    #[inline(always)]\n    #[doc(hidden)]\n    pub fn usdt_on() -> bool {{\n        false\n    }}\n\n",
         asm_lines(&lines, "                ")
     )
 }

@@ -7,7 +7,10 @@
 //!
 //! - [`check`]: validate trace files and summarise them (`runtrace check`);
 //! - [`jsonl`]: convert traces to JSON Lines in timestamp order
-//!   (`runtrace jsonl`).
+//!   (`runtrace jsonl`);
+//! - [`doctor`]: list the runtrace probes a binary carries (USDT, perf-probe
+//!   functions, LTTng-UST) and check that tracers can attach to them
+//!   (`runtrace doctor`).
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -23,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub mod check;
+pub mod doctor;
 pub mod jsonl;
 mod per_schema;
 
@@ -31,7 +35,7 @@ mod per_schema;
 #[command(
     name = "runtrace",
     version,
-    about = "Inspect runtrace trace files (trace.N.bin)."
+    about = "Inspect runtrace trace files (trace.N.bin) and instrumented binaries."
 )]
 pub struct Cli {
     /// The command to run.
@@ -47,6 +51,10 @@ pub enum Command {
     /// Convert trace files to JSON Lines: one object per event, in timestamp
     /// order across threads and files.
     Jsonl(JsonlArgs),
+    /// Report the runtrace probes a binary carries (USDT/SDT, perf-probe
+    /// functions, LTTng-UST) and whether tracers can attach to them, with the
+    /// exact fix when not (exit 1 on any problem).
+    Doctor(DoctorArgs),
 }
 
 /// Arguments of `runtrace check`.
@@ -71,13 +79,26 @@ pub struct JsonlArgs {
     pub output: Option<PathBuf>,
 }
 
+/// Arguments of `runtrace doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// The executable or shared library to inspect.
+    #[arg(value_name = "BINARY")]
+    pub binary: PathBuf,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Runs a parsed command line and returns the process exit code: 0 for
-/// success, 1 when a trace is damaged or a file cannot be read or written.
+/// success, 1 when a trace is damaged, a binary's probes are unsound, or a
+/// file cannot be read or written.
 /// (Usage errors never get here: clap exits with 2 while parsing.)
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check(a) => check::run(&a),
         Command::Jsonl(a) => jsonl::run(&a),
+        Command::Doctor(a) => doctor::run(&a),
     }
 }
 
