@@ -424,7 +424,8 @@ fn record_fire(cat: &Catalog, ev: &Event) -> String {
     )
 }
 
-fn field_variant(ty: &str) -> &'static str {
+/// The `runtrace_format::schema::FieldType` variant name of a catalog type.
+pub fn field_variant(ty: &str) -> &'static str {
     match ty {
         "u64" => "U64",
         "u32" => "U32",

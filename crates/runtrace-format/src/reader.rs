@@ -426,14 +426,7 @@ impl<R: Read> FileReader<R> {
             FrameType::Strings => {
                 let n = c.varint()?;
                 for _ in 0..n {
-                    let at = c.pos();
-                    let id = c.varint()?;
-                    if id == 0 {
-                        return Err(DecodeError::new(
-                            at,
-                            "string id 0 defined (it is always the empty string)",
-                        ));
-                    }
+                    let id = defined_id(&mut c, "string id 0 is always the empty string")?;
                     let s = c.str()?;
                     self.tables.strings.insert(id, Arc::from(s));
                 }
@@ -442,14 +435,7 @@ impl<R: Read> FileReader<R> {
             FrameType::Locations => {
                 let n = c.varint()?;
                 for _ in 0..n {
-                    let at = c.pos();
-                    let id = c.varint()?;
-                    if id == 0 {
-                        return Err(DecodeError::new(
-                            at,
-                            "location id 0 defined (it means unknown location)",
-                        ));
-                    }
+                    let id = defined_id(&mut c, "location id 0 means unknown location")?;
                     let file = c.str()?;
                     let line = c.varint()?;
                     let col = c.varint()?;
@@ -549,6 +535,16 @@ impl<R: Read> FileReader<R> {
                 rec(events)
             }
         }))
+    }
+}
+
+/// Reads the id of a definition; id 0 is reserved and never defined
+/// (docs/format.md section 7, rule 5).
+fn defined_id(c: &mut Cursor<'_>, why: &str) -> Result<u64, DecodeError> {
+    let at = c.pos();
+    match c.varint()? {
+        0 => Err(DecodeError::new(at, format!("id 0 defined ({why})"))),
+        id => Ok(id),
     }
 }
 
