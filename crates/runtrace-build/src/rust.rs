@@ -243,7 +243,12 @@ fn event_module(cat: &Catalog, ev: &Event, b: Backends, rt: &str) -> String {
     let _ = writeln!(
         o,
         "    /// Emits the event to every backend that wants it.\n    #[inline(always)]\n    \
-         #[allow(unused_variables, named_asm_labels)]\n    pub fn fire(args: Args) {{"
+         pub fn fire(args: Args) {{\n        fire_inner(None, args)\n    }}\n\n    \
+         /// [`fire`] with the time the caller read (trace ticks from\n    \
+         /// `runtrace_intern::clock`), so one clock read serves several\n    \
+         /// events; backends other than the recorder take their own time.\n    \
+         #[inline(always)]\n    pub fn fire_at(ticks: u64, args: Args) {{\n        fire_inner(Some(ticks), args)\n    }}\n\n    \
+         #[inline(always)]\n    #[allow(unused_variables, named_asm_labels)]\n    fn fire_inner(ticks: Option<u64>, args: Args) {{"
     );
     let _ = writeln!(o, "        let Args {{ {} }} = args;", names.join(", "));
     if b.usdt {
@@ -370,10 +375,12 @@ fn usdt_fire(cat: &Catalog, ev: &Event) -> String {
 fn record_fire(cat: &Catalog, ev: &Event) -> String {
     let names: Vec<&str> = ev.fields.iter().map(|f| f.name.as_str()).collect();
     if cat.provider == "runtrace" {
+        let args = names.join(", ");
+        let name = &ev.name;
         return format!(
-            "        __rt::recorder::events::{}({});\n",
-            ev.name,
-            names.join(", ")
+            "        match ticks {{\n            \
+             Some(t) => __rt::recorder::events::at::{name}(t, {args}),\n            \
+             None => __rt::recorder::events::{name}({args}),\n        }}\n"
         );
     }
     // Application events: registered on first use, encoded inline.
@@ -415,8 +422,11 @@ fn record_fire(cat: &Catalog, ev: &Event) -> String {
     format!(
         "        if __rt::recorder::is_recording() {{\n            \
          static DEF: __rt::UserEventDef = __rt::UserEventDef::new({prov:?}, {name:?}, &[{fields}]);\n            \
-         __rt::recorder::emit(DEF.id(), 0 {max}, None, |buf: &mut [u8], pos: usize, _reg: &mut u64| {{\n\
-         {enc}                pos\n            }});\n        }}\n",
+         let enc = |buf: &mut [u8], pos: usize, _reg: &mut u64| {{\n\
+         {enc}                pos\n            }};\n            \
+         match ticks {{\n                \
+         Some(t) => __rt::recorder::emit_at(t, DEF.id(), 0 {max}, None, enc),\n                \
+         None => __rt::recorder::emit(DEF.id(), 0 {max}, None, enc),\n            }}\n        }}\n",
         prov = cat.provider,
         name = ev.name,
         fields = fields.join(", "),

@@ -16,6 +16,8 @@
 
 #![warn(missing_docs)]
 
+pub mod clock;
+
 use runtrace_format::frame::LocationDef;
 use runtrace_format::schema::{FieldType, Schema, SchemaField};
 use std::collections::HashMap;

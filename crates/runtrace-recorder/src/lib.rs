@@ -21,7 +21,6 @@
 
 #![warn(missing_docs)]
 
-mod clock;
 mod producer;
 mod ring;
 mod session;
@@ -30,7 +29,7 @@ mod writer;
 
 pub use producer::is_recording;
 #[doc(hidden)]
-pub use producer::{emit, encode_str, encode_task};
+pub use producer::{emit, emit_at, encode_str, encode_task};
 pub use runtrace_format::schema::FieldType;
 pub use runtrace_intern::{Istr, Loc, UserEventDef};
 pub use session::{Config, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard};
@@ -209,11 +208,40 @@ macro_rules! gen_builtin_fns {
     };
 }
 
+macro_rules! gen_builtin_fns_at {
+    ($( ($name:ident, $id:expr, $json:expr, $doc:expr, [$($f:ident : $t:ident),* $(,)?]) )*) => {
+        $(
+            #[doc = concat!("Records `", stringify!($name), "` at a time the caller read (trace ticks).")]
+            #[inline]
+            #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
+            pub fn $name(ticks: u64, $($f: __arg_ty!($t)),*) {
+                if !is_recording() {
+                    return;
+                }
+                let mut worker: Option<u32> = None;
+                $( __note_worker!(worker, $t, $f); )*
+                emit_at(ticks, $id, 0 $(+ __max_len!($t))*, worker, |buf: &mut [u8], pos: usize, reg: &mut u64| {
+                    let _ = &reg;
+                    $( let pos = __enc!(buf, pos, reg, $t, $f); )*
+                    pos
+                });
+            }
+        )*
+    };
+}
+
 /// One recording function per built-in event, generated from
 /// `probes/events.toml` (also re-exported at the crate root).
 pub mod events {
     use crate::{emit, is_recording};
     runtrace_format::for_each_builtin_event!(gen_builtin_fns);
+
+    /// The same functions taking the event's time (trace ticks) from the
+    /// caller, for callers that read the clock once for several events.
+    pub mod at {
+        use crate::{emit_at, is_recording};
+        runtrace_format::for_each_builtin_event!(gen_builtin_fns_at);
+    }
 }
 pub use events::*;
 

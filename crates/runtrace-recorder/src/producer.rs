@@ -13,11 +13,11 @@
 //! pointer without a destructor (`HOT`), because Rust checks the
 //! registration state of a thread-local with a destructor on every access.
 
-use crate::clock::TraceClock;
 use crate::ring::{ProducerPos, Ring};
 use crate::session::Shared;
 use runtrace_format::chunk::ChunkState;
 use runtrace_format::varint;
+use runtrace_intern::clock::TraceClock;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -87,6 +87,26 @@ pub fn emit<F>(id: u32, max: usize, worker: Option<u32>, enc: F)
 where
     F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
 {
+    emit_inner(None, id, max, worker, enc)
+}
+
+/// [`emit`] with a timestamp the caller read (trace ticks, from
+/// `runtrace_intern::clock`), so one clock read can serve several events
+/// (the executor reads it once per poll transition).
+#[doc(hidden)]
+#[inline(always)]
+pub fn emit_at<F>(ticks: u64, id: u32, max: usize, worker: Option<u32>, enc: F)
+where
+    F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
+{
+    emit_inner(Some(ticks), id, max, worker, enc)
+}
+
+#[inline(always)]
+fn emit_inner<F>(ticks: Option<u64>, id: u32, max: usize, worker: Option<u32>, enc: F)
+where
+    F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
+{
     let gen = ACTIVE_GEN.load(Ordering::Relaxed);
     if gen == 0 {
         return;
@@ -105,16 +125,20 @@ where
     // SAFETY: as above; and nothing below can re-enter `emit` on this
     // thread (the encoders are our own code), so this is the only reference.
     let p = unsafe { &mut *p };
-    p.record(id, max, worker, enc);
+    p.record(ticks, id, max, worker, enc);
 }
 
 impl Producer {
     #[inline(always)]
-    fn record<F>(&mut self, id: u32, max: usize, worker: Option<u32>, enc: F)
+    fn record<F>(&mut self, ticks: Option<u64>, id: u32, max: usize, worker: Option<u32>, enc: F)
     where
         F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
     {
-        let now = self.clock.now().max(self.state.ticks);
+        // Timestamps within a thread never go back (a caller-provided one
+        // may be a little older than the last event's).
+        let now = ticks
+            .unwrap_or_else(|| self.clock.now())
+            .max(self.state.ticks);
         if self.pos.len + max + OVERHEAD > self.slot_size && !self.next_slot(now) {
             return;
         }
@@ -187,7 +211,7 @@ fn attach(gen: u64) -> *mut Producer {
         let (ring, pos) = Ring::new(shared.n_slots, shared.slot_size, state);
         let ring = Arc::new(ring);
         let name = std::thread::current().name().unwrap_or("").to_owned();
-        shared.register(ring.clone(), crate::clock::gettid(), name);
+        shared.register(ring.clone(), runtrace_intern::clock::gettid(), name);
         let mut b = Box::new(Producer {
             gen,
             ring: Arc::as_ptr(&ring),

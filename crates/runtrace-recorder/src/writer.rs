@@ -8,13 +8,13 @@
 //! after taking the pieces finds them all), then the chunks, the drop
 //! reports and a `ROUND` frame.
 
-use crate::clock::{self, TraceClock};
 use crate::ring::DrainPos;
 use crate::session::{RecordError, RecordStats, RingEntry, Shared};
 use runtrace_format::chunk::{walk, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
 use runtrace_intern as registry;
+use runtrace_intern::clock::{self, TraceClock};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;

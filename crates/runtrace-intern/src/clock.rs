@@ -1,11 +1,19 @@
 //! The trace clock: the TSC through quanta, shifted to ticks of at most
-//! 10 ns (docs/format.md section 4).
+//! 10 ns (docs/format.md section 4). Shared by the recorder and by code
+//! that reads the clock once and hands the time to several events (the
+//! executor reads it once per poll transition).
+//!
+//! ```
+//! let c = runtrace_intern::clock::TraceClock::get();
+//! let (a, b) = (c.now(), c.now());
+//! assert!(b >= a && c.ticks_per_sec() >= 100_000_000);
+//! ```
 
 use std::sync::OnceLock;
 
-/// A calibrated clock producing trace ticks.
+/// A calibrated clock producing trace ticks (see [`TraceClock::get`]).
 #[derive(Debug)]
-pub(crate) struct TraceClock {
+pub struct TraceClock {
     clock: quanta::Clock,
     shift: u32,
     ticks_per_sec: u64,
@@ -16,7 +24,7 @@ pub(crate) struct TraceClock {
 
 impl TraceClock {
     /// The process-wide clock (quanta calibrates once, on first use).
-    pub(crate) fn get() -> &'static TraceClock {
+    pub fn get() -> &'static TraceClock {
         static C: OnceLock<TraceClock> = OnceLock::new();
         C.get_or_init(|| {
             let clock = quanta::Clock::new();
@@ -40,7 +48,7 @@ impl TraceClock {
 
     /// Now, in trace ticks. One TSC read.
     #[inline(always)]
-    pub(crate) fn now(&self) -> u64 {
+    pub fn now(&self) -> u64 {
         #[cfg(target_arch = "x86_64")]
         if self.direct_tsc {
             // SAFETY: rdtsc has no preconditions; `direct_tsc` was only set
@@ -50,13 +58,14 @@ impl TraceClock {
         self.clock.raw() >> self.shift
     }
 
-    pub(crate) fn ticks_per_sec(&self) -> u64 {
+    /// Trace ticks per second (the unit of [`TraceClock::now`]).
+    pub fn ticks_per_sec(&self) -> u64 {
         self.ticks_per_sec
     }
 }
 
 /// Wall clock, ns since the Unix epoch.
-pub(crate) fn wall_ns() -> u64 {
+pub fn wall_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -64,7 +73,7 @@ pub(crate) fn wall_ns() -> u64 {
 }
 
 /// The calling thread's OS id.
-pub(crate) fn gettid() -> u64 {
+pub fn gettid() -> u64 {
     // SAFETY: gettid has no preconditions and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as u64 }
 }
