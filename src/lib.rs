@@ -9,6 +9,7 @@
 //! | `usdt` | SystemTap SDT probes for `perf probe`, bpftrace (`docs/probes.md`) |
 //! | `lttng` | LTTng-UST tracepoints `runtrace:<event>` |
 //! | `perf-probe` | `runtrace_<event>` functions for `perf probe` (`setup_probes.sh`) |
+//! | `executor` | the instrumented executor ([`executor`]) |
 //!
 //! With no backend feature a probe site compiles to nothing (its arguments
 //! are still type-checked). The trace format is [`format`]
@@ -28,6 +29,10 @@ pub use runtrace_intern::{Istr, Loc};
 pub use runtrace_recorder::{
     is_recording, user_events, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard,
 };
+
+/// The instrumented executor (feature `executor`).
+#[cfg(feature = "executor")]
+pub use runtrace_executor as executor;
 
 /// The built-in probes (one module per event of `probes/events.toml`).
 #[doc(hidden)]

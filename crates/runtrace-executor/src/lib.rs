@@ -1,0 +1,919 @@
+//! runtrace's instrumented executor: one per thread, hosted on tokio, with
+//! weighted queues chosen by EEVDF and a `RunnableFifo` or `Las` scheduler
+//! inside each queue (see [`sched`](crate::Policy) for the rules).
+//!
+//! ```
+//! use runtrace_executor::{Executor, QueueConfig};
+//! let ex = Executor::builder()
+//!     .queue("latency", QueueConfig::fifo().share(8))
+//!     .queue("batch", QueueConfig::las().share(1))
+//!     .build()?;
+//! let out = ex.block_on(async {
+//!     let a = ex.spawn(async { 1 });
+//!     let b = ex.spawn_on("batch", async { 2 })?;
+//!     Ok::<_, runtrace_executor::SpawnError>(a.await.unwrap() + b.await.unwrap())
+//! })?;
+//! assert_eq!(out, 3);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Tasks run inside a tokio current-thread runtime (or any tokio context,
+//! with [`Executor::run_until`]), so they use tokio's I/O, timers and
+//! channels; they may be `!Send`. Every spawn, poll start and end (with the
+//! queue and its depth), wake (with the waking task), terminate, park and
+//! unpark of the executor, and switch of queue fires a runtrace probe, so
+//! the recorder, perf, bpftrace and LTTng all see it. The clock is read
+//! once per poll transition (the end of one poll is the start of the next)
+//! and only when the scheduler or a listening backend needs it.
+//!
+//! # Ownership rules (see `Shared::owner`)
+//! 1. Tasks, their run queues and the EEVDF state belong to the thread that
+//!    built the executor (the owner); `Executor` is `!Send`.
+//! 2. A wake on the owner thread pushes the task onto an owner-only list
+//!    without a lock or an atomic read-modify-write; a wake on any other
+//!    thread goes through the injection queue (a mutex) and wakes the tokio
+//!    task hosting the executor.
+//! 3. The hosting tokio task is woken at most once per idle period (the
+//!    `notified` flag), so a burst of wakes costs one wake-up.
+
+mod sched;
+
+pub use sched::{Policy, LAS_AGING};
+
+use async_task::Runnable;
+use runtrace_intern::clock::TraceClock;
+use runtrace_intern::{Istr, Loc};
+use runtrace_probes::builtin as probes;
+use sched::Sched;
+use std::any::Any;
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+static NEXT_TASK_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_EXECUTOR: AtomicU32 = AtomicU32::new(0);
+static NEXT_THREAD_NO: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// A number for this thread (cheaper to compare than `ThreadId`).
+    static THREAD_NO: Cell<u64> = const { Cell::new(0) };
+    /// The task being polled on this thread (0: none), for wake attribution
+    /// and `parent_task_id`.
+    static CURRENT_TASK: Cell<u64> = const { Cell::new(0) };
+    /// Set by the task wrapper when a poll finished the task.
+    static TASK_DONE: Cell<bool> = const { Cell::new(false) };
+    /// The task `JoinHandle::abort` is cancelling (0: none).
+    static ABORTING: Cell<u64> = const { Cell::new(0) };
+}
+
+fn thread_no() -> u64 {
+    THREAD_NO.with(|t| {
+        if t.get() == 0 {
+            t.set(NEXT_THREAD_NO.fetch_add(1, Ordering::Relaxed));
+        }
+        t.get()
+    })
+}
+
+/// A queue's policy and share (weight).
+///
+/// ```
+/// use runtrace_executor::QueueConfig;
+/// let q = QueueConfig::las().share(4);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct QueueConfig {
+    policy: Policy,
+    share: u32,
+}
+
+impl QueueConfig {
+    /// `RunnableFifo`, share 1.
+    pub fn fifo() -> QueueConfig {
+        QueueConfig {
+            policy: Policy::RunnableFifo,
+            share: 1,
+        }
+    }
+    /// `Las`, share 1.
+    pub fn las() -> QueueConfig {
+        QueueConfig {
+            policy: Policy::Las,
+            share: 1,
+        }
+    }
+    /// The queue's share of the executor's time relative to the others.
+    pub fn share(mut self, share: u32) -> QueueConfig {
+        self.share = share;
+        self
+    }
+}
+
+/// Why an executor could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    /// No queue was configured.
+    NoQueue,
+    /// Two queues have this name.
+    DuplicateQueue(String),
+    /// This queue has share 0.
+    ZeroShare(String),
+    /// A queue name is empty.
+    EmptyName,
+    /// A setting is out of range (names it).
+    Invalid(String),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::NoQueue => write!(
+                f,
+                "executor has no queue: add one with .queue(name, config)"
+            ),
+            BuildError::DuplicateQueue(n) => write!(f, "queue {n:?} is defined twice"),
+            BuildError::ZeroShare(n) => {
+                write!(f, "queue {n:?} has share 0 (shares must be at least 1)")
+            }
+            BuildError::EmptyName => write!(f, "a queue name is empty"),
+            BuildError::Invalid(m) => write!(f, "invalid executor setting: {m}"),
+        }
+    }
+}
+impl std::error::Error for BuildError {}
+
+/// Why a task could not be spawned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpawnError {
+    /// No queue has this name.
+    UnknownQueue(String),
+    /// The executor was shut down.
+    ShutDown,
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::UnknownQueue(n) => write!(f, "no queue named {n:?} on this executor"),
+            SpawnError::ShutDown => write!(f, "the executor was shut down"),
+        }
+    }
+}
+impl std::error::Error for SpawnError {}
+
+/// Why a task did not produce its output.
+pub enum JoinError {
+    /// It was aborted (or the executor was shut down) first.
+    Cancelled,
+    /// It panicked; the payload is kept.
+    Panic(Box<dyn Any + Send>),
+}
+
+impl JoinError {
+    /// True for [`JoinError::Cancelled`].
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, JoinError::Cancelled)
+    }
+    /// True for [`JoinError::Panic`].
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panic(_))
+    }
+    /// The panic message, when the payload is a string.
+    pub fn panic_message(&self) -> Option<&str> {
+        match self {
+            JoinError::Panic(p) => p
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str())),
+            JoinError::Cancelled => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinError::Cancelled => write!(f, "JoinError::Cancelled"),
+            JoinError::Panic(_) => write!(
+                f,
+                "JoinError::Panic({:?})",
+                self.panic_message().unwrap_or("..")
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for JoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinError::Cancelled => write!(f, "task was cancelled"),
+            JoinError::Panic(_) => write!(
+                f,
+                "task panicked: {}",
+                self.panic_message().unwrap_or("(non-string payload)")
+            ),
+        }
+    }
+}
+impl std::error::Error for JoinError {}
+
+/// Per-task data (async-task metadata).
+pub(crate) struct Meta {
+    id: u64,
+    queue: usize,
+    /// Attained service (poll ticks), for LAS.
+    service: AtomicU64,
+    shared: Arc<Shared>,
+}
+
+impl Meta {
+    pub(crate) fn service(&self) -> u64 {
+        self.service.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Meta {
+    fn drop(&mut self) {
+        // The task's allocation is being freed: one fewer live task.
+        self.shared.live.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// State only the owner thread touches (ownership rule 1).
+#[derive(Default)]
+struct OwnerOnly {
+    woken: Vec<Runnable<Meta>>,
+    host: Option<Waker>,
+    notified: bool,
+}
+
+/// What wakers on any thread can reach.
+struct Shared {
+    worker: u32,
+    names: Vec<String>,
+    owner_thread: u64,
+    /// Rule 1: only ever accessed on `owner_thread`, never across a call
+    /// that could re-enter it.
+    owner: UnsafeCell<OwnerOnly>,
+    inject: Mutex<Vec<Runnable<Meta>>>,
+    injected: AtomicBool,
+    remote_host: Mutex<Option<Waker>>,
+    live: AtomicUsize,
+    closed: AtomicBool,
+}
+
+// SAFETY: `owner` is only accessed from `owner_thread` (checked at every
+// access in `owner_mut`); everything else is Sync by itself.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; the runnables and wakers inside are Send.
+unsafe impl Send for Shared {}
+
+impl Shared {
+    /// The owner-only state, when called on the owner thread.
+    #[allow(clippy::mut_from_ref)]
+    fn owner_mut(&self) -> Option<&mut OwnerOnly> {
+        if thread_no() == self.owner_thread {
+            // SAFETY: rule 1: we are on the owner thread, and callers never
+            // hold this reference across anything that could call back here.
+            Some(unsafe { &mut *self.owner.get() })
+        } else {
+            None
+        }
+    }
+
+    /// Makes sure the tokio task hosting the executor will poll it (rule 3).
+    fn notify(&self) {
+        match self.owner_mut() {
+            Some(o) => {
+                if !o.notified {
+                    o.notified = true;
+                    if let Some(w) = o.host.clone() {
+                        w.wake();
+                    }
+                }
+            }
+            None => {
+                let w = self
+                    .remote_host
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                if let Some(w) = w {
+                    w.wake();
+                }
+            }
+        }
+    }
+}
+
+/// The schedule function of every task (async-task calls it on each wake).
+fn schedule(shared: &Shared, r: Runnable<Meta>) {
+    let id = r.metadata().id;
+    if ABORTING.get() == id {
+        // `abort()` on a parked task: run it now, which drops its future
+        // (the task is closed), instead of waiting for the executor.
+        r.run();
+        return;
+    }
+    if shared.closed.load(Ordering::Relaxed) {
+        drop(r); // drops the future
+        return;
+    }
+    if probes::task_wake::enabled() {
+        probes::task_wake::fire(probes::task_wake::Args {
+            woken_task_id: id,
+            waker_task_id: CURRENT_TASK.get(),
+            worker: if thread_no() == shared.owner_thread {
+                shared.worker
+            } else {
+                runtrace_format::NO_WORKER
+            },
+        });
+    }
+    if let Some(o) = shared.owner_mut() {
+        o.woken.push(r);
+    } else {
+        shared
+            .inject
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r);
+        shared.injected.store(true, Ordering::Release);
+    }
+    shared.notify();
+}
+
+/// Wraps a task's future: catches panics and tells the run loop when the
+/// task finished.
+struct TaskFuture<F>(F);
+
+impl<F: Future> Future for TaskFuture<F> {
+    type Output = Result<F::Output, Box<dyn Any + Send>>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning: the inner future is never moved out.
+        let fut = unsafe { self.map_unchecked_mut(|s| &mut s.0) };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => {
+                TASK_DONE.set(true);
+                Poll::Ready(Ok(v))
+            }
+            Err(p) => {
+                TASK_DONE.set(true);
+                Poll::Ready(Err(p))
+            }
+        }
+    }
+}
+
+type TaskOut<T> = Result<T, Box<dyn Any + Send>>;
+
+/// A spawned task's result: a future of `Result<T, JoinError>`.
+///
+/// Dropping it detaches the task; [`abort`](JoinHandle::abort) cancels it
+/// and drops its future at once if it is not running.
+pub struct JoinHandle<T> {
+    task: Cell<Option<async_task::FallibleTask<TaskOut<T>, Meta>>>,
+    id: u64,
+}
+
+impl<T> JoinHandle<T> {
+    /// The task's id (as in traces).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Cancels the task. A parked or queued task's future is dropped now
+    /// (on the executor's thread) or, if called elsewhere, at the
+    /// executor's next turn; a running task's after its current poll.
+    /// Awaiting the handle then gives [`JoinError::Cancelled`].
+    pub fn abort(&self) {
+        if let Some(t) = self.task.take() {
+            let prev = ABORTING.replace(self.id);
+            drop(t);
+            ABORTING.set(prev);
+        }
+    }
+
+    /// Whether the task has finished (completed, panicked or cancelled).
+    pub fn is_finished(&self) -> bool {
+        let t = self.task.take();
+        let done = t.as_ref().is_none_or(|t| t.is_finished());
+        self.task.set(t);
+        done
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(mut t) = self.task.take() else {
+            return Poll::Ready(Err(JoinError::Cancelled));
+        };
+        match Pin::new(&mut t).poll(cx) {
+            Poll::Ready(None) => Poll::Ready(Err(JoinError::Cancelled)),
+            Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v)),
+            Poll::Ready(Some(Err(p))) => Poll::Ready(Err(JoinError::Panic(p))),
+            Poll::Pending => {
+                self.task.set(Some(t));
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.detach();
+        }
+    }
+}
+
+/// How [`Executor::shutdown`] ends the executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Drop every task now (queued and parked tasks' futures are dropped
+    /// when their wakers next fire or are dropped).
+    Cancel,
+}
+
+/// Builds an [`Executor`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    queues: Vec<(String, QueueConfig)>,
+    max_polls_per_turn: u32,
+    time_slice: Duration,
+}
+
+impl Builder {
+    /// Adds a queue (the first one is where [`Executor::spawn`] puts tasks).
+    pub fn queue(mut self, name: impl Into<String>, cfg: QueueConfig) -> Builder {
+        self.queues.push((name.into(), cfg));
+        self
+    }
+
+    /// Polls per turn before yielding to the tokio driver, so I/O and timers
+    /// stay timely (default 128).
+    pub fn max_polls_per_turn(mut self, n: u32) -> Builder {
+        self.max_polls_per_turn = n;
+        self
+    }
+
+    /// The EEVDF request size: a queue's virtual deadline is its virtual
+    /// runtime plus `slice / share` (default 500 us).
+    pub fn time_slice(mut self, d: Duration) -> Builder {
+        self.time_slice = d;
+        self
+    }
+
+    /// Checks the configuration and builds the executor on this thread.
+    pub fn build(self) -> Result<Executor, BuildError> {
+        if self.queues.is_empty() {
+            return Err(BuildError::NoQueue);
+        }
+        for (i, (n, c)) in self.queues.iter().enumerate() {
+            if n.is_empty() {
+                return Err(BuildError::EmptyName);
+            }
+            if c.share == 0 {
+                return Err(BuildError::ZeroShare(n.clone()));
+            }
+            if self.queues[..i].iter().any(|(m, _)| m == n) {
+                return Err(BuildError::DuplicateQueue(n.clone()));
+            }
+        }
+        if self.max_polls_per_turn == 0 {
+            return Err(BuildError::Invalid(
+                "max_polls_per_turn must be at least 1".into(),
+            ));
+        }
+        if self.time_slice.is_zero() {
+            return Err(BuildError::Invalid("time_slice must be positive".into()));
+        }
+        let clock = TraceClock::get();
+        let slice = (self.time_slice.as_nanos() as u128 * clock.ticks_per_sec() as u128
+            / 1_000_000_000)
+            .max(1) as u64;
+        let cfg: Vec<(String, Policy, u32)> = self
+            .queues
+            .iter()
+            .map(|(n, c)| (n.clone(), c.policy, c.share))
+            .collect();
+        let timed = cfg.len() > 1 || cfg.iter().any(|(_, p, _)| *p == Policy::Las);
+        let shared = Arc::new(Shared {
+            worker: NEXT_EXECUTOR.fetch_add(1, Ordering::Relaxed),
+            names: cfg.iter().map(|(n, _, _)| n.clone()).collect(),
+            owner_thread: thread_no(),
+            owner: UnsafeCell::new(OwnerOnly::default()),
+            inject: Mutex::new(Vec::new()),
+            injected: AtomicBool::new(false),
+            remote_host: Mutex::new(None),
+            live: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+        });
+        Ok(Executor {
+            local: Rc::new(Local {
+                sched: RefCell::new(Sched::new(&cfg, slice)),
+                shared,
+                clock,
+                timed,
+                las: cfg.iter().map(|(_, p, _)| *p == Policy::Las).collect(),
+                max_polls: self.max_polls_per_turn,
+                parked: Cell::new(false),
+            }),
+        })
+    }
+}
+
+struct Local {
+    shared: Arc<Shared>,
+    sched: RefCell<Sched>,
+    clock: &'static TraceClock,
+    /// Poll durations are needed (several queues or a LAS queue).
+    timed: bool,
+    las: Vec<bool>,
+    max_polls: u32,
+    parked: Cell<bool>,
+}
+
+/// A handle to an executor (cheap to clone; tasks keep one to spawn more).
+#[derive(Clone)]
+pub struct Executor {
+    local: Rc<Local>,
+}
+
+/// A `Send + Clone` handle for spawning `Send` futures onto an executor from
+/// other threads.
+#[derive(Clone)]
+pub struct Spawner {
+    shared: Arc<Shared>,
+}
+
+fn queue_index(shared: &Shared, name: &str) -> Result<usize, SpawnError> {
+    shared
+        .names
+        .iter()
+        .position(|n| n == name)
+        .ok_or_else(|| SpawnError::UnknownQueue(name.to_owned()))
+}
+
+fn new_meta(shared: &Arc<Shared>, qi: usize) -> Meta {
+    shared.live.fetch_add(1, Ordering::Relaxed);
+    Meta {
+        id: NEXT_TASK_ID.fetch_add(1, Ordering::Relaxed),
+        queue: qi,
+        service: AtomicU64::new(0),
+        shared: shared.clone(),
+    }
+}
+
+fn spawned<T>(
+    shared: &Arc<Shared>,
+    loc: Loc,
+    r: Runnable<Meta>,
+    t: async_task::Task<TaskOut<T>, Meta>,
+) -> JoinHandle<T> {
+    let (id, qi) = (r.metadata().id, r.metadata().queue);
+    if probes::task_spawn::enabled() {
+        probes::task_spawn::fire(probes::task_spawn::Args {
+            task_id: id,
+            parent_task_id: CURRENT_TASK.get(),
+            spawn_loc: loc,
+            queue: Istr::new(&shared.names[qi]),
+        });
+    }
+    r.schedule();
+    JoinHandle {
+        task: Cell::new(Some(t.fallible())),
+        id,
+    }
+}
+
+impl Executor {
+    /// A builder (add at least one queue).
+    pub fn builder() -> Builder {
+        Builder {
+            queues: Vec::new(),
+            max_polls_per_turn: 128,
+            time_slice: Duration::from_micros(500),
+        }
+    }
+
+    /// Spawns `fut` on the first queue.
+    #[track_caller]
+    pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.spawn_at(0, Loc::caller(), fut)
+    }
+
+    /// Spawns `fut` on the queue called `queue`.
+    #[track_caller]
+    pub fn spawn_on<F>(&self, queue: &str, fut: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let qi = queue_index(&self.local.shared, queue)?;
+        Ok(self.spawn_at(qi, Loc::caller(), fut))
+    }
+
+    fn spawn_at<F>(&self, qi: usize, loc: Loc, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let shared = &self.local.shared;
+        let s = shared.clone();
+        let (r, t) = async_task::Builder::new()
+            .metadata(new_meta(shared, qi))
+            .spawn_local(move |_| TaskFuture(fut), move |r| schedule(&s, r));
+        spawned(shared, loc, r, t)
+    }
+
+    /// A handle other threads can spawn `Send` futures with.
+    pub fn spawner(&self) -> Spawner {
+        Spawner {
+            shared: self.local.shared.clone(),
+        }
+    }
+
+    /// Tasks spawned and not yet freed (running, queued or parked).
+    pub fn live_tasks(&self) -> usize {
+        self.local.shared.live.load(Ordering::Relaxed)
+    }
+
+    /// This executor's worker index (as in traces).
+    pub fn worker(&self) -> u32 {
+        self.local.shared.worker
+    }
+
+    /// Creates a tokio current-thread runtime (`enable_all`) and runs `fut`
+    /// with the executor on it.
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("runtrace executor: cannot build a tokio runtime: {e}"));
+        rt.block_on(self.run_until(fut))
+    }
+
+    /// Runs the executor's tasks until `fut` completes, inside an existing
+    /// tokio runtime (current-thread runtime or `LocalSet`).
+    pub async fn run_until<F: Future>(&self, fut: F) -> F::Output {
+        let main = Arc::new(MainWake {
+            woken: AtomicBool::new(true),
+            shared: self.local.shared.clone(),
+        });
+        let mut fut = std::pin::pin!(fut);
+        std::future::poll_fn(|cx| self.turn(cx, fut.as_mut(), &main)).await
+    }
+
+    /// Ends the executor: see [`Shutdown`]. Spawning afterwards fails.
+    pub fn shutdown(&self, mode: Shutdown) {
+        match mode {
+            Shutdown::Cancel => {
+                self.local.shared.closed.store(true, Ordering::Relaxed);
+                let queued = self.local.sched.borrow_mut().clear();
+                drop(queued);
+                let injected = std::mem::take(
+                    &mut *self
+                        .local
+                        .shared
+                        .inject
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()),
+                );
+                drop(injected);
+                if let Some(o) = self.local.shared.owner_mut() {
+                    let woken = std::mem::take(&mut o.woken);
+                    drop(woken);
+                }
+            }
+        }
+    }
+
+    /// Runs until every task has finished (call it inside `block_on` or
+    /// `run_until`), then closes the executor.
+    pub async fn shutdown_drain(&self) {
+        while self.live_tasks() > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        self.local.shared.closed.store(true, Ordering::Relaxed);
+    }
+
+    /// Moves woken and injected tasks onto their queues.
+    fn collect_woken(&self) {
+        let sh = &self.local.shared;
+        let woken = sh
+            .owner_mut()
+            .map(|o| std::mem::take(&mut o.woken))
+            .unwrap_or_default();
+        let mut sched = self.local.sched.borrow_mut();
+        for r in woken {
+            let q = r.metadata().queue;
+            sched.push(q, r);
+        }
+        if sh.injected.swap(false, Ordering::Acquire) {
+            let inj = std::mem::take(&mut *sh.inject.lock().unwrap_or_else(|e| e.into_inner()));
+            for r in inj {
+                let q = r.metadata().queue;
+                sched.push(q, r);
+            }
+        }
+    }
+
+    fn has_woken(&self) -> bool {
+        let sh = &self.local.shared;
+        sh.owner_mut().is_some_and(|o| !o.woken.is_empty()) || sh.injected.load(Ordering::Relaxed)
+    }
+
+    /// One turn on the tokio runtime: poll the main future if woken, then
+    /// up to `max_polls` tasks; yield to tokio after that or when idle.
+    fn turn<F: Future>(
+        &self,
+        cx: &mut Context<'_>,
+        mut fut: Pin<&mut F>,
+        main: &Arc<MainWake>,
+    ) -> Poll<F::Output> {
+        let l = &*self.local;
+        let sh = &*l.shared;
+        let Some(o) = sh.owner_mut() else {
+            panic!("runtrace executor: polled on a thread other than the one that built it");
+        };
+        if !o.host.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            o.host = Some(cx.waker().clone());
+            *sh.remote_host.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        }
+        // While we run, wakes need not wake the host (rule 3).
+        o.notified = true;
+        if l.parked.replace(false) && probes::worker_unpark::enabled() {
+            let (cpu_ns, sched_wait_ns) = runtrace_intern::clock::thread_cpu_and_wait_ns();
+            probes::worker_unpark::fire(probes::worker_unpark::Args {
+                worker: sh.worker,
+                cpu_ns,
+                sched_wait_ns,
+            });
+        }
+        let main_waker = Waker::from(main.clone());
+        let mut polls = 0;
+        let mut now: Option<u64> = None;
+        let mut last_queue = usize::MAX;
+        loop {
+            if main.woken.swap(false, Ordering::Relaxed) {
+                if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&main_waker)) {
+                    return Poll::Ready(v);
+                }
+            }
+            if self.has_woken() {
+                self.collect_woken();
+            }
+            if polls >= l.max_polls {
+                // Yield to the tokio driver (I/O, timers), then come back.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let Some(qi) = l.sched.borrow().pick_queue() else {
+                break;
+            };
+            let (r, depth) = {
+                let mut s = l.sched.borrow_mut();
+                if qi != last_queue && s.runnable_queues() > 1 && probes::queue_select::enabled() {
+                    probes::queue_select::fire(probes::queue_select::Args {
+                        worker: sh.worker,
+                        queue: s.queues[qi].name,
+                        vruntime: s.vruntime(qi),
+                        runnable: s.runnable_queues(),
+                    });
+                }
+                last_queue = qi;
+                let r = s
+                    .pop(qi)
+                    .unwrap_or_else(|| unreachable!("picked queue is non-empty"));
+                (r, s.queues[qi].len)
+            };
+            let id = r.metadata().id;
+            let traced = probes::task_poll_start::enabled();
+            let t0 = if l.timed || traced {
+                now.unwrap_or_else(|| l.clock.now())
+            } else {
+                0
+            };
+            if traced {
+                let queue = l.sched.borrow().queues[qi].name;
+                probes::task_poll_start::fire_at(
+                    t0,
+                    probes::task_poll_start::Args {
+                        task_id: id,
+                        worker: sh.worker,
+                        queue,
+                        local_q: depth as u32,
+                    },
+                );
+            }
+            // LAS charges the task after its poll; a waker keeps the task
+            // allocation (and its metadata) alive across `run`.
+            let keep = l.las[qi].then(|| r.waker());
+            let service: *const AtomicU64 = &r.metadata().service;
+            CURRENT_TASK.set(id);
+            TASK_DONE.set(false);
+            r.run();
+            CURRENT_TASK.set(0);
+            let done = TASK_DONE.get();
+            polls += 1;
+            if l.timed || traced {
+                let t1 = l.clock.now().max(t0);
+                now = Some(t1);
+                if l.timed {
+                    l.sched.borrow_mut().charge(qi, t1 - t0);
+                }
+                if keep.is_some() {
+                    // SAFETY: `keep` (a waker of this task) keeps the task
+                    // allocation, and so its metadata, alive.
+                    unsafe { (*service).fetch_add(t1 - t0, Ordering::Relaxed) };
+                }
+                if traced {
+                    probes::task_poll_end::fire_at(
+                        t1,
+                        probes::task_poll_end::Args {
+                            task_id: id,
+                            worker: sh.worker,
+                            ready: done,
+                        },
+                    );
+                    if done {
+                        probes::task_terminate::fire_at(
+                            t1,
+                            probes::task_terminate::Args { task_id: id },
+                        );
+                    }
+                }
+            }
+            drop(keep);
+        }
+        // Nothing runnable: park until a wake (rule 3).
+        let o = sh.owner_mut().unwrap_or_else(|| unreachable!());
+        o.notified = false;
+        if !o.woken.is_empty() || main.woken.load(Ordering::Relaxed) {
+            // Woken while we were finishing up: go round again soon.
+            cx.waker().wake_by_ref();
+            o.notified = true;
+            return Poll::Pending;
+        }
+        l.parked.set(true);
+        if probes::worker_park::enabled() {
+            let (cpu_ns, _) = runtrace_intern::clock::thread_cpu_and_wait_ns();
+            probes::worker_park::fire(probes::worker_park::Args {
+                worker: sh.worker,
+                local_q: 0,
+                cpu_ns,
+            });
+        }
+        Poll::Pending
+    }
+}
+
+impl Spawner {
+    /// Spawns a `Send` future on the queue called `queue`, from any thread.
+    #[track_caller]
+    pub fn spawn_on<F>(&self, queue: &str, fut: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        if self.shared.closed.load(Ordering::Relaxed) {
+            return Err(SpawnError::ShutDown);
+        }
+        let qi = queue_index(&self.shared, queue)?;
+        let loc = Loc::caller();
+        let s = self.shared.clone();
+        let (r, t) = async_task::Builder::new()
+            .metadata(new_meta(&self.shared, qi))
+            .spawn(move |_| TaskFuture(fut), move |r| schedule(&s, r));
+        Ok(spawned(&self.shared, loc, r, t))
+    }
+}
+
+/// The main future's waker: flags it and wakes the host if needed.
+struct MainWake {
+    woken: AtomicBool,
+    shared: Arc<Shared>,
+}
+
+impl Wake for MainWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Relaxed);
+        self.shared.notify();
+    }
+}
