@@ -10,6 +10,7 @@
 //! | `lttng` | LTTng-UST tracepoints `runtrace:<event>` |
 //! | `perf-probe` | `runtrace_<event>` functions for `perf probe` (`setup_probes.sh`) |
 //! | `executor` | the instrumented executor ([`executor`]) |
+//! | `tokio` | hooks recording a stock tokio runtime (`tokio::instrument`) |
 //!
 //! With no backend feature a probe site compiles to nothing (its arguments
 //! are still type-checked). The trace format is [`format`]
@@ -33,6 +34,11 @@ pub use runtrace_recorder::{
 /// The instrumented executor (feature `executor`).
 #[cfg(feature = "executor")]
 pub use runtrace_executor as executor;
+
+/// Recording of stock tokio runtimes (feature `tokio`):
+/// `runtrace::tokio::instrument(&mut builder)`.
+#[cfg(feature = "tokio")]
+pub use runtrace_tokio as tokio;
 
 /// The built-in probes (one module per event of `probes/events.toml`).
 #[doc(hidden)]

@@ -1,0 +1,184 @@
+//! A stock tokio runtime recorded through `instrument`: the hook trace is
+//! consistent (every poll start has its end on the same worker and thread,
+//! task ids of spawn, poll and terminate agree, no poll outlives its task),
+//! wakes of `runtrace_tokio::spawn` tasks name the waking task, and two
+//! runtimes in one process are told apart.
+
+use runtrace_format::merge::EventStream;
+use runtrace_format::{Event, Value};
+use runtrace_recorder::Recorder;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+fn record(dir: &std::path::Path, work: impl FnOnce()) -> Vec<Event> {
+    let _ = std::fs::remove_dir_all(dir);
+    let g = Recorder::builder().path(dir.join("trace")).start().unwrap();
+    work();
+    let st = g.finish().unwrap();
+    assert_eq!(st.dropped, 0);
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runtrace_format::merge::sort_trace_paths(&mut files);
+    let mut s = EventStream::open(&files).unwrap();
+    let mut v = Vec::new();
+    while let Some(e) = s.next_event() {
+        v.push(e);
+    }
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    v
+}
+
+#[test]
+fn multi_thread_runtime_trace_is_consistent() {
+    let dir = std::env::temp_dir().join(format!("runtrace-tokio-{}", std::process::id()));
+    let events = record(&dir, || {
+        let rt = runtrace_tokio::instrument(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all(),
+        )
+        .build()
+        .unwrap();
+        let rt2 =
+            runtrace_tokio::instrument(tokio::runtime::Builder::new_current_thread().enable_all())
+                .build()
+                .unwrap();
+        rt.block_on(async {
+            let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+            // The waiter is woken by the sender task: its WakeEvent names it.
+            let waiter = runtrace_tokio::spawn(async move { rx.await.unwrap() });
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let sender = runtrace_tokio::spawn(async move { tx.send(7).unwrap() });
+            sender.await.unwrap();
+            assert_eq!(waiter.await.unwrap(), 7);
+            let hs: Vec<_> = (0..200)
+                .map(|i| {
+                    tokio::spawn(async move {
+                        for _ in 0..3 {
+                            tokio::task::yield_now().await;
+                        }
+                        i
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await; // a few queue samples
+        });
+        rt2.block_on(async { tokio::spawn(async {}).await.unwrap() });
+        drop(rt);
+        drop(rt2);
+    });
+
+    let name = |e: &Event| e.schema.name.clone();
+    let mut open: HashMap<(u64, u64), (u64, u32)> = HashMap::new(); // (tid) -> (task, worker)
+    let mut spawned = HashSet::new();
+    let mut terminated = HashSet::new();
+    let mut polls = 0;
+    let mut runtimes = HashSet::new();
+    for e in &events {
+        match name(e).as_str() {
+            "task_spawn" => {
+                spawned.insert(e.u64("task_id").unwrap());
+            }
+            "task_poll_start" => {
+                let t = e.u64("task_id").unwrap();
+                assert!(spawned.contains(&t), "poll of a task never spawned: {t}");
+                assert!(!terminated.contains(&t), "poll after terminate: {t}");
+                let w = match e.get("worker") {
+                    Some(Value::Worker(Some(w))) => *w,
+                    other => panic!("poll without worker: {other:?}"),
+                };
+                assert!(
+                    open.insert((e.tid, 0), (t, w)).is_none(),
+                    "nested poll on one thread"
+                );
+                polls += 1;
+            }
+            "task_poll_end" => {
+                let (t, w) = open
+                    .remove(&(e.tid, 0))
+                    .expect("poll end without start on this thread");
+                assert_eq!(e.u64("task_id"), Some(t));
+                assert_eq!(e.get("worker"), Some(&Value::Worker(Some(w))));
+            }
+            "task_terminate" => {
+                let t = e.u64("task_id").unwrap();
+                // tokio calls the terminate hook, but not the spawn hook, for
+                // blocking tasks (spawn_blocking, the multi-thread runtime's
+                // worker launches); those are never polled through the hooks.
+                if !spawned.contains(&t) {
+                    let polled = events
+                        .iter()
+                        .any(|x| x.schema.name == "task_poll_start" && x.u64("task_id") == Some(t));
+                    assert!(!polled, "task {t} polled but never spawned");
+                    continue;
+                }
+                terminated.insert(t);
+            }
+            "worker_start" => {
+                runtimes.insert(e.u64("runtime").unwrap());
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "every poll start has its end");
+    assert!(polls >= 200 * 4, "{polls} polls");
+    assert!(
+        spawned.len() >= 203 && terminated.len() >= 203,
+        "{} {}",
+        spawned.len(),
+        terminated.len()
+    );
+    assert!(runtimes.len() >= 2, "two runtimes told apart: {runtimes:?}");
+    // A spawn location is interned for tokio tasks.
+    let loc = events
+        .iter()
+        .find(|e| e.schema.name == "task_spawn")
+        .and_then(|e| {
+            e.get("spawn_loc")
+                .and_then(|v| v.as_str())
+                .map(String::from)
+        });
+    assert!(loc.is_some_and(|l| l.contains("hooks.rs")));
+    // The oneshot wake names the sender task as the waker.
+    let wakes: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.schema.name == "task_wake")
+        .collect();
+    assert!(
+        wakes
+            .iter()
+            .any(|e| e.u64("waker_task_id").is_some_and(|w| w != 0)),
+        "a task-to-task wake"
+    );
+    assert!(events.iter().any(|e| e.schema.name == "queue_sample"));
+    assert!(events.iter().any(|e| e.schema.name == "worker_park"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without `--cfg tokio_unstable` the crate does not compile, and the error
+/// says what to add (never a silently empty trace).
+#[test]
+fn missing_tokio_unstable_is_a_clear_compile_error() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::process::Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args(["check", "--quiet", "-p", "runtrace-tokio", "--target-dir"])
+        .arg(root.join("target/no-tokio-unstable"))
+        // Replaces the workspace's rustflags (which add the cfg).
+        .env("RUSTFLAGS", "")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must not compile without the cfg");
+    assert!(
+        err.contains("--cfg")
+            && err.contains("tokio_unstable")
+            && err.contains(".cargo/config.toml"),
+        "{err}"
+    );
+}
