@@ -177,6 +177,12 @@ fn event_module(cat: &Catalog, ev: &Event, b: Backends, rt: &str) -> String {
         "#[doc = {:?}]",
         format!("`{}:{}`: {}", cat.provider, ev.name, ev.doc)
     );
+    // Generated code: `false || ...` keeps the list uniform, and casts to
+    // u64 of fields that already are u64 keep the per-type code uniform.
+    let _ = writeln!(
+        o,
+        "#[allow(clippy::nonminimal_bool, clippy::unnecessary_cast)]"
+    );
     let _ = writeln!(o, "pub mod {} {{", ev.name);
     let _ = writeln!(o, "    #[allow(unused_imports)]\n    use {rt} as __rt;\n");
     let _ = writeln!(
