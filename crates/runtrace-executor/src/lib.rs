@@ -26,6 +26,11 @@
 //! once per poll transition (the end of one poll is the start of the next)
 //! and only when the scheduler or a listening backend needs it.
 //!
+//! `tokio::task::yield_now` defers its wake to the end of the executor's
+//! turn (tokio batches such wakes), so a task yielding that way runs once
+//! per turn whatever its queue's share; shares apply fully to tasks that
+//! wake through ordinary wakers (I/O, timers, channels, `wake_by_ref`).
+//!
 //! # Ownership rules (see `Shared::owner`)
 //! 1. Tasks, their run queues and the EEVDF state belong to the thread that
 //!    built the executor (the owner); `Executor` is `!Send`.
@@ -36,11 +41,14 @@
 //! 3. The hosting tokio task is woken at most once per idle period (the
 //!    `notified` flag), so a burst of wakes costs one wake-up.
 
+mod inject;
 mod sched;
+mod sync;
 
 pub use sched::{Policy, LAS_AGING};
 
 use async_task::Runnable;
+use inject::Inject;
 use runtrace_intern::clock::TraceClock;
 use runtrace_intern::{Istr, Loc};
 use runtrace_probes::builtin as probes;
@@ -51,7 +59,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -67,8 +75,21 @@ thread_local! {
     static CURRENT_TASK: Cell<u64> = const { Cell::new(0) };
     /// Set by the task wrapper when a poll finished the task.
     static TASK_DONE: Cell<bool> = const { Cell::new(false) };
+    /// What the run loop knows about the poll it is starting, for the
+    /// PollStart that `TaskFuture::poll` fires.
+    static POLL_CTX: Cell<Option<PollCtx>> = const { Cell::new(None) };
+    /// Set by `TaskFuture::poll`: the task was really polled.
+    static POLLED: Cell<bool> = const { Cell::new(false) };
     /// The task `JoinHandle::abort` is cancelling (0: none).
     static ABORTING: Cell<u64> = const { Cell::new(0) };
+}
+
+#[derive(Clone, Copy)]
+struct PollCtx {
+    t0: u64,
+    worker: u32,
+    queue: Istr,
+    depth: u32,
 }
 
 fn thread_no() -> u64 {
@@ -228,19 +249,14 @@ pub(crate) struct Meta {
     queue: usize,
     /// Attained service (poll ticks), for LAS.
     service: AtomicU64,
-    shared: Arc<Shared>,
+    /// The future may be `!Send` (spawned with `Executor::spawn*`): it must
+    /// only be dropped on the owner thread.
+    local: bool,
 }
 
 impl Meta {
     pub(crate) fn service(&self) -> u64 {
         self.service.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Meta {
-    fn drop(&mut self) {
-        // The task's allocation is being freed: one fewer live task.
-        self.shared.live.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -260,11 +276,66 @@ struct Shared {
     /// Rule 1: only ever accessed on `owner_thread`, never across a call
     /// that could re-enter it.
     owner: UnsafeCell<OwnerOnly>,
-    inject: Mutex<Vec<Runnable<Meta>>>,
-    injected: AtomicBool,
-    remote_host: Mutex<Option<Waker>>,
-    live: AtomicUsize,
+    /// Rule 2: wakes from other threads (protocol in `inject.rs`).
+    inject: Inject<Runnable<Meta>>,
+    /// Live tasks (see `TaskFuture`). Leaked once per executor (a few
+    /// words; emptied at shutdown) so tasks can point at it without a
+    /// reference count per spawn.
+    live: &'static Registry,
     closed: AtomicBool,
+}
+
+/// Every live task's waker, so `Shutdown::Cancel` can reach tasks that
+/// nothing else would wake (parked on `pending()`, or on a waker they hold
+/// themselves). A slot is taken at spawn and given back when the task's
+/// future completes or is dropped (one uncontended lock each).
+#[derive(Default)]
+struct Registry {
+    slots: std::sync::Mutex<Slots>,
+    count: AtomicUsize,
+}
+
+#[derive(Default)]
+struct Slots {
+    wakers: Vec<Option<Waker>>,
+    free: Vec<usize>,
+}
+
+impl Registry {
+    fn release(&self, slot: usize) {
+        let w = {
+            let mut s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            s.free.push(slot);
+            s.wakers[slot].take()
+        };
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        // Dropped outside the lock: it may be a reference to a task.
+        drop(w);
+    }
+
+    /// Creates a task with `spawn(slot)` and registers its waker in `slot`
+    /// (under the lock, so the slot is not handed out twice).
+    fn register<T>(&self, spawn: impl FnOnce(usize) -> (Runnable<Meta>, T)) -> (Runnable<Meta>, T) {
+        let mut s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = match s.free.pop() {
+            Some(i) => i,
+            None => {
+                s.wakers.push(None);
+                s.wakers.len() - 1
+            }
+        };
+        let (r, t) = spawn(slot);
+        s.wakers[slot] = Some(r.waker());
+        self.count.fetch_add(1, Ordering::Relaxed);
+        (r, t)
+    }
+
+    /// Every registered waker (taken out, so the tasks are no longer kept
+    /// alive by the registry).
+    fn take_all(&self) -> Vec<Waker> {
+        let mut s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        s.wakers.iter_mut().filter_map(Option::take).collect()
+    }
 }
 
 // SAFETY: `owner` is only accessed from `owner_thread` (checked at every
@@ -297,16 +368,7 @@ impl Shared {
                     }
                 }
             }
-            None => {
-                let w = self
-                    .remote_host
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
-                if let Some(w) = w {
-                    w.wake();
-                }
-            }
+            None => self.inject.wake_host(),
         }
     }
 }
@@ -314,14 +376,24 @@ impl Shared {
 /// The schedule function of every task (async-task calls it on each wake).
 fn schedule(shared: &Shared, r: Runnable<Meta>) {
     let id = r.metadata().id;
-    if ABORTING.get() == id {
+    let on_owner = thread_no() == shared.owner_thread;
+    if on_owner && ABORTING.get() == id {
         // `abort()` on a parked task: run it now, which drops its future
-        // (the task is closed), instead of waiting for the executor.
+        // (the task is closed), instead of waiting for the executor. Not on
+        // another thread: a `!Send` future must be dropped on its own
+        // (async-task aborts the process otherwise); it goes through the
+        // injection queue and the owner drops it at its next turn.
         r.run();
         return;
     }
     if shared.closed.load(Ordering::Relaxed) {
-        drop(r); // drops the future
+        if on_owner || !r.metadata().local {
+            drop(r); // drops the future
+        } else {
+            // As above: the owner drops it (`collect_woken`).
+            shared.inject.push(r);
+            shared.inject.wake_host();
+        }
         return;
     }
     if probes::task_wake::enabled() {
@@ -338,36 +410,61 @@ fn schedule(shared: &Shared, r: Runnable<Meta>) {
     if let Some(o) = shared.owner_mut() {
         o.woken.push(r);
     } else {
-        shared
-            .inject
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(r);
-        shared.injected.store(true, Ordering::Release);
+        shared.inject.push(r);
     }
     shared.notify();
 }
 
-/// Wraps a task's future: catches panics and tells the run loop when the
-/// task finished.
-struct TaskFuture<F>(F);
+/// Wraps a task's future: catches panics, tells the run loop when the task
+/// finished, and keeps the live-task count: a task is live from spawn until
+/// its future completes or is dropped (cancelled), whatever handles or
+/// wakers still point at its allocation. A task dropped unfinished fires
+/// TaskTerminate here (the run loop fires it for completed ones).
+struct TaskFuture<F> {
+    fut: F,
+    id: u64,
+    done: bool,
+    live: &'static Registry,
+    slot: usize,
+}
+
+impl<F> Drop for TaskFuture<F> {
+    fn drop(&mut self) {
+        self.live.release(self.slot);
+        if !self.done && probes::task_terminate::enabled() {
+            probes::task_terminate::fire(probes::task_terminate::Args { task_id: self.id });
+        }
+    }
+}
 
 impl<F: Future> Future for TaskFuture<F> {
     type Output = Result<F::Output, Box<dyn Any + Send>>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // SAFETY: structural pinning: the inner future is never moved out.
-        let fut = unsafe { self.map_unchecked_mut(|s| &mut s.0) };
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(v)) => {
-                TASK_DONE.set(true);
-                Poll::Ready(Ok(v))
-            }
-            Err(p) => {
-                TASK_DONE.set(true);
-                Poll::Ready(Err(p))
-            }
+        // SAFETY: structural pinning: `fut` is never moved out; the other
+        // fields are plain data.
+        let this = unsafe { self.get_unchecked_mut() };
+        POLLED.set(true);
+        if let Some(c) = POLL_CTX.take() {
+            probes::task_poll_start::fire_at(
+                c.t0,
+                probes::task_poll_start::Args {
+                    task_id: this.id,
+                    worker: c.worker,
+                    queue: c.queue,
+                    local_q: c.depth,
+                },
+            );
         }
+        // SAFETY: as above.
+        let fut = unsafe { Pin::new_unchecked(&mut this.fut) };
+        let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(v)) => Ok(v),
+            Err(p) => Err(p),
+        };
+        this.done = true;
+        TASK_DONE.set(true);
+        Poll::Ready(r)
     }
 }
 
@@ -388,9 +485,11 @@ impl<T> JoinHandle<T> {
         self.id
     }
 
-    /// Cancels the task. A parked or queued task's future is dropped now
-    /// (on the executor's thread) or, if called elsewhere, at the
-    /// executor's next turn; a running task's after its current poll.
+    /// Cancels the task. Called on the executor's thread, a parked task's
+    /// future is dropped before `abort` returns; a queued one's when the
+    /// executor reaches it (it is not polled again); a running one's after
+    /// its current poll. Called on another thread, the executor drops it on
+    /// its own thread at its next turn (a `!Send` future never leaves it).
     /// Awaiting the handle then gives [`JoinError::Cancelled`].
     pub fn abort(&self) {
         if let Some(t) = self.task.take() {
@@ -497,8 +596,7 @@ impl Builder {
             return Err(BuildError::Invalid("time_slice must be positive".into()));
         }
         let clock = TraceClock::get();
-        let slice = (self.time_slice.as_nanos() as u128 * clock.ticks_per_sec() as u128
-            / 1_000_000_000)
+        let slice = (self.time_slice.as_nanos() * clock.ticks_per_sec() as u128 / 1_000_000_000)
             .max(1) as u64;
         let cfg: Vec<(String, Policy, u32)> = self
             .queues
@@ -511,10 +609,8 @@ impl Builder {
             names: cfg.iter().map(|(n, _, _)| n.clone()).collect(),
             owner_thread: thread_no(),
             owner: UnsafeCell::new(OwnerOnly::default()),
-            inject: Mutex::new(Vec::new()),
-            injected: AtomicBool::new(false),
-            remote_host: Mutex::new(None),
-            live: AtomicUsize::new(0),
+            inject: Inject::new(),
+            live: Box::leak(Box::default()),
             closed: AtomicBool::new(false),
         });
         Ok(Executor {
@@ -563,13 +659,12 @@ fn queue_index(shared: &Shared, name: &str) -> Result<usize, SpawnError> {
         .ok_or_else(|| SpawnError::UnknownQueue(name.to_owned()))
 }
 
-fn new_meta(shared: &Arc<Shared>, qi: usize) -> Meta {
-    shared.live.fetch_add(1, Ordering::Relaxed);
+fn new_meta(qi: usize, local: bool) -> Meta {
     Meta {
         id: NEXT_TASK_ID.fetch_add(1, Ordering::Relaxed),
         queue: qi,
         service: AtomicU64::new(0),
-        shared: shared.clone(),
+        local,
     }
 }
 
@@ -605,7 +700,8 @@ impl Executor {
         }
     }
 
-    /// Spawns `fut` on the first queue.
+    /// Spawns `fut` on the first queue. After `shutdown`, the task is
+    /// dropped at once and its handle gives [`JoinError::Cancelled`].
     #[track_caller]
     pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
     where
@@ -633,9 +729,21 @@ impl Executor {
     {
         let shared = &self.local.shared;
         let s = shared.clone();
-        let (r, t) = async_task::Builder::new()
-            .metadata(new_meta(shared, qi))
-            .spawn_local(move |_| TaskFuture(fut), move |r| schedule(&s, r));
+        let live = shared.live;
+        let (r, t) = live.register(|slot| {
+            async_task::Builder::new()
+                .metadata(new_meta(qi, true))
+                .spawn_local(
+                    move |m: &Meta| TaskFuture {
+                        fut,
+                        id: m.id,
+                        done: false,
+                        live,
+                        slot,
+                    },
+                    move |r| schedule(&s, r),
+                )
+        });
         spawned(shared, loc, r, t)
     }
 
@@ -648,7 +756,7 @@ impl Executor {
 
     /// Tasks spawned and not yet freed (running, queued or parked).
     pub fn live_tasks(&self) -> usize {
-        self.local.shared.live.load(Ordering::Relaxed)
+        self.local.shared.live.count.load(Ordering::Relaxed)
     }
 
     /// This executor's worker index (as in traces).
@@ -684,18 +792,16 @@ impl Executor {
                 self.local.shared.closed.store(true, Ordering::Relaxed);
                 let queued = self.local.sched.borrow_mut().clear();
                 drop(queued);
-                let injected = std::mem::take(
-                    &mut *self
-                        .local
-                        .shared
-                        .inject
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner()),
-                );
+                let injected = self.local.shared.inject.take_all();
                 drop(injected);
                 if let Some(o) = self.local.shared.owner_mut() {
                     let woken = std::mem::take(&mut o.woken);
                     drop(woken);
+                }
+                // Parked tasks: wake each one; the closed executor's schedule
+                // function drops it (its future with it).
+                for w in self.local.shared.live.take_all() {
+                    w.wake();
                 }
             }
         }
@@ -717,23 +823,27 @@ impl Executor {
             .owner_mut()
             .map(|o| std::mem::take(&mut o.woken))
             .unwrap_or_default();
+        let mut injected = sh.inject.drain();
+        if sh.closed.load(Ordering::Relaxed) {
+            // Woken on another thread after (or racing with) shutdown: drop
+            // the futures here, on their own thread, before borrowing the
+            // queues (a drop may call back in); never poll them.
+            drop(std::mem::take(&mut injected));
+        }
         let mut sched = self.local.sched.borrow_mut();
         for r in woken {
             let q = r.metadata().queue;
             sched.push(q, r);
         }
-        if sh.injected.swap(false, Ordering::Acquire) {
-            let inj = std::mem::take(&mut *sh.inject.lock().unwrap_or_else(|e| e.into_inner()));
-            for r in inj {
-                let q = r.metadata().queue;
-                sched.push(q, r);
-            }
+        for r in injected {
+            let q = r.metadata().queue;
+            sched.push(q, r);
         }
     }
 
     fn has_woken(&self) -> bool {
         let sh = &self.local.shared;
-        sh.owner_mut().is_some_and(|o| !o.woken.is_empty()) || sh.injected.load(Ordering::Relaxed)
+        sh.owner_mut().is_some_and(|o| !o.woken.is_empty()) || sh.inject.is_flagged()
     }
 
     /// One turn on the tokio runtime: poll the main future if woken, then
@@ -751,7 +861,7 @@ impl Executor {
         };
         if !o.host.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             o.host = Some(cx.waker().clone());
-            *sh.remote_host.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            sh.inject.set_host(cx.waker().clone());
         }
         // While we run, wakes need not wake the host (rule 3).
         o.notified = true;
@@ -808,16 +918,15 @@ impl Executor {
                 0
             };
             if traced {
+                // PollStart fires from inside the task's poll (TaskFuture),
+                // so a cancelled task that `run` only drops gets none.
                 let queue = l.sched.borrow().queues[qi].name;
-                probes::task_poll_start::fire_at(
+                POLL_CTX.set(Some(PollCtx {
                     t0,
-                    probes::task_poll_start::Args {
-                        task_id: id,
-                        worker: sh.worker,
-                        queue,
-                        local_q: depth as u32,
-                    },
-                );
+                    worker: sh.worker,
+                    queue,
+                    depth: depth as u32,
+                }));
             }
             // LAS charges the task after its poll; a waker keeps the task
             // allocation (and its metadata) alive across `run`.
@@ -827,7 +936,9 @@ impl Executor {
             TASK_DONE.set(false);
             r.run();
             CURRENT_TASK.set(0);
+            POLL_CTX.set(None);
             let done = TASK_DONE.get();
+            let polled = POLLED.replace(false);
             polls += 1;
             if l.timed || traced {
                 let t1 = l.clock.now().max(t0);
@@ -840,7 +951,7 @@ impl Executor {
                     // allocation, and so its metadata, alive.
                     unsafe { (*service).fetch_add(t1 - t0, Ordering::Relaxed) };
                 }
-                if traced {
+                if traced && polled {
                     probes::task_poll_end::fire_at(
                         t1,
                         probes::task_poll_end::Args {
@@ -895,9 +1006,21 @@ impl Spawner {
         let qi = queue_index(&self.shared, queue)?;
         let loc = Loc::caller();
         let s = self.shared.clone();
-        let (r, t) = async_task::Builder::new()
-            .metadata(new_meta(&self.shared, qi))
-            .spawn(move |_| TaskFuture(fut), move |r| schedule(&s, r));
+        let live = self.shared.live;
+        let (r, t) = live.register(|slot| {
+            async_task::Builder::new()
+                .metadata(new_meta(qi, false))
+                .spawn(
+                    move |m: &Meta| TaskFuture {
+                        fut,
+                        id: m.id,
+                        done: false,
+                        live,
+                        slot,
+                    },
+                    move |r| schedule(&s, r),
+                )
+        });
         Ok(spawned(&self.shared, loc, r, t))
     }
 }

@@ -72,7 +72,7 @@ impl Las {
             return None;
         }
         self.picks += 1;
-        let b = if self.picks % LAS_AGING == 0 {
+        let b = if self.picks.is_multiple_of(LAS_AGING) {
             63 - self.mask.leading_zeros() as usize
         } else {
             self.mask.trailing_zeros() as usize
