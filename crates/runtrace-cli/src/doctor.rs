@@ -1792,6 +1792,15 @@ fn check_lttng(img: &Image<'_>, fix: &mut Vec<String>) -> LttngReport {
             });
         }
     }
+    // `lttng_ust_tracepoint_provider_{mismatch,check}_<p>` are LTTng's own
+    // helper functions for provider `<p>` (kept in debug builds).
+    let all = r.providers_linked.clone();
+    r.providers_linked.retain(|p| {
+        !["mismatch_", "check_"].iter().any(|h| {
+            p.strip_prefix(h)
+                .is_some_and(|base| all.iter().any(|x| x == base))
+        })
+    });
     r.tracepoints
         .sort_by(|a, b| (&a.provider, &a.name).cmp(&(&b.provider, &b.name)));
     let ptrs = ["lttng_ust_tracepoints_ptrs", "__tracepoints_ptrs"]
