@@ -1,56 +1,41 @@
-//! The main job for now: a multi-threaded synthetic workload that emits the
-//! runtime events through the recorder, then prints what `runtrace check`
-//! prints about the trace.
+//! The main job: a service-like workload, recorded and diagnosed.
 //!
 //! ```text
 //! cargo run --release --example quickstart -- --out DIR [--seconds S]
 //! ```
 //!
-//! Two "workers" run a small work-stealing-free scheduler over a shared
-//! injection queue and local queues, the way a tokio multi-thread runtime
-//! does: request handlers (a few short polls each), a fan-out task that
-//! spawns a burst of children onto its worker's local queue, and a
-//! CPU-heavy task with long polls. A client thread injects requests and a
-//! sampler records the global queue depth every 10 ms. Park/unpark events
-//! carry the worker's real CPU time and scheduler wait (schedstat).
-//! (Issue 5 replaces this with a real tokio + runtrace executor workload.)
+//! An instrumented tokio multi-thread runtime (2 workers) serves "requests"
+//! (short polls around timer waits), next to a runtrace executor on its own
+//! thread with a `latency` (FIFO, share 8) and a `batch` (LAS, share 1)
+//! queue. Three problems are built in, at known spawn locations:
+//! - `cpu_heavy_report`: CPU-bound polls of ~2-12 ms;
+//! - `blocking_audit_log`: a `std::thread::sleep` inside a poll, which
+//!   stalls a tokio worker for 60 ms;
+//! - `fan_out_refresh`: one task spawning 300 children at once, which pile
+//!   up in its worker's local queue.
+//!
+//! Everything is recorded to `DIR/trace.N.bin`; then the program prints
+//! what `runtrace check` says and the `runtrace analyze` report, whose
+//! findings should name those three locations. Every event also goes
+//! through `runtrace::probe!`, so the same binary built with `--features
+//! usdt,perf-probe,lttng` feeds perf, bpftrace and LTTng.
 
-// Probe sites use `runtrace::probe!`, so the same workload also feeds the
-// usdt, lttng and perf-probe backends when built with those features.
-// Recording: applications use `runtrace::Recorder` (feature `record`); the
-// repository's examples use the recorder crate directly, so the documented
-// command needs no `--features` flag.
-use runtrace::{probe, Istr, Loc};
+use runtrace_executor::{Executor, QueueConfig};
 use runtrace_recorder::Recorder;
-use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-static NEXT_TASK: AtomicU64 = AtomicU64::new(1);
-
-struct Task {
-    id: u64,
-    polls_left: u32,
-    poll_work: Duration,
-    fanout: bool,
-}
-
-struct Shared {
-    injector: Mutex<VecDeque<Task>>,
-    stop: AtomicBool,
-}
-
 fn usage() -> ExitCode {
-    eprintln!("usage: quickstart --out DIR [--seconds S]   (S: 0.1 to 60, default 1.5)");
+    eprintln!("usage: quickstart --out DIR [--seconds S]   (S: 0.1 to 60, default 3)");
     ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
     let mut out: Option<PathBuf> = None;
-    let mut seconds = 1.5f64;
+    let mut seconds = 3.0f64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -77,7 +62,7 @@ fn main() -> ExitCode {
         eprintln!("cannot create {}: {e}", out.display());
         return ExitCode::FAILURE;
     }
-    // Leftovers from an earlier run would be mixed into the check below.
+    // Leftovers from an earlier run would be mixed into the analysis.
     for f in trace_files(&out) {
         let _ = std::fs::remove_file(f);
     }
@@ -90,40 +75,28 @@ fn main() -> ExitCode {
         }
     };
     let started = Instant::now();
-    let shared = Arc::new(Shared {
-        injector: Mutex::new(VecDeque::new()),
-        stop: AtomicBool::new(false),
-    });
-    let mut threads = Vec::new();
-    for w in 0..2u32 {
-        let s = shared.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("quickstart-worker-{w}"))
-                .spawn(move || worker(w, &s))
-                .expect("spawn worker"),
-        );
-    }
-    let s = shared.clone();
-    threads.push(
-        std::thread::Builder::new()
-            .name("quickstart-client".into())
-            .spawn(move || client(&s))
-            .unwrap(),
-    );
-    let s = shared.clone();
-    threads.push(
-        std::thread::Builder::new()
-            .name("quickstart-sampler".into())
-            .spawn(move || sampler(&s))
-            .unwrap(),
-    );
+    let run_for = Duration::from_secs_f64(seconds);
 
-    std::thread::sleep(Duration::from_secs_f64(seconds));
-    shared.stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().expect("workload thread");
-    }
+    // The runtrace executor, thread-per-core style, on its own thread.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ex_stop = stop.clone();
+    let ex_thread = std::thread::Builder::new()
+        .name("quickstart-executor".into())
+        .spawn(move || executor_workload(ex_stop))
+        .expect("spawn executor thread");
+
+    let rt = runtrace_tokio::instrument(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all(),
+    )
+    .build()
+    .expect("tokio runtime");
+    rt.block_on(tokio_workload(run_for));
+    drop(rt);
+    stop.store(true, Ordering::Relaxed);
+    ex_thread.join().expect("executor thread");
+
     let stats = match guard.finish() {
         Ok(s) => s,
         Err(e) => {
@@ -131,6 +104,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let files = trace_files(&out);
     println!(
         "recorded {} events ({} dropped) in {:.2} s into {} file(s) under {}\n",
         stats.events,
@@ -139,16 +113,20 @@ fn main() -> ExitCode {
         stats.files,
         out.display()
     );
-    let report = runtrace_cli::check::check_files(&trace_files(&out));
-    println!("$ runtrace check {}/trace.*.bin\n{report}", out.display());
-    if report.is_clean() {
+    let report = runtrace_cli::check::check_files(&files);
+    println!("$ runtrace check {}/trace.*.bin\n{report}\n", out.display());
+    println!("$ runtrace analyze {}/trace.*.bin", out.display());
+    let analysis = runtrace_cli::analyze::report(&files);
+    println!("{}", analysis.to_string().trim_end());
+    let analyzed = !analysis.is_damaged();
+    if report.is_clean() && analyzed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
 }
 
-fn trace_files(dir: &std::path::Path) -> Vec<PathBuf> {
+fn trace_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -160,56 +138,6 @@ fn trace_files(dir: &std::path::Path) -> Vec<PathBuf> {
     v
 }
 
-#[track_caller]
-fn spawn(parent: u64, polls: u32, work_us: u64, fanout: bool) -> Task {
-    let id = NEXT_TASK.fetch_add(1, Ordering::Relaxed);
-    probe!(task_spawn {
-        task_id: id,
-        parent_task_id: parent,
-        spawn_loc: Loc::caller(),
-        queue: Istr::EMPTY
-    });
-    Task {
-        id,
-        polls_left: polls,
-        poll_work: Duration::from_micros(work_us),
-        fanout,
-    }
-}
-
-fn client(s: &Shared) {
-    let mut n = 0u64;
-    while !s.stop.load(Ordering::Relaxed) {
-        n += 1;
-        let t = if n.is_multiple_of(200) {
-            spawn(0, 1, 0, true) // a fan-out burst
-        } else if n.is_multiple_of(50) {
-            spawn(0, 4, 400, false) // CPU-heavy
-        } else {
-            spawn(0, 3, 5, false) // request handler
-        };
-        probe!(task_wake {
-            woken_task_id: t.id,
-            waker_task_id: 0,
-            worker: runtrace::format::NO_WORKER
-        });
-        s.injector.lock().unwrap().push_back(t);
-        std::thread::sleep(Duration::from_micros(100));
-    }
-}
-
-fn sampler(s: &Shared) {
-    while !s.stop.load(Ordering::Relaxed) {
-        let depth = s.injector.lock().unwrap().len() as u32;
-        probe!(queue_sample {
-            global_q: depth,
-            queue: Istr::EMPTY,
-            depth: 0
-        });
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 fn spin(d: Duration) {
     let t = Instant::now();
     while t.elapsed() < d {
@@ -217,87 +145,115 @@ fn spin(d: Duration) {
     }
 }
 
-/// CPU time of the calling thread and its scheduler wait, in ns.
-fn cpu_and_wait() -> (u64, u64) {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    let cpu = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-    let wait = std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0);
-    (cpu, wait)
+/// A small xorshift, so the workload is the same on every run.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
 }
 
-fn worker(w: u32, s: &Shared) {
-    probe!(worker_start {
-        worker: w,
-        runtime: 0
-    });
-    let mut local: VecDeque<Task> = VecDeque::new();
-    while !s.stop.load(Ordering::Relaxed) {
-        let task = local
-            .pop_front()
-            .or_else(|| s.injector.lock().unwrap().pop_front());
-        let Some(mut t) = task else {
-            let (cpu, _) = cpu_and_wait();
-            probe!(worker_park {
-                worker: w,
-                local_q: local.len() as u32,
-                cpu_ns: cpu
-            });
-            std::thread::sleep(Duration::from_micros(200));
-            let (cpu, wait) = cpu_and_wait();
-            probe!(worker_unpark {
-                worker: w,
-                cpu_ns: cpu,
-                sched_wait_ns: wait
-            });
-            continue;
-        };
-        probe!(task_poll_start {
-            task_id: t.id,
-            worker: w,
-            queue: Istr::EMPTY,
-            local_q: local.len() as u32
-        });
-        spin(t.poll_work);
-        if t.fanout {
-            for _ in 0..40 {
-                let c = spawn(t.id, 2, 2, false);
-                probe!(task_wake {
-                    woken_task_id: c.id,
-                    waker_task_id: t.id,
-                    worker: w
-                });
-                local.push_back(c);
+async fn handle_request(i: u64) -> u64 {
+    // Parse, wait on a "backend" (a timer), answer: short polls.
+    spin(Duration::from_micros(20));
+    tokio::time::sleep(Duration::from_micros(300 + i % 700)).await;
+    spin(Duration::from_micros(30));
+    i
+}
+
+async fn cpu_heavy_report(rng: u64) {
+    // Problem 1: CPU-bound work in polls (2-12 ms each, 3 polls).
+    for k in 0..3 {
+        spin(Duration::from_millis(2 + (rng >> (k * 4)) % 11));
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn blocking_audit_log() {
+    // Problem 2: blocking I/O inside a poll stalls the worker.
+    std::thread::sleep(Duration::from_millis(60));
+}
+
+async fn fan_out_refresh() {
+    // Problem 3: a burst of children spawned from one worker stays in that
+    // worker's local queue.
+    let hs: Vec<_> = (0..300u64)
+        .map(|i| {
+            runtrace_tokio::spawn(async move {
+                spin(Duration::from_micros(150));
+                tokio::task::yield_now().await;
+                i
+            })
+        })
+        .collect();
+    for h in hs {
+        let _ = h.await;
+    }
+}
+
+async fn tokio_workload(run_for: Duration) {
+    let start = Instant::now();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut tick = tokio::time::interval(Duration::from_micros(500));
+    let mut n = 0u64;
+    let mut handlers = Vec::new();
+    while start.elapsed() < run_for {
+        tick.tick().await;
+        n += 1;
+        handlers.push(runtrace_tokio::spawn(handle_request(n)));
+        if n.is_multiple_of(40) {
+            let r = rng.next();
+            tokio::spawn(cpu_heavy_report(r));
+        }
+        if n.is_multiple_of(500) {
+            tokio::spawn(blocking_audit_log());
+        }
+        if n % 700 == 350 {
+            tokio::spawn(fan_out_refresh());
+        }
+        if handlers.len() >= 256 {
+            for h in handlers.drain(..) {
+                let _ = h.await;
             }
         }
-        t.polls_left -= 1;
-        let done = t.polls_left == 0;
-        probe!(task_poll_end {
-            task_id: t.id,
-            worker: w,
-            ready: done
-        });
-        if done {
-            probe!(task_terminate { task_id: t.id });
-        } else {
-            // The task yielded and woke itself, like `yield_now`.
-            probe!(task_wake {
-                woken_task_id: t.id,
-                waker_task_id: t.id,
-                worker: w
-            });
-            local.push_back(t);
-        }
     }
-    probe!(worker_stop {
-        worker: w,
-        runtime: 0
+    for h in handlers {
+        let _ = h.await;
+    }
+    // Let the last reports and refreshes finish.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+fn executor_workload(stop: Arc<AtomicBool>) {
+    let ex = Executor::builder()
+        .queue("latency", QueueConfig::fifo().share(8))
+        .queue("batch", QueueConfig::las().share(1))
+        .build()
+        .expect("executor configuration");
+    let e = ex.clone();
+    ex.block_on(async move {
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            n += 1;
+            // Latency-sensitive requests and background batch jobs.
+            e.spawn(async move {
+                tokio::time::sleep(Duration::from_micros(200)).await;
+                spin(Duration::from_micros(40));
+                n
+            });
+            if n.is_multiple_of(10) {
+                let _ = e.spawn_on("batch", async move {
+                    for _ in 0..4 {
+                        spin(Duration::from_micros(300));
+                        tokio::task::yield_now().await;
+                    }
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        e.shutdown_drain().await;
     });
 }

@@ -8,6 +8,9 @@
 //! - [`check`]: validate trace files and summarise them (`runtrace check`);
 //! - [`jsonl`]: convert traces to JSON Lines in timestamp order
 //!   (`runtrace jsonl`);
+//! - [`analyze`]: per-worker and per-spawn-location statistics and
+//!   findings (long polls, wake delays, queue buildup, ...) in one streaming
+//!   pass (`runtrace analyze`);
 //! - [`doctor`]: list the runtrace probes a binary carries (USDT, perf-probe
 //!   functions, LTTng-UST) and check that tracers can attach to them
 //!   (`runtrace doctor`).
@@ -25,6 +28,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+pub mod analyze;
 pub mod check;
 pub mod doctor;
 pub mod jsonl;
@@ -55,6 +59,21 @@ pub enum Command {
     /// functions, LTTng-UST) and whether tracers can attach to them, with the
     /// exact fix when not (exit 1 on any problem).
     Doctor(DoctorArgs),
+    /// Analyse trace files: workers, spawn locations, wake->poll delays and
+    /// poll durations, and findings naming the spawn locations responsible
+    /// (exit 1 if a file is damaged; the report covers what was readable).
+    Analyze(AnalyzeArgs),
+}
+
+/// Arguments of `runtrace analyze`.
+#[derive(Debug, Clone, Args)]
+pub struct AnalyzeArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...), in any order.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `runtrace check`.
@@ -99,6 +118,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(a) => check::run(&a),
         Command::Jsonl(a) => jsonl::run(&a),
         Command::Doctor(a) => doctor::run(&a),
+        Command::Analyze(a) => analyze::run(&a),
     }
 }
 

@@ -63,7 +63,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-static NEXT_TASK_ID: AtomicU64 = AtomicU64::new(1);
+/// Executor task ids start high so they never collide with tokio's (which
+/// count from 1) in a trace holding both.
+static NEXT_TASK_ID: AtomicU64 = AtomicU64::new(1 << 48);
 static NEXT_EXECUTOR: AtomicU32 = AtomicU32::new(0);
 static NEXT_THREAD_NO: AtomicU64 = AtomicU64::new(1);
 

@@ -123,6 +123,57 @@ pub enum Record {
     },
 }
 
+/// What [`FileReader::next_raw`] hands out.
+#[derive(Debug)]
+pub enum RawRecord<'a> {
+    /// An intact `CHUNK` frame, not decoded.
+    Chunk(RawChunk<'a>),
+    /// Any other frame, decoded as [`FileReader::next`] decodes it.
+    Record(Record),
+}
+
+/// An intact (checksum-verified) `CHUNK` frame whose events are not decoded.
+#[derive(Debug, Clone, Copy)]
+pub struct RawChunk<'a> {
+    /// The file (for errors).
+    pub file: &'a Path,
+    /// Byte offset of the frame in the file.
+    pub offset: u64,
+    /// Bytes the frame takes in the file.
+    pub frame_len: u64,
+    /// The chunk header: thread, initial registers, event count.
+    pub header: ChunkHeader,
+    /// File offset of `body[0]`.
+    pub body_offset: u64,
+    /// The event records, to walk with [`crate::chunk::walk`] from
+    /// `header.state`.
+    pub body: &'a [u8],
+    /// The file's definitions so far (schemas to walk with, strings and
+    /// locations to resolve ids).
+    pub tables: &'a Tables,
+}
+
+impl RawChunk<'_> {
+    /// The corruption error for a problem at `pos` within `body` (what the
+    /// reader reports for a bad event: file, and its byte offset).
+    pub fn error(&self, pos: usize, what: &str) -> ReadError {
+        ReadError {
+            file: self.file.to_path_buf(),
+            offset: self.body_offset + pos as u64,
+            kind: ErrorKind::Corrupt(format!("chunk at byte {}: {what}", self.offset)),
+        }
+    }
+}
+
+enum Step {
+    Record(Record),
+    RawChunk {
+        offset: u64,
+        header: ChunkHeader,
+        body_at: usize,
+    },
+}
+
 /// Definitions a file has provided so far.
 #[derive(Default, Debug)]
 pub struct Tables {
@@ -283,8 +334,53 @@ impl<R: Read> FileReader<R> {
     }
 
     fn next_record(&mut self) -> Option<Result<Record, ReadError>> {
+        match self.advance(false)? {
+            Ok(Step::Record(r)) => Some(Ok(r)),
+            Ok(Step::RawChunk { .. }) => unreachable!("raw chunks only in raw mode"),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Like [`Iterator::next`], but an intact `CHUNK` frame comes back
+    /// undecoded, as [`RawRecord::Chunk`]: its header and event bytes,
+    /// borrowed from the reader's buffer until the next call. Every other
+    /// frame comes back as [`RawRecord::Record`], decoded and checked
+    /// exactly as `next` does (definitions still update [`tables`]).
+    ///
+    /// This is the fast path for tools that walk the events themselves with
+    /// [`crate::chunk::walk`] instead of building an [`Event`] (with its
+    /// `Vec<Value>`) per event. The caller then owns the chunk rules of
+    /// docs/format.md section 7 that the reader would otherwise check: an
+    /// event the walker rejects, a string or location id that
+    /// [`RawChunk::tables`] does not define, or a count other than
+    /// `header.count`, is corruption at `body_offset + pos` (see
+    /// [`RawChunk::error`]). Raw chunks' events are not counted in
+    /// [`FileReader::events_read`].
+    ///
+    /// [`tables`]: FileReader::tables
+    pub fn next_raw(&mut self) -> Option<Result<RawRecord<'_>, ReadError>> {
+        match self.advance(true)? {
+            Ok(Step::Record(r)) => Some(Ok(RawRecord::Record(r))),
+            Ok(Step::RawChunk {
+                offset,
+                header,
+                body_at,
+            }) => Some(Ok(RawRecord::Chunk(RawChunk {
+                file: &self.path,
+                offset,
+                frame_len: (FRAME_HEADER_LEN + self.payload.len()) as u64,
+                header,
+                body_offset: offset + (FRAME_HEADER_LEN + body_at) as u64,
+                body: &self.payload[body_at..],
+                tables: &self.tables,
+            }))),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn advance(&mut self, raw: bool) -> Option<Result<Step, ReadError>> {
         if let Some(p) = self.pending.take() {
-            return Some(p);
+            return Some(p.map(Step::Record));
         }
         if self.finished {
             return None;
@@ -364,11 +460,22 @@ impl<R: Read> FileReader<R> {
             let Some(ft) = FrameType::from_u8(ty) else {
                 continue; // Unknown frame types are skipped (rule 4).
             };
+            if raw && ft == FrameType::Chunk {
+                let mut c = Cursor::new(&self.payload);
+                return Some(match ChunkHeader::decode(&mut c) {
+                    Ok(header) => Ok(Step::RawChunk {
+                        offset: at,
+                        header,
+                        body_at: c.pos(),
+                    }),
+                    Err(e) => Err(self.err(at, ErrorKind::Corrupt(e.to_string()))),
+                });
+            }
             match self.frame(ft, at) {
-                Ok(Some(rec)) => return Some(Ok(rec)),
+                Ok(Some(rec)) => return Some(Ok(Step::Record(rec))),
                 Ok(None) => {
                     if let Some(p) = self.pending.take() {
-                        return Some(p);
+                        return Some(p.map(Step::Record));
                     }
                     continue;
                 }
@@ -382,7 +489,7 @@ impl<R: Read> FileReader<R> {
         }
     }
 
-    fn fatal(&mut self, e: ReadError) -> Option<Result<Record, ReadError>> {
+    fn fatal<T>(&mut self, e: ReadError) -> Option<Result<T, ReadError>> {
         self.finished = true;
         Some(Err(e))
     }

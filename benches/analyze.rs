@@ -1,0 +1,93 @@
+//! Analysis throughput: `runtrace analyze` on a generated trace of at
+//! least 10M events (a healthy runtime mix: spawn, poll start/end, wake,
+//! terminate on 4 workers, ROUND frames every ms of trace time),
+//! written to a temporary file with `runtrace_format`'s frame API
+//! (`runtrace_analyze::synth::workload`). Reports events per second on
+//! one core (the analysis is single-threaded) and writes the figures to
+//! `target/bench-results/analyze.json`. Target: >= 20M events/s.
+//!
+//! Run: `cargo bench --bench analyze` (`-- --events N` for another size).
+
+use runtrace_analyze::synth::{workload, Workload};
+use runtrace_analyze::{analyze_files, Options};
+use std::time::Instant;
+
+/// CPU time of the calling thread, in seconds: the machine may be shared,
+/// and events per CPU-second is what "on one core" means.
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the
+    // call; CLOCK_THREAD_CPUTIME_ID is supported on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn main() {
+    let mut events = 10_000_000u64;
+    let mut runs = 3;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--events" => events = args.next().and_then(|v| v.parse().ok()).unwrap_or(events),
+            "--runs" => runs = args.next().and_then(|v| v.parse().ok()).unwrap_or(runs),
+            _ => {} // `cargo bench` passes --bench
+        }
+    }
+    let t = Instant::now();
+    let (bytes, n) = workload(&Workload {
+        events,
+        ..Workload::default()
+    });
+    let dir = std::env::temp_dir().join(format!("runtrace-bench-analyze-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("trace.0.bin");
+    std::fs::write(&path, &bytes).expect("write trace");
+    println!(
+        "analyze: generated {n} events, {} bytes ({:.2} bytes/event) in {:.2} s",
+        bytes.len(),
+        bytes.len() as f64 / n as f64,
+        t.elapsed().as_secs_f64()
+    );
+    drop(bytes);
+    let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
+    for run in 0..runs {
+        let t = Instant::now();
+        let c = thread_cpu_secs();
+        let report = analyze_files(std::slice::from_ref(&path), Options::default());
+        let cpu = thread_cpu_secs() - c;
+        let s = t.elapsed().as_secs_f64();
+        assert_eq!(report.events, n, "every event analysed");
+        assert!(!report.damaged, "{:?}", report.errors);
+        assert!(report.findings.is_empty(), "healthy: {:?}", report.findings);
+        println!(
+            "analyze: run {run}: {n} events in {s:.3} s wall ({:.1} M events/s), {cpu:.3} s CPU ({:.1} M events per CPU-second)",
+            n as f64 / s / 1e6,
+            n as f64 / cpu / 1e6
+        );
+        best = best.min(s);
+        best_cpu = best_cpu.min(cpu);
+    }
+    let rate = n as f64 / best;
+    let cpu_rate = n as f64 / best_cpu;
+    println!(
+        "analyze: best {:.1} M events/s wall, {:.1} M events per CPU-second (target >= 20)",
+        rate / 1e6,
+        cpu_rate / 1e6
+    );
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
+    if std::fs::create_dir_all(&out).is_ok() {
+        let _ = std::fs::write(
+            out.join("analyze.json"),
+            format!(
+                "{{\"events\": {n}, \"best_seconds\": {best:.4}, \"events_per_sec\": {rate:.0}, \"best_cpu_seconds\": {best_cpu:.4}, \"events_per_cpu_sec\": {cpu_rate:.0}}}\n"
+            ),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

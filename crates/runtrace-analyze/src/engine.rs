@@ -1,0 +1,929 @@
+//! The analysis state machine: consumes compact events in timestamp order
+//! and keeps only bounded state (live tasks, one entry per worker, thread
+//! and spawn location, fixed-size histograms and per-worker rings of recent
+//! polls).
+
+use crate::fxhash::FxHashMap;
+use crate::hist::Histogram;
+use crate::Thresholds;
+use std::sync::Arc;
+
+/// Event kinds of [`Ev`].
+pub(crate) mod kind {
+    pub const SPAWN: u8 = 1;
+    pub const POLL_START: u8 = 2;
+    pub const POLL_END: u8 = 3;
+    pub const WAKE: u8 = 4;
+    pub const TERMINATE: u8 = 5;
+    pub const PARK: u8 = 6;
+    pub const UNPARK: u8 = 7;
+    pub const QUEUE_SAMPLE: u8 = 8;
+    pub const WORKER_START: u8 = 9;
+    pub const WORKER_STOP: u8 = 10;
+}
+
+/// One decoded event of interest, 32 bytes. Field use by kind:
+///
+/// | kind | `x` | `a` | `worker` | `flag` |
+/// |---|---|---|---|---|
+/// | SPAWN | task | location index | - | - |
+/// | POLL_START | task | local_q | worker | 1: named queue (executor) |
+/// | POLL_END | task | - | worker | ready |
+/// | WAKE | woken task | - | waking worker | - |
+/// | TERMINATE | task | - | - | - |
+/// | PARK | - | local_q | worker | - |
+/// | UNPARK | sched_wait_ns | - | worker | - |
+/// | QUEUE_SAMPLE | depth | global_q | named-queue index (`u32::MAX`: none) | - |
+/// | WORKER_START/STOP | - | runtime | worker | - |
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ev {
+    pub ticks: u64,
+    pub x: u64,
+    pub a: u32,
+    pub thread: u32,
+    pub worker: u32,
+    pub kind: u8,
+    pub flag: u8,
+}
+
+/// Location index of "unknown location" (id 0, or a task never spawned in
+/// the trace).
+pub(crate) const UNKNOWN_LOC: u32 = 0;
+const NO_PENDING: u64 = u64::MAX;
+/// Polls remembered per worker for the delayed-window analysis.
+const RING_CAP: usize = 1 << 14;
+/// Polls one thread may have open at once (nested executors); more means
+/// lost PollEnd events.
+const MAX_OPEN: usize = 16;
+/// Wakes of tasks never seen otherwise kept at once (a wake for a task
+/// that already terminated is common and must not leak).
+const MAX_ORPHAN_WAKES: usize = 1 << 16;
+
+/// Converts tick deltas to nanoseconds with one multiply: by a whole
+/// number when a tick is a whole number of ns (the recorder's ticks are
+/// 2^k TSC cycles, e.g. 8 ns), else in 32.32 fixed point.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TickScale {
+    /// ns per tick when whole (0: use `mult`).
+    whole: u64,
+    mult: u64,
+}
+
+impl TickScale {
+    pub fn new(ticks_per_sec: u64) -> TickScale {
+        let tps = ticks_per_sec.max(1);
+        let m = (1_000_000_000u128 << 32) / tps as u128;
+        TickScale {
+            whole: if 1_000_000_000 % tps == 0 {
+                1_000_000_000 / tps
+            } else {
+                0
+            },
+            mult: m.min(u64::MAX as u128) as u64,
+        }
+    }
+
+    #[inline(always)]
+    pub fn ns(&self, ticks: u64) -> u64 {
+        if self.whole != 0 {
+            ticks.saturating_mul(self.whole)
+        } else {
+            ((ticks as u128 * self.mult as u128) >> 32).min(u64::MAX as u128) as u64
+        }
+    }
+}
+
+/// A recording (one process).
+pub(crate) struct Proc {
+    pub recording_id: u64,
+    pub pid: u64,
+    pub process_name: String,
+    pub anchor_ticks: u64,
+    pub anchor_wall_ns: u64,
+    pub ticks_per_sec: u64,
+    pub scale: TickScale,
+    pub first_ticks: u64,
+    pub last_ticks: u64,
+    pub events: u64,
+    tasks: FxHashMap<u64, Task>,
+    orphan_wakes: FxHashMap<u64, u64>,
+    /// The global queue depth of the last QueueSample.
+    last_sample_q: u32,
+    /// The global queue as queued work for idle-while-queued: the depth,
+    /// once two consecutive samples both saw a non-empty queue (a sample
+    /// is a snapshot; one non-empty sample is a task in transit).
+    global_q: u32,
+    pub idle: Idle,
+}
+
+impl Proc {
+    pub fn new(h: &runtrace_format::frame::Header) -> Proc {
+        Proc {
+            recording_id: h.recording_id,
+            pid: h.pid,
+            process_name: h.process_name.clone(),
+            anchor_ticks: h.anchor_ticks,
+            anchor_wall_ns: h.anchor_wall_ns,
+            ticks_per_sec: h.ticks_per_sec,
+            scale: TickScale::new(h.ticks_per_sec),
+            first_ticks: u64::MAX,
+            last_ticks: 0,
+            events: 0,
+            tasks: FxHashMap::default(),
+            orphan_wakes: FxHashMap::default(),
+            last_sample_q: 0,
+            global_q: 0,
+            idle: Idle::default(),
+        }
+    }
+
+    /// Nanoseconds since the recording started (format.md section 4).
+    pub fn ns(&self, ticks: u64) -> i64 {
+        let d = ticks as i128 - self.anchor_ticks as i128;
+        (d * 1_000_000_000).div_euclid(self.ticks_per_sec.max(1) as i128) as i64
+    }
+
+    /// Wall clock (ns since the Unix epoch).
+    pub fn wall_ns(&self, ticks: u64) -> i128 {
+        self.anchor_wall_ns as i128 + self.ns(ticks) as i128
+    }
+
+    pub fn live_tasks(&self) -> usize {
+        self.tasks.len()
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Task {
+    loc: u32,
+    /// Ticks of the first wake (or the spawn) not yet followed by a poll.
+    pending: u64,
+}
+
+/// Idle-while-queued tracking for one process.
+#[derive(Default)]
+pub(crate) struct Idle {
+    parked: u32,
+    parked_tokio: u32,
+    over: u32,
+    last_parked: u32,
+    active: bool,
+    start: u64,
+    cur_parked: u32,
+    cur_over: u32,
+    cur_max_q: u32,
+    cur_max_global: u32,
+    cur_locs: Vec<u64>,
+    touched: Vec<u32>,
+    pub windows: u64,
+    pub total_ns: u64,
+    pub longest: Option<IdleWindow>,
+    pub locs: Vec<u64>,
+}
+
+/// One stretch during which a worker was parked while work was queued.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IdleWindow {
+    pub start: u64,
+    pub end: u64,
+    pub ns: u64,
+    /// Worker index (engine's) that was parked.
+    pub parked: u32,
+    /// Worker index with a deep local queue (`u32::MAX`: the global queue).
+    pub queued: u32,
+    pub max_local_q: u32,
+    pub max_global_q: u32,
+}
+
+/// A thread that recorded events.
+pub(crate) struct Thread {
+    pub proc: u32,
+    pub tid: u64,
+    pub name: Option<String>,
+    workers: Vec<(u32, u32)>,
+    open: Vec<OpenPoll>,
+}
+
+#[derive(Clone, Copy)]
+struct OpenPoll {
+    worker: u32,
+    task: u64,
+    start: u64,
+    loc: u32,
+    local_q: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+struct RingEntry {
+    start: u64,
+    end: u64,
+    loc: u32,
+    local_q: u32,
+}
+
+/// A delayed poll: the window from its wake to its start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    pub delay_ns: u64,
+    pub wake: u64,
+    pub poll: u64,
+    pub worker: u32,
+    pub task: u64,
+    /// Location index of the delayed task.
+    pub victim: u32,
+    pub max_local_q: u32,
+}
+
+/// Local queue buildup on one worker.
+#[derive(Default)]
+pub(crate) struct Buildup {
+    pub count: u64,
+    pub max_local_q: u32,
+    pub worst: Option<Window>,
+    pub victims: Vec<u64>,
+    pub blockers: Vec<u64>,
+    upto: u64,
+}
+
+/// A worker: key (process, thread, worker index).
+pub(crate) struct Worker {
+    pub proc: u32,
+    pub thread: u32,
+    /// The worker index from the trace (`NO_WORKER`: polls outside workers).
+    pub worker: u32,
+    pub runtime: Option<u32>,
+    pub saw_executor: bool,
+    pub saw_tokio: bool,
+    pub polls: u64,
+    pub busy_ns: u64,
+    pub parked_ns: u64,
+    pub parks: u64,
+    pub max_local_q: u32,
+    /// Last known local queue depth.
+    local_q: u32,
+    pub sched_wait_ns: u64,
+    parked: bool,
+    park_start: u64,
+    over: bool,
+    last_sched_wait: Option<u64>,
+    scale: TickScale,
+    ring: Vec<RingEntry>,
+    ring_head: usize,
+    /// (polls, poll ns) by location index.
+    pub loc_polls: Vec<(u64, u64)>,
+    /// Per victim location: delayed-window time already attributed.
+    upto_victim: Vec<u64>,
+    pub buildup: Buildup,
+}
+
+impl Worker {
+    pub fn is_executor(&self) -> bool {
+        self.saw_executor && !self.saw_tokio
+    }
+}
+
+/// Delayed polls of one location (victims).
+#[derive(Default)]
+pub(crate) struct Delayed {
+    pub count: u64,
+    pub worst: Option<Window>,
+    /// Poll ns by location index that ran on the delayed task's worker
+    /// during its delayed windows.
+    pub blockers: Vec<u64>,
+}
+
+/// The poll that took longest at a location.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PollRef {
+    pub ns: u64,
+    pub start: u64,
+    pub worker: u32,
+    pub task: u64,
+}
+
+/// A spawn location.
+pub(crate) struct Loc {
+    pub text: Arc<str>,
+    pub trace_id: u64,
+    pub tasks: u64,
+    pub poll: Histogram,
+    pub wake: Histogram,
+    pub long_polls: u64,
+    pub critical_polls: u64,
+    pub worst_poll: Option<PollRef>,
+    pub delayed: Delayed,
+}
+
+impl Loc {
+    pub fn new(text: Arc<str>, trace_id: u64) -> Loc {
+        Loc {
+            text,
+            trace_id,
+            tasks: 0,
+            poll: Histogram::new(),
+            wake: Histogram::new(),
+            long_polls: 0,
+            critical_polls: 0,
+            worst_poll: None,
+            delayed: Delayed::default(),
+        }
+    }
+}
+
+/// Statistics of a named queue (executor queues).
+#[derive(Default, Clone)]
+pub(crate) struct QueueStats {
+    pub samples: u64,
+    pub sum: u64,
+    pub max: u64,
+}
+
+#[inline(always)]
+fn bump(v: &mut Vec<u64>, i: u32, by: u64) {
+    let i = i as usize;
+    if i >= v.len() {
+        v.resize(i + 1, 0);
+    }
+    v[i] += by;
+}
+
+/// All analysis state.
+pub(crate) struct Engine {
+    pub th: Thresholds,
+    pub procs: Vec<Proc>,
+    pub threads: Vec<Thread>,
+    pub workers: Vec<Worker>,
+    pub locs: Vec<Loc>,
+    pub poll: Histogram,
+    pub wake: Histogram,
+    pub global_q: QueueStats,
+    pub queues: Vec<(String, QueueStats)>,
+    pub spawns: u64,
+    pub terminated: u64,
+    pub unmatched_poll_ends: u64,
+    pub unmatched_poll_starts: u64,
+    pub late_events: u64,
+    pub dropped_orphan_wakes: u64,
+    last_ticks_seen: u64,
+    scratch: Vec<(u32, u64, u64)>,
+}
+
+impl Engine {
+    pub fn new(th: Thresholds) -> Engine {
+        Engine {
+            th,
+            procs: Vec::new(),
+            threads: Vec::new(),
+            workers: Vec::new(),
+            locs: vec![Loc::new(Arc::from("<unknown>"), 0)],
+            poll: Histogram::new(),
+            wake: Histogram::new(),
+            global_q: QueueStats::default(),
+            queues: Vec::new(),
+            spawns: 0,
+            terminated: 0,
+            unmatched_poll_ends: 0,
+            unmatched_poll_starts: 0,
+            late_events: 0,
+            dropped_orphan_wakes: 0,
+            last_ticks_seen: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn add_proc(&mut self, p: Proc) -> u32 {
+        self.procs.push(p);
+        (self.procs.len() - 1) as u32
+    }
+
+    pub fn add_thread(&mut self, proc: u32, tid: u64) -> u32 {
+        self.threads.push(Thread {
+            proc,
+            tid,
+            name: None,
+            workers: Vec::new(),
+            open: Vec::new(),
+        });
+        (self.threads.len() - 1) as u32
+    }
+
+    /// The engine's index of `worker` on `thread`.
+    #[inline]
+    fn worker_idx(&mut self, thread: u32, worker: u32) -> u32 {
+        let t = &self.threads[thread as usize];
+        for &(w, i) in &t.workers {
+            if w == worker {
+                return i;
+            }
+        }
+        self.new_worker(thread, worker)
+    }
+
+    #[cold]
+    fn new_worker(&mut self, thread: u32, worker: u32) -> u32 {
+        let proc = self.threads[thread as usize].proc;
+        let idx = self.workers.len() as u32;
+        self.workers.push(Worker {
+            proc,
+            thread,
+            worker,
+            runtime: None,
+            saw_executor: false,
+            saw_tokio: false,
+            polls: 0,
+            busy_ns: 0,
+            parked_ns: 0,
+            parks: 0,
+            max_local_q: 0,
+            local_q: 0,
+            sched_wait_ns: 0,
+            parked: false,
+            park_start: 0,
+            over: false,
+            last_sched_wait: None,
+            scale: self.procs[proc as usize].scale,
+            ring: Vec::new(),
+            ring_head: 0,
+            loc_polls: Vec::new(),
+            upto_victim: Vec::new(),
+            buildup: Buildup::default(),
+        });
+        self.threads[thread as usize].workers.push((worker, idx));
+        idx
+    }
+
+    /// Processes one event. Events must come in timestamp order; a late
+    /// one is still processed (counted in `late_events`).
+    #[inline(always)]
+    pub fn event(&mut self, ev: &Ev) {
+        if ev.ticks < self.last_ticks_seen {
+            self.late_events += 1;
+        } else {
+            self.last_ticks_seen = ev.ticks;
+        }
+        match ev.kind {
+            kind::POLL_START => self.poll_start(ev),
+            kind::POLL_END => self.poll_end(ev),
+            kind::WAKE => self.wake(ev),
+            kind::SPAWN => self.spawn(ev),
+            kind::TERMINATE => self.terminate(ev),
+            kind::PARK => self.park(ev),
+            kind::UNPARK => self.unpark(ev),
+            kind::QUEUE_SAMPLE => self.queue_sample(ev),
+            kind::WORKER_START | kind::WORKER_STOP => {
+                let w = self.worker_idx(ev.thread, ev.worker);
+                self.workers[w as usize].runtime = Some(ev.a);
+            }
+            _ => {}
+        }
+    }
+
+    /// A new recording starts after this one: forget its order.
+    pub fn reset_order(&mut self) {
+        self.last_ticks_seen = 0;
+    }
+
+    fn proc_of(&self, thread: u32) -> u32 {
+        self.threads[thread as usize].proc
+    }
+
+    fn spawn(&mut self, ev: &Ev) {
+        let p = self.proc_of(ev.thread) as usize;
+        self.spawns += 1;
+        let loc = ev.a;
+        self.locs[loc as usize].tasks += 1;
+        if !self.procs[p].orphan_wakes.is_empty() {
+            self.procs[p].orphan_wakes.remove(&ev.x);
+        }
+        self.procs[p].tasks.insert(
+            ev.x,
+            Task {
+                loc,
+                pending: ev.ticks,
+            },
+        );
+    }
+
+    fn terminate(&mut self, ev: &Ev) {
+        let p = self.proc_of(ev.thread) as usize;
+        self.terminated += 1;
+        self.procs[p].tasks.remove(&ev.x);
+        if !self.procs[p].orphan_wakes.is_empty() {
+            self.procs[p].orphan_wakes.remove(&ev.x);
+        }
+    }
+
+    #[inline(always)]
+    fn wake(&mut self, ev: &Ev) {
+        let p = &mut self.procs[self.threads[ev.thread as usize].proc as usize];
+        match p.tasks.get_mut(&ev.x) {
+            Some(t) => {
+                if t.pending == NO_PENDING {
+                    t.pending = ev.ticks;
+                }
+            }
+            None => {
+                // A task not seen yet (spawned before the trace began), or
+                // one that already terminated: keep the wake, bounded.
+                if p.orphan_wakes.len() >= MAX_ORPHAN_WAKES {
+                    self.dropped_orphan_wakes += p.orphan_wakes.len() as u64;
+                    p.orphan_wakes.clear();
+                }
+                p.orphan_wakes.entry(ev.x).or_insert(ev.ticks);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn poll_start(&mut self, ev: &Ev) {
+        let wi = self.worker_idx(ev.thread, ev.worker);
+        let pi = self.threads[ev.thread as usize].proc as usize;
+        // The task, its location and its pending wake.
+        let p = &mut self.procs[pi];
+        let (loc, pending) = match p.tasks.get_mut(&ev.x) {
+            Some(t) => {
+                let r = (t.loc, t.pending);
+                t.pending = NO_PENDING;
+                r
+            }
+            None => {
+                let pending = if p.orphan_wakes.is_empty() {
+                    NO_PENDING
+                } else {
+                    p.orphan_wakes.remove(&ev.x).unwrap_or(NO_PENDING)
+                };
+                p.tasks.insert(
+                    ev.x,
+                    Task {
+                        loc: UNKNOWN_LOC,
+                        pending: NO_PENDING,
+                    },
+                );
+                self.locs[UNKNOWN_LOC as usize].tasks += 1;
+                (UNKNOWN_LOC, pending)
+            }
+        };
+        let local_q = ev.a;
+        let w = &mut self.workers[wi as usize];
+        if ev.flag != 0 {
+            if !w.saw_executor {
+                w.saw_executor = true;
+            }
+        } else if !w.saw_tokio {
+            w.saw_tokio = true;
+        }
+        w.local_q = local_q;
+        w.max_local_q = w.max_local_q.max(local_q);
+        let was_parked = w.parked;
+        let over = local_q > self.th.idle_local_q;
+        let over_changed = over != w.over;
+        if was_parked || over_changed {
+            self.worker_state(wi, ev.ticks, false, over);
+        } else if over && self.procs[pi].idle.active {
+            let idle = &mut self.procs[pi].idle;
+            idle.cur_max_q = idle.cur_max_q.max(local_q);
+        }
+        // Open the poll.
+        let t = &mut self.threads[ev.thread as usize];
+        if let Some(top) = t.open.last() {
+            if top.worker == wi || t.open.len() >= MAX_OPEN {
+                // The previous poll's end was lost.
+                t.open.pop();
+                self.unmatched_poll_starts += 1;
+            }
+        }
+        t.open.push(OpenPoll {
+            worker: wi,
+            task: ev.x,
+            start: ev.ticks,
+            loc,
+            local_q,
+        });
+        // Wake -> poll delay.
+        if pending != NO_PENDING {
+            let scale = self.procs[pi].scale;
+            let delay = scale.ns(ev.ticks.saturating_sub(pending));
+            self.locs[loc as usize].wake.record(delay);
+            if delay > self.th.wake_delay_ns {
+                self.delayed_window(wi, loc, pending, ev.ticks, delay, ev.x, local_q);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn poll_end(&mut self, ev: &Ev) {
+        let t = &mut self.threads[ev.thread as usize];
+        // The open poll of this task: normally the top.
+        let o = match t.open.last() {
+            Some(top) if top.task == ev.x => t.open.pop(),
+            _ => match t.open.iter().rposition(|o| o.task == ev.x) {
+                Some(pos) => Some(t.open.remove(pos)),
+                None => None,
+            },
+        };
+        let Some(o) = o else {
+            self.unmatched_poll_ends += 1;
+            return;
+        };
+        let wi = o.worker;
+        let w = &mut self.workers[wi as usize];
+        let dt = ev.ticks.saturating_sub(o.start);
+        let ns = w.scale.ns(dt);
+        w.polls += 1;
+        w.busy_ns += ns;
+        let li = o.loc as usize;
+        if li >= w.loc_polls.len() {
+            w.loc_polls.resize(li + 1, (0, 0));
+        }
+        w.loc_polls[li].0 += 1;
+        w.loc_polls[li].1 += ns;
+        let e = RingEntry {
+            start: o.start,
+            end: ev.ticks,
+            loc: o.loc,
+            local_q: o.local_q,
+        };
+        if w.ring.len() < RING_CAP {
+            w.ring.push(e);
+        } else {
+            w.ring[w.ring_head] = e;
+        }
+        w.ring_head = (w.ring_head + 1) % RING_CAP;
+        let loc = &mut self.locs[li];
+        loc.poll.record(ns);
+        if ns > self.th.long_poll_ns {
+            loc.long_polls += 1;
+            if ns > self.th.long_poll_critical_ns {
+                loc.critical_polls += 1;
+            }
+        }
+        if loc.worst_poll.is_none_or(|p| ns > p.ns) {
+            loc.worst_poll = Some(PollRef {
+                ns,
+                start: o.start,
+                worker: wi,
+                task: o.task,
+            });
+        }
+        let (pi, scale, parked) = (w.proc as usize, w.scale, w.parked);
+        let idle = &mut self.procs[pi].idle;
+        if idle.active && !parked {
+            let from = o.start.max(idle.start);
+            if ev.ticks > from {
+                let n = scale.ns(ev.ticks - from);
+                if o.loc as usize >= idle.cur_locs.len() {
+                    idle.cur_locs.resize(o.loc as usize + 1, 0);
+                }
+                if idle.cur_locs[o.loc as usize] == 0 {
+                    idle.touched.push(o.loc);
+                }
+                idle.cur_locs[o.loc as usize] += n.max(1);
+            }
+        }
+    }
+
+    fn park(&mut self, ev: &Ev) {
+        let wi = self.worker_idx(ev.thread, ev.worker);
+        let w = &mut self.workers[wi as usize];
+        w.local_q = ev.a;
+        w.max_local_q = w.max_local_q.max(ev.a);
+        if w.parked {
+            return; // A lost unpark: keep the first park.
+        }
+        w.parks += 1;
+        self.worker_state(wi, ev.ticks, true, false);
+    }
+
+    fn unpark(&mut self, ev: &Ev) {
+        let wi = self.worker_idx(ev.thread, ev.worker);
+        let w = &mut self.workers[wi as usize];
+        if let Some(prev) = w.last_sched_wait {
+            w.sched_wait_ns += ev.x.saturating_sub(prev);
+        }
+        w.last_sched_wait = Some(ev.x);
+        if w.parked {
+            let over = w.over;
+            self.worker_state(wi, ev.ticks, false, over);
+        }
+    }
+
+    /// Moves worker `wi` to parked / unparked with local queue `over` the
+    /// idle threshold, keeping the process's idle-while-queued counters.
+    fn worker_state(&mut self, wi: u32, ticks: u64, parked: bool, over: bool) {
+        let w = &mut self.workers[wi as usize];
+        let pi = w.proc as usize;
+        let tokio_like = !w.is_executor();
+        let idle = &mut self.procs[pi].idle;
+        if w.parked != parked {
+            if parked {
+                w.park_start = ticks;
+                idle.parked += 1;
+                idle.parked_tokio += tokio_like as u32;
+                idle.last_parked = wi;
+            } else {
+                w.parked_ns += w.scale.ns(ticks.saturating_sub(w.park_start));
+                idle.parked -= 1;
+                idle.parked_tokio -= tokio_like as u32;
+            }
+            w.parked = parked;
+        }
+        // Only work-stealing workers count: a runtrace executor neither
+        // takes nor gives away queued tasks, so its queue is nobody else's
+        // idle time, and its parking does not leave stealable work behind.
+        let over = over && !parked && tokio_like;
+        if over != w.over {
+            if over {
+                idle.over += 1;
+            } else {
+                idle.over -= 1;
+            }
+            w.over = over;
+        }
+        self.idle_update(pi, ticks);
+    }
+
+    fn queue_sample(&mut self, ev: &Ev) {
+        let g = ev.a as u64;
+        self.global_q.samples += 1;
+        self.global_q.sum += g;
+        self.global_q.max = self.global_q.max.max(g);
+        if ev.worker != u32::MAX {
+            if let Some((_, q)) = self.queues.get_mut(ev.worker as usize) {
+                q.samples += 1;
+                q.sum += ev.x;
+                q.max = q.max.max(ev.x);
+            }
+        }
+        let pi = self.proc_of(ev.thread) as usize;
+        let p = &mut self.procs[pi];
+        p.global_q = if p.last_sample_q > 0 { ev.a } else { 0 };
+        p.last_sample_q = ev.a;
+        let (gq, idle) = (p.global_q, &mut p.idle);
+        if idle.active {
+            idle.cur_max_global = idle.cur_max_global.max(gq);
+        }
+        self.idle_update(pi, ev.ticks);
+    }
+
+    fn idle_update(&mut self, pi: usize, ticks: u64) {
+        let p = &mut self.procs[pi];
+        let idle = &mut p.idle;
+        let cond = idle.parked_tokio > 0 && (idle.over > 0 || p.global_q > 0);
+        if cond == idle.active {
+            return;
+        }
+        if cond {
+            // Name the worker parked longest, and the deepest queue.
+            let (mut parked, mut since) = (idle.last_parked, u64::MAX);
+            let (mut over, mut depth) = (u32::MAX, 0);
+            for (i, w) in self.workers.iter().enumerate() {
+                if w.proc as usize != pi {
+                    continue;
+                }
+                if w.parked && !w.is_executor() && w.park_start < since {
+                    (parked, since) = (i as u32, w.park_start);
+                }
+                if w.over && w.local_q > depth {
+                    (over, depth) = (i as u32, w.local_q);
+                }
+            }
+            idle.active = true;
+            idle.start = ticks;
+            idle.cur_parked = parked;
+            idle.cur_over = over;
+            idle.cur_max_q = depth;
+            idle.cur_max_global = p.global_q;
+            return;
+        }
+        idle.active = false;
+        let ns = p.scale.ns(ticks.saturating_sub(idle.start));
+        let keep = ns >= self.th.idle_min_window_ns;
+        for &l in &idle.touched {
+            let v = std::mem::take(&mut idle.cur_locs[l as usize]);
+            if keep {
+                bump(&mut idle.locs, l, v);
+            }
+        }
+        idle.touched.clear();
+        if !keep {
+            return;
+        }
+        idle.windows += 1;
+        idle.total_ns += ns;
+        if idle.longest.is_none_or(|l| ns > l.ns) {
+            idle.longest = Some(IdleWindow {
+                start: idle.start,
+                end: ticks,
+                ns,
+                parked: idle.cur_parked,
+                queued: idle.cur_over,
+                max_local_q: idle.cur_max_q,
+                max_global_q: idle.cur_max_global,
+            });
+        }
+    }
+
+    /// A poll of a task of location `victim` on worker `wi` started `delay`
+    /// ns after its wake: find what the worker ran meanwhile (from its ring
+    /// of recent polls) and whether its local queue was deep.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    fn delayed_window(
+        &mut self,
+        wi: u32,
+        victim: u32,
+        wake: u64,
+        poll: u64,
+        delay: u64,
+        task: u64,
+        local_q: u32,
+    ) {
+        let th_q = self.th.local_q;
+        let w = &mut self.workers[wi as usize];
+        if victim as usize >= w.upto_victim.len() {
+            w.upto_victim.resize(victim as usize + 1, 0);
+        }
+        let upto_v = w.upto_victim[victim as usize];
+        let upto_w = w.buildup.upto;
+        let mut max_q = local_q;
+        self.scratch.clear();
+        let n = w.ring.len();
+        for k in 0..n {
+            let i = (w.ring_head + RING_CAP - 1 - k) % RING_CAP;
+            let Some(e) = w.ring.get(i) else { break };
+            if e.end <= wake {
+                break;
+            }
+            if e.start >= poll {
+                continue;
+            }
+            max_q = max_q.max(e.local_q);
+            let hi = e.end.min(poll);
+            let v = hi.saturating_sub(e.start.max(wake).max(upto_v));
+            let b = hi.saturating_sub(e.start.max(wake).max(upto_w));
+            if v > 0 || b > 0 {
+                self.scratch.push((e.loc, w.scale.ns(v), w.scale.ns(b)));
+            } else if max_q > th_q {
+                break; // Already attributed, and the queue was deep.
+            }
+        }
+        w.upto_victim[victim as usize] = upto_v.max(poll);
+        let win = Window {
+            delay_ns: delay,
+            wake,
+            poll,
+            worker: wi,
+            task,
+            victim,
+            max_local_q: max_q,
+        };
+        let d = &mut self.locs[victim as usize].delayed;
+        d.count += 1;
+        if d.worst.is_none_or(|x| delay > x.delay_ns) {
+            d.worst = Some(win);
+        }
+        for &(l, v, _) in &self.scratch {
+            bump(&mut d.blockers, l, v);
+        }
+        if max_q > th_q {
+            let bu = &mut w.buildup;
+            bu.upto = upto_w.max(poll);
+            bu.count += 1;
+            bu.max_local_q = bu.max_local_q.max(max_q);
+            if bu.worst.is_none_or(|x| delay > x.delay_ns) {
+                bu.worst = Some(win);
+            }
+            bump(&mut bu.victims, victim, 1);
+            for &(l, _, b) in &self.scratch {
+                bump(&mut bu.blockers, l, b);
+            }
+        }
+    }
+
+    /// Closes what is still open at the end of the trace, and sums the
+    /// per-location histograms into the overall ones.
+    pub fn finish(&mut self) {
+        for l in &self.locs {
+            self.poll.merge(&l.poll);
+            self.wake.merge(&l.wake);
+        }
+        for wi in 0..self.workers.len() {
+            let w = &mut self.workers[wi];
+            if w.parked {
+                let end = self.procs[w.proc as usize].last_ticks.max(w.park_start);
+                w.parked_ns += w.scale.ns(end - w.park_start);
+            }
+        }
+        for pi in 0..self.procs.len() {
+            if self.procs[pi].idle.active {
+                let end = self.procs[pi].last_ticks;
+                // Force the window closed.
+                let p = &mut self.procs[pi];
+                p.idle.over = 0;
+                p.idle.parked = 0;
+                p.idle.parked_tokio = 0;
+                self.idle_update(pi, end);
+            }
+        }
+    }
+}

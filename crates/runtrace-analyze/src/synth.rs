@@ -1,0 +1,419 @@
+//! Synthetic traces, written frame by frame with `runtrace_format`'s frame
+//! API: a [`TraceBuilder`] for purpose-built traces (tests) and
+//! [`workload`], a healthy runtime-like event mix of any size (tests and
+//! `benches/analyze.rs`).
+//!
+//! ```
+//! use runtrace_analyze::synth::TraceBuilder;
+//! let mut b = TraceBuilder::new();
+//! b.location(1, "src/main.rs", 10, 5);
+//! b.spawn(7, 1_000, 1, 0, 1, 0);
+//! b.poll_start(7, 0, 2_000, 1, 0, 0);
+//! b.poll_end(7, 0, 3_000, 1, true);
+//! b.terminate(7, 3_000, 1);
+//! let bytes = b.finish();
+//! assert!(bytes.starts_with(b"RUNTRACE"));
+//! ```
+
+use runtrace_format::chunk::{ChunkHeader, ChunkState};
+use runtrace_format::frame::{self, FrameType, Header, LocationDef};
+use runtrace_format::schema::{builtin_schemas, ids};
+use runtrace_format::{varint, NO_WORKER};
+use std::collections::BTreeMap;
+
+/// A chunk is written once its events take this many bytes.
+const CHUNK_BYTES: usize = 64 << 10;
+
+struct ThreadBuf {
+    start: ChunkState,
+    cur: ChunkState,
+    body: Vec<u8>,
+    count: u64,
+}
+
+/// Builds a trace file in memory. Timestamps are in ticks of
+/// `ticks_per_sec` (1e9 by default: one tick is one nanosecond) and the
+/// recording's anchor is tick 0. Events of one thread must be added in
+/// time order; each thread's events go to its own chunks.
+pub struct TraceBuilder {
+    out: Vec<u8>,
+    threads: BTreeMap<u64, ThreadBuf>,
+    events: u64,
+    dropped: u64,
+}
+
+impl Default for TraceBuilder {
+    fn default() -> Self {
+        TraceBuilder::new()
+    }
+}
+
+impl TraceBuilder {
+    /// A file with one tick per nanosecond.
+    pub fn new() -> TraceBuilder {
+        TraceBuilder::with_header(1_000_000_000, 0x5eed, 4242)
+    }
+
+    /// A file with the given clock, recording id and pid (the built-in
+    /// schemas in its header).
+    pub fn with_header(ticks_per_sec: u64, recording_id: u64, pid: u64) -> TraceBuilder {
+        let h = Header {
+            version_major: runtrace_format::VERSION_MAJOR,
+            version_minor: runtrace_format::VERSION_MINOR,
+            ticks_per_sec,
+            anchor_ticks: 0,
+            anchor_wall_ns: 1_700_000_000_000_000_000,
+            pid,
+            process_name: "synth".into(),
+            recording_id,
+            file_index: 0,
+            schemas: builtin_schemas(),
+        };
+        let mut out = runtrace_format::MAGIC.to_vec();
+        frame::write(&mut out, FrameType::Header, &h.encode());
+        TraceBuilder {
+            out,
+            threads: BTreeMap::new(),
+            events: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Defines spawn location `id` (a LOCATIONS frame).
+    pub fn location(&mut self, id: u64, file: &str, line: u32, col: u32) {
+        let l = LocationDef {
+            id,
+            file: file.into(),
+            line,
+            col,
+        };
+        frame::write(
+            &mut self.out,
+            FrameType::Locations,
+            &frame::locations(std::iter::once(&l)),
+        );
+    }
+
+    /// Defines interned string `id` (a STRINGS frame).
+    pub fn string(&mut self, id: u64, text: &str) {
+        frame::write(
+            &mut self.out,
+            FrameType::Strings,
+            &frame::strings(std::iter::once((id, text))),
+        );
+    }
+
+    /// Names a thread (a THREAD frame).
+    pub fn thread_name(&mut self, tid: u64, name: &str) {
+        frame::write(&mut self.out, FrameType::Thread, &frame::thread(tid, name));
+    }
+
+    /// Reports `count` events lost on thread `tid` (a DROPPED frame).
+    pub fn dropped(&mut self, tid: u64, count: u64, since: u64, until: u64) {
+        self.dropped += count;
+        frame::write(
+            &mut self.out,
+            FrameType::Dropped,
+            &frame::dropped(tid, count, since, until),
+        );
+    }
+
+    /// Appends one event record to `tid`'s chunk. `worker`: `Some(w)` sets
+    /// the worker register first (`NO_WORKER` for none), `None` leaves it.
+    fn event(
+        &mut self,
+        tid: u64,
+        worker: Option<u32>,
+        ticks: u64,
+        id: u32,
+        fields: impl FnOnce(&mut Vec<u8>, &mut u64),
+    ) {
+        let t = self.threads.entry(tid).or_insert_with(|| ThreadBuf {
+            start: ChunkState {
+                ticks,
+                task_reg: 0,
+                worker_reg: NO_WORKER,
+            },
+            cur: ChunkState {
+                ticks,
+                task_reg: 0,
+                worker_reg: NO_WORKER,
+            },
+            body: Vec::new(),
+            count: 0,
+        });
+        if let Some(w) = worker {
+            if w != t.cur.worker_reg {
+                t.body.push(0);
+                varint::put(&mut t.body, ticks.wrapping_sub(t.cur.ticks));
+                varint::put(&mut t.body, (w as u64 + 1) & 0xffff_ffff);
+                t.cur.ticks = ticks;
+                t.cur.worker_reg = w;
+            }
+        }
+        t.body.push(id as u8);
+        varint::put(&mut t.body, ticks.wrapping_sub(t.cur.ticks));
+        t.cur.ticks = ticks;
+        fields(&mut t.body, &mut t.cur.task_reg);
+        t.count += 1;
+        self.events += 1;
+        if t.body.len() >= CHUNK_BYTES {
+            Self::flush_thread(&mut self.out, tid, t);
+        }
+    }
+
+    fn flush_thread(out: &mut Vec<u8>, tid: u64, t: &mut ThreadBuf) {
+        if t.count == 0 {
+            return;
+        }
+        let mut p = Vec::with_capacity(t.body.len() + 32);
+        ChunkHeader {
+            tid,
+            state: t.start,
+            count: t.count,
+        }
+        .encode(&mut p);
+        p.extend_from_slice(&t.body);
+        frame::write(out, FrameType::Chunk, &p);
+        t.body.clear();
+        t.count = 0;
+        t.start = t.cur;
+    }
+
+    /// Writes every thread's pending events as chunks.
+    pub fn flush(&mut self) {
+        for (tid, t) in self.threads.iter_mut() {
+            Self::flush_thread(&mut self.out, *tid, t);
+        }
+    }
+
+    /// Flushes, then writes a ROUND frame. The caller promises that every
+    /// event with a timestamp below `watermark` has been added by now.
+    pub fn round(&mut self, watermark: u64) {
+        self.flush();
+        frame::write(&mut self.out, FrameType::Round, &frame::round(watermark));
+    }
+
+    /// Events added so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Flushes and seals the file (END frame); returns its bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.flush();
+        frame::write(
+            &mut self.out,
+            FrameType::End,
+            &frame::end(self.events, self.dropped),
+        );
+        self.out
+    }
+
+    /// Flushes and returns the bytes without an END frame (a recording cut
+    /// short at a frame boundary).
+    pub fn finish_unsealed(mut self) -> Vec<u8> {
+        self.flush();
+        self.out
+    }
+
+    /// `task_spawn` on thread `tid` (no worker register change).
+    pub fn spawn(&mut self, tid: u64, ticks: u64, task: u64, parent: u64, loc: u64, queue: u64) {
+        self.event(tid, None, ticks, ids::TASK_SPAWN, |b, reg| {
+            put_task(b, reg, task);
+            varint::put(b, parent);
+            varint::put(b, loc);
+            varint::put(b, queue);
+        });
+    }
+
+    /// `task_poll_start` by `worker` on `tid`; `queue` is a string id (0:
+    /// empty, as tokio writes).
+    pub fn poll_start(
+        &mut self,
+        tid: u64,
+        worker: u32,
+        ticks: u64,
+        task: u64,
+        queue: u64,
+        local_q: u32,
+    ) {
+        self.event(tid, Some(worker), ticks, ids::TASK_POLL_START, |b, reg| {
+            put_task(b, reg, task);
+            varint::put(b, queue);
+            varint::put(b, local_q as u64);
+        });
+    }
+
+    /// `task_poll_end` by `worker` on `tid`.
+    pub fn poll_end(&mut self, tid: u64, worker: u32, ticks: u64, task: u64, ready: bool) {
+        self.event(tid, Some(worker), ticks, ids::TASK_POLL_END, |b, reg| {
+            put_task(b, reg, task);
+            b.push(ready as u8);
+        });
+    }
+
+    /// `task_wake` of `woken` on `tid`, issued by `worker` (`NO_WORKER`:
+    /// not from a worker).
+    pub fn wake(&mut self, tid: u64, worker: u32, ticks: u64, woken: u64, waker: u64) {
+        self.event(tid, Some(worker), ticks, ids::TASK_WAKE, |b, reg| {
+            put_task(b, reg, woken);
+            varint::put(b, waker);
+        });
+    }
+
+    /// `task_terminate` on `tid`.
+    pub fn terminate(&mut self, tid: u64, ticks: u64, task: u64) {
+        self.event(tid, None, ticks, ids::TASK_TERMINATE, |b, reg| {
+            put_task(b, reg, task);
+        });
+    }
+
+    /// `worker_park`.
+    pub fn park(&mut self, tid: u64, worker: u32, ticks: u64, local_q: u32, cpu_ns: u64) {
+        self.event(tid, Some(worker), ticks, ids::WORKER_PARK, |b, _| {
+            varint::put(b, local_q as u64);
+            varint::put(b, cpu_ns);
+        });
+    }
+
+    /// `worker_unpark`; `sched_wait_ns` is the thread's cumulative wait.
+    pub fn unpark(&mut self, tid: u64, worker: u32, ticks: u64, cpu_ns: u64, sched_wait_ns: u64) {
+        self.event(tid, Some(worker), ticks, ids::WORKER_UNPARK, |b, _| {
+            varint::put(b, cpu_ns);
+            varint::put(b, sched_wait_ns);
+        });
+    }
+
+    /// `queue_sample` (`queue`: string id, 0 for the global queue only).
+    pub fn queue_sample(&mut self, tid: u64, ticks: u64, global_q: u32, queue: u64, depth: u32) {
+        self.event(tid, None, ticks, ids::QUEUE_SAMPLE, |b, _| {
+            varint::put(b, global_q as u64);
+            varint::put(b, queue);
+            varint::put(b, depth as u64);
+        });
+    }
+
+    /// `worker_start`.
+    pub fn worker_start(&mut self, tid: u64, worker: u32, ticks: u64, runtime: u32) {
+        self.event(tid, Some(worker), ticks, ids::WORKER_START, |b, _| {
+            varint::put(b, runtime as u64);
+        });
+    }
+}
+
+fn put_task(b: &mut Vec<u8>, reg: &mut u64, task: u64) {
+    let d = task.wrapping_sub(*reg) as i64;
+    varint::put(b, varint::zigzag(d));
+    *reg = task;
+}
+
+/// Parameters of [`workload`].
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Stop after about this many events.
+    pub events: u64,
+    /// Worker threads (tids 100, 101, ...; workers 0, 1, ...).
+    pub workers: u32,
+    /// Spawn locations (ids 1..=locations).
+    pub locations: u64,
+    /// Polls per task.
+    pub polls_per_task: u32,
+    /// Tasks alive at once per worker.
+    pub live_per_worker: u32,
+    /// Seed of the pseudo-random durations.
+    pub seed: u64,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            events: 100_000,
+            workers: 4,
+            locations: 8,
+            polls_per_task: 5,
+            live_per_worker: 64,
+            seed: 1,
+        }
+    }
+}
+
+/// A healthy runtime: every worker runs its own tasks round-robin (each
+/// poll 1-20 us; a task is woken 5-50 us after its poll and runs again
+/// when its turn comes, well under a millisecond later), tasks spawn, get polled
+/// `polls_per_task` times and terminate; the workers never park; a global
+/// queue sample every ms shows an empty queue. ROUND frames every ms of
+/// trace time (the recorder's default is every 50 ms).
+/// Returns the file's bytes and the number of events in it.
+pub fn workload(w: &Workload) -> (Vec<u8>, u64) {
+    let mut b = TraceBuilder::new();
+    for l in 1..=w.locations {
+        b.location(l, &format!("src/service_{l}.rs"), 10 + l as u32, 9);
+    }
+    for k in 0..w.workers {
+        b.thread_name(100 + k as u64, &format!("worker-{k}"));
+    }
+    let mut rng = w.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut rand = move |lo: u64, hi: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        lo + rng % (hi - lo + 1)
+    };
+    struct Live {
+        task: u64,
+        polls: u32,
+    }
+    let workers = w.workers.max(1) as u64;
+    // Per worker: its clock and its run list.
+    let mut clock: Vec<u64> = vec![1_000; workers as usize];
+    let mut live: Vec<Vec<Live>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut next_task = 1u64;
+    let mut next_round = 1_000_000u64;
+    let mut next_sample = 1_000_000u64;
+    let mut cursor = vec![0usize; workers as usize];
+    while b.events() < w.events {
+        // Advance the worker that is furthest behind, so events come in
+        // (roughly) time order across threads and rounds stay honest.
+        let k = (0..workers as usize).min_by_key(|&k| clock[k]).unwrap_or(0);
+        let tid = 100 + k as u64;
+        let now = clock[k];
+        while next_sample <= now {
+            b.queue_sample(99, next_sample, 0, 0, 0);
+            next_sample += 1_000_000;
+        }
+        while next_round <= now {
+            b.round(next_round);
+            next_round += 1_000_000;
+        }
+        if live[k].len() < w.live_per_worker as usize {
+            let task = next_task;
+            next_task += 1;
+            let loc = 1 + task % w.locations.max(1);
+            b.spawn(tid, now, task, 0, loc, 0);
+            live[k].push(Live { task, polls: 0 });
+            clock[k] = now + rand(50, 200);
+            continue;
+        }
+        let i = cursor[k] % live[k].len();
+        cursor[k] = cursor[k].wrapping_add(1);
+        let task = live[k][i].task;
+        let start = now;
+        let local_q = (live[k].len() as u32).min(16) / 2;
+        b.poll_start(tid, k as u32, start, task, 0, local_q);
+        let end = start + rand(1_000, 20_000);
+        live[k][i].polls += 1;
+        let done = live[k][i].polls >= w.polls_per_task;
+        b.poll_end(tid, k as u32, end, task, done);
+        if done {
+            b.terminate(tid, end, task);
+            live[k].swap_remove(i);
+        } else {
+            // Woken a little after the poll: its next poll comes later.
+            b.wake(tid, k as u32, end + rand(5, 50), task, 0);
+        }
+        clock[k] = end + rand(100, 1_000);
+    }
+    let n = b.events();
+    (b.finish(), n)
+}
