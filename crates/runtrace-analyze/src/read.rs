@@ -1144,6 +1144,18 @@ pub(crate) fn sorted(paths: &[impl AsRef<Path>]) -> Vec<PathBuf> {
     v
 }
 
+/// Whether `s` is exactly the catalog's built-in event of that id.
+fn matches_catalog(s: &Schema) -> bool {
+    runtrace_format::schema::builtin(s.id).is_some_and(|b| {
+        b.name == s.name
+            && b.fields.len() == s.fields.len()
+            && b.fields
+                .iter()
+                .zip(&s.fields)
+                .all(|(x, y)| x.name == y.name && x.ty.code() == y.ty.code())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     //! The specialised decoder against `runtrace_format::chunk::walk` (plus
@@ -1432,16 +1444,4 @@ mod tests {
             prop_assert!(seen);
         }
     }
-}
-
-/// Whether `s` is exactly the catalog's built-in event of that id.
-fn matches_catalog(s: &Schema) -> bool {
-    runtrace_format::schema::builtin(s.id).is_some_and(|b| {
-        b.name == s.name
-            && b.fields.len() == s.fields.len()
-            && b.fields
-                .iter()
-                .zip(&s.fields)
-                .all(|(x, y)| x.name == y.name && x.ty.code() == y.ty.code())
-    })
 }
