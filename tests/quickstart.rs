@@ -111,3 +111,77 @@ fn quickstart_check_jsonl_and_seed_snippet() {
     assert_eq!(counts.iter().sum::<u64>(), polls, "{printed}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The quickstart's planted problems are what the analysis finds: the
+/// blocking sleep is a critical long poll, the CPU-heavy reports are
+/// CPU-bound, and the fan-out builds a local queue; each finding names the
+/// spawn location (the line of the `tokio::spawn` call in the example).
+#[test]
+fn quickstart_findings_name_the_planted_problems() {
+    let dir = std::env::temp_dir().join(format!(
+        "runtrace-quickstart-findings-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(example("quickstart"))
+        .args(["--out", dir.to_str().unwrap(), "--seconds", "1.5"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let src = include_str!("../examples/quickstart.rs");
+    let line_of = |needle: &str| -> String {
+        let n = src
+            .lines()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} not in the example"))
+            + 1;
+        format!("examples/quickstart.rs:{n}:")
+    };
+    let blocking = line_of("tokio::spawn(blocking_audit_log())");
+    let cpu = line_of("tokio::spawn(cpu_heavy_report(r))");
+    let fanout_child = line_of("runtrace_tokio::spawn(async move {");
+
+    let files = vec![dir.join("trace.0.bin")];
+    let report = runtrace_cli::analyze::report(&files);
+    let json = report.to_json();
+    let findings = json["findings"].as_array().unwrap();
+    let has = |kind: &str, severity: &str, loc: &str| {
+        findings.iter().any(|f| {
+            f["kind"] == kind
+                && f["severity"] == severity
+                && (f["spawn_loc"].as_str().is_some_and(|l| l.starts_with(loc))
+                    || f["spawn_locs"].as_array().is_some_and(|a| {
+                        a.iter()
+                            .any(|l| l.as_str().is_some_and(|l| l.starts_with(loc)))
+                    }))
+        })
+    };
+    assert!(
+        has("long_poll", "critical", &blocking),
+        "blocking sleep: {findings:#?}"
+    );
+    assert!(
+        has("cpu_bound", "critical", &cpu) || has("cpu_bound", "warning", &cpu),
+        "cpu heavy: {findings:#?}"
+    );
+    let buildup: Vec<_> = findings
+        .iter()
+        .filter(|f| f["kind"] == "local_queue_buildup")
+        .collect();
+    assert!(!buildup.is_empty(), "fan-out local queue: {findings:#?}");
+    assert!(
+        buildup.iter().any(|f| f["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(fanout_child.trim_end_matches(':')))),
+        "the buildup names the fan-out's children ({fanout_child}): {buildup:#?}"
+    );
+    assert!(
+        json["workers"].as_array().unwrap().len() >= 3,
+        "2 tokio workers + the executor"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
