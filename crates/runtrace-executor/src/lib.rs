@@ -549,6 +549,7 @@ pub enum Shutdown {
 pub struct Builder {
     queues: Vec<(String, QueueConfig)>,
     max_polls_per_turn: u32,
+    max_turn_time: Duration,
     time_slice: Duration,
 }
 
@@ -563,6 +564,16 @@ impl Builder {
     /// stay timely (default 128).
     pub fn max_polls_per_turn(mut self, n: u32) -> Builder {
         self.max_polls_per_turn = n;
+        self
+    }
+
+    /// Time per turn before yielding to the tokio driver (default 1 ms):
+    /// long polls would otherwise delay timers and I/O by up to
+    /// `max_polls_per_turn` of them. Checked when the executor reads the
+    /// clock anyway (several queues, a LAS queue, or a listening backend);
+    /// a single FIFO queue with nothing listening relies on the poll count.
+    pub fn max_turn_time(mut self, d: Duration) -> Builder {
+        self.max_turn_time = d;
         self
     }
 
@@ -589,6 +600,9 @@ impl Builder {
                 return Err(BuildError::DuplicateQueue(n.clone()));
             }
         }
+        if self.max_turn_time.is_zero() {
+            return Err(BuildError::Invalid("max_turn_time must be positive".into()));
+        }
         if self.max_polls_per_turn == 0 {
             return Err(BuildError::Invalid(
                 "max_polls_per_turn must be at least 1".into(),
@@ -606,6 +620,9 @@ impl Builder {
             .map(|(n, c)| (n.clone(), c.policy, c.share))
             .collect();
         let timed = cfg.len() > 1 || cfg.iter().any(|(_, p, _)| *p == Policy::Las);
+        let turn_ticks = (self.max_turn_time.as_nanos() * clock.ticks_per_sec() as u128
+            / 1_000_000_000)
+            .clamp(1, u64::MAX as u128) as u64;
         let shared = Arc::new(Shared {
             worker: NEXT_EXECUTOR.fetch_add(1, Ordering::Relaxed),
             names: cfg.iter().map(|(n, _, _)| n.clone()).collect(),
@@ -623,6 +640,7 @@ impl Builder {
                 timed,
                 las: cfg.iter().map(|(_, p, _)| *p == Policy::Las).collect(),
                 max_polls: self.max_polls_per_turn,
+                turn_ticks,
                 parked: Cell::new(false),
             }),
         })
@@ -637,6 +655,8 @@ struct Local {
     timed: bool,
     las: Vec<bool>,
     max_polls: u32,
+    /// `max_turn_time` in trace ticks.
+    turn_ticks: u64,
     parked: Cell<bool>,
 }
 
@@ -698,6 +718,7 @@ impl Executor {
         Builder {
             queues: Vec::new(),
             max_polls_per_turn: 128,
+            max_turn_time: Duration::from_millis(1),
             time_slice: Duration::from_micros(500),
         }
     }
@@ -878,6 +899,7 @@ impl Executor {
         let main_waker = Waker::from(main.clone());
         let mut polls = 0;
         let mut now: Option<u64> = None;
+        let mut turn_start: Option<u64> = None;
         let mut last_queue = usize::MAX;
         loop {
             if main.woken.swap(false, Ordering::Relaxed) {
@@ -888,7 +910,11 @@ impl Executor {
             if self.has_woken() {
                 self.collect_woken();
             }
-            if polls >= l.max_polls {
+            let over_time = match (turn_start, now) {
+                (Some(a), Some(b)) => b.saturating_sub(a) >= l.turn_ticks,
+                _ => false,
+            };
+            if polls >= l.max_polls || over_time {
                 // Yield to the tokio driver (I/O, timers), then come back.
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
@@ -919,6 +945,9 @@ impl Executor {
             } else {
                 0
             };
+            if (l.timed || traced) && turn_start.is_none() {
+                turn_start = Some(t0);
+            }
             if traced {
                 // PollStart fires from inside the task's poll (TaskFuture),
                 // so a cancelled task that `run` only drops gets none.
