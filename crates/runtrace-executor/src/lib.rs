@@ -80,6 +80,11 @@ thread_local! {
     /// What the run loop knows about the poll it is starting, for the
     /// PollStart that `TaskFuture::poll` fires.
     static POLL_CTX: Cell<Option<PollCtx>> = const { Cell::new(None) };
+    /// For `TaskFuture::poll`: the poll's start time and whether the task
+    /// is in a LAS queue (None: nothing needs the poll's duration).
+    static POLL_TIMING: Cell<Option<(u64, bool)>> = const { Cell::new(None) };
+    /// The end time `TaskFuture::poll` read, for the run loop.
+    static POLL_END: Cell<Option<u64>> = const { Cell::new(None) };
     /// Set by `TaskFuture::poll`: the task was really polled.
     static POLLED: Cell<bool> = const { Cell::new(false) };
     /// The task `JoinHandle::abort` is cancelling (0: none).
@@ -428,7 +433,14 @@ struct TaskFuture<F> {
     done: bool,
     live: &'static Registry,
     slot: usize,
+    /// The task's attained service, in its metadata (for LAS).
+    service: *const AtomicU64,
 }
+
+// SAFETY: `service` points at an AtomicU64 (Sync) in the task's metadata,
+// valid for this value's whole life (see `poll`); the rest is `F`'s
+// business, so TaskFuture is Send exactly when F is.
+unsafe impl<F: Send> Send for TaskFuture<F> {}
 
 impl<F> Drop for TaskFuture<F> {
     fn drop(&mut self) {
@@ -459,7 +471,18 @@ impl<F: Future> Future for TaskFuture<F> {
         }
         // SAFETY: as above.
         let fut = unsafe { Pin::new_unchecked(&mut this.fut) };
-        let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx)));
+        if let Some((t0, las)) = POLL_TIMING.take() {
+            let t1 = TraceClock::get().now().max(t0);
+            POLL_END.set(Some(t1));
+            if las {
+                // SAFETY: `service` points into this task's metadata, which
+                // async-task keeps until the task is freed, after its future
+                // (this value) is dropped.
+                unsafe { (*this.service).fetch_add(t1 - t0, Ordering::Relaxed) };
+            }
+        }
+        let r = match r {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(v)) => Ok(v),
             Err(p) => Err(p),
@@ -763,6 +786,7 @@ impl Executor {
                         done: false,
                         live,
                         slot,
+                        service: &m.service,
                     },
                     move |r| schedule(&s, r),
                 )
@@ -959,10 +983,11 @@ impl Executor {
                     depth: depth as u32,
                 }));
             }
-            // LAS charges the task after its poll; a waker keeps the task
-            // allocation (and its metadata) alive across `run`.
-            let keep = l.las[qi].then(|| r.waker());
-            let service: *const AtomicU64 = &r.metadata().service;
+            // The task's poll itself takes the end time (and, in a LAS queue,
+            // charges the task's service): see `TaskFuture::poll`.
+            if l.timed || traced {
+                POLL_TIMING.set(Some((t0, l.las[qi])));
+            }
             CURRENT_TASK.set(id);
             TASK_DONE.set(false);
             r.run();
@@ -972,15 +997,13 @@ impl Executor {
             let polled = POLLED.replace(false);
             polls += 1;
             if l.timed || traced {
-                let t1 = l.clock.now().max(t0);
+                POLL_TIMING.set(None);
+                // One clock read per transition: the poll's own, or ours
+                // when the task was not polled (cancelled).
+                let t1 = POLL_END.take().unwrap_or_else(|| l.clock.now()).max(t0);
                 now = Some(t1);
                 if l.timed {
                     l.sched.borrow_mut().charge(qi, t1 - t0);
-                }
-                if keep.is_some() {
-                    // SAFETY: `keep` (a waker of this task) keeps the task
-                    // allocation, and so its metadata, alive.
-                    unsafe { (*service).fetch_add(t1 - t0, Ordering::Relaxed) };
                 }
                 if traced && polled {
                     probes::task_poll_end::fire_at(
@@ -999,7 +1022,6 @@ impl Executor {
                     }
                 }
             }
-            drop(keep);
         }
         // Nothing runnable: park until a wake (rule 3).
         let o = sh.owner_mut().unwrap_or_else(|| unreachable!());
@@ -1048,6 +1070,7 @@ impl Spawner {
                         done: false,
                         live,
                         slot,
+                        service: &m.service,
                     },
                     move |r| schedule(&s, r),
                 )
