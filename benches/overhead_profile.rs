@@ -349,26 +349,25 @@ fn main() {
         println!("(a subset of variants ran: overhead_profile.json not written)");
         return;
     }
+    // Written by hand to keep the documented key order (serde_json's map
+    // sorts keys).
     let t = med[0];
-    let json = serde_json::json!({
-        "rounds": o.rounds,
-        "median_ns_per_task": {
-            "tokio": med[0],
-            "fifo": med[1],
-            "las": med[2],
-            "fifo_recording": med[3],
-            "las_recording": med[4],
-        },
-        "ratios": {
-            "fifo": med[1] / t,
-            "las": med[2] / t,
-            "fifo_recording": med[3] / t,
-            "las_recording": med[4] / t,
-        },
-    });
+    let json = format!(
+        "{{\"rounds\": {}, \"median_ns_per_task\": {{\"tokio\": {:.1}, \"fifo\": {:.1}, \"las\": {:.1}, \"fifo_recording\": {:.1}, \"las_recording\": {:.1}}}, \"ratios\": {{\"fifo\": {:.4}, \"las\": {:.4}, \"fifo_recording\": {:.4}, \"las_recording\": {:.4}}}}}\n",
+        o.rounds,
+        med[0],
+        med[1],
+        med[2],
+        med[3],
+        med[4],
+        med[1] / t,
+        med[2] / t,
+        med[3] / t,
+        med[4] / t,
+    );
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
     let _ = std::fs::create_dir_all(&out);
     let path = out.join("overhead_profile.json");
-    std::fs::write(&path, format!("{json:#}\n")).expect("write overhead_profile.json");
+    std::fs::write(&path, json).expect("write overhead_profile.json");
     println!("wrote {}", path.display());
 }
