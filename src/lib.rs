@@ -11,6 +11,7 @@
 //! | `perf-probe` | `runtrace_<event>` functions for `perf probe` (`setup_probes.sh`) |
 //! | `executor` | the instrumented executor ([`executor`]) |
 //! | `tokio` | hooks recording a stock tokio runtime (`tokio::instrument`) |
+//! | `sync` | named locks, instrumented queues, I/O timing, heartbeats (`runtrace::sync`) |
 //!
 //! With no backend feature a probe site compiles to nothing (its arguments
 //! are still type-checked). The trace format is [`format`]
@@ -39,6 +40,10 @@ pub use runtrace_executor as executor;
 /// `runtrace::tokio::instrument(&mut builder)`.
 #[cfg(feature = "tokio")]
 pub use runtrace_tokio as tokio;
+/// Instrumented locks, queues, I/O timing and heartbeats (feature
+/// `sync`): `runtrace::sync::Mutex::new("log", ..)`.
+#[cfg(feature = "sync")]
+pub use runtrace_sync as sync;
 
 /// The built-in probes (one module per event of `probes/events.toml`).
 #[doc(hidden)]

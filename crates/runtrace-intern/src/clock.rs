@@ -20,6 +20,8 @@ pub struct TraceClock {
     /// quanta reads the TSC itself: read it directly and skip quanta's
     /// per-call dispatch on its clock source (measured: ~1-2 ns per event).
     direct_tsc: bool,
+    /// Nanoseconds per tick in 32.32 fixed point (for `ticks_to_ns`).
+    ns_per_tick_q32: u64,
 }
 
 impl TraceClock {
@@ -37,11 +39,13 @@ impl TraceClock {
                 shift += 1;
             }
             let direct_tsc = quanta_reads_tsc(&clock);
+            let ticks_per_sec = (raw_per_sec >> shift).max(1);
             TraceClock {
                 clock,
                 shift,
-                ticks_per_sec: (raw_per_sec >> shift).max(1),
+                ticks_per_sec,
                 direct_tsc,
+                ns_per_tick_q32: ((1_000_000_000u128 << 32) / ticks_per_sec as u128) as u64,
             }
         })
     }
@@ -61,6 +65,18 @@ impl TraceClock {
     /// Trace ticks per second (the unit of [`TraceClock::now`]).
     pub fn ticks_per_sec(&self) -> u64 {
         self.ticks_per_sec
+    }
+
+    /// A duration in trace ticks as nanoseconds (a multiply and a shift, no
+    /// division, so durations can be converted where they are measured).
+    ///
+    /// ```
+    /// let c = runtrace_intern::clock::TraceClock::get();
+    /// assert_eq!(c.ticks_to_ns(c.ticks_per_sec()), 1_000_000_000);
+    /// ```
+    #[inline]
+    pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        ((ticks as u128 * self.ns_per_tick_q32 as u128 + (1 << 31)) >> 32) as u64
     }
 }
 
