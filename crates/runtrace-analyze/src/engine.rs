@@ -20,6 +20,17 @@ pub(crate) mod kind {
     pub const QUEUE_SAMPLE: u8 = 8;
     pub const WORKER_START: u8 = 9;
     pub const WORKER_STOP: u8 = 10;
+    // Application instrumentation (`runtrace backlog` only).
+    pub const LOCK_WAIT: u8 = 12;
+    pub const LOCK_HOLD: u8 = 13;
+    pub const ENQUEUE: u8 = 14;
+    pub const DEQUEUE: u8 = 15;
+    pub const PROCESSING_END: u8 = 16;
+    pub const ITEM_DROPPED: u8 = 17;
+    pub const QUEUE_SNAPSHOT: u8 = 18;
+    pub const BACKLOG_TRIGGER: u8 = 19;
+    pub const IO: u8 = 20;
+    pub const HEARTBEAT: u8 = 21;
 }
 
 /// One decoded event of interest, 32 bytes. Field use by kind:
@@ -35,6 +46,21 @@ pub(crate) mod kind {
 /// | UNPARK | sched_wait_ns | - | worker | - |
 /// | QUEUE_SAMPLE | depth | global_q | named-queue index (`u32::MAX`: none) | - |
 /// | WORKER_START/STOP | - | runtime | worker | - |
+///
+/// Application events (`runtrace backlog`): `worker` is the name index
+/// (`backlog::State::names`) of the queue, lock, I/O op or role.
+///
+/// | kind | `x` | `a` | `flag` |
+/// |---|---|---|---|
+/// | LOCK_WAIT / LOCK_HOLD | wait_ns / hold_ns | - | write |
+/// | ENQUEUE | seqno | queue_size | - |
+/// | DEQUEUE | queue_delay_ns | queue_size | - |
+/// | PROCESSING_END | processing_ns | - | success |
+/// | ITEM_DROPPED | cause (name index) | queue_size | - |
+/// | QUEUE_SNAPSHOT | produced_total | queue_size | - |
+/// | BACKLOG_TRIGGER | side-table index of (growth rate, reason) | queue_size | - |
+/// | IO | io_ns | bytes (flag 1: side-table index of bytes) | 1: big |
+/// | HEARTBEAT | gap_ns | - | - |
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ev {
     pub ticks: u64,
@@ -364,6 +390,8 @@ pub(crate) struct Engine {
     pub unmatched_poll_starts: u64,
     pub late_events: u64,
     pub dropped_orphan_wakes: u64,
+    /// `runtrace backlog`'s state, when that is the analysis.
+    pub backlog: Option<Box<crate::backlog::State>>,
     last_ticks_seen: u64,
     scratch: Vec<(u32, u64, u64)>,
 }
@@ -386,6 +414,7 @@ impl Engine {
             unmatched_poll_starts: 0,
             late_events: 0,
             dropped_orphan_wakes: 0,
+            backlog: None,
             last_ticks_seen: 0,
             scratch: Vec::new(),
         }
@@ -474,13 +503,20 @@ impl Engine {
                 let w = self.worker_idx(ev.thread, ev.worker);
                 self.workers[w as usize].runtime = Some(ev.a);
             }
-            _ => {}
+            _ => {
+                if let Some(b) = self.backlog.as_deref_mut() {
+                    b.event(ev, &self.threads, &self.procs);
+                }
+            }
         }
     }
 
     /// A new recording starts after this one: forget its order.
     pub fn reset_order(&mut self) {
         self.last_ticks_seen = 0;
+        if let Some(b) = self.backlog.as_deref_mut() {
+            b.end_recording(&self.threads, &self.procs);
+        }
     }
 
     fn proc_of(&self, thread: u32) -> u32 {
@@ -903,6 +939,9 @@ impl Engine {
     /// Closes what is still open at the end of the trace, and sums the
     /// per-location histograms into the overall ones.
     pub fn finish(&mut self) {
+        if let Some(b) = self.backlog.as_deref_mut() {
+            b.end_recording(&self.threads, &self.procs);
+        }
         for l in &self.locs {
             self.poll.merge(&l.poll);
             self.wake.merge(&l.wake);

@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod backlog;
 mod engine;
 mod fxhash;
 pub mod hist;

@@ -80,14 +80,116 @@ enum Role {
         worker: u8,
         runtime: u8,
     },
+    /// An application-instrumentation event (runtrace-sync's, seed 001's)
+    /// for `runtrace backlog`: `f` holds the positions of the fields listed
+    /// for its kind in [`backlog_role`].
+    Backlog {
+        kind: u8,
+        f: [u8; 4],
+    },
+}
+
+/// The role of an application-instrumentation event: the fields
+/// `runtrace backlog` takes, by name and wire type, in the order the
+/// decoder packs them (see `engine::Ev`).
+fn backlog_role(s: &Schema) -> Option<Role> {
+    use FieldType as T;
+    let (kind, want): (u8, &[(&str, FieldType)]) = match s.name.as_str() {
+        "lock_wait" => (
+            kind::LOCK_WAIT,
+            &[
+                ("lock_name", T::Istr),
+                ("wait_ns", T::U64),
+                ("write", T::Bool),
+            ],
+        ),
+        "lock_hold" => (
+            kind::LOCK_HOLD,
+            &[
+                ("lock_name", T::Istr),
+                ("hold_ns", T::U64),
+                ("write", T::Bool),
+            ],
+        ),
+        "enqueue" => (
+            kind::ENQUEUE,
+            &[
+                ("queue", T::Istr),
+                ("seqno", T::U64),
+                ("queue_size", T::U64),
+            ],
+        ),
+        "dequeue" => (
+            kind::DEQUEUE,
+            &[
+                ("queue", T::Istr),
+                ("queue_delay_ns", T::U64),
+                ("queue_size", T::U64),
+            ],
+        ),
+        "processing_end" => (
+            kind::PROCESSING_END,
+            &[
+                ("queue", T::Istr),
+                ("processing_ns", T::U64),
+                ("success", T::Bool),
+            ],
+        ),
+        "item_dropped" => (
+            kind::ITEM_DROPPED,
+            &[
+                ("queue", T::Istr),
+                ("queue_size", T::U64),
+                ("cause", T::Istr),
+            ],
+        ),
+        "queue_snapshot" => (
+            kind::QUEUE_SNAPSHOT,
+            &[
+                ("queue", T::Istr),
+                ("produced_total", T::U64),
+                ("queue_size", T::U64),
+            ],
+        ),
+        "backlog_trigger" => (
+            kind::BACKLOG_TRIGGER,
+            &[
+                ("queue", T::Istr),
+                ("queue_size", T::U64),
+                ("growth_rate_per_sec", T::I64),
+                ("reason", T::Istr),
+            ],
+        ),
+        "io" => (
+            kind::IO,
+            &[("op", T::Istr), ("bytes", T::U64), ("io_ns", T::U64)],
+        ),
+        "thread_heartbeat" => (kind::HEARTBEAT, &[("role", T::Istr), ("gap_ns", T::U64)]),
+        _ => return None,
+    };
+    let mut f = [0u8; 4];
+    for (i, (name, ty)) in want.iter().enumerate() {
+        f[i] = s
+            .fields
+            .iter()
+            .position(|x| x.name == *name && x.ty.code() == ty.code())? as u8;
+    }
+    Some(Role::Backlog { kind, f })
 }
 
 /// The role of a schema: built-in events by name, fields by name and wire
 /// type, so a reordered or extended schema still works and a mismatched one
 /// is skipped rather than misread.
-fn role_of(s: &Schema) -> Role {
+///
+/// `backlog`: the analysis is `runtrace backlog`, which takes the
+/// application-instrumentation events and none of the runtime's (and
+/// `runtrace analyze` the reverse, so neither pays for the other's events).
+fn role_of(s: &Schema, backlog: bool) -> Role {
     if s.provider != "runtrace" {
         return Role::Skip;
+    }
+    if backlog {
+        return backlog_role(s).unwrap_or(Role::Skip);
     }
     let f = |name: &str, ty: FieldType| -> Option<u8> {
         s.fields
@@ -218,6 +320,8 @@ struct FileCache {
 /// checked on every use).
 #[derive(Default)]
 struct Plans {
+    /// Decode for `runtrace backlog` (see [`role_of`]).
+    backlog: bool,
     plans: Vec<Option<Plan>>,
     big_plans: HashMap<u32, Plan>,
     unrecognised: u64,
@@ -231,6 +335,9 @@ struct Ids {
     big_locs: HashMap<u64, u32>,
     /// Defined string ids (checked once each).
     strings: Vec<bool>,
+    /// Backlog name index by string id (`u32::MAX`: not cached).
+    app: Vec<u32>,
+    big_app: HashMap<u64, u32>,
 }
 
 impl Plans {
@@ -264,7 +371,7 @@ impl Plans {
                 return self.big_plans.get(&id);
             }
         }
-        let role = role_of(s);
+        let role = role_of(s, self.backlog);
         // A built-in this analyser has no use for (queue_select, ...) is
         // fine; only a built-in whose fields differ from the catalog's is
         // worth a note.
@@ -299,6 +406,9 @@ impl Plans {
 pub(crate) struct Names {
     loc_by_text: HashMap<Arc<str>, u32>,
     queue_by_text: HashMap<String, u32>,
+    /// Names of the application events (queues, locks, I/O ops, roles,
+    /// reasons, causes), as indexes into `backlog::State::names`.
+    app_by_text: HashMap<Arc<str>, u32>,
 }
 
 /// One thread's pending events, in its recording order (= time order): a
@@ -560,6 +670,7 @@ pub(crate) fn read_files(
             }
         };
         let mut cache = FileCache::default();
+        cache.plans.backlog = e.backlog.is_some();
         let mut proc: Option<u32> = None;
         let (mut file_events, mut file_dropped) = (0u64, 0u64);
         let (mut end, mut file_damaged) = (None, false);
@@ -1062,6 +1173,56 @@ fn decode_events(
                 worker,
                 runtime,
             } => push(kind, 0, v[runtime as usize], v[worker as usize], 0),
+            Role::Backlog { kind: k, f } => {
+                // Packing: docs of `engine::Ev`. The name (queue, lock, op,
+                // role) goes in `worker`, which these events do not have.
+                let g = |i: usize| v[f[i] as usize];
+                let name = match resolve_app(cache, names, e, tables, g(0), start) {
+                    Ok(n) => n as u64,
+                    Err(x) => fail!(x),
+                };
+                match k {
+                    kind::LOCK_WAIT | kind::LOCK_HOLD | kind::PROCESSING_END => {
+                        push(k, g(1), 0, name, g(2) as u8)
+                    }
+                    kind::ENQUEUE => push(k, g(1), g(2), name, 0),
+                    kind::DEQUEUE | kind::QUEUE_SNAPSHOT => push(k, g(1), g(2), name, 0),
+                    kind::ITEM_DROPPED => {
+                        let cause = match resolve_app(cache, names, e, tables, g(2), start) {
+                            Ok(n) => n as u64,
+                            Err(x) => fail!(x),
+                        };
+                        push(k, cause, g(1), name, 0)
+                    }
+                    kind::BACKLOG_TRIGGER => {
+                        let reason = match resolve_app(cache, names, e, tables, g(3), start) {
+                            Ok(n) => n as u64,
+                            Err(x) => fail!(x),
+                        };
+                        // Rare: the growth rate and reason go to a side
+                        // table, `x` is their index.
+                        // (The generic decoder leaves i64 fields zigzagged.)
+                        let growth = varint::unzigzag(g(2)) as u64;
+                        let side = e
+                            .backlog
+                            .as_deref_mut()
+                            .map_or(0, |b| b.side(&[growth, reason]));
+                        push(k, side, g(1), name, 0)
+                    }
+                    kind::IO => {
+                        let bytes = g(1);
+                        if bytes < u32::MAX as u64 {
+                            push(k, g(2), bytes, name, 0)
+                        } else {
+                            // Over 4 GiB in one operation: exact, in the
+                            // side table (flag 1: `a` is its index).
+                            let side = e.backlog.as_deref_mut().map_or(0, |b| b.side(&[bytes]));
+                            push(k, g(2), side, name, 1)
+                        }
+                    }
+                    _ => push(k, g(1), 0, name, 0), // HEARTBEAT
+                }
+            }
         }
         st.ticks = ticks;
         st.task_reg = task_reg;
@@ -1097,6 +1258,50 @@ fn check_string(cache: &mut Ids, tables: &Tables, id: u64, at: usize) -> Result<
         cache.strings[id as usize] = true;
     }
     Ok(())
+}
+
+/// The backlog name index of string `id` (0: the empty string), interned
+/// across files by text.
+fn resolve_app(
+    cache: &mut Ids,
+    names: &mut Names,
+    e: &mut Engine,
+    tables: &Tables,
+    id: u64,
+    at: usize,
+) -> Result<u32, DecodeError> {
+    if let Some(&n) = cache.app.get(id as usize) {
+        if n != u32::MAX {
+            return Ok(n);
+        }
+    } else if let Some(&n) = cache.big_app.get(&id) {
+        return Ok(n);
+    }
+    let text: Arc<str> = if id == 0 {
+        Arc::from("")
+    } else {
+        match tables.string(id) {
+            Some(t) => t.clone(),
+            None => return Err(undefined("string", id, at)),
+        }
+    };
+    let Some(b) = e.backlog.as_deref_mut() else {
+        return Ok(0);
+    };
+    let next = b.names.len() as u32;
+    let n = *names.app_by_text.entry(text.clone()).or_insert(next);
+    if n == next {
+        b.names.push(text);
+    }
+    if id < 1 << 16 {
+        if id as usize >= cache.app.len() {
+            cache.app.resize(id as usize + 1, u32::MAX);
+        }
+        cache.app[id as usize] = n;
+    } else {
+        cache.big_app.insert(id, n);
+    }
+    Ok(n)
 }
 
 #[allow(clippy::too_many_arguments)]

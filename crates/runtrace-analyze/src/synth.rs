@@ -300,6 +300,149 @@ impl TraceBuilder {
             varint::put(b, runtime as u64);
         });
     }
+
+    // --- Application instrumentation (runtrace-sync's events). Names
+    // (`lock`, `queue`, `op`, `role`, `cause`, `reason`) are string ids
+    // defined with [`TraceBuilder::string`]; `ticks` is when the operation
+    // ended (durations end at `ticks`).
+
+    /// `lock_wait`: `tid` got lock `lock` after waiting `wait_ns`.
+    pub fn lock_wait(&mut self, tid: u64, ticks: u64, lock: u64, wait_ns: u64, write: bool) {
+        self.event(tid, None, ticks, ids::LOCK_WAIT, |b, _| {
+            varint::put(b, lock);
+            varint::put(b, wait_ns);
+            b.push(write as u8);
+        });
+    }
+
+    /// `lock_hold`: `tid` released `lock` after holding it `hold_ns`.
+    pub fn lock_hold(&mut self, tid: u64, ticks: u64, lock: u64, hold_ns: u64, write: bool) {
+        self.event(tid, None, ticks, ids::LOCK_HOLD, |b, _| {
+            varint::put(b, lock);
+            varint::put(b, hold_ns);
+            b.push(write as u8);
+        });
+    }
+
+    /// `enqueue` of item `seqno`; `queue_size` after it.
+    pub fn enqueue(&mut self, tid: u64, ticks: u64, queue: u64, seqno: u64, queue_size: u32) {
+        self.event(tid, None, ticks, ids::ENQUEUE, |b, _| {
+            varint::put(b, queue);
+            varint::put(b, seqno);
+            varint::put(b, queue_size as u64);
+        });
+    }
+
+    /// `dequeue` of item `seqno`, which waited `queue_delay_ns`;
+    /// `queue_size` after it.
+    pub fn dequeue(
+        &mut self,
+        tid: u64,
+        ticks: u64,
+        queue: u64,
+        seqno: u64,
+        queue_delay_ns: u64,
+        queue_size: u32,
+    ) {
+        self.event(tid, None, ticks, ids::DEQUEUE, |b, _| {
+            varint::put(b, queue);
+            varint::put(b, seqno);
+            varint::put(b, queue_delay_ns);
+            varint::put(b, queue_size as u64);
+        });
+    }
+
+    /// `processing_end` of item `seqno` after `processing_ns`.
+    pub fn processing_end(
+        &mut self,
+        tid: u64,
+        ticks: u64,
+        queue: u64,
+        seqno: u64,
+        processing_ns: u64,
+        success: bool,
+    ) {
+        self.event(tid, None, ticks, ids::PROCESSING_END, |b, _| {
+            varint::put(b, queue);
+            varint::put(b, seqno);
+            varint::put(b, processing_ns);
+            b.push(success as u8);
+        });
+    }
+
+    /// `item_dropped` of would-be item `seqno` (`cause`: string id).
+    pub fn item_dropped(
+        &mut self,
+        tid: u64,
+        ticks: u64,
+        queue: u64,
+        seqno: u64,
+        queue_size: u32,
+        cause: u64,
+    ) {
+        self.event(tid, None, ticks, ids::ITEM_DROPPED, |b, _| {
+            varint::put(b, queue);
+            varint::put(b, seqno);
+            varint::put(b, queue_size as u64);
+            varint::put(b, cause);
+        });
+    }
+
+    /// `queue_snapshot`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn queue_snapshot(
+        &mut self,
+        tid: u64,
+        ticks: u64,
+        queue: u64,
+        queue_size: u32,
+        produced: u64,
+        consumed: u64,
+        dropped: u64,
+    ) {
+        self.event(tid, None, ticks, ids::QUEUE_SNAPSHOT, |b, _| {
+            varint::put(b, queue);
+            varint::put(b, queue_size as u64);
+            varint::put(b, produced);
+            varint::put(b, consumed);
+            varint::put(b, dropped);
+        });
+    }
+
+    /// `backlog_trigger` (`reason`: string id).
+    pub fn backlog_trigger(
+        &mut self,
+        tid: u64,
+        ticks: u64,
+        queue: u64,
+        queue_size: u32,
+        growth_rate_per_sec: i64,
+        reason: u64,
+    ) {
+        self.event(tid, None, ticks, ids::BACKLOG_TRIGGER, |b, _| {
+            varint::put(b, queue);
+            varint::put(b, queue_size as u64);
+            varint::put(b, varint::zigzag(growth_rate_per_sec));
+            varint::put(b, reason);
+        });
+    }
+
+    /// `io`: operation `op` moved `bytes` in `io_ns`.
+    pub fn io(&mut self, tid: u64, ticks: u64, op: u64, bytes: u64, io_ns: u64) {
+        self.event(tid, None, ticks, ids::IO, |b, _| {
+            varint::put(b, op);
+            varint::put(b, bytes);
+            varint::put(b, io_ns);
+        });
+    }
+
+    /// `thread_heartbeat` of `role`, `gap_ns` after the previous one.
+    pub fn heartbeat(&mut self, tid: u64, ticks: u64, role: u64, gap_ns: u64) {
+        self.event(tid, None, ticks, ids::THREAD_HEARTBEAT, |b, _| {
+            varint::put(b, role);
+            varint::put(b, gap_ns);
+        });
+    }
 }
 
 fn put_task(b: &mut Vec<u8>, reg: &mut u64, task: u64) {

@@ -11,6 +11,9 @@
 //! - [`analyze`]: per-worker and per-spawn-location statistics and
 //!   findings (long polls, wake delays, queue buildup, ...) in one streaming
 //!   pass (`runtrace analyze`);
+//! - [`backlog`]: queues, locks, I/O, heartbeats and the ranked root
+//!   causes of each backlog trigger, from runtrace-sync's events
+//!   (`runtrace backlog`);
 //! - [`doctor`]: list the runtrace probes a binary carries (USDT, perf-probe
 //!   functions, LTTng-UST) and check that tracers can attach to them
 //!   (`runtrace doctor`).
@@ -29,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub mod analyze;
+pub mod backlog;
 pub mod check;
 pub mod doctor;
 pub mod jsonl;
@@ -63,6 +67,29 @@ pub enum Command {
     /// poll durations, and findings naming the spawn locations responsible
     /// (exit 1 if a file is damaged; the report covers what was readable).
     Analyze(AnalyzeArgs),
+    /// Queues, locks, I/O and heartbeats from runtrace-sync's events, and
+    /// the ranked root causes (consumer stall, lock contention, I/O
+    /// blocking, processing slowdown) of every backlog trigger (exit 1 if a
+    /// file is damaged).
+    Backlog(BacklogArgs),
+}
+
+/// Arguments of `runtrace backlog`.
+#[derive(Debug, Clone, Args)]
+pub struct BacklogArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// Width of the producer/consumer rate windows (e.g. 1s, 500ms).
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = backlog::parse_duration)]
+    pub window: u64,
+    /// How far before each trigger to look for its causes (e.g. 2s).
+    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = backlog::parse_duration)]
+    pub lookback: u64,
 }
 
 /// Arguments of `runtrace analyze`.
@@ -119,6 +146,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Jsonl(a) => jsonl::run(&a),
         Command::Doctor(a) => doctor::run(&a),
         Command::Analyze(a) => analyze::run(&a),
+        Command::Backlog(a) => backlog::run(&a),
     }
 }
 

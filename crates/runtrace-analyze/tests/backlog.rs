@@ -1,0 +1,512 @@
+//! `runtrace backlog` on purpose-built synthetic traces: one scenario per
+//! root cause (each must be the top verdict, and the others must not
+//! appear), a steady queue (no verdict), exact counts, and bad input.
+//!
+//! Every scenario is the same pipeline: a producer (tid 1) enqueues one
+//! item per millisecond into "jobs" from 1 ms to 6 s; one consumer (tid 2)
+//! takes each item as soon as it is free and processes it in 0.5 ms. From
+//! 3.0 s to 3.6 s something goes wrong (the scenario), the queue grows,
+//! and a `backlog_trigger` fires at 3.5 s, while the problem is still on:
+//! the events that explain it (a lock wait, the holder's hold and I/O) are
+//! recorded when they end, after the trigger.
+
+use runtrace_analyze::backlog::{
+    analyze_bytes, analyze_files, BacklogOptions, BacklogReport, Cause,
+};
+use runtrace_analyze::synth::TraceBuilder;
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+const PRODUCER: u64 = 1;
+const CONSUMER: u64 = 2;
+const LOGGER: u64 = 3;
+const STATS: u64 = 4;
+// String ids.
+const JOBS: u64 = 1;
+const SIZE_THRESHOLD: u64 = 2;
+const LOG_LOCK: u64 = 3;
+const FILE_WRITE: u64 = 4;
+const STATS_LOCK: u64 = 5;
+const FULL: u64 = 6;
+const ROTATE: u64 = 7;
+const MANUAL: u64 = 8;
+const ROLE: u64 = 9;
+
+const PROBLEM_START: u64 = 3_000 * MS;
+const PROBLEM_END: u64 = 3_600 * MS;
+const TRIGGER: u64 = 3_500 * MS;
+const END: u64 = 6_000 * MS;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scenario {
+    Steady,
+    ConsumerStall,
+    LockContention,
+    IoUnderLock,
+    ProcessingSlowdown,
+    OwnIo,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum E {
+    Enq(u64, u32),
+    Deq(u64, u64, u32),
+    Proc(u64, u64),
+    Wait(u64, u64),
+    Hold(u64, u64),
+    Io(u64, u64, u64),
+    Trigger(u32, u64),
+    Drop(u64, u32),
+    Beat(u64),
+    Snapshot(u32, u64),
+}
+
+/// Counts of what a scenario generated, for exact assertions.
+#[derive(Debug, Default)]
+struct Counts {
+    enq: u64,
+    deq: u64,
+    drops: u64,
+    waits: Vec<(u64, u64)>,
+    holds: u64,
+    ios: u64,
+    max_size: u32,
+}
+
+fn build(s: Scenario) -> (Vec<u8>, Counts) {
+    let mut evs: Vec<(u64, u64, E)> = Vec::new(); // (tid, ticks, event)
+    let mut c = Counts::default();
+    // Producer arrivals, one per ms; in the stall scenario, items beyond a
+    // queue of 400 are dropped (try_send on a full queue).
+    let arrivals: Vec<u64> = (1..END / MS).map(|i| i * MS).collect();
+    // Consumer timeline.
+    let mut deq_times: Vec<u64> = Vec::new();
+    let mut free = 0u64;
+    let mut consumer: Vec<(u64, E)> = Vec::new();
+    let capacity = if s == Scenario::ConsumerStall {
+        400
+    } else {
+        u32::MAX
+    };
+    let mut accepted: Vec<(u64, u64)> = Vec::new(); // (seqno, t)
+    let mut seq = 0u64;
+    let mut producer: Vec<(u64, E)> = Vec::new();
+    // First pass: which arrivals are accepted needs queue sizes, which
+    // need the consumer; the consumer never takes an item before it
+    // arrives, so simulate both in one sweep.
+    let mut qi = 0usize; // next accepted item the consumer takes
+    let mut ai = 0usize;
+    let mut done = false;
+    while !done {
+        // Next consumer start, if an item is available.
+        let next_start = if qi < accepted.len() {
+            let mut st = free.max(accepted[qi].1) + 10 * US;
+            if s == Scenario::ConsumerStall && (PROBLEM_START..PROBLEM_END).contains(&st) {
+                st = PROBLEM_END;
+            }
+            Some(st)
+        } else {
+            None
+        };
+        let next_arrival = arrivals.get(ai).copied();
+        match (next_arrival, next_start) {
+            (Some(a), ns) if ns.is_none_or(|st| a <= st) => {
+                ai += 1;
+                seq += 1;
+                let size = (accepted.len() - qi) as u32;
+                if size >= capacity {
+                    producer.push((a, E::Drop(seq, size)));
+                    c.drops += 1;
+                } else {
+                    accepted.push((seq, a));
+                    producer.push((a, E::Enq(seq, size + 1)));
+                    c.enq += 1;
+                    c.max_size = c.max_size.max(size + 1);
+                }
+            }
+            (_, Some(st)) => {
+                let (sq, at) = accepted[qi];
+                qi += 1;
+                let size = (accepted.len() - qi) as u32;
+                deq_times.push(st);
+                consumer.push((st, E::Deq(sq, st - at, size)));
+                c.deq += 1;
+                let in_problem = (PROBLEM_START..PROBLEM_END).contains(&st);
+                let mut t = st;
+                let first_in_problem = in_problem
+                    && !consumer
+                        .iter()
+                        .any(|(x, e)| matches!(e, E::Wait(..) | E::Io(..)) && *x >= PROBLEM_START);
+                match s {
+                    Scenario::LockContention | Scenario::IoUnderLock if first_in_problem => {
+                        // Blocked on the lock until its holder lets go.
+                        let lock = if s == Scenario::LockContention {
+                            STATS_LOCK
+                        } else {
+                            LOG_LOCK
+                        };
+                        let got = PROBLEM_END + 5 * US;
+                        consumer.push((got, E::Wait(lock, got - t)));
+                        c.waits.push((lock, got - t));
+                        t = got + 10 * US;
+                        consumer.push((t, E::Hold(lock, 10 * US)));
+                        c.holds += 1;
+                    }
+                    Scenario::OwnIo if first_in_problem => {
+                        let end = PROBLEM_END;
+                        consumer.push((end, E::Io(FILE_WRITE, 4096, end - t)));
+                        c.ios += 1;
+                        t = end;
+                    }
+                    _ => {}
+                }
+                let work = if s == Scenario::ProcessingSlowdown && in_problem {
+                    2 * MS
+                } else {
+                    500 * US
+                };
+                t += work;
+                consumer.push((t, E::Proc(sq, t - st)));
+                free = t;
+            }
+            (None, None) => done = true,
+            _ => unreachable!(),
+        }
+    }
+    let _ = deq_times;
+    // The holders.
+    match s {
+        Scenario::LockContention => {
+            // A stats thread holds the lock for 600 ms computing (no I/O);
+            // it also takes it briefly every 100 ms before.
+            for k in 1..30u64 {
+                evs.push((STATS, k * 100 * MS, E::Hold(STATS_LOCK, 50 * US)));
+                c.holds += 1;
+            }
+            evs.push((
+                STATS,
+                PROBLEM_END,
+                E::Hold(STATS_LOCK, PROBLEM_END - PROBLEM_START + MS),
+            ));
+            c.holds += 1;
+        }
+        Scenario::IoUnderLock => {
+            // A logger writes under the log lock every 10 ms (40 us of
+            // I/O), and at 3.0 s rotates the file for 598 ms under it.
+            let mut t = 5 * MS;
+            while t < END {
+                if t + MS >= PROBLEM_START - MS && t < PROBLEM_END + MS {
+                    t += 10 * MS;
+                    continue;
+                }
+                evs.push((LOGGER, t - 5 * US, E::Io(FILE_WRITE, 128, 40 * US)));
+                evs.push((LOGGER, t, E::Hold(LOG_LOCK, 50 * US)));
+                c.ios += 1;
+                c.holds += 1;
+                t += 10 * MS;
+            }
+            evs.push((LOGGER, PROBLEM_END - MS, E::Io(ROTATE, 1 << 20, 598 * MS)));
+            evs.push((
+                LOGGER,
+                PROBLEM_END,
+                E::Hold(LOG_LOCK, PROBLEM_END - PROBLEM_START + MS),
+            ));
+            c.ios += 1;
+            c.holds += 1;
+        }
+        _ => {}
+    }
+    for (t, e) in producer {
+        evs.push((PRODUCER, t, e));
+    }
+    for (t, e) in consumer {
+        evs.push((CONSUMER, t, e));
+    }
+    // The trigger, from the producer's detector, and heartbeats.
+    let size_at = |t: u64| {
+        let enq = evs
+            .iter()
+            .filter(|(tid, x, e)| *tid == PRODUCER && *x <= t && matches!(e, E::Enq(..)))
+            .count();
+        let deq = evs
+            .iter()
+            .filter(|(tid, x, e)| *tid == CONSUMER && *x <= t && matches!(e, E::Deq(..)))
+            .count();
+        (enq - deq) as u32
+    };
+    let reason = if s == Scenario::Steady {
+        MANUAL
+    } else {
+        SIZE_THRESHOLD
+    };
+    let mut extra = vec![(PRODUCER, TRIGGER + 1, E::Trigger(size_at(TRIGGER), reason))];
+    for k in 1..6u64 {
+        extra.push((
+            PRODUCER,
+            k * 1_000 * MS + 2,
+            E::Beat(if k == 1 { 0 } else { 1_000 * MS }),
+        ));
+        extra.push((
+            PRODUCER,
+            k * 1_000 * MS + 3,
+            E::Snapshot(size_at(k * 1_000 * MS), k),
+        ));
+    }
+    evs.extend(extra);
+    evs.sort_by_key(|&(tid, t, _)| (tid, t));
+    let mut b = TraceBuilder::new();
+    for (id, s) in [
+        (JOBS, "jobs"),
+        (SIZE_THRESHOLD, "size_threshold"),
+        (LOG_LOCK, "log"),
+        (FILE_WRITE, "file_write"),
+        (STATS_LOCK, "stats"),
+        (FULL, "full"),
+        (ROTATE, "rotate"),
+        (MANUAL, "manual"),
+        (ROLE, "producer"),
+    ] {
+        b.string(id, s);
+    }
+    b.thread_name(PRODUCER, "producer");
+    b.thread_name(CONSUMER, "consumer");
+    b.thread_name(LOGGER, "logger");
+    b.thread_name(STATS, "stats");
+    for (tid, t, e) in evs {
+        match e {
+            E::Enq(seq, size) => b.enqueue(tid, t, JOBS, seq, size),
+            E::Deq(seq, delay, size) => b.dequeue(tid, t, JOBS, seq, delay, size),
+            E::Proc(seq, ns) => b.processing_end(tid, t, JOBS, seq, ns, true),
+            E::Wait(lock, ns) => b.lock_wait(tid, t, lock, ns, true),
+            E::Hold(lock, ns) => b.lock_hold(tid, t, lock, ns, true),
+            E::Io(op, bytes, ns) => b.io(tid, t, op, bytes, ns),
+            E::Trigger(size, reason) => b.backlog_trigger(tid, t, JOBS, size, 500, reason),
+            E::Drop(seq, size) => b.item_dropped(tid, t, JOBS, seq, size, FULL),
+            E::Beat(gap) => b.heartbeat(tid, t, ROLE, gap),
+            E::Snapshot(size, k) => b.queue_snapshot(tid, t, JOBS, size, k, k, 0),
+        }
+    }
+    (b.finish(), c)
+}
+
+fn run(s: Scenario) -> (BacklogReport, Counts) {
+    let (bytes, c) = build(s);
+    let r = analyze_bytes(&bytes, &BacklogOptions::default());
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    (r, c)
+}
+
+fn causes(r: &BacklogReport) -> Vec<Cause> {
+    r.triggers[0].verdicts.iter().map(|v| v.cause).collect()
+}
+
+#[test]
+fn consumer_stall() {
+    let (r, c) = run(Scenario::ConsumerStall);
+    println!("{r}");
+    assert_eq!(r.triggers.len(), 1);
+    let t = &r.triggers[0];
+    assert_eq!(causes(&r), vec![Cause::ConsumerStall], "{t:#?}");
+    let v = &t.verdicts[0];
+    assert_eq!(v.thread.as_deref(), Some("consumer (tid 2)"));
+    assert_eq!(v.lock, None);
+    assert!(v.score > 0.9, "{v:?}");
+    assert!(v.evidence.contains("idle for"), "{}", v.evidence);
+    assert!(t.dequeue_rate_during < t.dequeue_rate_before);
+    // Exact counts, drops included.
+    let q = &r.queues[0];
+    assert_eq!((q.enqueued, q.dequeued, q.dropped), (c.enq, c.deq, c.drops));
+    assert!(c.drops > 0);
+    assert_eq!(q.dropped_by_cause, vec![("full".to_string(), c.drops)]);
+    assert_eq!(q.max_size, c.max_size);
+    assert_eq!(q.processed_ok, c.deq);
+    assert_eq!(q.snapshots, 5);
+    assert_eq!(t.reason, "size_threshold");
+    assert_eq!(t.timestamp_ns, TRIGGER + 1);
+    assert_eq!(t.growth_rate_per_sec, 500);
+    assert!(r.locks.is_empty() && r.io.is_empty());
+    // Heartbeats: 5 beats, gap 1 s.
+    assert_eq!(r.heartbeats.len(), 1);
+    assert_eq!(r.heartbeats[0].beats, 5);
+    assert_eq!(r.heartbeats[0].max_gap_ns, 1_000 * MS);
+    assert_eq!(r.heartbeats[0].role, "producer");
+}
+
+#[test]
+fn lock_contention_with_cpu_busy_holder() {
+    let (r, c) = run(Scenario::LockContention);
+    println!("{r}");
+    let t = &r.triggers[0];
+    assert_eq!(causes(&r), vec![Cause::LockContention], "{t:#?}");
+    let v = &t.verdicts[0];
+    assert_eq!(v.lock.as_deref(), Some("stats"));
+    assert_eq!(v.thread.as_deref(), Some("stats (tid 4)"));
+    assert!(
+        v.evidence.contains("without recorded I/O"),
+        "{}",
+        v.evidence
+    );
+    let l = &r.locks[0];
+    assert_eq!(l.name, "stats");
+    assert_eq!(l.waits, c.waits.len() as u64);
+    assert_eq!(l.wait_ns_total, c.waits.iter().map(|w| w.1).sum::<u64>());
+    assert_eq!(l.holds, c.holds);
+    assert_eq!(l.hold_ns_max, PROBLEM_END - PROBLEM_START + MS);
+    assert_eq!(l.longest_holds[0].thread, "stats (tid 4)");
+}
+
+#[test]
+fn io_under_a_lock_the_consumer_needs() {
+    let (r, c) = run(Scenario::IoUnderLock);
+    println!("{r}");
+    let t = &r.triggers[0];
+    assert_eq!(causes(&r), vec![Cause::IoBlocking], "{t:#?}");
+    let v = &t.verdicts[0];
+    assert_eq!(v.lock.as_deref(), Some("log"));
+    assert_eq!(v.thread.as_deref(), Some("logger (tid 3)"));
+    assert!(v.score > 0.9, "{v:?}");
+    assert!(v.evidence.contains("rotate"), "{}", v.evidence);
+    // I/O section: exact counts, the rotate is the slowest.
+    let io_count: u64 = r.io.iter().map(|x| x.count).sum();
+    assert_eq!(io_count, c.ios);
+    let rot = r.io.iter().find(|x| x.op == "rotate").unwrap();
+    assert_eq!(
+        (rot.count, rot.io_ns.max, rot.bytes),
+        (1, 598 * MS, 1 << 20)
+    );
+    assert_eq!(rot.slowest[0].thread, "logger (tid 3)");
+    let fw = r.io.iter().find(|x| x.op == "file_write").unwrap();
+    assert_eq!(fw.io_ns.p50, 40 * US);
+    let l = r.locks.iter().find(|l| l.name == "log").unwrap();
+    assert_eq!((l.waits, l.holds), (1, c.holds));
+}
+
+#[test]
+fn processing_slowdown() {
+    let (r, _) = run(Scenario::ProcessingSlowdown);
+    println!("{r}");
+    let t = &r.triggers[0];
+    assert_eq!(causes(&r), vec![Cause::ProcessingSlowdown], "{t:#?}");
+    let v = &t.verdicts[0];
+    assert_eq!(v.thread.as_deref(), Some("consumer (tid 2)"));
+    assert!(v.evidence.contains("on average"), "{}", v.evidence);
+}
+
+#[test]
+fn consumers_own_slow_io() {
+    let (r, _) = run(Scenario::OwnIo);
+    println!("{r}");
+    let t = &r.triggers[0];
+    assert_eq!(causes(&r), vec![Cause::IoBlocking], "{t:#?}");
+    let v = &t.verdicts[0];
+    assert_eq!(v.thread.as_deref(), Some("consumer (tid 2)"));
+    assert_eq!(v.lock, None);
+    assert!(v.evidence.contains("own I/O"), "{}", v.evidence);
+}
+
+#[test]
+fn steady_queue_has_no_verdict() {
+    let (r, c) = run(Scenario::Steady);
+    println!("{r}");
+    let t = &r.triggers[0];
+    assert!(t.verdicts.is_empty(), "{t:#?}");
+    assert_eq!(t.reason, "manual");
+    let q = &r.queues[0];
+    assert_eq!((q.enqueued, q.dequeued, q.dropped), (c.enq, c.deq, 0));
+    assert_eq!(q.max_size, 1);
+    // 1000 items per second in and out.
+    let w = &q.windows[2];
+    assert_eq!((w.enqueued, w.dequeued), (1_000, 1_000));
+    assert_eq!(w.growth_per_sec, 0.0);
+    assert_eq!(q.processing_ns.max, 500 * US);
+}
+
+#[test]
+fn no_application_events_is_an_empty_report_with_a_note() {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/main.rs", 1, 1);
+    b.spawn(7, 1_000, 1, 0, 1, 0);
+    let r = analyze_bytes(&b.finish(), &BacklogOptions::default());
+    assert!(r.errors.is_empty() && !r.damaged);
+    assert!(r.queues.is_empty() && r.triggers.is_empty());
+    assert_eq!(r.events, 1);
+    assert!(
+        r.notes.iter().any(|n| n.contains("no application")),
+        "{:?}",
+        r.notes
+    );
+    assert!(r.to_string().contains("no application"));
+}
+
+#[test]
+fn cut_and_corrupt_files_are_errors_not_panics() {
+    let (bytes, _) = build(Scenario::IoUnderLock);
+    // Cut at many places: never a panic; damage reported with the file and
+    // a byte offset.
+    for cut in (0..bytes.len()).step_by(bytes.len() / 97 + 1) {
+        let r = analyze_bytes(&bytes[..cut], &BacklogOptions::default());
+        if cut < bytes.len() {
+            assert!(
+                r.damaged || !r.unsealed_files.is_empty(),
+                "cut at {cut}: {:?}",
+                r.errors
+            );
+        }
+        for e in &r.errors {
+            assert!(e.contains(".bin"), "{e}");
+        }
+    }
+    // Flipped bytes.
+    for k in 0..200usize {
+        let mut b = bytes.clone();
+        let i = 40 + (k * 7919) % (b.len() - 40);
+        b[i] ^= 0x5a;
+        let _ = analyze_bytes(&b, &BacklogOptions::default());
+    }
+    // A missing file.
+    let r = analyze_files(&["/nonexistent/trace.0.bin"], &BacklogOptions::default());
+    assert!(r.damaged);
+    assert!(
+        r.errors[0].contains("/nonexistent/trace.0.bin"),
+        "{:?}",
+        r.errors
+    );
+    // A cut in the middle of a chunk says where.
+    let r = analyze_bytes(&bytes[..bytes.len() / 2], &BacklogOptions::default());
+    assert!(r.damaged);
+    assert!(
+        r.errors.iter().any(|e| e.contains("byte")),
+        "{:?}",
+        r.errors
+    );
+}
+
+#[test]
+fn json_has_the_required_keys() {
+    let (r, _) = run(Scenario::IoUnderLock);
+    let j = r.to_json();
+    for k in ["name", "enqueued", "dequeued", "dropped", "max_size"] {
+        assert!(j["queues"][0].get(k).is_some(), "queues.{k}");
+    }
+    for k in [
+        "name",
+        "waits",
+        "wait_ns_total",
+        "wait_ns_p99",
+        "hold_ns_max",
+    ] {
+        assert!(j["locks"][0].get(k).is_some(), "locks.{k}");
+    }
+    for k in ["op", "count", "io_ns_p50", "io_ns_p99", "io_ns_max"] {
+        assert!(j["io"][0].get(k).is_some(), "io.{k}");
+    }
+    for k in ["timestamp_ns", "queue", "queue_size", "reason", "verdicts"] {
+        assert!(j["triggers"][0].get(k).is_some(), "triggers.{k}");
+    }
+    let v = &j["triggers"][0]["verdicts"][0];
+    assert_eq!(v["cause"], "io_blocking");
+    assert_eq!(v["lock"], "log");
+    assert_eq!(v["thread"], "logger (tid 3)");
+    assert!(v["score"].as_f64().unwrap() > 0.9);
+    assert!(v["evidence"].is_string());
+}

@@ -1,0 +1,215 @@
+//! `runtrace backlog`: queues, locks, I/O, heartbeats and the ranked root
+//! causes of every backlog trigger, from the application-instrumentation
+//! events (`runtrace_analyze::backlog`), as text or JSON.
+//!
+//! ```no_run
+//! use runtrace_analyze::backlog::BacklogOptions;
+//! let code = runtrace_cli::backlog::backlog(&["traces/".into()], false, &BacklogOptions::default());
+//! # let _ = code;
+//! ```
+
+use crate::BacklogArgs;
+use runtrace_analyze::backlog::{analyze_files_with_progress, BacklogOptions, BacklogReport};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Parses a duration: a number with a unit (`ns`, `us`, `µs`, `ms`, `s`,
+/// `m`), or a bare number of seconds; must be positive. For `--window` and
+/// `--lookback`.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("\"{s}\" is not a duration (like 500ms, 2s)"));
+    }
+    let scale = match unit.trim() {
+        "" | "s" => 1e9,
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "m" | "min" => 60e9,
+        u => {
+            return Err(format!(
+                "unknown unit \"{u}\" in \"{s}\" (use ns, us, ms, s or m)"
+            ))
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a duration (like 500ms, 2s)"))?;
+    let ns = v * scale;
+    if !ns.is_finite() || !(1.0..=1e18).contains(&ns) {
+        return Err(format!("\"{s}\" is out of range (1 ns to 31 years)"));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// The trace files of `inputs`: files as given, directories replaced by
+/// the `trace.N.bin` files in them. A directory without any is an error
+/// message.
+pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in inputs {
+        if !p.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let rd = std::fs::read_dir(p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+        let before = out.len();
+        for ent in rd.flatten() {
+            let path = ent.path();
+            if is_trace_file(&path) {
+                out.push(path);
+            }
+        }
+        if out.len() == before {
+            return Err(format!(
+                "{}: is a directory without trace files (trace.N.bin)",
+                p.display()
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// `*.N.bin`, as the recorder names its files.
+fn is_trace_file(p: &Path) -> bool {
+    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let Some(stem) = name.strip_suffix(".bin") else {
+        return false;
+    };
+    stem.rsplit_once('.')
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        && p.is_file()
+}
+
+/// Analyses `files` (with a progress line on a terminal for large inputs).
+pub fn report(files: &[PathBuf], opts: &BacklogOptions) -> BacklogReport {
+    let total: u64 = files
+        .iter()
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    if total >= 64 << 20 && std::io::stderr().is_terminal() {
+        let mut last = std::time::Instant::now();
+        let mut drawn = false;
+        let mut cb = |done: u64, total: u64| {
+            if last.elapsed() >= std::time::Duration::from_millis(100) || done >= total {
+                last = std::time::Instant::now();
+                drawn = true;
+                let mut err = std::io::stderr().lock();
+                let _ = write!(
+                    err,
+                    "\rbacklog: {:>3.0}% {}/{} MB",
+                    done as f64 * 100.0 / total.max(1) as f64,
+                    done >> 20,
+                    total >> 20
+                );
+                let _ = err.flush();
+            }
+        };
+        let r = analyze_files_with_progress(files, opts, Some(&mut cb));
+        if drawn {
+            let _ = write!(std::io::stderr().lock(), "\r{:60}\r", "");
+        }
+        r
+    } else {
+        analyze_files_with_progress(files, opts, None)
+    }
+}
+
+/// Prints the backlog report of `inputs` (files or directories) to
+/// standard output, damage to standard error. Exit code 0, or 1 when a file
+/// was damaged, cut short or missing (the report still covers what was
+/// readable).
+pub fn backlog(inputs: &[PathBuf], json: bool, opts: &BacklogOptions) -> ExitCode {
+    let files = match expand(inputs) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let r = report(&files, opts);
+    let text = if json {
+        r.to_json().to_string()
+    } else {
+        r.to_string()
+    };
+    // A closed stdout (`| head`) must not turn into a panic.
+    let _ = writeln!(std::io::stdout().lock(), "{}", text.trim_end());
+    if r.is_damaged() {
+        let mut err = std::io::stderr().lock();
+        for e in &r.errors {
+            let _ = writeln!(err, "error: {e}");
+        }
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `runtrace backlog FILE... [--json] [--window DUR] [--lookback DUR]`.
+pub fn run(args: &BacklogArgs) -> ExitCode {
+    let opts = BacklogOptions {
+        window_ns: args.window,
+        lookback_ns: args.lookback,
+        ..BacklogOptions::default()
+    };
+    backlog(&args.files, args.json, &opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1s"), Ok(1_000_000_000));
+        assert_eq!(parse_duration("2"), Ok(2_000_000_000));
+        assert_eq!(parse_duration("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("250us"), Ok(250_000));
+        assert_eq!(parse_duration("250µs"), Ok(250_000));
+        assert_eq!(parse_duration("1m"), Ok(60_000_000_000));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("3 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn trace_file_names() {
+        let d = std::env::temp_dir().join(format!("runtrace-cli-backlog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for n in [
+            "trace.0.bin",
+            "trace.12.bin",
+            "notes.txt",
+            "trace.bin",
+            "x.a.bin",
+        ] {
+            std::fs::write(d.join(n), b"").unwrap();
+        }
+        let mut got: Vec<String> = expand(std::slice::from_ref(&d))
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        got.sort();
+        assert_eq!(got, ["trace.0.bin", "trace.12.bin"]);
+        std::fs::remove_file(d.join("trace.0.bin")).unwrap();
+        std::fs::remove_file(d.join("trace.12.bin")).unwrap();
+        assert!(expand(std::slice::from_ref(&d))
+            .unwrap_err()
+            .contains("without trace files"));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
