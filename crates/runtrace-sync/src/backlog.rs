@@ -225,11 +225,11 @@ impl Detector {
         }
     }
 
-    /// After a dequeue left `size` items: re-arms the size trigger once the
+    /// After a dequeue left `size()` items (asked only when disarmed): re-arms the size trigger once the
     /// queue has drained below three quarters of the threshold.
     #[inline]
-    pub fn after_dequeue(&self, size: usize) {
-        if size < self.rearm_below && !self.armed.load(Relaxed) {
+    pub fn after_dequeue(&self, size: impl FnOnce() -> usize) {
+        if !self.armed.load(Relaxed) && size() < self.rearm_below {
             self.armed.store(true, Relaxed);
         }
     }
@@ -299,6 +299,13 @@ impl Detector {
     pub fn manual(&self, queue: Istr, size: usize) {
         let t = clock::now();
         let rate = self.rate(t, size).unwrap_or(0);
-        emit(queue, self.cfg.callback.as_ref(), size, rate, Reason::Manual, t);
+        emit(
+            queue,
+            self.cfg.callback.as_ref(),
+            size,
+            rate,
+            Reason::Manual,
+            t,
+        );
     }
 }

@@ -48,7 +48,11 @@ pub fn timed<R>(op: &str, bytes: u64, f: impl FnOnce() -> R) -> R {
 pub fn start(op: &str) -> IoTimer<'_> {
     IoTimer {
         op,
-        since: if io::enabled() { clock::now().max(1) } else { 0 },
+        since: if io::enabled() {
+            clock::now().max(1)
+        } else {
+            0
+        },
     }
 }
 

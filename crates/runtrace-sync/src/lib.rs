@@ -42,6 +42,4 @@ mod names;
 pub mod queue;
 
 pub use heartbeat::heartbeat;
-pub use lock::{
-    LockOptions, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-};
+pub use lock::{LockOptions, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -451,7 +451,10 @@ fn many_producers_and_consumers_keep_exact_totals() {
     let drops = named(&events, "item_dropped", "queue", "mpmc-q").len();
     assert_eq!(enq.len(), 3_000);
     assert_eq!(deq.len(), 3_000);
-    assert_eq!(named(&events, "processing_end", "queue", "mpmc-q").len(), 3_000);
+    assert_eq!(
+        named(&events, "processing_end", "queue", "mpmc-q").len(),
+        3_000
+    );
     // Every seqno is used exactly once, by an enqueue or a drop.
     let mut seqnos: Vec<u64> = enq.iter().map(|e| u(e, "seqno")).collect();
     seqnos.extend(
