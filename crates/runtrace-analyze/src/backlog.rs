@@ -183,12 +183,14 @@ pub struct TriggerReport {
     pub window_ns: [u64; 2],
     /// The queue's consumers (threads that dequeued from it).
     pub consumers: Vec<String>,
-    /// Enqueues per second before the window (the baseline), and in it.
-    pub enqueue_rate_before: f64,
+    /// Enqueues per second before the window (the baseline; `None` when
+    /// the window starts with the queue's first event), and in it.
+    pub enqueue_rate_before: Option<f64>,
     /// See `enqueue_rate_before`.
     pub enqueue_rate_during: f64,
-    /// Dequeues per second before the window, and in it.
-    pub dequeue_rate_before: f64,
+    /// Dequeues per second before the window (`None`: no time before),
+    /// and in it.
+    pub dequeue_rate_before: Option<f64>,
     /// See `dequeue_rate_before`.
     pub dequeue_rate_during: f64,
     /// Lost time of the consumers in the window, all causes (ns).
@@ -218,6 +220,9 @@ pub struct RateWindow {
     pub max_size: u32,
     /// Size change since the previous window's end, per second.
     pub growth_per_sec: f64,
+    /// Fastest growth over one growth step (100 ms, or the window if
+    /// shorter) ending in this window, per second.
+    pub peak_growth_per_sec: f64,
 }
 
 /// Per-queue statistics.
@@ -247,8 +252,11 @@ pub struct QueueReport {
     pub consumers: Vec<String>,
     /// Windows with events, in time order.
     pub windows: Vec<RateWindow>,
-    /// Largest `growth_per_sec` of the windows.
+    /// Fastest growth over one growth step (100 ms, or the window if
+    /// shorter), per second: a spike shorter than a rate window shows here.
     pub peak_growth_per_sec: f64,
+    /// When that step ended, ns since the recording started.
+    pub peak_growth_at_ns: u64,
     /// `queue_snapshot` events.
     pub snapshots: u64,
 }
@@ -567,6 +575,7 @@ struct Row {
     drops: u64,
     size_end: u32,
     max_size: u32,
+    peak_growth: f64,
 }
 
 struct QueueSt {
@@ -586,6 +595,12 @@ struct QueueSt {
     consumers: Vec<u32>,
     first_ns: u64,
     snapshots: u64,
+    /// The current growth step, the size at its start, the last size seen.
+    step: u64,
+    step_base: u32,
+    last_size: u32,
+    peak: f64,
+    peak_at: u64,
 }
 
 struct LockSt {
@@ -660,9 +675,9 @@ struct TriggerRec {
     reason: u32,
     ws: u64,
     consumers: Vec<u32>,
-    enq_before: f64,
+    enq_before: Option<f64>,
     enq_during: f64,
-    deq_before: f64,
+    deq_before: Option<f64>,
     deq_during: f64,
     lost: u64,
     verdicts: Vec<(f64, Acc)>,
@@ -734,6 +749,11 @@ impl State {
             .min(1 << 20)
     }
 
+    /// The growth step: 100 ms, or the rate window if shorter.
+    fn step_ns(&self) -> u64 {
+        self.o.window_ns.min(100_000_000)
+    }
+
     fn name(&self, i: u32) -> &str {
         self.names.get(i as usize).map_or("", |s| s)
     }
@@ -763,6 +783,11 @@ impl State {
                 consumers: Vec::new(),
                 first_ns: now,
                 snapshots: 0,
+                step: now / self.step_ns(),
+                step_base: 0,
+                last_size: 0,
+                peak: 0.0,
+                peak_at: 0,
             });
         }
         self.qmap[i] as usize
@@ -907,8 +932,15 @@ impl State {
             kind::ENQUEUE | kind::DEQUEUE | kind::ITEM_DROPPED | kind::QUEUE_SNAPSHOT => {
                 let qi = self.queue(ev.worker, now);
                 let widx = now / self.o.window_ns;
+                let step = now / self.step_ns();
                 let q = &mut self.queues[qi];
                 let size = ev.a;
+                if step != q.step {
+                    close_step(q, self.o.window_ns, self.o.window_ns.min(100_000_000));
+                    q.step = step;
+                    q.step_base = q.last_size;
+                }
+                q.last_size = size;
                 q.max_size = q.max_size.max(size);
                 let rw = row(&mut q.rows, widx);
                 rw.size_end = size;
@@ -1107,6 +1139,12 @@ impl State {
         self.ios.clear();
         for l in &mut self.locks {
             l.ring.clear();
+        }
+        let (w, st) = (self.o.window_ns, self.step_ns());
+        for q in &mut self.queues {
+            close_step(q, w, st);
+            q.step_base = q.last_size;
+            q.step = u64::MAX;
         }
         let cap = self.ring_cap();
         for t in self.threads.iter_mut().flatten() {
@@ -1352,8 +1390,9 @@ impl State {
         let secs = span as f64 / 1e9;
         let before_secs = ws.saturating_sub(q.first_ns) as f64 / 1e9;
         let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
-        let enq_before = rate(q.cum.enq.saturating_sub(after.enq), before_secs);
-        let deq_before = rate(q.cum.deq.saturating_sub(after.deq), before_secs);
+        let before = |n: u64| (before_secs > 0.0).then(|| rate(n, before_secs));
+        let enq_before = before(q.cum.enq.saturating_sub(after.enq));
+        let deq_before = before(q.cum.deq.saturating_sub(after.deq));
         if consumers.is_empty() && w.enq > 0 {
             add(
                 &mut accs,
@@ -1445,6 +1484,24 @@ fn add(
     a
 }
 
+/// Ends the queue's current growth step: its growth per second counts
+/// toward the peak of the queue and of the step's window.
+fn close_step(q: &mut QueueSt, window_ns: u64, step_ns: u64) {
+    if q.step == u64::MAX {
+        return;
+    }
+    let g = (q.last_size as f64 - q.step_base as f64) / (step_ns as f64 / 1e9);
+    let end = q.step.saturating_add(1).saturating_mul(step_ns);
+    if g > q.peak {
+        q.peak = g;
+        q.peak_at = end;
+    }
+    let r = row(&mut q.rows, q.step.saturating_mul(step_ns) / window_ns);
+    if g > r.peak_growth {
+        r.peak_growth = g;
+    }
+}
+
 /// The row of window `idx` (events come in time order, so it is the last
 /// row or a new one; a late event finds its row by search).
 fn row(rows: &mut Vec<Row>, idx: u64) -> &mut Row {
@@ -1475,6 +1532,7 @@ fn new_row(idx: u64, size: u32) -> Row {
         drops: 0,
         size_end: size,
         max_size: 0,
+        peak_growth: 0.0,
     }
 }
 
@@ -1605,13 +1663,10 @@ fn build(e: &Engine, s: &State, rs: ReadStats) -> BacklogReport {
                         size_end: r.size_end,
                         max_size: r.max_size,
                         growth_per_sec: (r.size_end as f64 - before as f64) / span,
+                        peak_growth_per_sec: r.peak_growth,
                     }
                 })
                 .collect();
-            let peak = windows
-                .iter()
-                .map(|w| w.growth_per_sec)
-                .fold(0.0f64, f64::max);
             QueueReport {
                 name: name(q.name),
                 enqueued: q.enq,
@@ -1625,7 +1680,8 @@ fn build(e: &Engine, s: &State, rs: ReadStats) -> BacklogReport {
                 processing_ns: q.proc.summary(),
                 consumers: q.consumers.iter().map(|&c| nm.thread_or(c)).collect(),
                 windows,
-                peak_growth_per_sec: peak,
+                peak_growth_per_sec: q.peak,
+                peak_growth_at_ns: q.peak_at,
                 snapshots: q.snapshots,
             }
         })
@@ -1799,6 +1855,19 @@ fn fmt_rate(r: f64) -> String {
     }
 }
 
+/// "1 wait", "2 waits".
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+fn fmt_before(r: Option<f64>) -> String {
+    r.map_or_else(|| "n/a".into(), fmt_rate)
+}
+
 fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> String {
     use crate::fmt_ns;
     let victims: Vec<String> = a.victims.iter().map(|&v| nm.thread_or(v)).collect();
@@ -1815,7 +1884,7 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
         Cause::ConsumerStall if a.thread == NONE => format!(
             "no thread dequeued from \"{queue}\" in the {window} before the trigger; enqueue rate {} (before: {})",
             fmt_rate(r.enq_during),
-            fmt_rate(r.enq_before)
+            fmt_before(r.enq_before)
         ),
         Cause::ConsumerStall => format!(
             "{who} was idle for {} of the {window} before the trigger while \"{queue}\" had items \
@@ -1823,23 +1892,23 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
              dequeue rate {} (before: {}), enqueue rate {} (before: {})",
             fmt_ns(a.ns),
             fmt_rate(r.deq_during),
-            fmt_rate(r.deq_before),
+            fmt_before(r.deq_before),
             fmt_rate(r.enq_during),
-            fmt_rate(r.enq_before)
+            fmt_before(r.enq_before)
         ),
         Cause::LockContention if a.thread == NONE => format!(
-            "{who} waited {} on {} ({} waits) with no recorded hold by another thread covering \
+            "{who} waited {} on {} ({}) with no recorded hold by another thread covering \
              the waits (holds under the lock's hold threshold?)",
             fmt_ns(a.ns),
             lock(a.lock),
-            a.n
+            plural(a.n, "wait")
         ),
         Cause::LockContention => format!(
-            "{who} waited {} on {} ({} waits) while {} held it without recorded I/O (its longest \
+            "{who} waited {} on {} ({}) while {} held it without recorded I/O (its longest \
              such hold {}, ending at {})",
             fmt_ns(a.ns),
             lock(a.lock),
-            a.n,
+            plural(a.n, "wait"),
             nm.thread_or(a.thread),
             fmt_ns(a.worst_ns),
             fmt_at(a.worst_at)
@@ -1858,10 +1927,10 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
             };
             if a.under_lock {
                 format!(
-                    "{who} waited {} on {} ({} waits) while its holder {} was in I/O{slowest}",
+                    "{who} waited {} on {} ({}) while its holder {} was in I/O{slowest}",
                     fmt_ns(a.ns),
                     lock(a.lock),
-                    a.n,
+                    plural(a.n, "wait"),
                     nm.thread_or(a.thread)
                 )
             } else {
@@ -1871,10 +1940,10 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
                     format!(" while holding {}", lock(a.lock))
                 };
                 format!(
-                    "{} spent {} of the {window} before the trigger in its own I/O{held} ({} operations){slowest}",
+                    "{} spent {} of the {window} before the trigger in its own I/O{held} ({}){slowest}",
                     nm.thread_or(a.thread),
                     fmt_ns(a.ns),
-                    a.n
+                    plural(a.n, "operation")
                 )
             }
         }
@@ -1915,6 +1984,7 @@ impl BacklogReport {
                 "processing_ns": sum(&q.processing_ns),
                 "consumers": q.consumers,
                 "peak_growth_per_sec": q.peak_growth_per_sec,
+                "peak_growth_at_ns": q.peak_growth_at_ns,
                 "snapshots": q.snapshots,
                 "windows": q.windows.iter().map(|w| json!({
                     "start_ns": w.start_ns,
@@ -1926,6 +1996,7 @@ impl BacklogReport {
                     "size_end": w.size_end,
                     "max_size": w.max_size,
                     "growth_per_sec": w.growth_per_sec,
+                    "peak_growth_per_sec": w.peak_growth_per_sec,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "locks": self.locks.iter().map(|l| json!({
@@ -2042,9 +2113,9 @@ impl fmt::Display for BacklogReport {
                 };
                 let _ = writeln!(
                     o,
-                    "\"{}\": enqueued {}, dequeued {}, dropped {}{drops}, processed {} ok / {} failed, max size {}, peak growth {}",
+                    "\"{}\": enqueued {}, dequeued {}, dropped {}{drops}, processed {} ok / {} failed, max size {}, peak growth {} (at {})",
                     q.name, q.enqueued, q.dequeued, q.dropped, q.processed_ok, q.processed_failed,
-                    q.max_size, fmt_rate(q.peak_growth_per_sec)
+                    q.max_size, fmt_rate(q.peak_growth_per_sec), fmt_at(q.peak_growth_at_ns)
                 );
                 let d = &q.queue_delay_ns;
                 let p = &q.processing_ns;
@@ -2078,20 +2149,21 @@ impl fmt::Display for BacklogReport {
                 );
                 let _ = writeln!(
                     o,
-                    "{:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>10}",
-                    "start", "enq/s", "deq/s", "drops", "size", "max", "growth/s"
+                    "{:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>10} {:>12}",
+                    "start", "enq/s", "deq/s", "drops", "size", "max", "growth/s", "peak grow/s"
                 );
                 for w in &q.windows {
                     let _ = writeln!(
                         o,
-                        "{:>10} {:>10.0} {:>10.0} {:>8} {:>8} {:>8} {:>+10.0}",
+                        "{:>10} {:>10.0} {:>10.0} {:>8} {:>8} {:>8} {:>+10.0} {:>+12.0}",
                         fmt_at(w.start_ns),
                         w.enqueue_per_sec,
                         w.dequeue_per_sec,
                         w.dropped,
                         w.size_end,
                         w.max_size,
-                        w.growth_per_sec
+                        w.growth_per_sec,
+                        w.peak_growth_per_sec
                     );
                 }
             }
@@ -2178,9 +2250,9 @@ impl fmt::Display for BacklogReport {
                 fmt_at(t.window_ns[0]),
                 fmt_at(t.window_ns[1]),
                 fmt_rate(t.enqueue_rate_during),
-                fmt_rate(t.enqueue_rate_before),
+                fmt_before(t.enqueue_rate_before),
                 fmt_rate(t.dequeue_rate_during),
-                fmt_rate(t.dequeue_rate_before),
+                fmt_before(t.dequeue_rate_before),
                 fmt_ns(t.lost_ns)
             );
             if t.verdicts.is_empty() {
