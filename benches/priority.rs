@@ -176,6 +176,8 @@ type SpawnFn = Rc<dyn Fn(LocalFut) -> LocalFut>;
 #[derive(Clone, Copy)]
 struct Sample {
     arrival: Instant,
+    /// When the dispatcher received the arrival (and spawned its task).
+    dispatched: Instant,
     first_poll: Instant,
     done: Instant,
     /// The worst overshoot of this request's sleeps (how late its timers
@@ -184,7 +186,7 @@ struct Sample {
 }
 
 /// One foreground request: the same work for the same `idx` everywhere.
-async fn request(idx: u64, arrival: Instant, out: Rc<RefCell<Vec<Sample>>>) {
+async fn request(idx: u64, arrival: Instant, dispatched: Instant, out: Rc<RefCell<Vec<Sample>>>) {
     let first_poll = Instant::now();
     let mut rng = XorShift::new(SEED ^ (idx + 1).wrapping_mul(0x1000_0000_01b3));
     let segments = 1 + rng.next() % 3;
@@ -201,6 +203,7 @@ async fn request(idx: u64, arrival: Instant, out: Rc<RefCell<Vec<Sample>>>) {
     }
     out.borrow_mut().push(Sample {
         arrival,
+        dispatched,
         first_poll,
         done: Instant::now(),
         timer_late,
@@ -244,8 +247,14 @@ async fn scenario(spawn_fg: SpawnFn, spawn_bg: Option<SpawnFn>, run_for: Duratio
         spawn_fg(Box::pin(async move {
             let mut pending = Vec::new();
             while let Some(batch) = chan.recv().await {
+                let dispatched = Instant::now();
                 for (idx, arrival) in batch {
-                    pending.push(spawn_fg2(Box::pin(request(idx, arrival, samples.clone()))));
+                    pending.push(spawn_fg2(Box::pin(request(
+                        idx,
+                        arrival,
+                        dispatched,
+                        samples.clone(),
+                    ))));
                 }
             }
             for p in pending {
@@ -311,11 +320,23 @@ fn run(s: Scenario, run_for: Duration, max_polls: Option<u32>) -> Outcome {
             local.block_on(&rt, scenario(sp, bg, run_for))
         }
         Scenario::RuntraceFgBg | Scenario::RuntraceFg => {
+            // Diagnosis only: PRIORITY_FG_POLICY=las gives the foreground
+            // queue the LAS policy instead.
+            let fg = match std::env::var("PRIORITY_FG_POLICY").as_deref() {
+                Ok("las") => QueueConfig::las(),
+                _ => QueueConfig::fifo(),
+            };
             let mut b = Executor::builder()
-                .queue("fg", QueueConfig::fifo().share(FG_SHARE))
+                .queue("fg", fg.share(FG_SHARE))
                 .queue("bg", QueueConfig::fifo().share(BG_SHARE));
             if let Some(n) = max_polls {
                 b = b.max_polls_per_turn(n);
+            }
+            if let Some(us) = env_opt::<u64>("PRIORITY_TURN_US") {
+                b = b.max_turn_time(Duration::from_micros(us));
+            }
+            if let Some(us) = env_opt::<u64>("PRIORITY_LOW_TURN_US") {
+                b = b.low_share_turn_time(Duration::from_micros(us));
             }
             let ex = b.build().expect("build executor");
             let on = |q: &'static str| -> SpawnFn {
@@ -359,6 +380,12 @@ struct Stats {
     requests: usize,
     q50: f64,
     q99: f64,
+    /// Diagnosis: the two parts of the queueing delay, p99 of each:
+    /// arrival -> the dispatcher's poll that received it (the cross-thread
+    /// wake and the wait for the dispatcher's turn), and that poll -> the
+    /// request task's first poll (the wait behind other runnable tasks).
+    d99: f64,
+    s99: f64,
     e50: f64,
     e99: f64,
     emax: f64,
@@ -383,6 +410,16 @@ fn stats(o: &Outcome) -> Stats {
         .iter()
         .map(|s| us(s.first_poll.saturating_duration_since(s.arrival)))
         .collect();
+    let mut d: Vec<f64> = counted
+        .iter()
+        .map(|s| us(s.dispatched.saturating_duration_since(s.arrival)))
+        .collect();
+    let mut sp: Vec<f64> = counted
+        .iter()
+        .map(|s| us(s.first_poll.saturating_duration_since(s.dispatched)))
+        .collect();
+    d.sort_by(f64::total_cmp);
+    sp.sort_by(f64::total_cmp);
     let mut e: Vec<f64> = counted
         .iter()
         .map(|s| us(s.done.saturating_duration_since(s.arrival)))
@@ -398,6 +435,8 @@ fn stats(o: &Outcome) -> Stats {
         requests: counted.len(),
         q50: pct(&q, 50.0),
         q99: pct(&q, 99.0),
+        d99: pct(&d, 99.0),
+        s99: pct(&sp, 99.0),
         e50: pct(&e, 50.0),
         e99: pct(&e, 99.0),
         emax: e.last().copied().unwrap_or(f64::NAN),
@@ -480,6 +519,10 @@ fn run_delay_ns() -> u64 {
         .ok()
         .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         .unwrap_or(0)
+}
+
+fn env_opt<T: std::str::FromStr>(var: &str) -> Option<T> {
+    std::env::var(var).ok().and_then(|v| v.trim().parse().ok())
 }
 
 fn env_num<T: std::str::FromStr>(var: &str, default: T) -> T {
@@ -568,7 +611,7 @@ fn main() {
             st.other = other + steal;
             st.waited = run_delay_ns().saturating_sub(w0) as f64 / 1e9 / run_for.as_secs_f64();
             println!(
-                "round {} {:<15} n={:<5} queue p50={:>6.0} p99={:>6.0}  e2e p50={:>6.0} p99={:>6.0} max={:>6.0}  timer late p99={:>6.0} us  bg cpu {:>4.1}%  others {:.2} cores, waited {:.2}%",
+                "round {} {:<15} n={:<5} queue p50={:>6.0} p99={:>6.0}  e2e p50={:>6.0} p99={:>6.0} max={:>6.0}  timer late p99={:>6.0} us  bg cpu {:>4.1}%  others {:.2} cores, waited {:.2}%  [queue p99 parts: to dispatcher {:>5.0}, dispatcher to poll {:>5.0}]",
                 round + 1,
                 s.name(),
                 st.requests,
@@ -580,7 +623,9 @@ fn main() {
                 st.late99,
                 100.0 * st.bg_cpu,
                 st.other,
-                100.0 * st.waited
+                100.0 * st.waited,
+                st.d99,
+                st.s99
             );
             all[i].push(st);
         }
@@ -637,6 +682,7 @@ fn main() {
         "per_round": SCENARIOS.iter().enumerate().map(|(i, s)| (s.name().to_string(), serde_json::json!(
             all[i].iter().map(|s| serde_json::json!({
                 "queue_delay_us": {"p50": s.q50, "p99": s.q99},
+                "queue_delay_parts_p99_us": {"arrival_to_dispatcher": s.d99, "dispatcher_to_first_poll": s.s99},
                 "e2e_us": {"p50": s.e50, "p99": s.e99, "max": s.emax},
                 "timer_late_p99_us": s.late99,
                 "requests": s.requests,

@@ -573,6 +573,7 @@ pub struct Builder {
     queues: Vec<(String, QueueConfig)>,
     max_polls_per_turn: u32,
     max_turn_time: Duration,
+    low_share_turn_time: Duration,
     time_slice: Duration,
 }
 
@@ -597,6 +598,19 @@ impl Builder {
     /// a single FIFO queue with nothing listening relies on the poll count.
     pub fn max_turn_time(mut self, d: Duration) -> Builder {
         self.max_turn_time = d;
+        self
+    }
+
+    /// How long into a turn a task from a *lower-share* queue (a share
+    /// below the executor's highest) may still start (default 100 us);
+    /// later, the executor yields to the tokio driver first. A poll cannot
+    /// be preempted, so a low-share poll started late in a turn would hold
+    /// a higher-share queue's due timer or I/O wake for the rest of the
+    /// turn plus that poll; this way such a wake waits at most this long
+    /// plus one poll. Queues with the highest share keep the full
+    /// `max_turn_time`; with one queue (or equal shares) it never applies.
+    pub fn low_share_turn_time(mut self, d: Duration) -> Builder {
+        self.low_share_turn_time = d;
         self
     }
 
@@ -631,6 +645,11 @@ impl Builder {
                 "max_polls_per_turn must be at least 1".into(),
             ));
         }
+        if self.low_share_turn_time.is_zero() {
+            return Err(BuildError::Invalid(
+                "low_share_turn_time must be positive".into(),
+            ));
+        }
         if self.time_slice.is_zero() {
             return Err(BuildError::Invalid("time_slice must be positive".into()));
         }
@@ -643,9 +662,12 @@ impl Builder {
             .map(|(n, c)| (n.clone(), c.policy, c.share))
             .collect();
         let timed = cfg.len() > 1 || cfg.iter().any(|(_, p, _)| *p == Policy::Las);
-        let turn_ticks = (self.max_turn_time.as_nanos() * clock.ticks_per_sec() as u128
-            / 1_000_000_000)
-            .clamp(1, u64::MAX as u128) as u64;
+        let ticks = |d: Duration| {
+            (d.as_nanos() * clock.ticks_per_sec() as u128 / 1_000_000_000)
+                .clamp(1, u64::MAX as u128) as u64
+        };
+        let turn_ticks = ticks(self.max_turn_time);
+        let top_share = cfg.iter().map(|(_, _, w)| *w).max().unwrap_or(1);
         let shared = Arc::new(Shared {
             worker: NEXT_EXECUTOR.fetch_add(1, Ordering::Relaxed),
             names: cfg.iter().map(|(n, _, _)| n.clone()).collect(),
@@ -662,8 +684,10 @@ impl Builder {
                 clock,
                 timed,
                 las: cfg.iter().map(|(_, p, _)| *p == Policy::Las).collect(),
+                low: cfg.iter().map(|(_, _, w)| *w < top_share).collect(),
                 max_polls: self.max_polls_per_turn,
                 turn_ticks,
+                low_turn_ticks: ticks(self.low_share_turn_time).min(turn_ticks),
                 parked: Cell::new(false),
             }),
         })
@@ -677,9 +701,14 @@ struct Local {
     /// Poll durations are needed (several queues or a LAS queue).
     timed: bool,
     las: Vec<bool>,
+    /// Per queue: its share is below the highest (`low_share_turn_time`
+    /// applies to it).
+    low: Vec<bool>,
     max_polls: u32,
     /// `max_turn_time` in trace ticks.
     turn_ticks: u64,
+    /// `low_share_turn_time` in trace ticks (at most `turn_ticks`).
+    low_turn_ticks: u64,
     parked: Cell<bool>,
 }
 
@@ -742,6 +771,7 @@ impl Executor {
             queues: Vec::new(),
             max_polls_per_turn: 128,
             max_turn_time: Duration::from_millis(1),
+            low_share_turn_time: Duration::from_micros(100),
             time_slice: Duration::from_micros(500),
         }
     }
@@ -934,11 +964,12 @@ impl Executor {
             if self.has_woken() {
                 self.collect_woken();
             }
-            let over_time = match (turn_start, now) {
-                (Some(a), Some(b)) => b.saturating_sub(a) >= l.turn_ticks,
-                _ => false,
+            // Time into this turn (0 until the clock has been read twice).
+            let elapsed = match (turn_start, now) {
+                (Some(a), Some(b)) => b.saturating_sub(a),
+                _ => 0,
             };
-            if polls >= l.max_polls || over_time {
+            if polls >= l.max_polls || elapsed >= l.turn_ticks {
                 // Yield to the tokio driver (I/O, timers), then come back.
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
@@ -946,6 +977,13 @@ impl Executor {
             let Some(qi) = l.sched.borrow().pick_queue() else {
                 break;
             };
+            if l.low[qi] && elapsed >= l.low_turn_ticks {
+                // A lower-share poll could not be preempted by a
+                // higher-share queue's timer or I/O wake that is due now:
+                // let the driver deliver those first (`low_share_turn_time`).
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             let (r, depth) = {
                 let mut s = l.sched.borrow_mut();
                 if qi != last_queue && s.runnable_queues() > 1 && probes::queue_select::enabled() {

@@ -331,6 +331,59 @@ fn low_share_queue_and_long_las_task_progress() {
     assert_eq!(ex.live_tasks(), 0);
 }
 
+/// 4b. `low_share_turn_time`: a task from a lower-share queue never starts
+///     late in a turn; the executor yields to the tokio driver first, so a
+///     higher-share queue's due timer or I/O wake is delivered before a
+///     poll that cannot be preempted. With 20 polls of at least 300 us on
+///     the share-1 queue (the share-8 queue idle), every poll after the
+///     first starts a new turn: tokio's scheduler gets in between each
+///     time (counted by a tokio task). Polls only get longer on a loaded
+///     machine, so this does not depend on timing.
+#[test]
+fn low_share_poll_late_in_a_turn_yields_to_the_driver_first() {
+    const POLLS: u64 = 20;
+    let ex = Executor::builder()
+        .queue("hi", QueueConfig::fifo().share(8))
+        .queue("lo", QueueConfig::fifo().share(1))
+        .low_share_turn_time(Duration::from_micros(100))
+        .max_turn_time(Duration::from_secs(1))
+        .max_polls_per_turn(1_000)
+        .build()
+        .unwrap();
+    let turns = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    ex.block_on(async {
+        let counter = {
+            let (turns, stop) = (turns.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    turns.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        // Let the counter start, then measure from here.
+        tokio::task::yield_now().await;
+        let before = turns.load(Ordering::Relaxed);
+        let lo = ex
+            .spawn_on("lo", async {
+                for _ in 0..POLLS {
+                    spin_for(Duration::from_micros(300));
+                    yield_now().await;
+                }
+            })
+            .unwrap();
+        within("share-1 task", 60, lo).await.unwrap();
+        let yields = turns.load(Ordering::Relaxed) - before;
+        stop.store(true, Ordering::Relaxed);
+        counter.await.unwrap();
+        assert!(
+            yields >= POLLS - 1,
+            "{POLLS} share-1 polls of 300 us ran in turns the driver saw only {yields} times"
+        );
+    });
+}
+
 /// 12. Thread-per-core: executors on two threads run independently. A task
 ///     on executor A busy-waits until executor B has finished its whole
 ///     workload (timers, yields, a channel from A), which only works if B
