@@ -312,8 +312,18 @@ fn main() -> ExitCode {
             }
         }
         if o.report {
+            // What `runtrace backlog DIR` prints.
             println!("\n$ runtrace backlog {}", workdir.display());
-            println!("(see docs/analysis.md; run it on the directory above)");
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&workdir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+                .collect();
+            runtrace::format::merge::sort_trace_paths(&mut files);
+            let report = runtrace_analyze::backlog::analyze_files(&files, &Default::default());
+            print!("{report}");
         }
     }
     ExitCode::SUCCESS
