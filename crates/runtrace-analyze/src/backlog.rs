@@ -64,6 +64,8 @@ const TOP: usize = 5;
 /// A hold that blocked a wait ends by the time the waiter gets the lock;
 /// this much later still counts (timestamps of different CPUs).
 const SLACK_NS: u64 = 1_000_000;
+/// Holds shorter than this are remembered apart (see `LockSt::short`).
+const SHORT_HOLD_NS: u64 = 50_000;
 
 /// Settings of the backlog analysis (defaults in docs/analysis.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -543,6 +545,8 @@ struct CBucket {
     items: u64,
     /// Idle time while the queue had items (ns).
     stall: u64,
+    /// Dequeues.
+    deqs: u64,
 }
 
 /// Per queue, per bucket.
@@ -613,7 +617,12 @@ struct LockSt {
     hold_total: u64,
     /// (thread, hold_ns, at): each thread's longest, longest first.
     top: Vec<(u32, u64, u64)>,
+    /// Recent holds of at least `SHORT_HOLD_NS` (few: at most one per
+    /// thread per `SHORT_HOLD_NS`), and the shorter ones apart, so that a
+    /// flood of short holds cannot push out the long ones that explain
+    /// waits.
     ring: VecDeque<Span>,
+    short: VecDeque<Span>,
 }
 
 struct OpSt {
@@ -705,6 +714,7 @@ pub(crate) struct State {
     now: u64,
     app_events: u64,
     evicted: u64,
+    evicted_short: u64,
     scratch: Vec<(u64, u64, u32)>,
 }
 
@@ -730,6 +740,7 @@ impl State {
             now: 0,
             app_events: 0,
             evicted: 0,
+            evicted_short: 0,
             scratch: Vec::new(),
         }
     }
@@ -810,6 +821,7 @@ impl State {
                 hold_total: 0,
                 top: Vec::new(),
                 ring: VecDeque::new(),
+                short: VecDeque::new(),
             });
         }
         self.lmap[i] as usize
@@ -927,7 +939,11 @@ impl State {
                     obj: l as u32,
                     bytes: 0,
                 };
-                Self::push_span(&mut lk.ring, s, h, cap, &mut self.evicted);
+                if ev.x >= SHORT_HOLD_NS {
+                    Self::push_span(&mut lk.ring, s, h, cap, &mut self.evicted);
+                } else {
+                    Self::push_span(&mut lk.short, s, h, cap / 4, &mut self.evicted_short);
+                }
             }
             kind::ENQUEUE | kind::DEQUEUE | kind::ITEM_DROPPED | kind::QUEUE_SNAPSHOT => {
                 let qi = self.queue(ev.worker, now);
@@ -1093,6 +1109,10 @@ impl State {
                 t.cum.stall += stall;
             }
         }
+        if let Some(b) = t.ring.slot(now / bn) {
+            b.deqs += 1;
+        }
+        t.cum.deqs += 1;
         t.blocked = 0;
         t.in_item = true;
         t.mark = now;
@@ -1139,6 +1159,7 @@ impl State {
         self.ios.clear();
         for l in &mut self.locks {
             l.ring.clear();
+            l.short.clear();
         }
         let (w, st) = (self.o.window_ns, self.step_ns());
         for q in &mut self.queues {
@@ -1186,10 +1207,12 @@ impl State {
     /// The lock `thread` held across `[s, e]`, if a recorded hold shows it.
     fn held_by(&self, thread: u32, s: u64, e: u64) -> u32 {
         for (li, l) in self.locks.iter().enumerate() {
-            let first = l.ring.partition_point(|h| h.end < e);
-            for h in l.ring.range(first..).take(4096) {
-                if h.thread == thread && h.start <= s && h.end >= e {
-                    return li as u32;
+            for r in [&l.ring, &l.short] {
+                let first = r.partition_point(|h| h.end < e);
+                for h in r.range(first..).take(4096) {
+                    if h.thread == thread && h.start <= s && h.end >= e {
+                        return li as u32;
+                    }
                 }
             }
         }
@@ -1217,13 +1240,15 @@ impl State {
                 }
                 let lk = &self.locks[w.obj as usize];
                 self.scratch.clear();
-                let h0 = lk.ring.partition_point(|h| h.end < a);
-                for h in lk.ring.range(h0..) {
-                    if h.end > w.end.saturating_add(SLACK_NS) {
-                        break;
-                    }
-                    if h.thread != c && h.start < b && h.end > a {
-                        self.scratch.push((h.start, h.end, h.thread));
+                for r in [&lk.ring, &lk.short] {
+                    let h0 = r.partition_point(|h| h.end < a);
+                    for h in r.range(h0..) {
+                        if h.end > w.end.saturating_add(SLACK_NS) {
+                            break;
+                        }
+                        if h.thread != c && h.start < b && h.end > a {
+                            self.scratch.push((h.start, h.end, h.thread));
+                        }
                     }
                 }
                 self.scratch.sort_unstable();
@@ -1273,7 +1298,7 @@ impl State {
                     cur = e0;
                 }
                 if b - a > covered {
-                    let acc = add(
+                    add(
                         &mut accs,
                         Cause::LockContention,
                         w.obj,
@@ -1281,10 +1306,8 @@ impl State {
                         false,
                         b - a - covered,
                         c,
-                    );
-                    if !counted {
-                        acc.n += 1;
-                    }
+                    )
+                    .n += 1;
                 }
             }
             // 2. The consumer's own I/O.
@@ -1311,30 +1334,7 @@ impl State {
                 continue;
             };
             // 3. Processing above the baseline.
-            let sum = |from: u64, to: u64| {
-                ts.ring
-                    .fold(from, to, (0u64, 0u64), |(n, i), x| (n + x.net, i + x.items))
-            };
-            let (w_net, w_items) = sum(b0, b1);
-            let (after_net, after_items) = sum(b0, u64::MAX);
-            let (base_net, base_items) = (
-                ts.cum.net.saturating_sub(after_net),
-                ts.cum.items.saturating_sub(after_items),
-            );
-            let (base_mean, w_net, w_items) = if base_items >= MIN_BASE_ITEMS {
-                (base_net / base_items, w_net, w_items)
-            } else {
-                // Too little before the window: its first quarter is the
-                // baseline, the rest is judged.
-                let bq = b0 + (b1 - b0 + 1) / 4;
-                let (qn, qi) = sum(b0, bq.saturating_sub(1));
-                let (rn, ri) = sum(bq, b1);
-                if qi >= MIN_BASE_ITEMS.min(3) {
-                    (qn / qi, rn, ri)
-                } else {
-                    (0, 0, 0)
-                }
-            };
+            let (base_mean, w_net, w_items) = baseline(ts, b0, b1, |x| (x.net, x.items));
             if base_mean > 0 && w_items > 0 {
                 let w_mean = w_net / w_items;
                 if w_mean as f64 >= base_mean as f64 * o.slowdown_ratio {
@@ -1353,11 +1353,12 @@ impl State {
                     acc.win_mean = w_mean;
                 }
             }
-            // 4. Idle while items waited: closed gaps, and a gap still open
-            // at the trigger (nothing since).
-            let (mut stall, _) = ts
-                .ring
-                .fold(b0, b1, (0u64, 0u64), |(s, z), x| (s + x.stall, z));
+            // 4. Idle while items waited, beyond the baseline's idle time
+            // per dequeue (a healthy consumer also spends a little time
+            // between items), and a gap still open at the trigger
+            // (nothing since).
+            let (base_stall, w_stall, w_deqs) = baseline(ts, b0, b1, |x| (x.stall, x.deqs));
+            let mut stall = w_stall.saturating_sub(base_stall.saturating_mul(w_deqs));
             if ts.has_mark && ts.mark < t && p.size > 0 {
                 let o0 = ts.mark.max(ws);
                 let mut blocked = 0u64;
@@ -1439,6 +1440,41 @@ impl State {
             lost,
             verdicts,
         }
+    }
+}
+
+/// A per-item baseline and the window to judge against it, from a
+/// consumer's buckets: (baseline mean of `f`'s value per count, window
+/// value, window count). The baseline is everything before the window;
+/// with fewer than `MIN_BASE_ITEMS` counts there, the window's first
+/// quarter (and the rest of the window is judged); with fewer than 3 there
+/// either, no baseline (mean 0).
+fn baseline(
+    ts: &ThreadSt,
+    b0: u64,
+    b1: u64,
+    f: impl Fn(&CBucket) -> (u64, u64),
+) -> (u64, u64, u64) {
+    let sum = |from: u64, to: u64| {
+        ts.ring.fold(from, to, (0u64, 0u64), |(v, n), x| {
+            let (a, b) = f(x);
+            (v + a, n + b)
+        })
+    };
+    let (w_v, w_n) = sum(b0, b1);
+    let (after_v, after_n) = sum(b0, u64::MAX);
+    let (cum_v, cum_n) = f(&ts.cum);
+    let (base_v, base_n) = (cum_v.saturating_sub(after_v), cum_n.saturating_sub(after_n));
+    if base_n >= MIN_BASE_ITEMS {
+        return (base_v / base_n, w_v, w_n);
+    }
+    let bq = b0 + (b1 - b0 + 1) / 4;
+    let (qv, qn) = sum(b0, bq.saturating_sub(1));
+    let (rv, rn) = sum(bq, b1);
+    if qn >= 3 {
+        (qv / qn, rv, rn)
+    } else {
+        (0, w_v, w_n)
     }
 }
 
@@ -1811,6 +1847,14 @@ fn build(e: &Engine, s: &State, rs: ReadStats) -> BacklogReport {
             s.evicted, o.max_intervals
         ));
     }
+    if s.evicted_short > 0 {
+        notes.push(format!(
+            "{} lock holds under 50 us were forgotten early (more than {} within the lookback \
+             window): waits in a convoy of short holds may be reported with an unknown holder",
+            s.evicted_short,
+            o.max_intervals / 4
+        ));
+    }
     if e.late_events > 0 {
         notes.push(format!(
             "{} events arrived out of timestamp order and were analysed late",
@@ -1887,9 +1931,10 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
             fmt_before(r.enq_before)
         ),
         Cause::ConsumerStall => format!(
-            "{who} was idle for {} of the {window} before the trigger while \"{queue}\" had items \
-             waiting (not processing, not waiting on a recorded lock, not in recorded I/O); \
-             dequeue rate {} (before: {}), enqueue rate {} (before: {})",
+            "{who} was idle for {} of the {window} before the trigger (beyond its usual pause \
+             between items) while \"{queue}\" had items waiting: not processing, not waiting on \
+             a recorded lock, not in recorded I/O; dequeue rate {} (before: {}), enqueue rate {} \
+             (before: {})",
             fmt_ns(a.ns),
             fmt_rate(r.deq_during),
             fmt_before(r.deq_before),

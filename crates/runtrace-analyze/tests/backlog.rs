@@ -510,3 +510,118 @@ fn json_has_the_required_keys() {
     assert!(v["score"].as_f64().unwrap() > 0.9);
     assert!(v["evidence"].is_string());
 }
+
+/// Throughput on a large trace (run with `cargo test --release --test
+/// backlog -- --ignored --nocapture`): 4 events per item (enqueue, dequeue,
+/// lock hold, processing end), one item every 2 us, ROUND frames every ms.
+#[test]
+#[ignore]
+fn throughput() {
+    let items = 2_500_000u64;
+    let mut b = TraceBuilder::new();
+    b.string(JOBS, "jobs");
+    b.string(LOG_LOCK, "log");
+    b.string(SIZE_THRESHOLD, "size_threshold");
+    let mut next_round = MS;
+    for i in 1..=items {
+        let t = i * 2 * US;
+        while next_round <= t {
+            b.round(next_round);
+            next_round += MS;
+        }
+        b.enqueue(PRODUCER, t, JOBS, i, 1);
+        b.dequeue(CONSUMER, t + 100, JOBS, i, 100, 0);
+        b.lock_hold(CONSUMER, t + 600, LOG_LOCK, 200, true);
+        b.processing_end(CONSUMER, t + 1_000, JOBS, i, 900, true);
+        if i % 500_000 == 0 {
+            b.backlog_trigger(PRODUCER, t + 1, JOBS, 1, 0, SIZE_THRESHOLD);
+        }
+    }
+    let n = b.events();
+    let bytes = b.finish();
+    let p = std::env::temp_dir().join(format!("runtrace-backlog-tp-{}.0.bin", std::process::id()));
+    std::fs::write(&p, &bytes).unwrap();
+    let t0 = std::time::Instant::now();
+    let r = analyze_files(std::slice::from_ref(&p), &BacklogOptions::default());
+    let dt = t0.elapsed();
+    let _ = std::fs::remove_file(&p);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.queues[0].enqueued, items);
+    assert_eq!(r.triggers.len(), 5);
+    println!(
+        "{n} events, {} MB in {:.2} s: {:.1} M events/s",
+        bytes.len() >> 20,
+        dt.as_secs_f64(),
+        n as f64 / dt.as_secs_f64() / 1e6
+    );
+}
+
+/// A producer alone (nobody dequeues), or a consumer that stops for good
+/// before the trigger (the trace ends without it resuming): both are
+/// consumer stalls, judged at the end of the trace.
+#[test]
+fn no_consumer_and_a_consumer_gone_for_good() {
+    for with_consumer in [false, true] {
+        let mut b = TraceBuilder::new();
+        b.string(JOBS, "jobs");
+        b.string(SIZE_THRESHOLD, "size_threshold");
+        b.thread_name(CONSUMER, "consumer");
+        let mut size = 0u32;
+        for i in 1..=3_000u64 {
+            let t = i * MS;
+            size += 1;
+            b.enqueue(PRODUCER, t, JOBS, i, size);
+            if with_consumer && i <= 1_000 {
+                b.dequeue(CONSUMER, t + 10 * US, JOBS, i, 10 * US, 0);
+                b.processing_end(CONSUMER, t + 500 * US, JOBS, i, 490 * US, true);
+                size -= 1;
+            }
+        }
+        b.backlog_trigger(PRODUCER, 3_000 * MS + 1, JOBS, size, 1_000, SIZE_THRESHOLD);
+        let r = analyze_bytes(&b.finish(), &BacklogOptions::default());
+        let t = &r.triggers[0];
+        assert_eq!(causes(&r), vec![Cause::ConsumerStall], "{t:#?}");
+        let v = &t.verdicts[0];
+        if with_consumer {
+            assert_eq!(v.thread.as_deref(), Some("consumer (tid 2)"));
+            // Idle from 1.0005 s to the trigger; the window is [1 s, 3 s].
+            assert!(v.lost_ns > 1_990 * MS, "{v:?}");
+        } else {
+            assert_eq!(v.thread, None);
+            assert!(v.evidence.contains("no thread dequeued"), "{}", v.evidence);
+            assert!(t.consumers.is_empty());
+        }
+    }
+}
+
+/// Only the triggering queue's consumers are judged: a stall on another
+/// queue's consumer is not a cause.
+#[test]
+fn other_queues_consumers_are_not_blamed() {
+    // A steady queue "jobs", and a second queue "other" whose consumer
+    // (tid 5, unnamed) stops at 2 s.
+    let mut b = TraceBuilder::new();
+    b.string(1, "jobs");
+    b.string(2, "other");
+    b.string(3, "size_threshold");
+    for i in 1..=3_000u64 {
+        let t = i * MS;
+        b.enqueue(PRODUCER, t, 1, i, 1);
+        b.dequeue(CONSUMER, t + 10 * US, 1, i, 10 * US, 0);
+        b.processing_end(CONSUMER, t + 500 * US, 1, i, 490 * US, true);
+        b.enqueue(PRODUCER, t + 1, 2, i, 1);
+        if i < 2_000 {
+            b.dequeue(5, t + 20 * US, 2, i, 20 * US, 0);
+            b.processing_end(5, t + 300 * US, 2, i, 280 * US, true);
+        }
+    }
+    b.backlog_trigger(PRODUCER, 3_000 * MS + 2, 1, 1, 0, 3);
+    b.backlog_trigger(PRODUCER, 3_000 * MS + 3, 2, 1_000, 1_000, 3);
+    let r = analyze_bytes(&b.finish(), &BacklogOptions::default());
+    assert_eq!(r.triggers.len(), 2);
+    assert_eq!(r.triggers[0].queue, "jobs");
+    assert!(r.triggers[0].verdicts.is_empty(), "{:#?}", r.triggers[0]);
+    assert_eq!(r.triggers[1].queue, "other");
+    assert_eq!(r.triggers[1].verdicts[0].cause, Cause::ConsumerStall);
+    assert_eq!(r.triggers[1].verdicts[0].thread.as_deref(), Some("tid 5"));
+}
