@@ -670,8 +670,26 @@ struct Acc {
     worst_at: u64,
     worst_op: u32,
     worst_bytes: u64,
+    /// The I/O that ended last (the one at the trigger, often).
+    last: Option<Span>,
     base_mean: u64,
     win_mean: u64,
+}
+
+impl Acc {
+    /// Notes an I/O operation of this cause: the slowest and the latest
+    /// are quoted as evidence.
+    fn note_io(&mut self, x: &Span) {
+        if x.end - x.start > self.worst_ns {
+            self.worst_ns = x.end - x.start;
+            self.worst_at = x.end;
+            self.worst_op = x.obj;
+            self.worst_bytes = x.bytes;
+        }
+        if self.last.is_none_or(|l| x.end > l.end) {
+            self.last = Some(*x);
+        }
+    }
 }
 
 /// A judged trigger, with thread and name indexes (names are resolved when
@@ -1182,9 +1200,15 @@ impl State {
 
     /// I/O time of `thread` inside `[s, e]` (intervals ending by `limit`),
     /// and its slowest such operation.
-    fn io_overlap(&self, thread: u32, s: u64, e: u64, limit: u64) -> (u64, Option<Span>) {
+    fn io_overlap(
+        &self,
+        thread: u32,
+        s: u64,
+        e: u64,
+        limit: u64,
+    ) -> (u64, Option<Span>, Option<Span>) {
         let mut sum = 0u64;
-        let mut worst: Option<Span> = None;
+        let (mut worst, mut last): (Option<Span>, Option<Span>) = (None, None);
         let first = self.ios.partition_point(|x| x.end < s);
         for x in self.ios.range(first..) {
             if x.end > limit.saturating_add(SLACK_NS) {
@@ -1199,9 +1223,12 @@ impl State {
                 if worst.is_none_or(|w| x.end - x.start > w.end - w.start) {
                     worst = Some(*x);
                 }
+                if last.is_none_or(|w| x.end > w.end) {
+                    last = Some(*x);
+                }
             }
         }
-        (sum.min(e - s), worst)
+        (sum.min(e - s), worst, last)
     }
 
     /// The lock `thread` held across `[s, e]`, if a recorded hold shows it.
@@ -1260,19 +1287,14 @@ impl State {
                     if e0 <= s0 {
                         continue;
                     }
-                    let (io, worst) = self.io_overlap(ht, s0, e0, he);
+                    let (io, worst, last) = self.io_overlap(ht, s0, e0, he);
                     if io > 0 {
                         let acc = add(&mut accs, Cause::IoBlocking, w.obj, ht, true, io, c);
                         if !counted {
                             acc.n += 1;
                         }
-                        if let Some(x) = worst {
-                            if x.end - x.start > acc.worst_ns {
-                                acc.worst_ns = x.end - x.start;
-                                acc.worst_at = x.end;
-                                acc.worst_op = x.obj;
-                                acc.worst_bytes = x.bytes;
-                            }
+                        for x in [worst, last].into_iter().flatten() {
+                            acc.note_io(&x);
                         }
                     }
                     if e0 - s0 > io {
@@ -1323,12 +1345,7 @@ impl State {
                 let lock = self.held_by(c, x.start, x.end);
                 let acc = add(&mut accs, Cause::IoBlocking, lock, c, false, b - a, c);
                 acc.n += 1;
-                if x.end - x.start > acc.worst_ns {
-                    acc.worst_ns = x.end - x.start;
-                    acc.worst_at = x.end;
-                    acc.worst_op = x.obj;
-                    acc.worst_bytes = x.bytes;
-                }
+                acc.note_io(x);
             }
             let Some(ts) = self.threads.get(c as usize).and_then(|x| x.as_ref()) else {
                 continue;
@@ -1506,6 +1523,7 @@ fn add(
                 worst_at: 0,
                 worst_op: NONE,
                 worst_bytes: 0,
+                last: None,
                 base_mean: 0,
                 win_mean: 0,
             });
@@ -1959,7 +1977,7 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
             fmt_at(a.worst_at)
         ),
         Cause::IoBlocking => {
-            let slowest = if a.worst_op != NONE {
+            let mut slowest = if a.worst_op != NONE {
                 format!(
                     "; slowest: {} of {} bytes taking {}, ending at {}",
                     s.name(a.worst_op),
@@ -1970,6 +1988,16 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
             } else {
                 String::new()
             };
+            if let Some(l) = a.last.filter(|l| l.end != a.worst_at) {
+                let _ = write!(
+                    slowest,
+                    "; latest: {} of {} bytes taking {}, ending at {}",
+                    s.name(l.obj),
+                    l.bytes,
+                    fmt_ns(l.end - l.start),
+                    fmt_at(l.end)
+                );
+            }
             if a.under_lock {
                 format!(
                     "{who} waited {} on {} ({}) while its holder {} was in I/O{slowest}",
