@@ -1032,12 +1032,12 @@ impl State {
                     now,
                     net,
                     bn,
-                    |b, v| b.net += v,
+                    |b, v| b.net = b.net.saturating_add(v),
                 );
                 if let Some(b) = t.ring.slot(now / bn) {
                     b.items += 1;
                 }
-                t.cum.net += net;
+                t.cum.net = t.cum.net.saturating_add(net);
                 t.cum.items += 1;
                 t.blocked = 0;
                 t.in_item = false;
@@ -1123,8 +1123,10 @@ impl State {
             let gap = now - start;
             let stall = gap.saturating_sub(t.blocked);
             if stall > 0 {
-                spread(&mut t.ring, start, now, stall, bn, |b, v| b.stall += v);
-                t.cum.stall += stall;
+                spread(&mut t.ring, start, now, stall, bn, |b, v| {
+                    b.stall = b.stall.saturating_add(v)
+                });
+                t.cum.stall = t.cum.stall.saturating_add(stall);
             }
         }
         if let Some(b) = t.ring.slot(now / bn) {
@@ -1219,7 +1221,7 @@ impl State {
             }
             let ov = x.end.min(e).saturating_sub(x.start.max(s));
             if ov > 0 {
-                sum += ov;
+                sum = sum.saturating_add(ov);
                 if worst.is_none_or(|w| x.end - x.start > w.end - w.start) {
                     worst = Some(*x);
                 }
@@ -1383,11 +1385,12 @@ impl State {
                     let f = r.partition_point(|x| x.end < o0);
                     for x in r.range(f..) {
                         if x.thread == c {
-                            blocked += x.end.min(t).saturating_sub(x.start.max(o0));
+                            blocked = blocked
+                                .saturating_add(x.end.min(t).saturating_sub(x.start.max(o0)));
                         }
                     }
                 }
-                stall += (t - o0).saturating_sub(blocked);
+                stall = stall.saturating_add((t - o0).saturating_sub(blocked));
             }
             if stall > 0 {
                 add(&mut accs, Cause::ConsumerStall, NONE, c, false, stall, c);
@@ -1422,7 +1425,7 @@ impl State {
                 NONE,
             );
         }
-        let lost: u64 = accs.iter().map(|a| a.ns).sum();
+        let lost: u64 = accs.iter().fold(0u64, |s, a| s.saturating_add(a.ns));
         let capacity = consumers.len().max(1) as f64 * span as f64;
         let mut verdicts: Vec<(f64, Acc)> = accs
             .into_iter()
@@ -1475,7 +1478,7 @@ fn baseline(
     let sum = |from: u64, to: u64| {
         ts.ring.fold(from, to, (0u64, 0u64), |(v, n), x| {
             let (a, b) = f(x);
-            (v + a, n + b)
+            (v.saturating_add(a), n.saturating_add(b))
         })
     };
     let (w_v, w_n) = sum(b0, b1);
@@ -1531,7 +1534,7 @@ fn add(
         }
     };
     let a = &mut accs[i];
-    a.ns += ns;
+    a.ns = a.ns.saturating_add(ns);
     if victim != NONE && !a.victims.contains(&victim) {
         a.victims.push(victim);
     }
@@ -1632,13 +1635,16 @@ fn spread<T: Default + Copy>(
     let first = b0.max(b1.saturating_sub(ring.cap as u64 - 1));
     let mut given = 0u64;
     for b in first..=b1 {
-        let (s, e) = ((b * bn).max(start), ((b + 1) * bn).min(end));
+        let (s, e) = (
+            b.saturating_mul(bn).max(start),
+            b.saturating_add(1).saturating_mul(bn).min(end),
+        );
         let share = if b == b1 {
             amount - given.min(amount)
         } else {
             (amount as u128 * e.saturating_sub(s) as u128 / len) as u64
         };
-        given += share;
+        given = given.saturating_add(share);
         if let Some(x) = ring.slot(b) {
             f(x, share);
         }

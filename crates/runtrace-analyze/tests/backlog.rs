@@ -625,3 +625,70 @@ fn other_queues_consumers_are_not_blamed() {
     assert_eq!(r.triggers[1].verdicts[0].cause, Cause::ConsumerStall);
     assert_eq!(r.triggers[1].verdicts[0].thread.as_deref(), Some("tid 5"));
 }
+
+/// Random application events with extreme values (durations up to
+/// `u64::MAX`, timestamps jumping by up to 2^62 ticks, sizes up to
+/// `u32::MAX`, bytes over 4 GiB, triggers anywhere): the analysis never
+/// panics (overflow checks are on in tests) and counts every event.
+#[test]
+fn random_extreme_events_never_panic() {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for round in 0..25 {
+        let mut b = TraceBuilder::new();
+        for id in 1..=4u64 {
+            b.string(id, ["q", "l", "op", "r"][id as usize - 1]);
+        }
+        let mut clock = [0u64; 4];
+        let n = 2_000;
+        let mut enq = 0u64;
+        for _ in 0..n {
+            let tid = rand() % 4;
+            let c = &mut clock[tid as usize];
+            let step = match rand() % 8 {
+                0 => rand() >> 2,
+                1 | 2 => rand() % 10_000_000_000,
+                _ => rand() % 100_000,
+            };
+            *c = c.saturating_add(step);
+            let t = *c;
+            let big = |r: u64| match r % 4 {
+                0 => u64::MAX - r % 7,
+                1 => r >> (r % 64),
+                _ => r % 1_000_000_000,
+            };
+            let name = 1 + rand() % 4;
+            match rand() % 10 {
+                0 => b.lock_wait(tid, t, name, big(rand()), rand() % 2 == 0),
+                1 => b.lock_hold(tid, t, name, big(rand()), true),
+                2 => {
+                    enq += 1;
+                    b.enqueue(tid, t, name, rand(), rand() as u32)
+                }
+                3 => b.dequeue(tid, t, name, rand(), big(rand()), rand() as u32),
+                4 => b.processing_end(tid, t, name, rand(), big(rand()), rand() % 2 == 0),
+                5 => b.item_dropped(tid, t, name, rand(), rand() as u32, 1 + rand() % 4),
+                6 => b.queue_snapshot(tid, t, name, rand() as u32, rand(), rand(), rand()),
+                7 => b.backlog_trigger(tid, t, name, rand() as u32, rand() as i64, 1 + rand() % 4),
+                8 => b.io(tid, t, name, big(rand()), big(rand())),
+                _ => b.heartbeat(tid, t, name, big(rand())),
+            }
+        }
+        let opts = BacklogOptions {
+            window_ns: 1 + rand() % 2_000_000_000,
+            lookback_ns: 1 + rand() % 5_000_000_000,
+            ..BacklogOptions::default()
+        };
+        let r = analyze_bytes(&b.finish(), &opts);
+        assert!(r.errors.is_empty(), "round {round}: {:?}", r.errors);
+        assert_eq!(r.app_events, n, "round {round}");
+        assert_eq!(r.queues.iter().map(|q| q.enqueued).sum::<u64>(), enq);
+        let _ = r.to_string();
+        let _ = r.to_json().to_string();
+    }
+}
