@@ -66,6 +66,10 @@ const TOP: usize = 5;
 const SLACK_NS: u64 = 1_000_000;
 /// Holds shorter than this are remembered apart (see `LockSt::short`).
 const SHORT_HOLD_NS: u64 = 50_000;
+/// The text report shows at most this many rate windows per queue ...
+const TEXT_MAX_WINDOWS: usize = 60;
+/// ... and this many triggers (JSON has all).
+const TEXT_MAX_TRIGGERS: usize = 50;
 
 /// Settings of the backlog analysis (defaults in docs/analysis.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1233,12 +1237,15 @@ impl State {
         (sum.min(e - s), worst, last)
     }
 
-    /// The lock `thread` held across `[s, e]`, if a recorded hold shows it.
+    /// The lock `thread` held across `[s, e]`, if a recorded hold shows it
+    /// among the next 256 holds of each lock ending after `e` (the hold
+    /// around an I/O ends soon after it; the bound keeps a trigger's cost
+    /// independent of the hold rate).
     fn held_by(&self, thread: u32, s: u64, e: u64) -> u32 {
         for (li, l) in self.locks.iter().enumerate() {
             for r in [&l.ring, &l.short] {
                 let first = r.partition_point(|h| h.end < e);
-                for h in r.range(first..).take(4096) {
+                for h in r.range(first..).take(256) {
                     if h.thread == thread && h.start <= s && h.end >= e {
                         return li as u32;
                     }
@@ -2038,7 +2045,48 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
     }
 }
 
+/// How many triggers had one (cause, lock, thread) as their top verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CauseCount {
+    /// The cause; `None` for triggers without a verdict above the floor.
+    pub cause: Option<Cause>,
+    /// The verdict's lock.
+    pub lock: Option<String>,
+    /// The verdict's thread.
+    pub thread: Option<String>,
+    /// Triggers.
+    pub triggers: u64,
+}
+
 impl BacklogReport {
+    /// The top verdicts of all triggers, grouped and counted, most common
+    /// first: what to fix first when a long trace has many triggers.
+    pub fn top_causes(&self) -> Vec<CauseCount> {
+        let mut v: Vec<CauseCount> = Vec::new();
+        for t in &self.triggers {
+            let top = t.verdicts.first();
+            let (cause, lock, thread) = (
+                top.map(|x| x.cause),
+                top.and_then(|x| x.lock.clone()),
+                top.and_then(|x| x.thread.clone()),
+            );
+            match v
+                .iter_mut()
+                .find(|c| c.cause == cause && c.lock == lock && c.thread == thread)
+            {
+                Some(c) => c.triggers += 1,
+                None => v.push(CauseCount {
+                    cause,
+                    lock,
+                    thread,
+                    triggers: 1,
+                }),
+            }
+        }
+        v.sort_by(|a, b| b.triggers.cmp(&a.triggers));
+        v
+    }
+
     /// A file was damaged or cut short (the CLI exits with 1).
     pub fn is_damaged(&self) -> bool {
         self.damaged
@@ -2133,6 +2181,12 @@ impl BacklogReport {
                 "dequeue_rate_before": t.dequeue_rate_before,
                 "dequeue_rate_during": t.dequeue_rate_during,
                 "lost_ns": t.lost_ns,
+            })).collect::<Vec<_>>(),
+            "top_causes": self.top_causes().iter().map(|c| json!({
+                "cause": c.cause.map(|c| c.as_str()),
+                "lock": c.lock,
+                "thread": c.thread,
+                "triggers": c.triggers,
             })).collect::<Vec<_>>(),
             "files": self.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
             "bytes": self.bytes,
@@ -2231,7 +2285,24 @@ impl fmt::Display for BacklogReport {
                     "{:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>10} {:>12}",
                     "start", "enq/s", "deq/s", "drops", "size", "max", "growth/s", "peak grow/s"
                 );
-                for w in &q.windows {
+                // A long trace: the windows with the fastest growth (and
+                // drops), in time order; JSON has every window.
+                let shown: Vec<&RateWindow> = if q.windows.len() > TEXT_MAX_WINDOWS {
+                    let mut idx: Vec<usize> = (0..q.windows.len()).collect();
+                    idx.sort_by(|&a, &b| {
+                        let (x, y) = (&q.windows[a], &q.windows[b]);
+                        y.peak_growth_per_sec
+                            .total_cmp(&x.peak_growth_per_sec)
+                            .then(y.dropped.cmp(&x.dropped))
+                            .then(a.cmp(&b))
+                    });
+                    idx.truncate(TEXT_MAX_WINDOWS);
+                    idx.sort_unstable();
+                    idx.iter().map(|&i| &q.windows[i]).collect()
+                } else {
+                    q.windows.iter().collect()
+                };
+                for w in &shown {
                     let _ = writeln!(
                         o,
                         "{:>10} {:>10.0} {:>10.0} {:>8} {:>8} {:>8} {:>+10.0} {:>+12.0}",
@@ -2243,6 +2314,13 @@ impl fmt::Display for BacklogReport {
                         w.max_size,
                         w.growth_per_sec,
                         w.peak_growth_per_sec
+                    );
+                }
+                if shown.len() < q.windows.len() {
+                    let _ = writeln!(
+                        o,
+                        "({} windows with slower growth not shown; --json has all)",
+                        q.windows.len() - shown.len()
                     );
                 }
             }
@@ -2315,8 +2393,45 @@ impl fmt::Display for BacklogReport {
                 );
             }
         }
+        let summary = self.top_causes();
+        if self.triggers.len() > 1 {
+            let _ = writeln!(o, "\n=== Root causes (top verdict of each trigger)");
+            for c in &summary {
+                let mut who = String::new();
+                if let Some(l) = &c.lock {
+                    let _ = write!(who, " lock \"{l}\"");
+                }
+                if let Some(th) = &c.thread {
+                    let _ = write!(who, " thread {th}");
+                }
+                let what = c.cause.map_or("no cause above the floor", |c| c.as_str());
+                let _ = writeln!(
+                    o,
+                    "{:>6} of {}: {what}{who}",
+                    c.triggers,
+                    self.triggers.len()
+                );
+            }
+        }
         let _ = writeln!(o, "\n=== Backlog triggers ({})", self.triggers.len());
-        for (i, t) in self.triggers.iter().enumerate() {
+        // Many triggers: the ones with the most lost time, in time order.
+        let mut shown: Vec<usize> = (0..self.triggers.len()).collect();
+        if shown.len() > TEXT_MAX_TRIGGERS {
+            shown.sort_by(|&a, &b| {
+                self.triggers[b]
+                    .lost_ns
+                    .cmp(&self.triggers[a].lost_ns)
+                    .then(a.cmp(&b))
+            });
+            shown.truncate(TEXT_MAX_TRIGGERS);
+            shown.sort_unstable();
+            let _ = writeln!(
+                o,
+                "(the {TEXT_MAX_TRIGGERS} with the most lost time; --json has all)"
+            );
+        }
+        for i in shown {
+            let t = &self.triggers[i];
             let _ = writeln!(
                 o,
                 "[{}] at {}: \"{}\" size {} ({}, growth {}/s); judged {} .. {}: enqueue {} (before {}), dequeue {} (before {}), consumers lost {}",

@@ -692,3 +692,54 @@ fn random_extreme_events_never_panic() {
         let _ = r.to_json().to_string();
     }
 }
+
+/// Many windows and many triggers: the text shows the fastest-growing
+/// windows and the triggers with the most lost time, and a summary of the
+/// top causes; JSON keeps everything.
+#[test]
+fn long_traces_keep_the_text_short() {
+    let (bytes, _) = build(Scenario::IoUnderLock);
+    let opts = BacklogOptions {
+        window_ns: 10 * MS,
+        ..BacklogOptions::default()
+    };
+    let r = analyze_bytes(&bytes, &opts);
+    assert_eq!(r.queues[0].windows.len(), 600);
+    let text = r.to_string();
+    assert!(
+        text.contains("(540 windows with slower growth not shown; --json has all)"),
+        "{text}"
+    );
+    assert_eq!(
+        r.to_json()["queues"][0]["windows"]
+            .as_array()
+            .unwrap()
+            .len(),
+        600
+    );
+
+    let mut b = TraceBuilder::new();
+    b.string(JOBS, "jobs");
+    b.string(MANUAL, "manual");
+    for i in 1..=3_000u64 {
+        b.enqueue(PRODUCER, i * MS, JOBS, i, i as u32);
+        if i % 50 == 0 {
+            b.backlog_trigger(PRODUCER, i * MS + 1, JOBS, i as u32, 1_000, MANUAL);
+        }
+    }
+    let r = analyze_bytes(&b.finish(), &BacklogOptions::default());
+    assert_eq!(r.triggers.len(), 60);
+    let top = r.top_causes();
+    assert_eq!(top.len(), 1);
+    assert_eq!(
+        (top[0].cause, top[0].triggers),
+        (Some(Cause::ConsumerStall), 60)
+    );
+    let text = r.to_string();
+    assert!(text.contains("60 of 60: consumer_stall"), "{text}");
+    assert!(
+        text.contains("(the 50 with the most lost time; --json has all)"),
+        "{text}"
+    );
+    assert_eq!(r.to_json()["top_causes"][0]["triggers"], 60);
+}
