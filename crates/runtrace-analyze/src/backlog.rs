@@ -2083,7 +2083,7 @@ impl BacklogReport {
                 }),
             }
         }
-        v.sort_by(|a, b| b.triggers.cmp(&a.triggers));
+        v.sort_by_key(|c| std::cmp::Reverse(c.triggers));
         v
     }
 
