@@ -676,6 +676,8 @@ struct Acc {
     worst_bytes: u64,
     /// The I/O that ended last (the one at the trigger, often).
     last: Option<Span>,
+    /// The longest lock wait counted (whole, not clipped to the window).
+    max_wait: u64,
     base_mean: u64,
     win_mean: u64,
 }
@@ -1302,6 +1304,7 @@ impl State {
                         if !counted {
                             acc.n += 1;
                         }
+                        acc.max_wait = acc.max_wait.max(w.end - w.start);
                         for x in [worst, last].into_iter().flatten() {
                             acc.note_io(&x);
                         }
@@ -1319,6 +1322,7 @@ impl State {
                         if !counted {
                             acc.n += 1;
                         }
+                        acc.max_wait = acc.max_wait.max(w.end - w.start);
                         if he - hs > acc.worst_ns {
                             acc.worst_ns = he - hs;
                             acc.worst_at = he;
@@ -1329,7 +1333,7 @@ impl State {
                     cur = e0;
                 }
                 if b - a > covered {
-                    add(
+                    let acc = add(
                         &mut accs,
                         Cause::LockContention,
                         w.obj,
@@ -1337,8 +1341,9 @@ impl State {
                         false,
                         b - a - covered,
                         c,
-                    )
-                    .n += 1;
+                    );
+                    acc.n += 1;
+                    acc.max_wait = acc.max_wait.max(w.end - w.start);
                 }
             }
             // 2. The consumer's own I/O.
@@ -1534,6 +1539,7 @@ fn add(
                 worst_op: NONE,
                 worst_bytes: 0,
                 last: None,
+                max_wait: 0,
                 base_mean: 0,
                 win_mean: 0,
             });
@@ -1939,6 +1945,15 @@ fn plural(n: u64, what: &str) -> String {
     }
 }
 
+/// "1 wait of 300 ms", "4 waits, the longest 300 ms".
+fn waits(a: &Acc) -> String {
+    if a.n == 1 {
+        format!("1 wait of {}", crate::fmt_ns(a.max_wait))
+    } else {
+        format!("{} waits, the longest {}", a.n, crate::fmt_ns(a.max_wait))
+    }
+}
+
 fn fmt_before(r: Option<f64>) -> String {
     r.map_or_else(|| "n/a".into(), fmt_rate)
 }
@@ -1977,14 +1992,14 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
              the waits (holds under the lock's hold threshold?)",
             fmt_ns(a.ns),
             lock(a.lock),
-            plural(a.n, "wait")
+            waits(a)
         ),
         Cause::LockContention => format!(
             "{who} waited {} on {} ({}) while {} held it without recorded I/O (its longest \
              such hold {}, ending at {})",
             fmt_ns(a.ns),
             lock(a.lock),
-            plural(a.n, "wait"),
+            waits(a),
             nm.thread_or(a.thread),
             fmt_ns(a.worst_ns),
             fmt_at(a.worst_at)
@@ -2016,7 +2031,7 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
                     "{who} waited {} on {} ({}) while its holder {} was in I/O{slowest}",
                     fmt_ns(a.ns),
                     lock(a.lock),
-                    plural(a.n, "wait"),
+                    waits(a),
                     nm.thread_or(a.thread)
                 )
             } else {
