@@ -743,3 +743,54 @@ fn long_traces_keep_the_text_short() {
     );
     assert_eq!(r.to_json()["top_causes"][0]["triggers"], 60);
 }
+
+/// Two consumers share the queue; one of them (tid 6) stops from 3.0 s to
+/// 3.6 s while the other keeps going: the stalled one is named.
+#[test]
+fn one_of_two_consumers_stalls() {
+    let mut b = TraceBuilder::new();
+    b.string(JOBS, "jobs");
+    b.string(SIZE_THRESHOLD, "size_threshold");
+    b.thread_name(CONSUMER, "worker-a");
+    b.thread_name(6, "worker-b");
+    let mut free = [0u64; 2];
+    let tids = [CONSUMER, 6];
+    let mut per_thread: Vec<Vec<(u64, u64, u64, u64)>> = vec![Vec::new(), Vec::new()];
+    let mut pending: std::collections::VecDeque<(u64, u64)> = Default::default();
+    for i in 1..=6_000u64 {
+        let t = i * MS;
+        pending.push_back((i, t));
+        b.enqueue(PRODUCER, t, JOBS, i, pending.len() as u32);
+        // Hand out items to whichever consumer is free by the next arrival.
+        loop {
+            let Some(&(seq, at)) = pending.front() else {
+                break;
+            };
+            let k = if free[0] <= free[1] { 0 } else { 1 };
+            let start = free[k].max(at) + 10 * US;
+            if k == 1 && (PROBLEM_START..PROBLEM_END).contains(&start) {
+                free[1] = PROBLEM_END;
+                continue;
+            }
+            if start >= t + MS {
+                break;
+            }
+            pending.pop_front();
+            free[k] = start + 1_500 * US;
+            per_thread[k].push((start, seq, start - at, free[k]));
+        }
+    }
+    for (k, evs) in per_thread.iter().enumerate() {
+        for &(start, seq, delay, end) in evs {
+            b.dequeue(tids[k], start, JOBS, seq, delay, 0);
+            b.processing_end(tids[k], end, JOBS, seq, end - start, true);
+        }
+    }
+    b.backlog_trigger(PRODUCER, TRIGGER + 1, JOBS, 300, 500, SIZE_THRESHOLD);
+    let r = analyze_bytes(&b.finish(), &BacklogOptions::default());
+    let t = &r.triggers[0];
+    assert_eq!(t.consumers.len(), 2);
+    assert_eq!(causes(&r), vec![Cause::ConsumerStall], "{t:#?}");
+    assert_eq!(t.verdicts[0].thread.as_deref(), Some("worker-b (tid 6)"));
+    assert!(t.verdicts[0].lost_ns > 450 * MS, "{t:#?}");
+}
