@@ -603,6 +603,8 @@ struct QueueSt {
     consumers: Vec<u32>,
     first_ns: u64,
     snapshots: u64,
+    /// When the queue's size last rose from 0 (`u64::MAX`: empty).
+    nonempty_since: u64,
     /// The current growth step, the size at its start, the last size seen.
     step: u64,
     step_base: u32,
@@ -818,6 +820,7 @@ impl State {
                 consumers: Vec::new(),
                 first_ns: now,
                 snapshots: 0,
+                nonempty_since: u64::MAX,
                 step: now / self.step_ns(),
                 step_base: 0,
                 last_size: 0,
@@ -982,6 +985,17 @@ impl State {
                 }
                 q.last_size = size;
                 q.max_size = q.max_size.max(size);
+                // Since when the queue holds items, from the sizes: other
+                // consumers may have taken the oldest items, so this can
+                // reach back further than a dequeued item's delay.
+                let since = q.nonempty_since;
+                if ev.kind != kind::ITEM_DROPPED {
+                    if size == 0 {
+                        q.nonempty_since = u64::MAX;
+                    } else if since == u64::MAX {
+                        q.nonempty_since = now;
+                    }
+                }
                 let rw = row(&mut q.rows, widx);
                 rw.size_end = size;
                 rw.max_size = rw.max_size.max(size);
@@ -1007,7 +1021,7 @@ impl State {
                         if !q.consumers.contains(&th) {
                             q.consumers.push(th);
                         }
-                        self.dequeue(th, now, ev.x, size);
+                        self.dequeue(th, now, ev.x, size, since);
                     }
                     kind::ITEM_DROPPED => {
                         q.dropped += 1;
@@ -1113,14 +1127,20 @@ impl State {
     /// A consumer took an item: the gap since its last item, while the
     /// queue had items and it was neither waiting on a lock nor in I/O, is
     /// stall time.
-    fn dequeue(&mut self, th: u32, now: u64, delay: u64, size_after: u32) {
+    fn dequeue(&mut self, th: u32, now: u64, delay: u64, size_after: u32, since: u64) {
         let bn = self.o.bucket_ns;
         let t = self.thread(th);
         if t.has_mark && !t.in_item && now > t.mark {
-            // The queue was not empty from the item's enqueue on (or, with
-            // no delay measured, through the whole gap if items remain).
-            let start = if delay > 0 {
-                t.mark.max(now.saturating_sub(delay))
+            // The queue was not empty from the item's enqueue on, and
+            // since its size last rose from 0 (the earlier of the two);
+            // with neither known, through the whole gap if items remain.
+            let item = if delay > 0 {
+                now.saturating_sub(delay)
+            } else {
+                u64::MAX
+            };
+            let start = if item.min(since) != u64::MAX {
+                t.mark.max(item.min(since)).min(now)
             } else if size_after > 0 {
                 t.mark
             } else {
@@ -1192,6 +1212,7 @@ impl State {
             close_step(q, w, st);
             q.step_base = q.last_size;
             q.step = u64::MAX;
+            q.nonempty_since = u64::MAX;
         }
         let cap = self.ring_cap();
         for t in self.threads.iter_mut().flatten() {

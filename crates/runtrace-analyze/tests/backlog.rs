@@ -753,19 +753,20 @@ fn one_of_two_consumers_stalls() {
     b.string(SIZE_THRESHOLD, "size_threshold");
     b.thread_name(CONSUMER, "worker-a");
     b.thread_name(6, "worker-b");
+    // Each consumer takes 1.5 ms per item: together they keep up with one
+    // item per ms, worker-a alone does not.
     let mut free = [0u64; 2];
     let tids = [CONSUMER, 6];
-    let mut per_thread: Vec<Vec<(u64, u64, u64, u64)>> = vec![Vec::new(), Vec::new()];
+    // (time, 0: enqueue / 1: dequeue, seqno, consumer, delay, end)
+    let mut timeline: Vec<(u64, u8, u64, usize, u64, u64)> = Vec::new();
     let mut pending: std::collections::VecDeque<(u64, u64)> = Default::default();
     for i in 1..=6_000u64 {
         let t = i * MS;
         pending.push_back((i, t));
-        b.enqueue(PRODUCER, t, JOBS, i, pending.len() as u32);
-        // Hand out items to whichever consumer is free by the next arrival.
-        loop {
-            let Some(&(seq, at)) = pending.front() else {
-                break;
-            };
+        timeline.push((t, 0, i, 0, 0, 0));
+        // Hand out items to whichever consumer is free before the next
+        // arrival.
+        while let Some(&(seq, at)) = pending.front() {
             let k = if free[0] <= free[1] { 0 } else { 1 };
             let start = free[k].max(at) + 10 * US;
             if k == 1 && (PROBLEM_START..PROBLEM_END).contains(&start) {
@@ -777,12 +778,24 @@ fn one_of_two_consumers_stalls() {
             }
             pending.pop_front();
             free[k] = start + 1_500 * US;
-            per_thread[k].push((start, seq, start - at, free[k]));
+            timeline.push((start, 1, seq, k, start - at, free[k]));
+        }
+    }
+    timeline.sort_by_key(|e| (e.0, e.1));
+    let mut size = 0u32;
+    let mut per_thread = [Vec::new(), Vec::new()];
+    for &(t, what, seq, k, delay, end) in &timeline {
+        if what == 0 {
+            size += 1;
+            b.enqueue(PRODUCER, t, JOBS, seq, size);
+        } else {
+            size -= 1;
+            per_thread[k].push((t, seq, delay, size, end));
         }
     }
     for (k, evs) in per_thread.iter().enumerate() {
-        for &(start, seq, delay, end) in evs {
-            b.dequeue(tids[k], start, JOBS, seq, delay, 0);
+        for &(start, seq, delay, size, end) in evs {
+            b.dequeue(tids[k], start, JOBS, seq, delay, size);
             b.processing_end(tids[k], end, JOBS, seq, end - start, true);
         }
     }
