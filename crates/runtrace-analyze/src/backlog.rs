@@ -651,6 +651,9 @@ struct Hb {
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     t: u64,
+    /// When the queue's size last rose from 0 before the trigger
+    /// (`u64::MAX`: unknown).
+    since: u64,
     q: u32,
     size: u32,
     growth: i64,
@@ -1066,12 +1069,14 @@ impl State {
             }
             kind::BACKLOG_TRIGGER => {
                 let qi = self.queue(ev.worker, now) as u32;
+                let since = self.queues[qi as usize].nonempty_since;
                 let i = ev.x as usize;
                 let growth = self.side.get(i).copied().unwrap_or(0) as i64;
                 let reason = self.side.get(i + 1).copied().unwrap_or(0) as u32;
                 let deadline = now.saturating_add(self.o.lookahead_ns);
                 self.pending.push(Pending {
                     t: now,
+                    since,
                     q: qi,
                     size: ev.a,
                     growth,
@@ -1412,7 +1417,11 @@ impl State {
             let (base_stall, w_stall, w_deqs) = baseline(ts, b0, b1, |x| (x.stall, x.deqs));
             let mut stall = w_stall.saturating_sub(base_stall.saturating_mul(w_deqs));
             if ts.has_mark && ts.mark < t && p.size > 0 {
-                let o0 = ts.mark.max(ws);
+                // Idle since its last item, while the queue held items.
+                let o0 = ts
+                    .mark
+                    .max(ws)
+                    .max(if p.since == u64::MAX { 0 } else { p.since });
                 let mut blocked = 0u64;
                 for r in [&self.waits, &self.ios] {
                     let f = r.partition_point(|x| x.end < o0);
