@@ -807,3 +807,41 @@ fn one_of_two_consumers_stalls() {
     assert_eq!(t.verdicts[0].thread.as_deref(), Some("worker-b (tid 6)"));
     assert!(t.verdicts[0].lost_ns > 450 * MS, "{t:#?}");
 }
+
+/// Two recordings at once: each one's triggers are judged on its own
+/// timeline, counts are summed by queue name, threads carry their pid.
+#[test]
+fn two_recordings() {
+    let d = std::env::temp_dir().join(format!("runtrace-backlog-two-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let (a, ca) = build(Scenario::IoUnderLock);
+    let (b, cb) = build(Scenario::ProcessingSlowdown);
+    // The second recording: another recording id and pid.
+    let mut b2 = b.clone();
+    let hdr = TraceBuilder::with_header(1_000_000_000, 0x7777, 4343).finish_unsealed();
+    // Magic and HEADER frame of the same size (same schemas and process
+    // name, ids of the same varint length): swap them in.
+    b2.splice(..hdr.len(), hdr.iter().copied());
+    std::fs::write(d.join("a.0.bin"), &a).unwrap();
+    std::fs::write(d.join("b.0.bin"), &b2).unwrap();
+    let r = analyze_files(
+        &[d.join("a.0.bin"), d.join("b.0.bin")],
+        &BacklogOptions::default(),
+    );
+    let _ = std::fs::remove_dir_all(&d);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.queues.len(), 1);
+    assert_eq!(r.queues[0].enqueued, ca.enq + cb.enq);
+    assert_eq!(r.triggers.len(), 2);
+    assert_eq!(r.triggers[0].verdicts[0].cause, Cause::IoBlocking);
+    assert_eq!(
+        r.triggers[0].verdicts[0].thread.as_deref(),
+        Some("logger (pid 4242, tid 3)")
+    );
+    assert_eq!(r.triggers[1].verdicts[0].cause, Cause::ProcessingSlowdown);
+    assert_eq!(
+        r.triggers[1].verdicts[0].thread.as_deref(),
+        Some("consumer (pid 4343, tid 2)")
+    );
+}
