@@ -651,6 +651,10 @@ struct Hb {
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     t: u64,
+    /// `t` computed exactly as `runtrace analyze` and `runtrace jsonl` do
+    /// (the analysis clock may differ by rounding on long traces whose
+    /// tick is not a whole number of ns).
+    exact: u64,
     /// When the queue's size last rose from 0 before the trigger
     /// (`u64::MAX`: unknown).
     since: u64,
@@ -707,6 +711,7 @@ impl Acc {
 /// the report is built: a THREAD frame may come late).
 struct TriggerRec {
     t: u64,
+    exact: u64,
     q: u32,
     size: u32,
     growth: i64,
@@ -1076,6 +1081,7 @@ impl State {
                 let deadline = now.saturating_add(self.o.lookahead_ns);
                 self.pending.push(Pending {
                     t: now,
+                    exact: p.ns(ev.ticks).max(0) as u64,
                     since,
                     q: qi,
                     size: ev.a,
@@ -1489,6 +1495,7 @@ impl State {
         });
         TriggerRec {
             t,
+            exact: p.exact,
             q: p.q,
             size: p.size,
             growth: p.growth,
@@ -1880,7 +1887,7 @@ fn build(e: &Engine, s: &State, rs: ReadStats) -> BacklogReport {
                 })
                 .collect();
             TriggerReport {
-                timestamp_ns: r.t,
+                timestamp_ns: r.exact,
                 queue: qname,
                 queue_size: r.size,
                 reason: name(r.reason),
