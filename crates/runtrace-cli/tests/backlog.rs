@@ -151,6 +151,7 @@ fn json_keys_and_verdict() {
     assert_eq!(v["thread"], "logger (tid 3)");
     assert!(v["score"].as_f64().unwrap() > 0.5);
     // Verdict lists are best first.
+    let _ = std::fs::remove_dir_all(p.parent().unwrap());
     let scores: Vec<f64> = t["verdicts"]
         .as_array()
         .unwrap()
@@ -189,6 +190,7 @@ fn text_report_and_directory_input() {
     ] {
         assert!(text.contains(s), "{s} missing:\n{text}");
     }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -221,4 +223,5 @@ fn bad_flags_and_inputs() {
     assert!(err.contains("trace.1.bin") && err.contains("byte"), "{err}");
     let j: Json = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["damaged"], true);
+    let _ = std::fs::remove_dir_all(p.parent().unwrap());
 }
