@@ -66,6 +66,10 @@ const TOP: usize = 5;
 const SLACK_NS: u64 = 1_000_000;
 /// Holds shorter than this are remembered apart (see `LockSt::short`).
 const SHORT_HOLD_NS: u64 = 50_000;
+/// Heartbeat gaps at least this long are kept as stall evidence.
+const HB_GAP_NS: u64 = 10_000_000;
+/// A trigger is judged this long after all its consumers resumed.
+const GRACE_NS: u64 = 100_000_000;
 /// The text report shows at most this many rate windows per queue ...
 const TEXT_MAX_WINDOWS: usize = 60;
 /// ... and this many triggers (JSON has all).
@@ -201,6 +205,8 @@ pub struct TriggerReport {
     pub dequeue_rate_during: f64,
     /// Lost time of the consumers in the window, all causes (ns).
     pub lost_ns: u64,
+    /// Items dropped in the window.
+    pub dropped_in_window: u64,
     /// Verdicts above the floor, best first.
     pub verdicts: Vec<Verdict>,
 }
@@ -558,6 +564,7 @@ struct CBucket {
 struct QBucket {
     enq: u64,
     deq: u64,
+    drops: u64,
 }
 
 /// Per thread.
@@ -678,7 +685,8 @@ struct Acc {
     n: u64,
     /// Consumer threads that lost the time.
     victims: Vec<u32>,
-    /// The worst single interval (slowest I/O, longest hold).
+    /// The worst single interval (slowest I/O, longest hold, longest
+    /// heartbeat gap with its role in `worst_op`).
     worst_ns: u64,
     worst_at: u64,
     worst_op: u32,
@@ -722,6 +730,7 @@ struct TriggerRec {
     enq_during: f64,
     deq_before: Option<f64>,
     deq_during: f64,
+    drops: u64,
     lost: u64,
     verdicts: Vec<(f64, Acc)>,
 }
@@ -742,6 +751,7 @@ pub(crate) struct State {
     threads: Vec<Option<ThreadSt>>,
     waits: VecDeque<Span>,
     ios: VecDeque<Span>,
+    hb_gaps: VecDeque<Span>,
     pending: Vec<Pending>,
     next_deadline: u64,
     done: Vec<TriggerRec>,
@@ -768,6 +778,7 @@ impl State {
             threads: Vec::new(),
             waits: VecDeque::new(),
             ios: VecDeque::new(),
+            hb_gaps: VecDeque::new(),
             pending: Vec::new(),
             next_deadline: u64::MAX,
             done: Vec::new(),
@@ -1034,6 +1045,9 @@ impl State {
                     kind::ITEM_DROPPED => {
                         q.dropped += 1;
                         rw.drops += 1;
+                        if let Some(b) = q.ring.slot(now / bn) {
+                            b.drops += 1;
+                        }
                         let cause = ev.x as u32;
                         match q.drops.iter_mut().find(|d| d.0 == cause) {
                             Some(d) => d.1 += 1,
@@ -1127,6 +1141,25 @@ impl State {
                     hb.max_gap = ev.x;
                     hb.at = now;
                 }
+                // Long gaps are evidence for a stall verdict (short ones,
+                // the common case, are not kept).
+                if ev.x >= HB_GAP_NS {
+                    let h = self.horizon();
+                    let s = Span {
+                        start: now.saturating_sub(ev.x),
+                        end: now,
+                        thread: th,
+                        obj: ev.worker,
+                        bytes: 0,
+                    };
+                    Self::push_span(
+                        &mut self.hb_gaps,
+                        s,
+                        h,
+                        self.o.max_intervals,
+                        &mut self.evicted,
+                    );
+                }
             }
             _ => {}
         }
@@ -1183,15 +1216,22 @@ impl State {
         let mut i = 0;
         while i < self.pending.len() {
             let p = self.pending[i];
-            let ready = all
-                || now >= p.deadline
-                || (now > p.t
-                    && self.queues[p.q as usize].consumers.iter().all(|&c| {
-                        self.threads
-                            .get(c as usize)
-                            .and_then(|t| t.as_ref())
-                            .is_some_and(|t| t.mark > p.t)
-                    }));
+            // Every consumer has resumed since the trigger: what blocked
+            // it has ended and been recorded; what it records right after
+            // resuming (a heartbeat ending its silence) comes within
+            // `GRACE_NS`.
+            if now > p.t
+                && p.deadline > now.saturating_add(GRACE_NS)
+                && self.queues[p.q as usize].consumers.iter().all(|&c| {
+                    self.threads
+                        .get(c as usize)
+                        .and_then(|t| t.as_ref())
+                        .is_some_and(|t| t.mark > p.t)
+                })
+            {
+                self.pending[i].deadline = now.saturating_add(GRACE_NS);
+            }
+            let ready = all || now >= self.pending[i].deadline;
             if ready {
                 self.pending.remove(i);
                 let rec = self.evaluate(&p);
@@ -1214,6 +1254,7 @@ impl State {
         self.check_pending(true);
         self.waits.clear();
         self.ios.clear();
+        self.hb_gaps.clear();
         for l in &mut self.locks {
             l.ring.clear();
             l.short.clear();
@@ -1441,7 +1482,16 @@ impl State {
                 stall = stall.saturating_add((t - o0).saturating_sub(blocked));
             }
             if stall > 0 {
-                add(&mut accs, Cause::ConsumerStall, NONE, c, false, stall, c);
+                let acc = add(&mut accs, Cause::ConsumerStall, NONE, c, false, stall, c);
+                // Its longest heartbeat gap overlapping the window.
+                let f = self.hb_gaps.partition_point(|x| x.end < ws);
+                for x in self.hb_gaps.range(f..) {
+                    if x.thread == c && x.start < t && x.end - x.start > acc.worst_ns {
+                        acc.worst_ns = x.end - x.start;
+                        acc.worst_at = x.end;
+                        acc.worst_op = x.obj;
+                    }
+                }
             }
         }
         let q = &self.queues[p.q as usize];
@@ -1449,11 +1499,13 @@ impl State {
             q.ring.fold(b0, b1, QBucket::default(), |a, x| QBucket {
                 enq: a.enq + x.enq,
                 deq: a.deq + x.deq,
+                drops: a.drops + x.drops,
             }),
             q.ring
                 .fold(b0, u64::MAX, QBucket::default(), |a, x| QBucket {
                     enq: a.enq + x.enq,
                     deq: a.deq + x.deq,
+                    drops: a.drops + x.drops,
                 }),
         );
         let secs = span as f64 / 1e9;
@@ -1506,6 +1558,7 @@ impl State {
             enq_during: rate(w.enq, secs),
             deq_before,
             deq_during: rate(w.deq, secs),
+            drops: w.drops,
             lost,
             verdicts,
         }
@@ -1899,6 +1952,7 @@ fn build(e: &Engine, s: &State, rs: ReadStats) -> BacklogReport {
                 dequeue_rate_before: r.deq_before,
                 dequeue_rate_during: r.deq_during,
                 lost_ns: r.lost,
+                dropped_in_window: r.drops,
                 verdicts,
             }
         })
@@ -2023,7 +2077,16 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
             fmt_before(r.deq_before),
             fmt_rate(r.enq_during),
             fmt_before(r.enq_before)
-        ),
+        ) + &if a.worst_op != NONE {
+            format!(
+                "; its \"{}\" heartbeat was silent for {}, until {}",
+                s.name(a.worst_op),
+                fmt_ns(a.worst_ns),
+                fmt_at(a.worst_at)
+            )
+        } else {
+            String::new()
+        },
         Cause::LockContention if a.thread == NONE => format!(
             "{who} waited {} on {} ({}) with no recorded hold by another thread covering \
              the waits (holds under the lock's hold threshold?)",
@@ -2233,6 +2296,7 @@ impl BacklogReport {
                 "dequeue_rate_before": t.dequeue_rate_before,
                 "dequeue_rate_during": t.dequeue_rate_during,
                 "lost_ns": t.lost_ns,
+                "dropped_in_window": t.dropped_in_window,
             })).collect::<Vec<_>>(),
             "top_causes": self.top_causes().iter().map(|c| json!({
                 "cause": c.cause.map(|c| c.as_str()),
@@ -2486,7 +2550,7 @@ impl fmt::Display for BacklogReport {
             let t = &self.triggers[i];
             let _ = writeln!(
                 o,
-                "[{}] at {}: \"{}\" size {} ({}, growth {}/s); judged {} .. {}: enqueue {} (before {}), dequeue {} (before {}), consumers lost {}",
+                "[{}] at {}: \"{}\" size {} ({}, growth {}/s); judged {} .. {}: enqueue {} (before {}), dequeue {} (before {}){}, consumers lost {}",
                 i + 1,
                 fmt_at(t.timestamp_ns),
                 t.queue,
@@ -2499,6 +2563,11 @@ impl fmt::Display for BacklogReport {
                 fmt_before(t.enqueue_rate_before),
                 fmt_rate(t.dequeue_rate_during),
                 fmt_before(t.dequeue_rate_before),
+                if t.dropped_in_window > 0 {
+                    format!(", {} dropped", t.dropped_in_window)
+                } else {
+                    String::new()
+                },
                 fmt_ns(t.lost_ns)
             );
             if t.verdicts.is_empty() {

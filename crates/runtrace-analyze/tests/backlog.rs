@@ -31,6 +31,7 @@ const FULL: u64 = 6;
 const ROTATE: u64 = 7;
 const MANUAL: u64 = 8;
 const ROLE: u64 = 9;
+const CONSUMER_ROLE: u64 = 10;
 
 const PROBLEM_START: u64 = 3_000 * MS;
 const PROBLEM_END: u64 = 3_600 * MS;
@@ -58,6 +59,7 @@ enum E {
     Trigger(u32, u64),
     Drop(u64, u32),
     Beat(u64),
+    ConsumerBeat(u64),
     Snapshot(u32, u64),
 }
 
@@ -82,6 +84,7 @@ fn build(s: Scenario) -> (Vec<u8>, Counts) {
     // Consumer timeline.
     let mut deq_times: Vec<u64> = Vec::new();
     let mut free = 0u64;
+    let mut last_beat = 0u64;
     let mut consumer: Vec<(u64, E)> = Vec::new();
     let capacity = if s == Scenario::ConsumerStall {
         400
@@ -167,6 +170,11 @@ fn build(s: Scenario) -> (Vec<u8>, Counts) {
                 };
                 t += work;
                 consumer.push((t, E::Proc(sq, t - st)));
+                if s == Scenario::ConsumerStall {
+                    // The consumer beats after each item.
+                    consumer.push((t + 1, E::ConsumerBeat(t + 1 - last_beat)));
+                    last_beat = t + 1;
+                }
                 free = t;
             }
             (None, None) => done = true,
@@ -265,6 +273,7 @@ fn build(s: Scenario) -> (Vec<u8>, Counts) {
         (ROTATE, "rotate"),
         (MANUAL, "manual"),
         (ROLE, "producer"),
+        (CONSUMER_ROLE, "consumer"),
     ] {
         b.string(id, s);
     }
@@ -283,6 +292,7 @@ fn build(s: Scenario) -> (Vec<u8>, Counts) {
             E::Trigger(size, reason) => b.backlog_trigger(tid, t, JOBS, size, 500, reason),
             E::Drop(seq, size) => b.item_dropped(tid, t, JOBS, seq, size, FULL),
             E::Beat(gap) => b.heartbeat(tid, t, ROLE, gap),
+            E::ConsumerBeat(gap) => b.heartbeat(tid, t, CONSUMER_ROLE, gap),
             E::Snapshot(size, k) => b.queue_snapshot(tid, t, JOBS, size, k, k, 0),
         }
     }
@@ -326,10 +336,19 @@ fn consumer_stall() {
     assert_eq!(t.growth_rate_per_sec, 500);
     assert!(r.locks.is_empty() && r.io.is_empty());
     // Heartbeats: 5 beats, gap 1 s.
-    assert_eq!(r.heartbeats.len(), 1);
+    assert_eq!(r.heartbeats.len(), 2);
     assert_eq!(r.heartbeats[0].beats, 5);
     assert_eq!(r.heartbeats[0].max_gap_ns, 1_000 * MS);
     assert_eq!(r.heartbeats[0].role, "producer");
+    // The consumer's: one per item, silent through the stall.
+    let hb = &r.heartbeats[1];
+    assert_eq!((hb.role.as_str(), hb.beats), ("consumer", c.deq));
+    assert!(hb.max_gap_ns > 590 * MS, "{hb:?}");
+    assert!(
+        v.evidence.contains("\"consumer\" heartbeat was silent for"),
+        "{}",
+        v.evidence
+    );
 }
 
 #[test]
