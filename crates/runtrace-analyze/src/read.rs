@@ -1270,6 +1270,10 @@ fn resolve_app(
     id: u64,
     at: usize,
 ) -> Result<u32, DecodeError> {
+    if id == 0 {
+        // The empty string: `backlog::State::names[0]`.
+        return Ok(0);
+    }
     if let Some(&n) = cache.app.get(id as usize) {
         if n != u32::MAX {
             return Ok(n);
@@ -1277,13 +1281,9 @@ fn resolve_app(
     } else if let Some(&n) = cache.big_app.get(&id) {
         return Ok(n);
     }
-    let text: Arc<str> = if id == 0 {
-        Arc::from("")
-    } else {
-        match tables.string(id) {
-            Some(t) => t.clone(),
-            None => return Err(undefined("string", id, at)),
-        }
+    let text: Arc<str> = match tables.string(id) {
+        Some(t) => t.clone(),
+        None => return Err(undefined("string", id, at)),
     };
     let Some(b) = e.backlog.as_deref_mut() else {
         return Ok(0);
