@@ -1288,11 +1288,16 @@ fn resolve_app(
     let Some(b) = e.backlog.as_deref_mut() else {
         return Ok(0);
     };
-    let next = b.names.len() as u32;
-    let n = *names.app_by_text.entry(text.clone()).or_insert(next);
-    if n == next {
-        b.names.push(text);
-    }
+    let n = if text.is_empty() {
+        0
+    } else {
+        let next = b.names.len() as u32;
+        let n = *names.app_by_text.entry(text.clone()).or_insert(next);
+        if n == next {
+            b.names.push(text);
+        }
+        n
+    };
     if id < 1 << 16 {
         if id as usize >= cache.app.len() {
             cache.app.resize(id as usize + 1, u32::MAX);
