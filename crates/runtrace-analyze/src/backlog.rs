@@ -2615,3 +2615,64 @@ impl fmt::Display for BacklogReport {
         f.write_str(&out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_slides_and_folds() {
+        let mut r: Ring<u64> = Ring::new(4);
+        assert!(r.slot(10).is_some());
+        *r.slot(10).unwrap() += 1;
+        *r.slot(12).unwrap() += 2;
+        assert_eq!(r.fold(0, u64::MAX, 0, |a, x| a + x), 3);
+        // Bucket 14 pushes 10 out (4 buckets kept: 11..=14).
+        *r.slot(14).unwrap() += 4;
+        assert!(r.slot(10).is_none());
+        assert_eq!(r.fold(11, 14, 0, |a, x| a + x), 6);
+        assert_eq!(r.fold(13, 14, 0, |a, x| a + x), 4);
+        assert_eq!(r.fold(15, 20, 0, |a, x| a + x), 0);
+        assert_eq!(r.fold(14, 13, 0, |a, x| a + x), 0);
+        // A jump past the whole span starts over.
+        *r.slot(1_000_000).unwrap() += 8;
+        assert_eq!(r.fold(0, u64::MAX, 0, |a, x| a + x), 8);
+        assert!(r.slot(u64::MAX).is_some());
+    }
+
+    #[test]
+    fn spread_divides_by_overlap() {
+        let mut r: Ring<u64> = Ring::new(100);
+        // 30 over [5, 35) with buckets of 10: 5, 10, 10, 5.
+        spread(&mut r, 5, 35, 30, 10, |b, v| *b += v);
+        let v: Vec<u64> = (0..4).map(|b| r.fold(b, b, 0, |a, x| a + x)).collect();
+        assert_eq!(v, [5, 10, 10, 5]);
+        // Longer than the ring: only the last buckets, the remainder in the
+        // last one, never more than the amount.
+        let mut r: Ring<u64> = Ring::new(4);
+        spread(&mut r, 0, 1_000, 1_000, 10, |b, v| *b += v);
+        assert!(r.fold(0, u64::MAX, 0, |a, x| a + x) <= 1_000);
+        let mut r: Ring<u64> = Ring::new(4);
+        spread(&mut r, u64::MAX - 5, u64::MAX, 7, 10, |b, v| *b += v);
+        assert_eq!(r.fold(0, u64::MAX, 0, |a, x| a + x), 7);
+    }
+
+    #[test]
+    fn longest_holds_per_thread() {
+        let mut top = Vec::new();
+        for (th, ns) in [
+            (1, 10),
+            (2, 50),
+            (1, 30),
+            (3, 5),
+            (4, 7),
+            (5, 8),
+            (6, 9),
+            (2, 20),
+        ] {
+            top_hold(&mut top, th, ns, ns * 100);
+        }
+        let got: Vec<(u32, u64)> = top.iter().map(|x| (x.0, x.1)).collect();
+        assert_eq!(got, [(2, 50), (1, 30), (6, 9), (5, 8), (4, 7)]);
+    }
+}
