@@ -1525,8 +1525,36 @@ impl State {
                 NONE,
             );
         }
-        let lost: u64 = accs.iter().fold(0u64, |s, a| s.saturating_add(a.ns));
         let capacity = consumers.len().max(1) as f64 * span as f64;
+        // Without processing guards (no `processing_end` for this queue)
+        // idle time cannot be told from processing: a dequeue rate that
+        // fell while items were enqueued is the stall, as far as the
+        // explained time does not already cover it (`under_lock` marks
+        // this rate-based kind in the accumulator).
+        let deq_during = rate(w.deq, secs);
+        if q.ok + q.fail == 0 && !consumers.is_empty() && w.enq > 0 {
+            if let Some(db) = deq_before.filter(|&db| db > 0.0 && deq_during < db) {
+                let explained = accs.iter().fold(0u64, |s, a| s.saturating_add(a.ns));
+                let fell = (1.0 - deq_during / db) * capacity;
+                if fell > explained as f64 {
+                    let who = if consumers.len() == 1 {
+                        consumers[0]
+                    } else {
+                        NONE
+                    };
+                    add(
+                        &mut accs,
+                        Cause::ConsumerStall,
+                        NONE,
+                        who,
+                        true,
+                        (fell - explained as f64) as u64,
+                        who,
+                    );
+                }
+            }
+        }
+        let lost: u64 = accs.iter().fold(0u64, |s, a| s.saturating_add(a.ns));
         let mut verdicts: Vec<(f64, Acc)> = accs
             .into_iter()
             .filter(|a| a.ns > 0)
@@ -1557,7 +1585,7 @@ impl State {
             enq_before,
             enq_during: rate(w.enq, secs),
             deq_before,
-            deq_during: rate(w.deq, secs),
+            deq_during,
             drops: w.drops,
             lost,
             verdicts,
@@ -2062,6 +2090,15 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
     };
     let window = fmt_ns(r.t - r.ws);
     match a.cause {
+        Cause::ConsumerStall if a.under_lock => format!(
+            "the dequeue rate of \"{queue}\" fell to {} (before: {}) while items were enqueued at \
+             {} (before: {}), more than the recorded lock waits and I/O explain (no \
+             processing_end events to tell idle time from processing)",
+            fmt_rate(r.deq_during),
+            fmt_before(r.deq_before),
+            fmt_rate(r.enq_during),
+            fmt_before(r.enq_before)
+        ),
         Cause::ConsumerStall if a.thread == NONE => format!(
             "no thread dequeued from \"{queue}\" in the {window} before the trigger; enqueue rate {} (before: {})",
             fmt_rate(r.enq_during),

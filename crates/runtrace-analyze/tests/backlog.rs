@@ -864,3 +864,55 @@ fn two_recordings() {
         Some("consumer (pid 4343, tid 2)")
     );
 }
+
+/// A queue whose consumer records no `processing_end` (no processing
+/// guard): its stall shows as a dequeue rate that fell while items kept
+/// coming; the same queue without the stall has no verdict.
+#[test]
+fn stall_without_processing_guards() {
+    for stall in [true, false] {
+        let mut b = TraceBuilder::new();
+        b.string(JOBS, "jobs");
+        b.string(SIZE_THRESHOLD, "size_threshold");
+        b.thread_name(CONSUMER, "consumer");
+        let mut events = Vec::new();
+        let mut free = 0u64;
+        for i in 1..=6_000u64 {
+            let t = i * MS;
+            events.push((t, 0, i, 0));
+            let mut start = free.max(t) + 10 * US;
+            if stall && (PROBLEM_START..PROBLEM_END).contains(&start) {
+                start = PROBLEM_END;
+            }
+            events.push((start, 1, i, start - t));
+            free = start + 500 * US;
+        }
+        events.sort();
+        let mut size = 0u32;
+        let mut deqs = Vec::new();
+        for (t, what, seq, delay) in events {
+            if what == 0 {
+                size += 1;
+                b.enqueue(PRODUCER, t, JOBS, seq, size);
+            } else {
+                size -= 1;
+                deqs.push((t, seq, delay, size));
+            }
+        }
+        for (t, seq, delay, size) in deqs {
+            b.dequeue(CONSUMER, t, JOBS, seq, delay, size);
+        }
+        b.backlog_trigger(PRODUCER, TRIGGER + 1, JOBS, 500, 1_000, SIZE_THRESHOLD);
+        let r = analyze_bytes(&b.finish(), &BacklogOptions::default());
+        let t = &r.triggers[0];
+        if stall {
+            assert_eq!(causes(&r), vec![Cause::ConsumerStall], "{t:#?}");
+            let v = &t.verdicts[0];
+            assert_eq!(v.thread.as_deref(), Some("consumer (tid 2)"));
+            assert!(v.evidence.contains("dequeue rate"), "{}", v.evidence);
+            assert!(v.lost_ns > 400 * MS, "{v:?}");
+        } else {
+            assert!(t.verdicts.is_empty(), "{t:#?}");
+        }
+    }
+}
