@@ -64,12 +64,19 @@ const TOP: usize = 5;
 /// A hold that blocked a wait ends by the time the waiter gets the lock;
 /// this much later still counts (timestamps of different CPUs).
 const SLACK_NS: u64 = 1_000_000;
+/// A hold's end is stamped after the lock is released (runtrace-sync
+/// releases first, then reads the clock), so a holder preempted in between
+/// stamps it late, after the waiter already got the lock: holds ending this
+/// much after a wait still count as blocking it (a later holder cannot
+/// overlap the wait: it acquired after the waiter).
+const LATE_HOLD_NS: u64 = 250_000_000;
 /// Holds shorter than this are remembered apart (see `LockSt::short`).
 const SHORT_HOLD_NS: u64 = 50_000;
 /// Heartbeat gaps at least this long are kept as stall evidence.
 const HB_GAP_NS: u64 = 10_000_000;
-/// A trigger is judged this long after all its consumers resumed.
-const GRACE_NS: u64 = 100_000_000;
+/// A trigger is judged this long after all its consumers resumed (the
+/// holder's late-stamped hold, a heartbeat ending a silence, come in).
+const GRACE_NS: u64 = LATE_HOLD_NS;
 /// The text report shows at most this many rate windows per queue ...
 const TEXT_MAX_WINDOWS: usize = 60;
 /// ... and this many triggers (JSON has all).
@@ -1351,10 +1358,10 @@ impl State {
                 }
                 let lk = &self.locks[w.obj as usize];
                 self.scratch.clear();
-                for r in [&lk.ring, &lk.short] {
+                for (r, slack) in [(&lk.ring, LATE_HOLD_NS), (&lk.short, SLACK_NS)] {
                     let h0 = r.partition_point(|h| h.end < a);
                     for h in r.range(h0..) {
-                        if h.end > w.end.saturating_add(SLACK_NS) {
+                        if h.end > w.end.saturating_add(slack) {
                             break;
                         }
                         if h.thread != c && h.start < b && h.end > a {

@@ -43,6 +43,10 @@ enum Scenario {
     Steady,
     ConsumerStall,
     LockContention,
+    /// LockContention, with the holder preempted for 40 ms between
+    /// releasing the lock and stamping its hold (runtrace-sync releases
+    /// first): the hold ends after the consumer's wait.
+    LateHold,
     IoUnderLock,
     ProcessingSlowdown,
     OwnIo,
@@ -141,9 +145,11 @@ fn build(s: Scenario) -> (Vec<u8>, Counts) {
                         .iter()
                         .any(|(x, e)| matches!(e, E::Wait(..) | E::Io(..)) && *x >= PROBLEM_START);
                 match s {
-                    Scenario::LockContention | Scenario::IoUnderLock if first_in_problem => {
+                    Scenario::LockContention | Scenario::LateHold | Scenario::IoUnderLock
+                        if first_in_problem =>
+                    {
                         // Blocked on the lock until its holder lets go.
-                        let lock = if s == Scenario::LockContention {
+                        let lock = if s != Scenario::IoUnderLock {
                             STATS_LOCK
                         } else {
                             LOG_LOCK
@@ -184,17 +190,18 @@ fn build(s: Scenario) -> (Vec<u8>, Counts) {
     let _ = deq_times;
     // The holders.
     match s {
-        Scenario::LockContention => {
+        Scenario::LockContention | Scenario::LateHold => {
             // A stats thread holds the lock for 600 ms computing (no I/O);
             // it also takes it briefly every 100 ms before.
             for k in 1..30u64 {
                 evs.push((STATS, k * 100 * MS, E::Hold(STATS_LOCK, 50 * US)));
                 c.holds += 1;
             }
+            let late = if s == Scenario::LateHold { 40 * MS } else { 0 };
             evs.push((
                 STATS,
-                PROBLEM_END,
-                E::Hold(STATS_LOCK, PROBLEM_END - PROBLEM_START + MS),
+                PROBLEM_END + late,
+                E::Hold(STATS_LOCK, PROBLEM_END + late - PROBLEM_START + MS),
             ));
             c.holds += 1;
         }
@@ -372,6 +379,15 @@ fn lock_contention_with_cpu_busy_holder() {
     assert_eq!(l.holds, c.holds);
     assert_eq!(l.hold_ns_max, PROBLEM_END - PROBLEM_START + MS);
     assert_eq!(l.longest_holds[0].thread, "stats (tid 4)");
+}
+
+#[test]
+fn a_hold_stamped_after_the_wait_still_names_the_holder() {
+    let (r, _) = run(Scenario::LateHold);
+    let t = &r.triggers[0];
+    assert_eq!(causes(&r), vec![Cause::LockContention], "{t:#?}");
+    assert_eq!(t.verdicts[0].thread.as_deref(), Some("stats (tid 4)"));
+    assert!(t.verdicts[0].score > 0.9, "{t:#?}");
 }
 
 #[test]
