@@ -1394,6 +1394,10 @@ mod tests {
         App(u64, String, u8, u64, i64),
         Escaped(i64),
         Garbage(Vec<u8>),
+        /// `enqueue` (queue string id, seqno, size) and `backlog_trigger`
+        /// (queue, size, growth, reason): `runtrace backlog`'s events.
+        Enqueue(u64, u64, u64),
+        Trigger(u64, u64, i64, u64),
     }
 
     fn rec() -> impl Strategy<Value = Rec> {
@@ -1412,7 +1416,10 @@ mod tests {
             1 => (0u64..5).prop_map(Rec::SetWorker),
             1 => (any::<u64>(), "[a-z]{0,5}", 0u8..3, id.clone(), d.clone())
                 .prop_map(|(a, b, c, l, t)| Rec::App(a, b, c, l, t)),
-            1 => d.prop_map(Rec::Escaped),
+            1 => d.clone().prop_map(Rec::Escaped),
+            1 => (id.clone(), any::<u64>(), 0u64..1000).prop_map(|(a, b, c)| Rec::Enqueue(a, b, c)),
+            1 => (id.clone(), 0u64..1000, any::<i64>(), id.clone())
+                .prop_map(|(a, b, c, r)| Rec::Trigger(a, b, c, r)),
             1 => proptest::collection::vec(any::<u8>(), 1..6).prop_map(Rec::Garbage),
         ]
     }
@@ -1500,6 +1507,19 @@ mod tests {
                     put(&mut b, zigzag(*t));
                 }
                 Rec::Garbage(g) => b.extend_from_slice(g),
+                Rec::Enqueue(q, seq, size) => {
+                    ev(ids::ENQUEUE, &mut b);
+                    put(&mut b, *q);
+                    put(&mut b, *seq);
+                    put(&mut b, *size);
+                }
+                Rec::Trigger(q, size, growth, reason) => {
+                    ev(ids::BACKLOG_TRIGGER, &mut b);
+                    put(&mut b, *q);
+                    put(&mut b, *size);
+                    put(&mut b, zigzag(*growth));
+                    put(&mut b, *reason);
+                }
             }
         }
         b
@@ -1598,6 +1618,7 @@ mod tests {
                 let tables = c.tables;
                 let mut st = c.header.state;
                 let mut want = Vec::new();
+                let mut want_app = Vec::new();
                 let mut walked = 0u64;
                 let res = walk(c.body, &mut st, |id| tables.schema(id).map(|s| &**s), |ev| {
                     for v in ev.values {
@@ -1614,41 +1635,61 @@ mod tests {
                         RawValue::Task(t) => Some(*t),
                         _ => None,
                     });
-                    if ev.schema.provider == "runtrace" && ev.schema.id != ids::QUEUE_SELECT {
+                    // `runtrace analyze` keeps the runtime events (ids
+                    // below queue_select), `runtrace backlog` the
+                    // application events (lock_wait..=thread_heartbeat).
+                    if ev.schema.provider == "runtrace" && ev.schema.id < ids::QUEUE_SELECT {
                         want.push((ev.ticks, task.unwrap_or(0)));
+                    }
+                    if ev.schema.provider == "runtrace"
+                        && (ids::LOCK_WAIT..=ids::THREAD_HEARTBEAT).contains(&ev.schema.id)
+                    {
+                        want_app.push((ev.ticks, ev.schema.id as u8));
                     }
                     walked += 1;
                     Ok(())
                 });
-                let mut e = Engine::new(crate::Thresholds::default());
-                let p = e.add_proc(Proc::new(&Header::decode(&bytes[17..]).unwrap_or_else(|_| unreachable!())));
-                let t = e.add_thread(p, 9);
-                let mut cache = FileCache::default();
-                let mut names = Names::default();
-                let mut q = ThreadQueue::default();
-                let mut state = c.header.state;
-                let got = decode_events(c.body, tables, &mut state, &mut cache, &mut names, &mut e, t, &mut q);
-                let mut evs = Vec::new();
-                while let Some(ev) = q.front() {
-                    // Spawn/terminate/polls/wakes carry the task in `x`.
-                    let task = match ev.kind {
-                        kind::SPAWN | kind::POLL_START | kind::POLL_END | kind::WAKE | kind::TERMINATE => ev.x,
-                        _ => 0,
-                    };
-                    evs.push((ev.ticks, task));
-                    q.pop();
-                }
-                prop_assert_eq!(&evs, &want);
-                match (res, got) {
-                    (Ok(n), Ok((m, _, _))) => {
-                        prop_assert_eq!(n, m);
-                        prop_assert_eq!(st, state);
+                for backlog in [false, true] {
+                    let mut e = Engine::new(crate::Thresholds::default());
+                    if backlog {
+                        e.backlog = Some(Box::new(crate::backlog::State::new(Default::default())));
                     }
-                    (Err(a), Err(((m, _, _), b))) => {
-                        prop_assert_eq!(walked, m);
-                        prop_assert_eq!((a.pos, a.what), (b.pos, b.what));
+                    let p = e.add_proc(Proc::new(&Header::decode(&bytes[17..]).unwrap_or_else(|_| unreachable!())));
+                    let t = e.add_thread(p, 9);
+                    let mut cache = FileCache::default();
+                    cache.plans.backlog = backlog;
+                    let mut names = Names::default();
+                    let mut q = ThreadQueue::default();
+                    let mut state = c.header.state;
+                    let got = decode_events(c.body, tables, &mut state, &mut cache, &mut names, &mut e, t, &mut q);
+                    let mut evs = Vec::new();
+                    let mut app = Vec::new();
+                    while let Some(ev) = q.front() {
+                        // Spawn/terminate/polls/wakes carry the task in `x`.
+                        let task = match ev.kind {
+                            kind::SPAWN | kind::POLL_START | kind::POLL_END | kind::WAKE | kind::TERMINATE => ev.x,
+                            _ => 0,
+                        };
+                        evs.push((ev.ticks, task));
+                        app.push((ev.ticks, ev.kind));
+                        q.pop();
                     }
-                    (a, b) => prop_assert!(false, "walk {:?} vs decoder {:?}", a, b),
+                    if backlog {
+                        prop_assert_eq!(&app, &want_app);
+                    } else {
+                        prop_assert_eq!(&evs, &want);
+                    }
+                    match (&res, got) {
+                        (Ok(n), Ok((m, _, _))) => {
+                            prop_assert_eq!(*n, m);
+                            prop_assert_eq!(st, state);
+                        }
+                        (Err(a), Err(((m, _, _), b))) => {
+                            prop_assert_eq!(walked, m);
+                            prop_assert_eq!((a.pos, &a.what), (b.pos, &b.what));
+                        }
+                        (a, b) => prop_assert!(false, "walk {:?} vs decoder {:?}", a, b),
+                    }
                 }
             }
             prop_assert!(seen);
