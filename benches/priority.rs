@@ -332,6 +332,9 @@ fn run(s: Scenario, run_for: Duration, max_polls: Option<u32>) -> Outcome {
             if let Some(n) = max_polls {
                 b = b.max_polls_per_turn(n);
             }
+            if let Some(us) = env_opt::<u64>("PRIORITY_SLICE_US") {
+                b = b.time_slice(Duration::from_micros(us));
+            }
             if let Some(us) = env_opt::<u64>("PRIORITY_TURN_US") {
                 b = b.max_turn_time(Duration::from_micros(us));
             }
@@ -380,10 +383,12 @@ struct Stats {
     requests: usize,
     q50: f64,
     q99: f64,
-    /// Diagnosis: the two parts of the queueing delay, p99 of each:
-    /// arrival -> the dispatcher's poll that received it (the cross-thread
-    /// wake and the wait for the dispatcher's turn), and that poll -> the
-    /// request task's first poll (the wait behind other runnable tasks).
+    /// Diagnosis: the two parts of the queueing delay: arrival -> the
+    /// dispatcher's poll that received it (the cross-thread wake and the
+    /// wait for the dispatcher's turn; p50 and p99), and that poll -> the
+    /// request task's first poll (the wait behind other runnable tasks;
+    /// p99).
+    d50: f64,
     d99: f64,
     s99: f64,
     e50: f64,
@@ -435,6 +440,7 @@ fn stats(o: &Outcome) -> Stats {
         requests: counted.len(),
         q50: pct(&q, 50.0),
         q99: pct(&q, 99.0),
+        d50: pct(&d, 50.0),
         d99: pct(&d, 99.0),
         s99: pct(&sp, 99.0),
         e50: pct(&e, 50.0),
@@ -611,7 +617,7 @@ fn main() {
             st.other = other + steal;
             st.waited = run_delay_ns().saturating_sub(w0) as f64 / 1e9 / run_for.as_secs_f64();
             println!(
-                "round {} {:<15} n={:<5} queue p50={:>6.0} p99={:>6.0}  e2e p50={:>6.0} p99={:>6.0} max={:>6.0}  timer late p99={:>6.0} us  bg cpu {:>4.1}%  others {:.2} cores, waited {:.2}%  [queue p99 parts: to dispatcher {:>5.0}, dispatcher to poll {:>5.0}]",
+                "round {} {:<15} n={:<5} queue p50={:>6.0} p99={:>6.0}  e2e p50={:>6.0} p99={:>6.0} max={:>6.0}  timer late p99={:>6.0} us  bg cpu {:>4.1}%  others {:.2} cores, waited {:.2}%  [queue parts: to dispatcher p50 {:>4.0} p99 {:>5.0}, dispatcher to poll p99 {:>5.0}]",
                 round + 1,
                 s.name(),
                 st.requests,
@@ -624,6 +630,7 @@ fn main() {
                 100.0 * st.bg_cpu,
                 st.other,
                 100.0 * st.waited,
+                st.d50,
                 st.d99,
                 st.s99
             );
@@ -682,7 +689,7 @@ fn main() {
         "per_round": SCENARIOS.iter().enumerate().map(|(i, s)| (s.name().to_string(), serde_json::json!(
             all[i].iter().map(|s| serde_json::json!({
                 "queue_delay_us": {"p50": s.q50, "p99": s.q99},
-                "queue_delay_parts_p99_us": {"arrival_to_dispatcher": s.d99, "dispatcher_to_first_poll": s.s99},
+                "queue_delay_parts_us": {"arrival_to_dispatcher_p50": s.d50, "arrival_to_dispatcher_p99": s.d99, "dispatcher_to_first_poll_p99": s.s99},
                 "e2e_us": {"p50": s.e50, "p99": s.e99, "max": s.emax},
                 "timer_late_p99_us": s.late99,
                 "requests": s.requests,

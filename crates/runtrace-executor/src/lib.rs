@@ -615,7 +615,16 @@ impl Builder {
     }
 
     /// The EEVDF request size: a queue's virtual deadline is its virtual
-    /// runtime plus `slice / share` (default 500 us).
+    /// runtime plus `slice / share`, and a queue that becomes runnable
+    /// after idling keeps at most one slice of credit (measured in its own
+    /// poll time). Default 4 ms: while a high-share queue idles, a
+    /// low-share queue running alone moves the virtual time on, so the
+    /// high-share queue always comes back with the full credit; with polls
+    /// of hundreds of microseconds, a 500 us slice used it up after a poll
+    /// or two, and a low-share poll (not preemptible) then cut into nearly
+    /// every busy period of the high-share queue. The cost: a queue that
+    /// wakes with credit can run up to a slice before a queue that was
+    /// running gets a pick.
     pub fn time_slice(mut self, d: Duration) -> Builder {
         self.time_slice = d;
         self
@@ -772,7 +781,7 @@ impl Executor {
             max_polls_per_turn: 128,
             max_turn_time: Duration::from_millis(1),
             low_share_turn_time: Duration::from_micros(100),
-            time_slice: Duration::from_micros(500),
+            time_slice: Duration::from_millis(4),
         }
     }
 
