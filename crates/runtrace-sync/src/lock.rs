@@ -115,11 +115,10 @@ impl Meta {
         (g, if holds { t1.max(1) } else { 0 })
     }
 
-    /// After the release of a hold that started at `since` (non-zero).
+    /// After the release of a hold from `since` (non-zero) to `t`.
     #[cold]
     #[inline(never)]
-    fn released(&self, since: u64, write: bool) {
-        let t = clock::now();
+    fn released(&self, since: u64, t: u64, write: bool) {
         let hold_ns = clock::ns_between(since, t);
         if hold_ns >= self.opts.hold_min_ns && lock_hold::enabled() {
             lock_hold::fire_at(
@@ -161,12 +160,16 @@ macro_rules! guard {
         impl<T: ?Sized> Drop for $name<'_, T> {
             #[inline]
             fn drop(&mut self) {
+                // The hold ends now: stamped before the release, so a
+                // thread preempted right after unlocking cannot date its
+                // hold after a waiter already got the lock.
+                let until = if self.since != 0 { clock::now() } else { 0 };
                 // SAFETY: `inner` is dropped exactly once, here, and never
                 // touched again; it is ManuallyDrop only so that the lock
                 // is released before the hold event is fired.
                 unsafe { ManuallyDrop::drop(&mut self.inner) };
                 if self.since != 0 {
-                    self.meta.released(self.since, $write);
+                    self.meta.released(self.since, until, $write);
                 }
             }
         }
