@@ -95,7 +95,8 @@ pub struct BacklogArgs {
 /// Arguments of `runtrace analyze`.
 #[derive(Debug, Clone, Args)]
 pub struct AnalyzeArgs {
-    /// Trace files (trace.0.bin trace.1.bin ...), in any order.
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Print one JSON object instead of the text report.
@@ -106,7 +107,8 @@ pub struct AnalyzeArgs {
 /// Arguments of `runtrace check`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
-    /// Trace files (trace.0.bin trace.1.bin ...).
+    /// Trace files (trace.0.bin trace.1.bin ...), or directories holding
+    /// them.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Print one JSON object instead of the text summary.
@@ -117,7 +119,8 @@ pub struct CheckArgs {
 /// Arguments of `runtrace jsonl`.
 #[derive(Debug, Clone, Args)]
 pub struct JsonlArgs {
-    /// Trace files of one recording, in any order (sorted by N in trace.N.bin).
+    /// Trace files of one recording, in any order (sorted by N in
+    /// trace.N.bin), or its directory.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Write to OUT instead of standard output ("-" is standard output).
@@ -141,11 +144,24 @@ pub struct DoctorArgs {
 /// file cannot be read or written.
 /// (Usage errors never get here: clap exits with 2 while parsing.)
 pub fn run(cli: Cli) -> ExitCode {
-    match cli.command {
+    // A recording's directory stands for its trace.N.bin files everywhere.
+    let mut command = cli.command;
+    if let Command::Check(CheckArgs { files, .. })
+    | Command::Jsonl(JsonlArgs { files, .. })
+    | Command::Analyze(AnalyzeArgs { files, .. }) = &mut command
+    {
+        // A directory without any stays, for the command to report as a
+        // path that is not a trace file, beside the other paths' results.
+        *files = std::mem::take(files)
+            .into_iter()
+            .flat_map(|p| backlog::expand(std::slice::from_ref(&p)).unwrap_or_else(|_| vec![p]))
+            .collect();
+    }
+    match command {
         Command::Check(a) => check::run(&a),
         Command::Jsonl(a) => jsonl::run(&a),
-        Command::Doctor(a) => doctor::run(&a),
         Command::Analyze(a) => analyze::run(&a),
+        Command::Doctor(a) => doctor::run(&a),
         Command::Backlog(a) => backlog::run(&a),
     }
 }

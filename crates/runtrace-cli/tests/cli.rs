@@ -932,3 +932,27 @@ fn no_input_makes_it_panic() {
         }
     }
 }
+
+#[test]
+fn a_recording_directory_stands_for_its_files() {
+    let dir = test_dir("dir-arg");
+    let (p0, p1, _) = sample_recording(&dir);
+    for cmd in ["check", "jsonl", "analyze"] {
+        let by_files = runtrace(&[&cmd, &p0, &p1]);
+        let by_dir = runtrace(&[&cmd, &dir]);
+        assert_eq!(by_dir.status.code(), by_files.status.code(), "{cmd}");
+        // Same files in the same order: the same output, paths aside.
+        let strip = |o: &Output| text(&o.stdout).replace(&dir.display().to_string(), "DIR");
+        assert_eq!(strip(&by_dir), strip(&by_files), "{cmd}");
+    }
+    // A directory without trace files is reported like any non-trace path.
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = runtrace(&[&"check", &empty]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("is a directory"),
+        "{}",
+        text(&out.stdout)
+    );
+}
