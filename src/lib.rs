@@ -36,14 +36,14 @@ pub use runtrace_recorder::{
 #[cfg(feature = "executor")]
 pub use runtrace_executor as executor;
 
-/// Recording of stock tokio runtimes (feature `tokio`):
-/// `runtrace::tokio::instrument(&mut builder)`.
-#[cfg(feature = "tokio")]
-pub use runtrace_tokio as tokio;
 /// Instrumented locks, queues, I/O timing and heartbeats (feature
 /// `sync`): `runtrace::sync::Mutex::new("log", ..)`.
 #[cfg(feature = "sync")]
 pub use runtrace_sync as sync;
+/// Recording of stock tokio runtimes (feature `tokio`):
+/// `runtrace::tokio::instrument(&mut builder)`.
+#[cfg(feature = "tokio")]
+pub use runtrace_tokio as tokio;
 
 /// The built-in probes (one module per event of `probes/events.toml`).
 #[doc(hidden)]
