@@ -360,31 +360,36 @@ impl<T> Sender<T> {
     /// Enqueues, blocking while the queue is full. Fails (recording
     /// `item_dropped`, cause `disconnected`) when every receiver is gone.
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
-        let seqno = self.shared.next_seqno.fetch_add(1, Relaxed);
-        let enqueued = self.shared.enqueue_stamp();
-        match self.tx.send(Slot {
-            seqno,
-            enqueued,
-            value,
-        }) {
-            Ok(()) => {
-                self.shared.after_enqueue(seqno, enqueued, self.tx.len());
-                Ok(())
-            }
-            Err(SendError(slot)) => {
-                self.shared
-                    .dropped(seqno, self.tx.len(), Cause::Disconnected);
-                Err(SendError(slot.value))
-            }
-        }
+        self.push(value, |s| self.tx.send(s), |_| Cause::Disconnected)
+            .map_err(|SendError(s)| SendError(s.value))
     }
 
     /// Enqueues if there is room now; a full queue drops the item
     /// (recording `item_dropped`, cause `full`) and hands it back.
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+        let cause = |e: &TrySendError<_>| match e {
+            TrySendError::Full(_) => Cause::Full,
+            TrySendError::Disconnected(_) => Cause::Disconnected,
+        };
+        self.push(value, |s| self.tx.try_send(s), cause)
+            .map_err(|e| match e {
+                TrySendError::Full(s) => TrySendError::Full(s.value),
+                TrySendError::Disconnected(s) => TrySendError::Disconnected(s.value),
+            })
+    }
+
+    /// Numbers, stamps and enqueues `value` through `send`, recording the
+    /// enqueue or, when `send` fails, the drop (with `cause` of the error).
+    #[inline]
+    fn push<E>(
+        &self,
+        value: T,
+        send: impl FnOnce(Slot<T>) -> Result<(), E>,
+        cause: impl FnOnce(&E) -> Cause,
+    ) -> Result<(), E> {
         let seqno = self.shared.next_seqno.fetch_add(1, Relaxed);
         let enqueued = self.shared.enqueue_stamp();
-        match self.tx.try_send(Slot {
+        match send(Slot {
             seqno,
             enqueued,
             value,
@@ -393,14 +398,9 @@ impl<T> Sender<T> {
                 self.shared.after_enqueue(seqno, enqueued, self.tx.len());
                 Ok(())
             }
-            Err(TrySendError::Full(slot)) => {
-                self.shared.dropped(seqno, self.tx.len(), Cause::Full);
-                Err(TrySendError::Full(slot.value))
-            }
-            Err(TrySendError::Disconnected(slot)) => {
-                self.shared
-                    .dropped(seqno, self.tx.len(), Cause::Disconnected);
-                Err(TrySendError::Disconnected(slot.value))
+            Err(e) => {
+                self.shared.dropped(seqno, self.tx.len(), cause(&e));
+                Err(e)
             }
         }
     }
