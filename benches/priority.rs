@@ -385,9 +385,10 @@ struct Stats {
     q99: f64,
     /// Diagnosis: the two parts of the queueing delay: arrival -> the
     /// dispatcher's poll that received it (the cross-thread wake and the
-    /// wait for the dispatcher's turn; p50 and p99), and that poll -> the
-    /// request task's first poll (the wait behind other runnable tasks;
-    /// p99).
+    /// wait for the dispatcher's turn; p10, about the wake-up latency of an
+    /// idle executor, p50 and p99), and that poll -> the request task's
+    /// first poll (the wait behind other runnable tasks; p99).
+    d10: f64,
     d50: f64,
     d99: f64,
     s99: f64,
@@ -440,6 +441,7 @@ fn stats(o: &Outcome) -> Stats {
         requests: counted.len(),
         q50: pct(&q, 50.0),
         q99: pct(&q, 99.0),
+        d10: pct(&d, 10.0),
         d50: pct(&d, 50.0),
         d99: pct(&d, 99.0),
         s99: pct(&sp, 99.0),
@@ -617,7 +619,7 @@ fn main() {
             st.other = other + steal;
             st.waited = run_delay_ns().saturating_sub(w0) as f64 / 1e9 / run_for.as_secs_f64();
             println!(
-                "round {} {:<15} n={:<5} queue p50={:>6.0} p99={:>6.0}  e2e p50={:>6.0} p99={:>6.0} max={:>6.0}  timer late p99={:>6.0} us  bg cpu {:>4.1}%  others {:.2} cores, waited {:.2}%  [queue parts: to dispatcher p50 {:>4.0} p99 {:>5.0}, dispatcher to poll p99 {:>5.0}]",
+                "round {} {:<15} n={:<5} queue p50={:>6.0} p99={:>6.0}  e2e p50={:>6.0} p99={:>6.0} max={:>6.0}  timer late p99={:>6.0} us  bg cpu {:>4.1}%  others {:.2} cores, waited {:.2}%  [queue parts: to dispatcher p10 {:>3.0} p50 {:>4.0} p99 {:>5.0}, dispatcher to poll p99 {:>5.0}]",
                 round + 1,
                 s.name(),
                 st.requests,
@@ -630,6 +632,7 @@ fn main() {
                 100.0 * st.bg_cpu,
                 st.other,
                 100.0 * st.waited,
+                st.d10,
                 st.d50,
                 st.d99,
                 st.s99
@@ -689,7 +692,7 @@ fn main() {
         "per_round": SCENARIOS.iter().enumerate().map(|(i, s)| (s.name().to_string(), serde_json::json!(
             all[i].iter().map(|s| serde_json::json!({
                 "queue_delay_us": {"p50": s.q50, "p99": s.q99},
-                "queue_delay_parts_us": {"arrival_to_dispatcher_p50": s.d50, "arrival_to_dispatcher_p99": s.d99, "dispatcher_to_first_poll_p99": s.s99},
+                "queue_delay_parts_us": {"arrival_to_dispatcher_p10": s.d10, "arrival_to_dispatcher_p50": s.d50, "arrival_to_dispatcher_p99": s.d99, "dispatcher_to_first_poll_p99": s.s99},
                 "e2e_us": {"p50": s.e50, "p99": s.e99, "max": s.emax},
                 "timer_late_p99_us": s.late99,
                 "requests": s.requests,

@@ -63,6 +63,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+/// The largest wake buffer kept for reuse (`OwnerOnly::spare`).
+const SPARE_MAX: usize = 1024;
+
 /// Executor task ids start high so they never collide with tokio's (which
 /// count from 1) in a trace holding both.
 static NEXT_TASK_ID: AtomicU64 = AtomicU64::new(1 << 48);
@@ -271,6 +274,9 @@ impl Meta {
 #[derive(Default)]
 struct OwnerOnly {
     woken: Vec<Runnable<Meta>>,
+    /// An empty buffer swapped with `woken` at every collection, so
+    /// collecting wakes does not free and regrow a Vec each time.
+    spare: Vec<Runnable<Meta>>,
     host: Option<Waker>,
     notified: bool,
 }
@@ -905,9 +911,12 @@ impl Executor {
     /// Moves woken and injected tasks onto their queues.
     fn collect_woken(&self) {
         let sh = &self.local.shared;
-        let woken = sh
+        let mut woken = sh
             .owner_mut()
-            .map(|o| std::mem::take(&mut o.woken))
+            .map(|o| {
+                let spare = std::mem::take(&mut o.spare);
+                std::mem::replace(&mut o.woken, spare)
+            })
             .unwrap_or_default();
         let mut injected = sh.inject.drain();
         if sh.closed.load(Ordering::Relaxed) {
@@ -917,13 +926,21 @@ impl Executor {
             drop(std::mem::take(&mut injected));
         }
         let mut sched = self.local.sched.borrow_mut();
-        for r in woken {
+        for r in woken.drain(..) {
             let q = r.metadata().queue;
             sched.push(q, r);
         }
         for r in injected {
             let q = r.metadata().queue;
             sched.push(q, r);
+        }
+        drop(sched);
+        // Keep the (now empty) buffer for the next swap, unless a burst
+        // (a mass spawn) grew it large.
+        if woken.capacity() <= SPARE_MAX {
+            if let Some(o) = sh.owner_mut() {
+                o.spare = woken;
+            }
         }
     }
 
