@@ -24,8 +24,13 @@
 //! same arrivals and the same work per request.
 //!
 //! Run: `cargo bench --bench priority` (`PRIORITY_SECS`, default 3, per
-//! scenario run; `PRIORITY_ROUNDS`, default 3; `PRIORITY_MAX_POLLS` sets
-//! the executor's `max_polls_per_turn`, for diagnosis). Results:
+//! scenario run; `PRIORITY_ROUNDS`, default 3). For diagnosis only, these
+//! override the runtrace executor's defaults: `PRIORITY_MAX_POLLS`
+//! (`max_polls_per_turn`), `PRIORITY_TURN_US` (`max_turn_time`),
+//! `PRIORITY_LOW_TURN_US` (`low_share_turn_time`), `PRIORITY_SLICE_US`
+//! (`time_slice`), `PRIORITY_FG_POLICY=las` (the `fg` queue's policy).
+//! Each run also splits the queueing delay into arrival -> dispatcher and
+//! dispatcher -> first poll. Results:
 //! `target/bench-results/priority.json`. Besides the latencies, each run
 //! reports how late the foreground's timers fired (p99 over requests of
 //! their worst sleep overshoot) and the CPU share the background got.
@@ -529,6 +534,21 @@ fn run_delay_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// The diagnosis overrides in effect, if any (for the header and JSON).
+fn overrides() -> Option<String> {
+    let set: Vec<String> = [
+        "PRIORITY_MAX_POLLS",
+        "PRIORITY_TURN_US",
+        "PRIORITY_LOW_TURN_US",
+        "PRIORITY_SLICE_US",
+        "PRIORITY_FG_POLICY",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+    .collect();
+    (!set.is_empty()).then(|| set.join(" "))
+}
+
 fn env_opt<T: std::str::FromStr>(var: &str) -> Option<T> {
     std::env::var(var).ok().and_then(|v| v.trim().parse().ok())
 }
@@ -607,8 +627,8 @@ fn main() {
         .ok()
         .and_then(|v| v.trim().parse().ok());
     println!(
-        "priority: Poisson {RATE_PER_SEC}/s foreground, {BG_LOOPS} background loops, {secs} s per run, {rounds} rounds; runtrace queues fg=fifo share {FG_SHARE}, bg=fifo share {BG_SHARE}, max_polls_per_turn {}",
-        max_polls.map_or("128 (default)".to_string(), |n| n.to_string())
+        "priority: Poisson {RATE_PER_SEC}/s foreground, {BG_LOOPS} background loops, {secs} s per run, {rounds} rounds; runtrace queues fg=fifo share {FG_SHARE}, bg=fifo share {BG_SHARE}; executor settings: {}",
+        overrides().unwrap_or_else(|| "defaults".into())
     );
     let mut all: Vec<Vec<Stats>> = vec![Vec::new(); SCENARIOS.len()];
     for round in 0..rounds {
@@ -686,6 +706,7 @@ fn main() {
         "bg_loops": BG_LOOPS,
         "runtrace_queues": {"fg": {"policy": "fifo", "share": FG_SHARE}, "bg": {"policy": "fifo", "share": BG_SHARE}},
         "max_polls_per_turn": max_polls.unwrap_or(128),
+        "executor_overrides": overrides(),
         "all_rounds": all_json,
         "quiet": quiet_json,
         "p99_ratio_runtrace_fg_bg_to_tokio_fg": {"e2e": e_ratio, "queue_delay": q_ratio, "over": which},
