@@ -29,6 +29,8 @@
 //! (`max_polls_per_turn`), `PRIORITY_TURN_US` (`max_turn_time`),
 //! `PRIORITY_LOW_TURN_US` (`low_share_turn_time`), `PRIORITY_SLICE_US`
 //! (`time_slice`), `PRIORITY_FG_POLICY=las` (the `fg` queue's policy).
+//! `PRIORITY_WAKE_PROBE=1` instead measures only how fast a wake from
+//! another thread reaches an idle task, on both runtimes.
 //! Each run also splits the queueing delay into arrival -> dispatcher and
 //! dispatcher -> first poll. Results:
 //! `target/bench-results/priority.json`. Besides the latencies, each run
@@ -618,7 +620,73 @@ fn summary(all: &[Vec<Stats>], rows: &[usize], what: &str) -> (serde_json::Value
     (serde_json::Value::Object(out), ratio)
 }
 
+/// Diagnosis (`PRIORITY_WAKE_PROBE=1`): how long a wake from another
+/// thread takes to reach an idle dispatcher task (wake to its poll), on
+/// tokio's `LocalSet` and on the runtrace executor (queues as in the
+/// bench). A thread sends one item every 700 us, 2,000 times.
+fn wake_probe() {
+    const WAKES: usize = 2_000;
+    async fn receive(chan: Arc<Chan>) -> Vec<f64> {
+        let mut out = Vec::with_capacity(WAKES);
+        while let Some(batch) = chan.recv().await {
+            let now = Instant::now();
+            out.extend(
+                batch
+                    .iter()
+                    .map(|(_, at)| now.duration_since(*at).as_secs_f64() * 1e6),
+            );
+        }
+        out
+    }
+    fn sender(chan: Arc<Chan>) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            for i in 0..WAKES as u64 {
+                std::thread::sleep(Duration::from_micros(700));
+                chan.send(i, Instant::now());
+            }
+            chan.close();
+        })
+    }
+    for round in 1..=3 {
+        for runtime in ["tokio LocalSet", "runtrace"] {
+            let chan = Arc::new(Chan::default());
+            let t = sender(chan.clone());
+            let mut v = if runtime == "runtrace" {
+                let ex = Executor::builder()
+                    .queue("fg", QueueConfig::fifo().share(FG_SHARE))
+                    .queue("bg", QueueConfig::fifo().share(BG_SHARE))
+                    .build()
+                    .expect("build executor");
+                let h = ex.spawn(receive(chan));
+                ex.block_on(h).expect("runtrace task")
+            } else {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                let local = tokio::task::LocalSet::new();
+                local
+                    .block_on(&rt, async { tokio::task::spawn_local(receive(chan)).await })
+                    .expect("tokio task")
+            };
+            t.join().expect("sender thread");
+            v.sort_by(f64::total_cmp);
+            println!(
+                "wake probe round {round} {runtime:<15} wake -> poll of an idle task: p10 {:.1} p50 {:.1} p90 {:.1} p99 {:.1} us",
+                pct(&v, 10.0),
+                pct(&v, 50.0),
+                pct(&v, 90.0),
+                pct(&v, 99.0)
+            );
+        }
+    }
+}
+
 fn main() {
+    if std::env::var_os("PRIORITY_WAKE_PROBE").is_some() {
+        wake_probe();
+        return;
+    }
     let secs: f64 = env_num("PRIORITY_SECS", 3.0);
     let rounds: usize = env_num("PRIORITY_ROUNDS", 3usize).max(1);
     let run_for = Duration::from_secs_f64(secs.max(0.5));
