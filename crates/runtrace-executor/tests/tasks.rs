@@ -387,6 +387,13 @@ fn bad_configuration_is_an_error() {
             .err(),
         Some(BuildError::Invalid(_))
     ));
+    assert!(matches!(
+        b().queue("a", QueueConfig::fifo())
+            .low_share_turn_time(Duration::ZERO)
+            .build()
+            .err(),
+        Some(BuildError::Invalid(_))
+    ));
     for e in [
         BuildError::NoQueue,
         BuildError::DuplicateQueue("a".into()),
