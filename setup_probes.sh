@@ -467,10 +467,21 @@ if command -v readelf >/dev/null 2>&1; then
         elif [[ ${#missing[@]} -eq ${#ev_names[@]} ]]; then
             die "$binary has none of the $provider perf-probe functions (${missing[0]}, ...):
   build it with runtrace's \`perf-probe\` feature (or use --sdt for a \`usdt\` build)"
-        else
-            die "$binary lacks the functions ${missing[*]}: was it built from another version of $catalog?
-  Rebuild it, or pass the catalog it was built with (--catalog FILE)"
         fi
+        # The linker keeps a function only where some probe site calls it:
+        # a binary that never fires an event (an application without
+        # runtrace::sync has no lock_wait site) has no function for it.
+        declare -a keep_names=() keep_specs=()
+        for i in "${!ev_names[@]}"; do
+            if grep -qxF "${provider}_${ev_names[$i]}" <<<"$syms"; then
+                keep_names+=("${ev_names[$i]}")
+                keep_specs+=("${ev_specs[$i]}")
+            else
+                note "note: $provider:${ev_names[$i]} has no function in $binary (no probe site fires it there; or the binary comes from another version of $catalog)"
+            fi
+        done
+        ev_names=("${keep_names[@]}")
+        ev_specs=("${keep_specs[@]}")
     fi
 else
     note "readelf not found: not checking the binary's symbols (perf will)"

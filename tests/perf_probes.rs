@@ -110,11 +110,11 @@ fn target_dir_and_profile() -> (PathBuf, String) {
 /// Builds the quickstart with the probe backends and returns the
 /// executable cargo reports (not the uplifted `examples/quickstart`, which
 /// the featureless build of tests/quickstart.rs shares).
-fn build_quickstart() -> PathBuf {
+fn build_example(name: &str) -> PathBuf {
     let (target, profile) = target_dir_and_profile();
     let mut c = Command::new(env!("CARGO"));
     c.current_dir(root())
-        .args(["build", "--quiet", "--example", "quickstart"])
+        .args(["build", "--quiet", "--example", name])
         .args(["--features", "perf-probe,usdt", "--message-format=json"])
         .arg("--target-dir")
         .arg(&target);
@@ -131,10 +131,10 @@ fn build_quickstart() -> PathBuf {
     let exe = out
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "quickstart")
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
         .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
         .next_back()
-        .expect("cargo reported no quickstart executable");
+        .unwrap_or_else(|| panic!("cargo reported no {name} executable"));
     assert!(exe.exists(), "{} not built", exe.display());
     // `examples/quickstart` is a hard link to this feature set's
     // `examples/quickstart-<hash>`; probe the latter, which a featureless
@@ -149,7 +149,7 @@ fn build_quickstart() -> PathBuf {
             p.file_name()
                 .unwrap()
                 .to_string_lossy()
-                .strip_prefix("quickstart-")
+                .strip_prefix(&format!("{name}-"))
                 .is_some_and(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
                 && std::fs::metadata(p).is_ok_and(|m| m.ino() == ino)
         })
@@ -328,41 +328,74 @@ fn aggregate(data: &Path, python_in_perf: bool) -> String {
 #[test]
 fn perf_sdt_function_probes_bpftrace_and_aggregation() {
     let started = Instant::now();
-    let bin = build_quickstart();
+    let bin = build_example("quickstart");
+    // The application events (runtrace::sync) have their sites here.
+    let app_bin = build_example("backlog_pipeline");
     let b = bin.to_str().unwrap().to_string();
     eprintln!("perf_probes: built {b} in {:.1?}", started.elapsed());
 
-    // (a) Every built-in event has an SDT note and a perf-probe function.
+    // (a) Every built-in event has an SDT note and a perf-probe function in
+    // the binary whose code fires it: the runtime's events in the
+    // quickstart, the application events (runtrace::sync) in
+    // backlog_pipeline; in each binary, a function exactly where a note is.
     if !have("readelf") {
         return;
     }
-    let notes = run(Command::new("readelf").arg("-n").arg(&bin));
-    let mut in_notes = BTreeSet::new();
-    let mut provider = "";
-    for line in notes.lines() {
-        let line = line.trim();
-        if let Some(p) = line.strip_prefix("Provider: ") {
-            provider = p;
-        } else if let Some(n) = line.strip_prefix("Name: ") {
-            if provider == "runtrace" {
-                in_notes.insert(n.to_string());
+    let probes_of = |bin: &Path| -> (BTreeSet<String>, BTreeSet<String>, String) {
+        let notes = run(Command::new("readelf").arg("-n").arg(bin));
+        let mut in_notes = BTreeSet::new();
+        let mut provider = "";
+        for line in notes.lines() {
+            let line = line.trim();
+            if let Some(p) = line.strip_prefix("Provider: ") {
+                provider = p;
+            } else if let Some(n) = line.strip_prefix("Name: ") {
+                if provider == "runtrace" {
+                    in_notes.insert(n.to_string());
+                }
             }
         }
-    }
-    let syms = run(Command::new("readelf").args(["-W", "--syms"]).arg(&bin));
+        let syms = run(Command::new("readelf").args(["-W", "--syms"]).arg(bin));
+        let funcs = BUILTIN_EVENTS
+            .iter()
+            .filter(|e| syms.contains(&format!(" runtrace_{}\n", e.name)))
+            .map(|e| e.name.to_string())
+            .collect();
+        (in_notes, funcs, notes)
+    };
+    let (in_notes, funcs, notes) = probes_of(&bin);
+    let (app_notes, app_funcs, app_notes_text) = probes_of(&app_bin);
     for e in BUILTIN_EVENTS {
         assert!(
-            in_notes.contains(e.name),
-            "no SDT note for runtrace:{}:\n{notes}",
-            e.name
-        );
-        let sym = format!(" runtrace_{}\n", e.name);
-        assert!(
-            e.fields.len() > 6 || syms.contains(&sym),
-            "no perf-probe function runtrace_{}",
+            in_notes.contains(e.name) || app_notes.contains(e.name),
+            "no SDT note for runtrace:{}:\n{notes}\n{app_notes_text}",
             e.name
         );
     }
+    let with_function = |set: &BTreeSet<String>| -> BTreeSet<String> {
+        set.iter()
+            .filter(|n| {
+                BUILTIN_EVENTS
+                    .iter()
+                    .any(|e| e.name == n.as_str() && e.fields.len() <= 6)
+            })
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        funcs,
+        with_function(&in_notes),
+        "quickstart: functions vs notes"
+    );
+    assert_eq!(
+        app_funcs,
+        with_function(&app_notes),
+        "backlog_pipeline: functions vs notes"
+    );
+    assert!(
+        app_notes.contains("lock_wait") && app_notes.contains("backlog_trigger"),
+        "{app_notes:?}"
+    );
 
     if !is_root() || !have("perf") {
         return;
@@ -454,10 +487,12 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
     // (c) Function probes for every event through setup_probes.sh.
     let t = Instant::now();
     let setup = run(Command::new(root().join("setup_probes.sh")).arg(&bin));
+    // Installed: every event the binary has a function for, and no other.
     for e in BUILTIN_EVENTS.iter().filter(|e| e.fields.len() <= 6) {
-        assert!(
+        assert_eq!(
             setup.contains(&format!("runtrace:{} ", e.name)),
-            "{} not installed:\n{setup}",
+            funcs.contains(e.name),
+            "{} installed or not:\n{setup}",
             e.name
         );
     }
