@@ -14,7 +14,7 @@
 //! | `sync` | named locks, instrumented queues, I/O timing, heartbeats (`runtrace::sync`) |
 //!
 //! With no backend feature a probe site compiles to nothing (its arguments
-//! are still type-checked). The trace format is [`format`]
+//! are still type-checked). The trace format is [`format`](mod@format)
 //! (`docs/format.md`).
 //!
 //! ```
