@@ -70,8 +70,14 @@ fn backlog_names_the_rotation_under_the_log_lock() {
     // About one rotation per second: two triggers in 2.5 s (the first
     // rotation comes 0.7 s in).
     assert!(r.triggers.len() >= 2, "{stdout}");
-    for t in &r.triggers {
+    for (i, t) in r.triggers.iter().enumerate() {
         assert_eq!(t.queue, "requests");
+        // Judged over its own spike: after the previous trigger's, and at
+        // most one 120 ms rotation's worth of lost time.
+        if i > 0 {
+            assert!(t.window_ns[0] > r.triggers[i - 1].timestamp_ns, "{t:?}");
+        }
+        assert!(t.lost_ns < 150_000_000, "{t:?}");
         let top = t
             .verdicts
             .first()

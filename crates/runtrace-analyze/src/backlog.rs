@@ -54,6 +54,9 @@ use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The shortest window a trigger is judged over (see `evaluate`).
+const MIN_WINDOW_NS: u64 = 100_000_000;
+
 /// "No lock" / "no thread".
 const NONE: u32 = u32::MAX;
 /// Per-item baselines need this many items before the window; with fewer,
@@ -619,6 +622,10 @@ struct QueueSt {
     snapshots: u64,
     /// When the queue's size last rose from 0 (`u64::MAX`: empty).
     nonempty_since: u64,
+    /// When the queue's last backlog episode ended: its consumers all
+    /// resumed after its last trigger (or that trigger's time until they
+    /// do; `u64::MAX`: no trigger yet).
+    last_trigger: u64,
     /// The current growth step, the size at its start, the last size seen.
     step: u64,
     step_base: u32,
@@ -672,6 +679,8 @@ struct Pending {
     /// When the queue's size last rose from 0 before the trigger
     /// (`u64::MAX`: unknown).
     since: u64,
+    /// The end of the queue's previous backlog episode (`u64::MAX`: none).
+    prev: u64,
     q: u32,
     size: u32,
     growth: i64,
@@ -847,6 +856,7 @@ impl State {
                 first_ns: now,
                 snapshots: 0,
                 nonempty_since: u64::MAX,
+                last_trigger: u64::MAX,
                 step: now / self.step_ns(),
                 step_base: 0,
                 last_size: 0,
@@ -1096,6 +1106,7 @@ impl State {
             kind::BACKLOG_TRIGGER => {
                 let qi = self.queue(ev.worker, now) as u32;
                 let since = self.queues[qi as usize].nonempty_since;
+                let prev = std::mem::replace(&mut self.queues[qi as usize].last_trigger, now);
                 let i = ev.x as usize;
                 let growth = self.side.get(i).copied().unwrap_or(0) as i64;
                 let reason = self.side.get(i + 1).copied().unwrap_or(0) as u32;
@@ -1104,6 +1115,7 @@ impl State {
                     t: now,
                     exact: p.ns(ev.ticks).max(0) as u64,
                     since,
+                    prev,
                     q: qi,
                     size: ev.a,
                     growth,
@@ -1237,6 +1249,12 @@ impl State {
                 })
             {
                 self.pending[i].deadline = now.saturating_add(GRACE_NS);
+                // The episode is over: the queue's next trigger is judged
+                // from here on.
+                let q = &mut self.queues[p.q as usize];
+                if q.last_trigger == p.t {
+                    q.last_trigger = now;
+                }
             }
             let ready = all || now >= self.pending[i].deadline;
             if ready {
@@ -1340,7 +1358,17 @@ impl State {
     fn evaluate(&mut self, p: &Pending) -> TriggerRec {
         let o = self.o;
         let t = p.t;
-        let ws = t.saturating_sub(o.lookback_ns);
+        // The window starts after the queue's previous episode (its
+        // consumers resumed after its previous trigger), so one spike's
+        // causes are not counted again in the next one's; it spans at
+        // least MIN_WINDOW_NS (rates over less are noise), at most the
+        // lookback.
+        let episode = if p.prev == u64::MAX {
+            0
+        } else {
+            p.prev.min(t.saturating_sub(MIN_WINDOW_NS))
+        };
+        let ws = episode.max(t.saturating_sub(o.lookback_ns));
         let span = (t - ws).max(1);
         let (b0, b1) = (ws / o.bucket_ns, t / o.bucket_ns);
         let consumers = self.queues[p.q as usize].consumers.clone();
