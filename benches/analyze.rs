@@ -6,6 +6,10 @@
 //! one core (the analysis is single-threaded) and writes the figures to
 //! `target/bench-results/analyze.json`. Target: >= 20M events/s.
 //!
+//! Then the same for `runtrace backlog` on a generated application trace
+//! of about as many events (queue, lock and processing events; figures in
+//! the JSON's `backlog`).
+//!
 //! Run: `cargo bench --bench analyze` (`-- --events N` for another size).
 
 use runtrace_analyze::synth::{workload, Workload};
@@ -80,14 +84,81 @@ fn main() {
         rate / 1e6,
         cpu_rate / 1e6
     );
+    let _ = std::fs::remove_file(&path);
+    let (bl_n, bl_best, bl_cpu) = backlog(&path, events, runs);
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
     if std::fs::create_dir_all(&out).is_ok() {
         let _ = std::fs::write(
             out.join("analyze.json"),
             format!(
-                "{{\"events\": {n}, \"best_seconds\": {best:.4}, \"events_per_sec\": {rate:.0}, \"best_cpu_seconds\": {best_cpu:.4}, \"events_per_cpu_sec\": {cpu_rate:.0}}}\n"
+                "{{\"events\": {n}, \"best_seconds\": {best:.4}, \"events_per_sec\": {rate:.0}, \"best_cpu_seconds\": {best_cpu:.4}, \"events_per_cpu_sec\": {cpu_rate:.0}, \"backlog\": {{\"events\": {bl_n}, \"best_seconds\": {bl_best:.4}, \"events_per_sec\": {:.0}, \"events_per_cpu_sec\": {:.0}}}}}\n",
+                bl_n as f64 / bl_best,
+                bl_n as f64 / bl_cpu
             ),
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `runtrace backlog` on a generated application trace of about `events`
+/// events: an item every 2 us (enqueue, dequeue, a hold of lock "log",
+/// processing end), ROUND frames every ms, a trigger every 1M items.
+/// Returns (events, best wall seconds, best CPU seconds).
+fn backlog(path: &std::path::Path, events: u64, runs: usize) -> (u64, f64, f64) {
+    use runtrace_analyze::backlog::{analyze_files, BacklogOptions};
+    use runtrace_analyze::synth::TraceBuilder;
+    const US: u64 = 1_000; // TraceBuilder's ticks are ns
+    const MS: u64 = 1_000 * US;
+    const PRODUCER: u64 = 1;
+    const CONSUMER: u64 = 2;
+    // String ids.
+    const JOBS: u64 = 1;
+    const LOG: u64 = 2;
+    const SIZE: u64 = 3;
+    let items = events / 4;
+    let mut b = TraceBuilder::new();
+    b.string(JOBS, "jobs");
+    b.string(LOG, "log");
+    b.string(SIZE, "size_threshold");
+    let mut next_round = MS;
+    for i in 1..=items {
+        let t = i * 2 * US;
+        while next_round <= t {
+            b.round(next_round);
+            next_round += MS;
+        }
+        b.enqueue(PRODUCER, t, JOBS, i, 1);
+        b.dequeue(CONSUMER, t + 100, JOBS, i, 100, 0);
+        b.lock_hold(CONSUMER, t + 600, LOG, 200, true);
+        b.processing_end(CONSUMER, t + 1_000, JOBS, i, 900, true);
+        if i % 1_000_000 == 0 {
+            b.backlog_trigger(PRODUCER, t + 1, JOBS, 1, 0, SIZE);
+        }
+    }
+    let n = b.events();
+    std::fs::write(path, b.finish()).expect("write trace");
+    let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
+    for run in 0..runs {
+        let t = Instant::now();
+        let c = thread_cpu_secs();
+        let r = analyze_files(std::slice::from_ref(&path), &BacklogOptions::default());
+        let cpu = thread_cpu_secs() - c;
+        let s = t.elapsed().as_secs_f64();
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert_eq!(r.queues[0].enqueued, items, "every item analysed");
+        assert_eq!(r.triggers.len() as u64, items / 1_000_000);
+        println!(
+            "backlog: run {run}: {n} events in {s:.3} s wall ({:.1} M events/s), {cpu:.3} s CPU ({:.1} M events per CPU-second)",
+            n as f64 / s / 1e6,
+            n as f64 / cpu / 1e6
+        );
+        best = best.min(s);
+        best_cpu = best_cpu.min(cpu);
+    }
+    println!(
+        "backlog: best {:.1} M events/s wall, {:.1} M events per CPU-second",
+        n as f64 / best / 1e6,
+        n as f64 / best_cpu / 1e6
+    );
+    (n, best, best_cpu)
 }

@@ -546,51 +546,6 @@ fn json_has_the_required_keys() {
     assert!(v["evidence"].is_string());
 }
 
-/// Throughput on a large trace (run with `cargo test --release --test
-/// backlog -- --ignored --nocapture`): 4 events per item (enqueue, dequeue,
-/// lock hold, processing end), one item every 2 us, ROUND frames every ms.
-#[test]
-#[ignore]
-fn throughput() {
-    let items = 2_500_000u64;
-    let mut b = TraceBuilder::new();
-    b.string(JOBS, "jobs");
-    b.string(LOG_LOCK, "log");
-    b.string(SIZE_THRESHOLD, "size_threshold");
-    let mut next_round = MS;
-    for i in 1..=items {
-        let t = i * 2 * US;
-        while next_round <= t {
-            b.round(next_round);
-            next_round += MS;
-        }
-        b.enqueue(PRODUCER, t, JOBS, i, 1);
-        b.dequeue(CONSUMER, t + 100, JOBS, i, 100, 0);
-        b.lock_hold(CONSUMER, t + 600, LOG_LOCK, 200, true);
-        b.processing_end(CONSUMER, t + 1_000, JOBS, i, 900, true);
-        if i % 500_000 == 0 {
-            b.backlog_trigger(PRODUCER, t + 1, JOBS, 1, 0, SIZE_THRESHOLD);
-        }
-    }
-    let n = b.events();
-    let bytes = b.finish();
-    let p = std::env::temp_dir().join(format!("runtrace-backlog-tp-{}.0.bin", std::process::id()));
-    std::fs::write(&p, &bytes).unwrap();
-    let t0 = std::time::Instant::now();
-    let r = analyze_files(std::slice::from_ref(&p), &BacklogOptions::default());
-    let dt = t0.elapsed();
-    let _ = std::fs::remove_file(&p);
-    assert!(r.errors.is_empty(), "{:?}", r.errors);
-    assert_eq!(r.queues[0].enqueued, items);
-    assert_eq!(r.triggers.len(), 5);
-    println!(
-        "{n} events, {} MB in {:.2} s: {:.1} M events/s",
-        bytes.len() >> 20,
-        dt.as_secs_f64(),
-        n as f64 / dt.as_secs_f64() / 1e6
-    );
-}
-
 /// A producer alone (nobody dequeues), or a consumer that stops for good
 /// before the trigger (the trace ends without it resuming): both are
 /// consumer stalls, judged at the end of the trace.
