@@ -24,6 +24,9 @@
 //! keeps the recordings (their paths are printed). Results:
 //! `target/bench-results/overhead_profile.json`.
 
+#[path = "common/cpu.rs"]
+mod cpu;
+use cpu::{cpu_snap, other_load, CpuSnap};
 use runtrace_executor::{Executor, QueueConfig};
 use runtrace_recorder::Recorder;
 use std::time::{Duration, Instant};
@@ -183,41 +186,10 @@ fn run(v: Variant) -> Run {
     }
 }
 
-/// System-wide busy+steal ticks, this process's ticks, and when.
-fn cpu_snap() -> (Instant, u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    let get = |i: usize| f.get(i).copied().unwrap_or(0);
-    let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest: Vec<u64> = me
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .unwrap_or("")
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    let ours = rest.get(11).copied().unwrap_or(0) + rest.get(12).copied().unwrap_or(0);
-    (
-        Instant::now(),
-        get(0) + get(1) + get(2) + get(5) + get(6) + get(7),
-        ours,
-    )
-}
-
-/// Cores other processes (and steal) used between two snapshots: on this
-/// shared 2-core machine, a round with much of it is suspect.
-fn other_cores(a: (Instant, u64, u64), b: (Instant, u64, u64)) -> f64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let secs = b.0.duration_since(a.0).as_secs_f64().max(1e-3);
-    (((b.1 - a.1) as f64 - (b.2 - a.2) as f64) / hz / secs).max(0.0)
+/// Cores other processes (and steal) used between two snapshots.
+fn other_cores(a: CpuSnap, b: CpuSnap) -> f64 {
+    let (others, steal) = other_load(a, b);
+    others + steal
 }
 
 fn median(xs: &[f64]) -> f64 {

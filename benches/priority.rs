@@ -45,6 +45,9 @@
 //! and over the quiet ones, and the target is judged on the quiet rounds
 //! when there are any.
 
+#[path = "common/cpu.rs"]
+mod cpu;
+use cpu::{cpu_snap, other_load};
 use runtrace_executor::{Executor, QueueConfig};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -460,60 +463,6 @@ fn stats(o: &Outcome) -> Stats {
         waited: 0.0,
         bg_cpu: o.bg_busy.as_secs_f64() / o.wall.as_secs_f64(),
     }
-}
-
-/// CPU accounting from /proc, to tell a disturbed run (another process
-/// took CPU on this 2-core machine) from a quiet one.
-#[derive(Clone, Copy)]
-struct CpuSnap {
-    at: Instant,
-    /// System-wide busy ticks (user, nice, system, irq, softirq).
-    busy: u64,
-    /// System-wide steal ticks (the hypervisor ran someone else).
-    steal: u64,
-    /// This process's ticks (utime + stime).
-    ours: u64,
-}
-
-fn cpu_snap() -> CpuSnap {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    let get = |i: usize| f.get(i).copied().unwrap_or(0);
-    let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the
-    // 14th and 15th fields of the whole line.
-    let rest: Vec<u64> = me
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .unwrap_or("")
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    let ours = rest.get(11).copied().unwrap_or(0) + rest.get(12).copied().unwrap_or(0);
-    CpuSnap {
-        at: Instant::now(),
-        busy: get(0) + get(1) + get(2) + get(5) + get(6),
-        steal: get(7),
-        ours,
-    }
-}
-
-/// CPU (in cores) others used, and steal, between two snapshots.
-fn other_load(a: CpuSnap, b: CpuSnap) -> (f64, f64) {
-    // SAFETY: sysconf only reads a configuration value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-3);
-    let busy = (b.busy - a.busy) as f64 / hz / secs;
-    let ours = (b.ours - a.ours) as f64 / hz / secs;
-    let steal = (b.steal - a.steal) as f64 / hz / secs;
-    ((busy - ours).max(0.0), steal)
 }
 
 /// A round counts as quiet when, during each of its runs, other processes
