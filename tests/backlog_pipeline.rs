@@ -3,29 +3,11 @@
 //! `runtrace backlog` on it names that I/O stall under that lock, held by
 //! the logging thread, as the cause of every backlog trigger.
 
+mod common;
+use common::example;
 use runtrace_analyze::backlog::{analyze_files, BacklogOptions, Cause};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-
-/// Builds the example (a no-op when `cargo test` already did) and returns
-/// its path, next to the test binaries.
-fn example(name: &str) -> PathBuf {
-    let st = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", name])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "cargo build --example {name}");
-    let exe = std::env::current_exe().unwrap();
-    let p = exe
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("examples")
-        .join(name);
-    assert!(p.exists(), "{} not built", p.display());
-    p
-}
 
 #[test]
 fn backlog_names_the_rotation_under_the_log_lock() {

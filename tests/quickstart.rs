@@ -3,29 +3,10 @@
 //! the user guide's (seed 000) "Check Worker Balance" Python snippet runs
 //! unchanged on the output.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::example;
+use std::path::Path;
 use std::process::Command;
-
-/// Builds the example (a no-op when `cargo test` already did) and returns
-/// its path, next to the test binaries.
-fn example(name: &str) -> PathBuf {
-    let st = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", name])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "cargo build --example {name}");
-    let exe = std::env::current_exe().unwrap();
-    let p = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name);
-    assert!(p.exists(), "{} not built", p.display());
-    p
-}
 
 /// The snippet, verbatim, from the seed when it is there (CI has
 /// `../shared` beside the clone), else the copy below.
