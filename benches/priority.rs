@@ -28,7 +28,9 @@
 //! override the runtrace executor's defaults: `PRIORITY_MAX_POLLS`
 //! (`max_polls_per_turn`), `PRIORITY_TURN_US` (`max_turn_time`),
 //! `PRIORITY_LOW_TURN_US` (`low_share_turn_time`), `PRIORITY_SLICE_US`
-//! (`time_slice`), `PRIORITY_FG_POLICY=las` (the `fg` queue's policy).
+//! (`time_slice`), `PRIORITY_FG_POLICY=las` (the `fg` queue's policy),
+//! `PRIORITY_DISPATCH_QUEUE=1` (the dispatcher task on its own FIFO queue
+//! `dispatch`, share 99, instead of `fg`).
 //! `PRIORITY_WAKE_PROBE=1` instead measures only how fast a wake from
 //! another thread reaches an idle task, on both runtimes.
 //! Each run also splits the queueing delay into arrival -> dispatcher and
@@ -239,7 +241,12 @@ struct Outcome {
 }
 
 /// The scenario body, the same on every runtime.
-async fn scenario(spawn_fg: SpawnFn, spawn_bg: Option<SpawnFn>, run_for: Duration) -> Outcome {
+async fn scenario(
+    spawn_dispatch: SpawnFn,
+    spawn_fg: SpawnFn,
+    spawn_bg: Option<SpawnFn>,
+    run_for: Duration,
+) -> Outcome {
     let samples = Rc::new(RefCell::new(Vec::new()));
     let stop = Rc::new(Cell::new(false));
     let bg_busy = Rc::new(Cell::new(Duration::ZERO));
@@ -254,7 +261,7 @@ async fn scenario(spawn_fg: SpawnFn, spawn_bg: Option<SpawnFn>, run_for: Duratio
     let gen = generator(chan.clone(), run_for);
     let dispatcher = {
         let (spawn_fg2, samples) = (spawn_fg.clone(), samples.clone());
-        spawn_fg(Box::pin(async move {
+        spawn_dispatch(Box::pin(async move {
             let mut pending = Vec::new();
             while let Some(batch) = chan.recv().await {
                 let dispatched = Instant::now();
@@ -327,7 +334,7 @@ fn run(s: Scenario, run_for: Duration, max_polls: Option<u32>) -> Outcome {
                 Box::pin(async move { h.await.expect("tokio task") })
             });
             let bg = (s == Scenario::TokioFgBg).then(|| sp.clone());
-            local.block_on(&rt, scenario(sp, bg, run_for))
+            local.block_on(&rt, scenario(sp.clone(), sp, bg, run_for))
         }
         Scenario::RuntraceFgBg | Scenario::RuntraceFg => {
             // Diagnosis only: PRIORITY_FG_POLICY=las gives the foreground
@@ -339,6 +346,10 @@ fn run(s: Scenario, run_for: Duration, max_polls: Option<u32>) -> Outcome {
             let mut b = Executor::builder()
                 .queue("fg", fg.share(FG_SHARE))
                 .queue("bg", QueueConfig::fifo().share(BG_SHARE));
+            let dispatch_q = std::env::var_os("PRIORITY_DISPATCH_QUEUE").is_some();
+            if dispatch_q {
+                b = b.queue("dispatch", QueueConfig::fifo().share(FG_SHARE));
+            }
             if let Some(n) = max_polls {
                 b = b.max_polls_per_turn(n);
             }
@@ -360,7 +371,8 @@ fn run(s: Scenario, run_for: Duration, max_polls: Option<u32>) -> Outcome {
                 })
             };
             let bg = (s == Scenario::RuntraceFgBg).then(|| on("bg"));
-            ex.block_on(scenario(on("fg"), bg, run_for))
+            let dispatch = on(if dispatch_q { "dispatch" } else { "fg" });
+            ex.block_on(scenario(dispatch, on("fg"), bg, run_for))
         }
     }
 }
@@ -493,6 +505,7 @@ fn overrides() -> Option<String> {
         "PRIORITY_LOW_TURN_US",
         "PRIORITY_SLICE_US",
         "PRIORITY_FG_POLICY",
+        "PRIORITY_DISPATCH_QUEUE",
     ]
     .iter()
     .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
