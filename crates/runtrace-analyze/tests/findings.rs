@@ -112,7 +112,11 @@ impl Sim {
             self.b.queue_sample(2, t, g, 0, 0);
         }
         let bytes = self.b.finish();
-        let path = write_trace(&format!("findings-{}", self.next_task), &bytes);
+        // One file per simulation: tests run in parallel and two of them
+        // may build the same number of tasks.
+        static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = write_trace(&format!("findings-{run}"), &bytes);
         let rep = analyze_files(&[&path], Options::default());
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
         assert!(!rep.damaged, "{:?}", rep.errors);
