@@ -4,10 +4,13 @@
 //! first and not report the causes that were not planted.
 //!
 //! Every scenario: a producer enqueues ~2,000 items/s on queue `q-<name>`
-//! (size trigger at 100); the consumer dequeues, does ~50 us of CPU work
+//! (size trigger at 200: 100 ms of input); the consumer dequeues, does ~50 us of CPU work
 //! and, in some scenarios, takes a lock or does I/O. After a quiet baseline
-//! of 400 ms the problem is planted once, for ~150 ms, then the pipeline
-//! runs 300 ms more.
+//! of 400 ms the problem is planted once, for ~250 ms, then the pipeline
+//! runs 300 ms more. A 20x processing slowdown still grows the queue by
+//! one item per ms, so the plant crosses the threshold after ~200 ms, while
+//! a scheduling hiccup in the baseline would need to stop the consumer for
+//! 100 ms to fire a trigger of its own.
 
 use runtrace_analyze::backlog::{analyze_files, BacklogOptions, Cause, TriggerReport};
 use runtrace_recorder::Recorder;
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 /// One recording per process at a time.
 static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-const STALL: Duration = Duration::from_millis(150);
+const STALL: Duration = Duration::from_millis(250);
 
 fn spin(d: Duration) {
     let until = Instant::now() + d;
@@ -53,7 +56,7 @@ fn scenario(plant: Plant) -> Vec<TriggerReport> {
 
     let qname = format!("q-{name}");
     let (tx, rx) = queue::builder(&qname, 100_000)
-        .size_threshold(100)
+        .size_threshold(200)
         .trigger_interval(Duration::from_secs(10))
         .build::<u64>()
         .unwrap();

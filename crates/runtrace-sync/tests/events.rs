@@ -339,9 +339,16 @@ fn detector_fires_on_growth_rate_not_on_steady_queue() {
         .growth_rate(1_000, window)
         .build::<u32>()
         .unwrap();
+    // Paced by the clock, catching up after any sleep that ran long, so the
+    // queue's growth stays ~10,000/s however the thread is scheduled.
     let start = Instant::now();
+    let mut sent = 0u64;
     while start.elapsed() < Duration::from_millis(150) {
-        tx.send(0).unwrap();
+        let due = start.elapsed().as_micros() as u64 / 100;
+        while sent < due {
+            tx.send(0).unwrap();
+            sent += 1;
+        }
         std::thread::sleep(Duration::from_micros(100));
     }
     let t = triggers_of(&sub, "detect-growth");

@@ -66,7 +66,9 @@ fn multi_thread_runtime_trace_is_consistent() {
             for h in hs {
                 h.await.unwrap();
             }
-            tokio::time::sleep(Duration::from_millis(30)).await; // a few queue samples
+            // Queue samples come every 10 ms from a sampler thread; 100 ms
+            // leaves room for a loaded machine to delay it.
+            tokio::time::sleep(Duration::from_millis(100)).await;
         });
         rt2.block_on(async { tokio::spawn(async {}).await.unwrap() });
         drop(rt);
