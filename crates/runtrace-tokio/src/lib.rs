@@ -5,11 +5,14 @@
 //! `/proc/thread-self/schedstat`), the global queue depth every 10 ms, and,
 //! for tasks spawned through [`spawn`] / [`traced`], who woke whom.
 //!
-//! ```ignore
-//! let rt = runtrace::tokio::instrument(
+//! ```
+//! // Through the facade: `runtrace::tokio::instrument` (feature `tokio`).
+//! let rt = runtrace_tokio::instrument(
 //!     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all(),
 //! )
 //! .build()?;
+//! assert_eq!(rt.block_on(async { tokio::spawn(async { 7 }).await }).unwrap(), 7);
+//! # Ok::<(), std::io::Error>(())
 //! ```
 //!
 //! Blocking tasks (`spawn_blocking`, and the multi-thread runtime's worker
@@ -115,8 +118,11 @@ struct RuntimeState {
 /// process can be instrumented; each trace's WorkerStart events say which
 /// runtime a worker belongs to.
 ///
-/// ```ignore
-/// let rt = runtrace::tokio::instrument(tokio::runtime::Builder::new_current_thread().enable_all()).build()?;
+/// ```
+/// let rt = runtrace_tokio::instrument(tokio::runtime::Builder::new_current_thread().enable_all())
+///     .build()?;
+/// rt.block_on(async { tokio::task::yield_now().await });
+/// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder {
     let st = Arc::new(RuntimeState {
