@@ -70,7 +70,26 @@ fn lttng_sessions_see_every_event_with_fields_and_filters() {
     let filtered = lt.home.join("trace-filtered");
     let (s_all, s_filt) = (format!("rt-all-{pid}"), format!("rt-filter-{pid}"));
     lt.lttng(&["create", &s_all, &format!("--output={}", all.display())]);
-    lt.lttng(&["enable-event", "-u", "runtrace:*", "-s", &s_all]);
+    // Counts are compared exactly: buffers big enough (8 x 4 MiB per CPU)
+    // that a consumer daemon starved by a loaded machine discards nothing.
+    lt.lttng(&[
+        "enable-channel",
+        "-u",
+        "big",
+        "--subbuf-size=4M",
+        "--num-subbuf=8",
+        "-s",
+        &s_all,
+    ]);
+    lt.lttng(&[
+        "enable-event",
+        "-u",
+        "runtrace:*",
+        "-c",
+        "big",
+        "-s",
+        &s_all,
+    ]);
     lt.lttng(&[
         "add-context",
         "-u",

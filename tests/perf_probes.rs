@@ -414,7 +414,9 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
     cleanup.now(); // leftovers of an interrupted run
     let record = |events: &[&str], data: &Path, run_dir: &str| -> (BTreeMap<String, u64>, String) {
         let mut c = Command::new("perf");
-        c.args(["record", "-q", "-N", "-o"]).arg(data);
+        // Counts are compared exactly: a 16 MiB ring per CPU so that perf,
+        // starved on a loaded machine, loses no samples.
+        c.args(["record", "-q", "-N", "-m", "16M", "-o"]).arg(data);
         for e in events {
             c.args(["-e", e]);
         }
