@@ -249,9 +249,10 @@ fn busy_share(wa: u32, wb: u32, total: Duration) -> f64 {
 ///    queue is first.
 #[test]
 fn weights_3_to_1_split_attained_service() {
-    // 1 s of service each: a single long preemption inside one poll (charged
-    // to that poll) on a loaded machine stays well inside the tolerance.
-    let total = Duration::from_secs(1);
+    // 600 ms of service each (the issue asks for "a few hundred ms"): a
+    // single preemption inside one poll (charged to that poll) on a loaded
+    // machine must last 60 ms to leave the tolerance.
+    let total = Duration::from_millis(600);
     let a = busy_share(3, 1, total);
     assert!((0.65..=0.85).contains(&a), "share 3 of 4 got {a:.3}");
     let a = busy_share(1, 3, total);
