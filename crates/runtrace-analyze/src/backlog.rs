@@ -1360,14 +1360,19 @@ impl State {
         let t = p.t;
         // The window starts after the queue's previous episode (its
         // consumers resumed after its previous trigger), so one spike's
-        // causes are not counted again in the next one's; it spans at
-        // least MIN_WINDOW_NS (rates over less are noise), at most the
+        // causes are not counted again in the next one's, and no earlier
+        // than when the queue was last empty: the backlog built up from
+        // there, and what the consumers lost before it had been caught up
+        // (on a busy machine, scheduling delays spread over seconds would
+        // otherwise outweigh the stall that built this backlog). It spans
+        // at least MIN_WINDOW_NS (rates over less are noise), at most the
         // lookback.
-        let episode = if p.prev == u64::MAX {
-            0
-        } else {
-            p.prev.min(t.saturating_sub(MIN_WINDOW_NS))
-        };
+        // (A trigger recorded out of order within its thread can see a
+        // later `since`: then it is not known.)
+        let known = |x: u64| if x == u64::MAX || x > t { 0 } else { x };
+        let episode = known(p.prev)
+            .max(known(p.since))
+            .min(t.saturating_sub(MIN_WINDOW_NS));
         let ws = episode.max(t.saturating_sub(o.lookback_ns));
         let span = (t - ws).max(1);
         let (b0, b1) = (ws / o.bucket_ns, t / o.bucket_ns);

@@ -268,6 +268,12 @@ fn build(s: Scenario) -> (Vec<u8>, Counts) {
         ));
     }
     evs.extend(extra);
+    (write(evs), c)
+}
+
+/// The trace of `evs` ((tid, ticks, event), any order; each thread's
+/// events are written in time order, as a recorder would).
+fn write(mut evs: Vec<(u64, u64, E)>) -> Vec<u8> {
     evs.sort_by_key(|&(tid, t, _)| (tid, t));
     let mut b = TraceBuilder::new();
     for (id, s) in [
@@ -303,7 +309,7 @@ fn build(s: Scenario) -> (Vec<u8>, Counts) {
             E::Snapshot(size, k) => b.queue_snapshot(tid, t, JOBS, size, k, k, 0),
         }
     }
-    (b.finish(), c)
+    b.finish()
 }
 
 fn run(s: Scenario) -> (BacklogReport, Counts) {
@@ -886,4 +892,79 @@ fn stall_without_processing_guards() {
             assert!(t.verdicts.is_empty(), "{t:#?}");
         }
     }
+}
+
+/// A machine that gets busy: from 0.25 s on, the consumer misses 8 ms of
+/// every 40 (descheduled, nothing recorded) but catches up each time, the
+/// queue emptying again. At 0.9 s it blocks 150 ms on lock "log" while the
+/// logger rotates under it, and the queue backs up to the trigger at
+/// 1.0 s. The scattered pauses before the queue was last empty did not
+/// build this backlog: the rotation did, and is ranked first.
+#[test]
+fn caught_up_pauses_do_not_outweigh_the_stall_that_built_the_backlog() {
+    const ROT_START: u64 = 900 * MS;
+    const ROT_END: u64 = 1_050 * MS;
+    let mut evs: Vec<(u64, u64, E)> = Vec::new();
+    let (mut free, mut size, mut taken) = (0u64, 0u32, 0u64);
+    let mut arrivals: std::collections::VecDeque<(u64, u64)> = Default::default();
+    let mut trigger = None;
+    for i in 1..=1_500u64 {
+        let at = i * MS;
+        // The consumer takes what arrived before `at`.
+        while let Some(&(seq, a)) = arrivals.front() {
+            let mut st = free.max(a) + 10 * US;
+            if (250 * MS..ROT_START).contains(&st) && st % (40 * MS) < 8 * MS {
+                st += 8 * MS - st % (40 * MS); // descheduled
+            }
+            let mut wait = None;
+            if (ROT_START..ROT_END).contains(&st) {
+                wait = Some(ROT_END + 5 * US - st);
+                st = ROT_END + 5 * US;
+            }
+            if st >= at {
+                break;
+            }
+            arrivals.pop_front();
+            size -= 1;
+            taken += 1;
+            if let Some(w) = wait {
+                evs.push((CONSUMER, st, E::Wait(LOG_LOCK, w)));
+                evs.push((CONSUMER, st + 20 * US, E::Hold(LOG_LOCK, 10 * US)));
+            }
+            evs.push((CONSUMER, st + 30 * US, E::Deq(seq, st - a, size)));
+            free = st + 230 * US;
+            evs.push((CONSUMER, free, E::Proc(seq, 200 * US)));
+        }
+        arrivals.push_back((i, at));
+        size += 1;
+        evs.push((PRODUCER, at, E::Enq(i, size)));
+        if size == 100 && trigger.is_none() {
+            trigger = Some(at + 1);
+            evs.push((PRODUCER, at + 1, E::Trigger(size, SIZE_THRESHOLD)));
+        }
+    }
+    assert!(taken > 1_000);
+    let t_at = trigger.expect("the rotation backs the queue up to 100");
+    assert!((ROT_START..ROT_END).contains(&t_at));
+    evs.push((
+        LOGGER,
+        ROT_END - 5 * US,
+        E::Io(ROTATE, 0, ROT_END - ROT_START),
+    ));
+    evs.push((
+        LOGGER,
+        ROT_END,
+        E::Hold(LOG_LOCK, ROT_END - ROT_START + 10 * US),
+    ));
+    let r = analyze_bytes(&write(evs), &BacklogOptions::default());
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.triggers.len(), 1);
+    let t = &r.triggers[0];
+    // The window starts where the queue was last empty (at most 100 ms
+    // before the trigger here), not at the start of the recording.
+    assert!(t.window_ns[0] >= ROT_START - 10 * MS, "{t:#?}");
+    let top = &t.verdicts[0];
+    assert_eq!(top.cause, Cause::IoBlocking, "{t:#?}");
+    assert_eq!(top.lock.as_deref(), Some("log"), "{t:#?}");
+    assert!(top.evidence.contains("rotate"), "{t:#?}");
 }
