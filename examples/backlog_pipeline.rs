@@ -180,6 +180,8 @@ fn run(o: &Options, workdir: &Path) -> Result<(), String> {
         .size_threshold(300)
         .growth_rate(2_000, Duration::from_millis(200))
         .trigger_interval(Duration::from_millis(500))
+        // Status every 100 ms even while the consumer is blocked.
+        .periodic_snapshots()
         .build::<u64>()
         .map_err(|e| e.to_string())?;
     let path = workdir.join("app.log");

@@ -414,7 +414,7 @@ fn trace_dirs(s: &Session) -> Vec<PathBuf> {
 fn expected_threads(event: &str, line: &str) -> &'static [&'static str] {
     match event {
         "enqueue" | "backlog_trigger" | "item_dropped" => &["producer"],
-        "queue_snapshot" => &["producer", "consumer"],
+        "queue_snapshot" => &["producer", "consumer", "runtrace-snaps"],
         "dequeue" | "processing_end" => &["consumer"],
         "io" => &["logger"],
         "thread_heartbeat" => match field_str(line, "role") {

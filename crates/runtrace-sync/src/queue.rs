@@ -11,7 +11,9 @@
 //! - `queue_snapshot` (size, produced, consumed, dropped totals) at most
 //!   once per `snapshot_interval` (default 100 ms), taken by whichever
 //!   enqueue or dequeue comes first after the interval, so an idle queue
-//!   costs nothing; [`Sender::snapshot`] takes one by hand.
+//!   costs nothing; [`Sender::snapshot`] takes one by hand, and
+//!   [`QueueBuilder::periodic_snapshots`] keeps them coming while the queue
+//!   has no traffic at all (a stalled pipeline).
 //! - Backlog detection on every enqueue ([`crate::backlog`]).
 //!
 //! Each item carries its sequence number and enqueue time (16 bytes);
@@ -84,6 +86,7 @@ pub fn builder(name: &str, capacity: usize) -> QueueBuilder {
         growth: None,
         trigger_interval: Duration::from_secs(1),
         snapshot_interval: Duration::from_millis(100),
+        periodic_snapshots: false,
         callback: None,
     }
 }
@@ -96,6 +99,7 @@ pub struct QueueBuilder {
     growth: Option<(u64, Duration)>,
     trigger_interval: Duration,
     snapshot_interval: Duration,
+    periodic_snapshots: bool,
     callback: Option<crate::backlog::Callback>,
 }
 
@@ -171,6 +175,28 @@ impl QueueBuilder {
         self
     }
 
+    /// Also take snapshots when the queue has no traffic: when the consumers
+    /// are stuck and the producers blocked on a full queue, or nothing
+    /// arrives, enqueues and dequeues take none, and seed 001's periodic
+    /// status would go silent exactly when it matters. One background
+    /// thread, shared by every queue that asks and started by the first,
+    /// checks them each `snapshot_interval` and takes the snapshot that
+    /// traffic did not; it reads only counters (the size is then produced
+    /// minus consumed and dropped, capped at the capacity) and does
+    /// nothing unless a backend listens to `queue_snapshot`.
+    ///
+    /// ```
+    /// let (tx, rx) = runtrace_sync::queue::builder("ingest", 64)
+    ///     .periodic_snapshots()
+    ///     .build::<u32>()
+    ///     .unwrap();
+    /// # drop((tx, rx));
+    /// ```
+    pub fn periodic_snapshots(mut self) -> QueueBuilder {
+        self.periodic_snapshots = true;
+        self
+    }
+
     /// Called (on the enqueuing thread) at every trigger of this queue.
     pub fn on_backlog(mut self, f: impl Fn(&Backlog) + Send + Sync + 'static) -> QueueBuilder {
         self.callback = Some(Arc::new(f));
@@ -206,6 +232,7 @@ impl QueueBuilder {
             dropped: AtomicU64::new(0),
             next_snapshot: AtomicU64::new(0),
             snapshot_every: clock::ticks_of(self.snapshot_interval),
+            snapshot_interval: self.snapshot_interval,
             detector: Detector::new(DetectorConfig {
                 size_threshold: self.size_threshold.unwrap_or(usize::MAX),
                 growth_per_sec: self.growth.map(|g| g.0),
@@ -214,6 +241,9 @@ impl QueueBuilder {
                 callback: self.callback,
             }),
         });
+        if self.periodic_snapshots {
+            sampler::watch(&shared);
+        }
         let (tx, rx) = cc::bounded(self.capacity);
         Ok((
             Sender {
@@ -239,6 +269,7 @@ struct Shared {
     /// Ticks after which the next snapshot is due.
     next_snapshot: AtomicU64,
     snapshot_every: u64,
+    snapshot_interval: Duration,
     detector: Detector,
 }
 
@@ -288,16 +319,31 @@ impl Shared {
 
     #[inline]
     fn maybe_snapshot(&self, t: u64, size: usize) {
-        if t == 0 || !queue_snapshot::enabled() {
-            return;
+        if t != 0 && queue_snapshot::enabled() && self.claim_snapshot(t) {
+            self.snapshot_at(t, size);
         }
+    }
+
+    /// Whether the snapshot due by `t` is this caller's to take (one per
+    /// interval, whoever comes first).
+    #[inline]
+    fn claim_snapshot(&self, t: u64) -> bool {
         let due = self.next_snapshot.load(Relaxed);
-        if t >= due
+        t >= due
             && self
                 .next_snapshot
                 .compare_exchange(due, t + self.snapshot_every, Relaxed, Relaxed)
                 .is_ok()
-        {
+    }
+
+    /// Takes the snapshot due at `t`, if traffic has not (the sampler).
+    fn snapshot_if_due(&self, t: u64) {
+        if self.claim_snapshot(t) {
+            // A sender holding a seqno may still be blocked on a full
+            // queue: the cap keeps that from showing as more than full.
+            let numbered = self.next_seqno.load(Relaxed) - 1;
+            let gone = self.consumed.load(Relaxed) + self.dropped.load(Relaxed);
+            let size = (numbered.saturating_sub(gone) as usize).min(self.capacity);
             self.snapshot_at(t, size);
         }
     }
@@ -318,6 +364,55 @@ impl Shared {
 
 fn size32(n: usize) -> u32 {
     n.min(u32::MAX as usize) as u32
+}
+
+/// The background thread of [`QueueBuilder::periodic_snapshots`].
+mod sampler {
+    use super::Shared;
+    use crate::clock;
+    use runtrace_probes::builtin::queue_snapshot;
+    use std::sync::{Arc, Weak};
+    use std::time::Duration;
+
+    static WATCHED: parking_lot::Mutex<Vec<Weak<Shared>>> = parking_lot::Mutex::new(Vec::new());
+
+    /// Adds a queue; the first call starts the thread.
+    pub(super) fn watch(q: &Arc<Shared>) {
+        WATCHED.lock().push(Arc::downgrade(q));
+        static STARTED: std::sync::Once = std::sync::Once::new();
+        STARTED.call_once(|| {
+            // Without the thread, snapshots still come with traffic: a
+            // failed spawn loses only the idle ones.
+            let _ = std::thread::Builder::new()
+                // 14 characters: the whole name fits in a thread's comm
+                // (LTTng's procname, perf's comm).
+                .name("runtrace-snaps".into())
+                .spawn(run);
+        });
+    }
+
+    fn run() {
+        loop {
+            let mut every = Duration::from_secs(1);
+            let queues: Vec<Arc<Shared>> = {
+                let mut w = WATCHED.lock();
+                w.retain(|q| q.strong_count() > 0);
+                w.iter().filter_map(Weak::upgrade).collect()
+            };
+            if queue_snapshot::enabled() {
+                let t = clock::now().max(1);
+                for q in &queues {
+                    q.snapshot_if_due(t);
+                }
+            }
+            for q in &queues {
+                every = every.min(q.snapshot_interval);
+            }
+            drop(queues);
+            // Half the interval: a snapshot is at most 1.5 intervals late.
+            std::thread::sleep((every / 2).max(Duration::from_millis(1)));
+        }
+    }
 }
 
 /// Why an item was dropped.

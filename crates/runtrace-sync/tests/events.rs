@@ -210,6 +210,53 @@ fn lock_events_counted_exactly() {
     assert!(named(&events, "lock_wait", "lock_name", "exact-rw").is_empty());
 }
 
+/// A stalled pipeline (nothing enqueued or dequeued for 400 ms, items
+/// waiting) keeps reporting its status only with `periodic_snapshots`:
+/// the background thread takes the snapshots that traffic does not.
+#[test]
+fn periodic_snapshots_continue_while_the_queue_is_stalled() {
+    let build = |name: &str, periodic: bool| {
+        let b = queue::builder(name, 8).snapshot_interval(Duration::from_millis(50));
+        let b = if periodic { b.periodic_snapshots() } else { b };
+        b.build::<u32>().unwrap()
+    };
+    let events = record("periodic", || {
+        let (tx, rx) = build("stalled-periodic", true);
+        let (tx2, rx2) = build("stalled-plain", false);
+        for i in 0..5 {
+            tx.send(i).unwrap();
+            tx2.send(i).unwrap();
+        }
+        drop(rx.recv().unwrap());
+        drop(rx2.recv().unwrap());
+        std::thread::sleep(Duration::from_millis(400)); // the stall
+        drop((tx, rx, tx2, rx2));
+    });
+    // The snapshots after the queue's last dequeue, when the stall began.
+    let stalled = |q: &str| -> Vec<[u64; 4]> {
+        let from = named(&events, "dequeue", "queue", q)[0].ns;
+        named(&events, "queue_snapshot", "queue", q)
+            .iter()
+            .filter(|e| e.ns > from)
+            .map(|e| {
+                [
+                    u(e, "queue_size"),
+                    u(e, "produced_total"),
+                    u(e, "consumed_total"),
+                    u(e, "dropped_total"),
+                ]
+            })
+            .collect()
+    };
+    // Every 50 ms through 400 ms, at most 75 ms apart: at least 5 even on
+    // a loaded machine, each with the stalled state (4 waiting).
+    let p = stalled("stalled-periodic");
+    assert!(p.len() >= 5, "{p:?}");
+    assert!(p.iter().all(|s| *s == [4, 5, 1, 0]), "{p:?}");
+    // Without the thread, a stalled queue reports nothing.
+    assert_eq!(stalled("stalled-plain"), Vec::<[u64; 4]>::new());
+}
+
 #[test]
 fn thresholds_suppress_short_waits_and_holds() {
     let events = record("thresholds", || {
