@@ -118,7 +118,6 @@ impl Sim {
         let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = write_trace(&format!("findings-{run}"), &bytes);
         let rep = analyze_files(&[&path], Options::default());
-        let _ = std::fs::remove_dir_all(path.parent().unwrap());
         assert!(!rep.damaged, "{:?}", rep.errors);
         rep
     }
@@ -170,7 +169,6 @@ fn healthy_traces_have_no_findings() {
     let p = write_trace("healthy-workload", &bytes);
     let r = analyze_files(&[&p], Options::default());
     assert!(r.findings.is_empty(), "{:#?}", r.findings);
-    let _ = std::fs::remove_dir_all(p.parent().unwrap());
 }
 
 #[test]

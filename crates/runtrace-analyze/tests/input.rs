@@ -140,7 +140,6 @@ fn truncated_file_reports_what_was_readable() {
     assert!(e.contains("truncated at byte"), "{e}");
     assert!(r.poll_ns.count > 0);
     assert!(r.to_string().contains("=== Errors (1)"));
-    let _ = std::fs::remove_dir_all(p.parent().unwrap());
 }
 
 #[test]
@@ -163,17 +162,17 @@ fn corrupt_chunk_names_file_and_offset_and_reading_goes_on() {
         "{:?}",
         r.errors
     );
-    let _ = std::fs::remove_dir_all(p.parent().unwrap());
 }
 
 #[test]
 fn not_a_trace_missing_and_directories() {
-    let d = tempdir("bad-inputs");
+    let tmp = tempdir("bad-inputs");
+    let d = tmp.path();
     let junk = d.join("junk.bin");
     std::fs::write(&junk, b"hello, not a trace").unwrap();
     let missing = d.join("missing.0.bin");
     let r = analyze_files(
-        &[junk.clone(), missing.clone(), d.clone()],
+        &[junk.clone(), missing.clone(), d.to_path_buf()],
         Options::default(),
     );
     assert!(r.is_damaged());
@@ -187,7 +186,6 @@ fn not_a_trace_missing_and_directories() {
     assert!(all.contains("is a directory"), "{all}");
     // An empty report still renders.
     assert!(r.to_string().contains("(no worker events)"));
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -261,7 +259,8 @@ proptest! {
 fn recorder_trace_matches_the_reference() {
     use runtrace_recorder::{Istr, Loc, Recorder};
     let _g = serial();
-    let dir = tempdir("recorder");
+    let tmp = tempdir("recorder");
+    let dir = tmp.path();
     let guard = Recorder::builder()
         .path(dir.join("trace"))
         .buffer_size(8 << 20)
@@ -294,7 +293,7 @@ fn recorder_trace_matches_the_reference() {
     });
     let st = guard.finish().expect("finish");
     assert_eq!(st.dropped, 0, "a big buffer keeps up");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+    let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "bin"))
@@ -309,5 +308,4 @@ fn recorder_trace_matches_the_reference() {
     assert_eq!(rep.spawn_locations.len(), 2);
     let refs: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
     check_against_reference(&rep, &reference(&refs));
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,11 +15,13 @@ fn serial() -> MutexGuard<'static, ()> {
     M.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("runtrace-rec-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one test, removed when dropped (even when the
+/// test fails).
+fn tempdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("runtrace-rec-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn trace_files(dir: &Path) -> Vec<PathBuf> {
@@ -74,7 +76,8 @@ fn read_all(files: &[PathBuf]) -> (HashMap<u64, Vec<runtrace_format::Event>>, u6
 #[test]
 fn exact_accounting_under_stress() {
     let _g = serial();
-    let dir = tempdir("stress");
+    let tmp = tempdir("stress");
+    let dir = tmp.path();
     let guard = Recorder::builder()
         .path(dir.join("trace"))
         .buffer_size(64 << 10)
@@ -100,7 +103,7 @@ fn exact_accounting_under_stress() {
     assert!(st.dropped > 0, "the test should force drops: {st:?}");
     assert!(st.events > 0);
 
-    let (by_tid, dropped) = read_all(&trace_files(&dir));
+    let (by_tid, dropped) = read_all(&trace_files(dir));
     assert_eq!(dropped, st.dropped);
     let recorded: u64 = by_tid.values().map(|v| v.len() as u64).sum();
     assert_eq!(recorded, st.events);
@@ -120,7 +123,8 @@ fn exact_accounting_under_stress() {
 #[test]
 fn values_round_trip_through_the_recorder() {
     let _g = serial();
-    let dir = tempdir("values");
+    let tmp = tempdir("values");
+    let dir = tmp.path();
     let guard = Recorder::builder().path(dir.join("trace")).start().unwrap();
     let q = Istr::new("latency");
     let loc = Loc::caller();
@@ -136,7 +140,7 @@ fn values_round_trip_through_the_recorder() {
     let st = guard.finish().unwrap();
     assert_eq!((st.events, st.dropped), (5001, 0));
 
-    let (by_tid, _) = read_all(&trace_files(&dir));
+    let (by_tid, _) = read_all(&trace_files(dir));
     let evs = &by_tid.values().next().unwrap();
     assert_eq!(evs.len(), 5001);
     for (k, chunk) in evs[..5000].chunks(5).enumerate() {
@@ -185,14 +189,15 @@ runtrace_recorder::user_events! {
 #[test]
 fn user_events_are_self_described() {
     let _g = serial();
-    let dir = tempdir("user");
+    let tmp = tempdir("user");
+    let dir = tmp.path();
     let guard = Recorder::builder().path(dir.join("trace")).start().unwrap();
     let long = "é".repeat(200); // 400 bytes: truncated to 254 (a char boundary)
     request_done(200, 1500, true, 0.25, -7, "/api/users");
     request_done(503, u64::MAX, false, f64::INFINITY, i64::MIN, &long);
     let st = guard.finish().unwrap();
     assert_eq!(st.events, 2);
-    let (by_tid, _) = read_all(&trace_files(&dir));
+    let (by_tid, _) = read_all(&trace_files(dir));
     let evs = by_tid.values().next().unwrap();
     assert_eq!(evs[0].schema.provider, "testapp");
     assert_eq!(evs[0].schema.name, "request_done");
@@ -220,7 +225,8 @@ fn user_events_are_self_described() {
 #[test]
 fn rotation_and_eviction() {
     let _g = serial();
-    let dir = tempdir("rotate");
+    let tmp = tempdir("rotate");
+    let dir = tmp.path();
     let guard = Recorder::builder()
         .path(dir.join("trace"))
         .max_file_size(16 << 10)
@@ -237,7 +243,7 @@ fn rotation_and_eviction() {
     }
     let st = guard.finish().unwrap();
     assert!(st.files >= 6, "{st:?}");
-    let files = trace_files(&dir);
+    let files = trace_files(dir);
     assert!(
         files.iter().all(|f| f.extension().unwrap() == "bin"),
         "no .active left: {files:?}"
@@ -276,7 +282,8 @@ fn rotation_and_eviction() {
 #[test]
 fn thread_exit_flushes() {
     let _g = serial();
-    let dir = tempdir("exit");
+    let tmp = tempdir("exit");
+    let dir = tmp.path();
     let guard = Recorder::builder()
         .path(dir.join("trace"))
         .flush_interval(Duration::from_millis(10))
@@ -321,7 +328,8 @@ fn thread_exit_flushes() {
 fn recordings_in_sequence() {
     let _g = serial();
     for round in 0..3u64 {
-        let dir = tempdir(&format!("seq{round}"));
+        let tmp = tempdir(&format!("seq{round}"));
+        let dir = tmp.path();
         let guard = Recorder::builder().path(dir.join("trace")).start().unwrap();
         assert!(matches!(
             Recorder::builder().path(dir.join("other")).start(),
@@ -330,7 +338,7 @@ fn recordings_in_sequence() {
         runtrace_recorder::task_terminate(round);
         let st = guard.finish().unwrap();
         assert_eq!(st.events, 1);
-        let mut s = EventStream::open(&trace_files(&dir)).unwrap();
+        let mut s = EventStream::open(&trace_files(dir)).unwrap();
         assert_eq!(s.next_event().unwrap().u64("task_id"), Some(round));
         assert!(s.next_event().is_none());
     }
@@ -343,7 +351,8 @@ fn recordings_in_sequence() {
 #[test]
 fn configuration_errors() {
     let _g = serial();
-    let dir = tempdir("cfg");
+    let tmp = tempdir("cfg");
+    let dir = tmp.path();
     let err = |b: runtrace_recorder::RecorderBuilder| b.start().unwrap_err().to_string();
     let b = || Recorder::builder().path(dir.join("trace"));
     assert!(err(b().buffer_size(100)).contains("buffer_size"));
@@ -389,7 +398,8 @@ runtrace_recorder::user_events! {
 #[test]
 fn largest_events_fit_the_smallest_buffer() {
     let _g = serial();
-    let dir = tempdir("wide");
+    let tmp = tempdir("wide");
+    let dir = tmp.path();
     let guard = Recorder::builder()
         .path(dir.join("trace"))
         .buffer_size(64 << 10)
@@ -402,7 +412,7 @@ fn largest_events_fit_the_smallest_buffer() {
     let st = guard.finish().unwrap();
     assert_eq!(st.events + st.dropped, 50);
     assert!(st.events > 0);
-    let (by_tid, _) = read_all(&trace_files(&dir));
+    let (by_tid, _) = read_all(&trace_files(dir));
     let e = &by_tid.values().next().unwrap()[0];
     assert_eq!(e.get("i").unwrap().as_str().unwrap().len(), 255);
 }

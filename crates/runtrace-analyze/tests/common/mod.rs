@@ -8,23 +8,39 @@ use runtrace_format::merge::EventStream;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// A fresh temporary directory for one test.
-pub fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "runtrace-analyze-test-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh temporary directory for one test, removed when dropped.
+pub fn tempdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("runtrace-analyze-test-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
-/// Writes `bytes` as `DIR/trace.0.bin` and returns the path.
-pub fn write_trace(name: &str, bytes: &[u8]) -> PathBuf {
-    let d = tempdir(name);
-    let p = d.join("trace.0.bin");
-    std::fs::write(&p, bytes).unwrap();
-    p
+/// A trace file in its own temporary directory, removed when dropped.
+pub struct TraceFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for TraceFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for TraceFile {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Writes `bytes` as `DIR/trace.0.bin` in a fresh directory.
+pub fn write_trace(name: &str, bytes: &[u8]) -> TraceFile {
+    let dir = tempdir(name);
+    let path = dir.path().join("trace.0.bin");
+    std::fs::write(&path, bytes).unwrap();
+    TraceFile { _dir: dir, path }
 }
 
 /// The nearest-rank quantile of sorted `v` for permille / 1000.
