@@ -8,9 +8,10 @@
 //! # let _ = code;
 //! ```
 
+use crate::output::{print_report, ProgressBar};
 use crate::BacklogArgs;
 use runtrace_analyze::backlog::{analyze_files_with_progress, BacklogOptions, BacklogReport};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -91,32 +92,10 @@ fn is_trace_file(p: &Path) -> bool {
 
 /// Analyses `files` (with a progress line on a terminal for large inputs).
 pub fn report(files: &[PathBuf], opts: &BacklogOptions) -> BacklogReport {
-    let total: u64 = files
-        .iter()
-        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-        .sum();
-    if total >= 64 << 20 && std::io::stderr().is_terminal() {
-        let mut last = std::time::Instant::now();
-        let mut drawn = false;
-        let mut cb = |done: u64, total: u64| {
-            if last.elapsed() >= std::time::Duration::from_millis(100) || done >= total {
-                last = std::time::Instant::now();
-                drawn = true;
-                let mut err = std::io::stderr().lock();
-                let _ = write!(
-                    err,
-                    "\rbacklog: {:>3.0}% {}/{} MB",
-                    done as f64 * 100.0 / total.max(1) as f64,
-                    done >> 20,
-                    total >> 20
-                );
-                let _ = err.flush();
-            }
-        };
+    if let Some(mut bar) = ProgressBar::for_files("backlog", files) {
+        let mut cb = |done: u64, total: u64| bar.draw(done, total);
         let r = analyze_files_with_progress(files, opts, Some(&mut cb));
-        if drawn {
-            let _ = write!(std::io::stderr().lock(), "\r{:60}\r", "");
-        }
+        bar.clear();
         r
     } else {
         analyze_files_with_progress(files, opts, None)
@@ -141,17 +120,7 @@ pub fn backlog(inputs: &[PathBuf], json: bool, opts: &BacklogOptions) -> ExitCod
     } else {
         r.to_string()
     };
-    // A closed stdout (`| head`) must not turn into a panic.
-    let _ = writeln!(std::io::stdout().lock(), "{}", text.trim_end());
-    if r.is_damaged() {
-        let mut err = std::io::stderr().lock();
-        for e in &r.errors {
-            let _ = writeln!(err, "error: {e}");
-        }
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    print_report(&text, &r.errors, r.is_damaged())
 }
 
 /// `runtrace backlog FILE... [--json] [--window DUR] [--lookback DUR]`.

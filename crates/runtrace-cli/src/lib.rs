@@ -36,6 +36,7 @@ pub mod backlog;
 pub mod check;
 pub mod doctor;
 pub mod jsonl;
+mod output;
 mod per_schema;
 
 /// Command-line arguments of `runtrace`.

@@ -1,0 +1,87 @@
+//! What the report commands (`analyze`, `backlog`) share on the way out: a
+//! progress bar on standard error for large inputs, and printing a report
+//! with its errors and exit code.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Inputs smaller than this get no progress bar (they take well under a
+/// second).
+const PROGRESS_MIN_BYTES: u64 = 64 << 20;
+
+/// Draws `LABEL [#####.....] 42% 120/300 MB` on standard error, at most
+/// ten times a second.
+pub(crate) struct ProgressBar {
+    label: &'static str,
+    last: Option<Instant>,
+    drawn: bool,
+}
+
+impl ProgressBar {
+    /// A bar for reading `files`, when they are large and standard error is
+    /// a terminal (None otherwise).
+    pub(crate) fn for_files(label: &'static str, files: &[PathBuf]) -> Option<ProgressBar> {
+        let total: u64 = files
+            .iter()
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .sum();
+        (total >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal()).then_some(ProgressBar {
+            label,
+            last: None,
+            drawn: false,
+        })
+    }
+
+    pub(crate) fn draw(&mut self, done: u64, total: u64) {
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+            && done < total
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let frac = done as f64 / total.max(1) as f64;
+        let width = 30;
+        let full = ((frac * width as f64) as usize).min(width);
+        let bar: String = "#".repeat(full) + &".".repeat(width - full);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r{} [{bar}] {:>3.0}% {}/{} MB",
+            self.label,
+            frac * 100.0,
+            done >> 20,
+            total >> 20
+        );
+        let _ = err.flush();
+        self.drawn = true;
+    }
+
+    pub(crate) fn clear(&self) {
+        if self.drawn {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r{:70}\r", "");
+            let _ = err.flush();
+        }
+    }
+}
+
+/// Prints `text` to standard output and, when the input was `damaged`,
+/// `errors` to standard error. Exit code 0, or 1 when damaged (the report
+/// still covers what was readable).
+pub(crate) fn print_report(text: &str, errors: &[String], damaged: bool) -> ExitCode {
+    // A closed stdout (`| head`) must not turn into a panic.
+    let _ = writeln!(std::io::stdout().lock(), "{}", text.trim_end());
+    if damaged {
+        let mut err = std::io::stderr().lock();
+        for e in errors {
+            let _ = writeln!(err, "error: {e}");
+        }
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
