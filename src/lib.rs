@@ -25,7 +25,7 @@
 //! ```
 
 pub use runtrace_format as format;
-pub use runtrace_intern::{Istr, Loc};
+pub use runtrace_core::{Istr, Loc};
 
 #[cfg(feature = "record")]
 pub use runtrace_recorder::{

@@ -251,7 +251,7 @@ fn event_module(cat: &Catalog, ev: &Event, b: Backends, rt: &str) -> String {
         "    /// Emits the event to every backend that wants it.\n    #[inline(always)]\n    \
          pub fn fire(args: Args) {{\n        fire_inner(None, args)\n    }}\n\n    \
          /// [`fire`] with the time the caller read (trace ticks from\n    \
-         /// `runtrace_intern::clock`), so one clock read serves several\n    \
+         /// `runtrace_core::clock`), so one clock read serves several\n    \
          /// events; backends other than the recorder take their own time.\n    \
          #[inline(always)]\n    pub fn fire_at(ticks: u64, args: Args) {{\n        fire_inner(Some(ticks), args)\n    }}\n\n    \
          #[inline(always)]\n    #[allow(unused_variables, named_asm_labels)]\n    fn fire_inner(ticks: Option<u64>, args: Args) {{"

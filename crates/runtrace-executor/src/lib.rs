@@ -49,8 +49,8 @@ pub use sched::{Policy, LAS_AGING};
 
 use async_task::Runnable;
 use inject::Inject;
-use runtrace_intern::clock::TraceClock;
-use runtrace_intern::{Istr, Loc};
+use runtrace_core::clock::TraceClock;
+use runtrace_core::{Istr, Loc};
 use runtrace_probes::builtin as probes;
 use sched::Sched;
 use std::any::Any;
@@ -969,7 +969,7 @@ impl Executor {
         // While we run, wakes need not wake the host (rule 3).
         o.notified = true;
         if l.parked.replace(false) && probes::worker_unpark::enabled() {
-            let (cpu_ns, sched_wait_ns) = runtrace_intern::clock::thread_cpu_and_wait_ns();
+            let (cpu_ns, sched_wait_ns) = runtrace_core::clock::thread_cpu_and_wait_ns();
             probes::worker_unpark::fire(probes::worker_unpark::Args {
                 worker: sh.worker,
                 cpu_ns,
@@ -1098,7 +1098,7 @@ impl Executor {
         }
         l.parked.set(true);
         if probes::worker_park::enabled() {
-            let (cpu_ns, _) = runtrace_intern::clock::thread_cpu_and_wait_ns();
+            let (cpu_ns, _) = runtrace_core::clock::thread_cpu_and_wait_ns();
             probes::worker_park::fire(probes::worker_park::Args {
                 worker: sh.worker,
                 local_q: 0,

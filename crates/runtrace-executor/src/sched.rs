@@ -101,7 +101,7 @@ impl RunQueue {
 
 /// One queue: its run queue and its EEVDF state.
 pub(crate) struct Queue {
-    pub(crate) name: runtrace_intern::Istr,
+    pub(crate) name: runtrace_core::Istr,
     pub(crate) rq: RunQueue,
     pub(crate) len: usize,
     share: u64,
@@ -123,7 +123,7 @@ impl Sched {
             .map(|(name, p, share)| {
                 let share = *share as u64;
                 Queue {
-                    name: runtrace_intern::Istr::new(name),
+                    name: runtrace_core::Istr::new(name),
                     rq: RunQueue::new(*p),
                     len: 0,
                     share,

@@ -22,7 +22,7 @@ pub mod __rt {
     pub use crate::cstr::CStrBuf;
     pub use runtrace_format::schema::FieldType;
     pub use runtrace_format::varint;
-    pub use runtrace_intern::{Istr, Loc, UserEventDef};
+    pub use runtrace_core::{Istr, Loc, UserEventDef};
     #[cfg(feature = "record")]
     pub use runtrace_recorder as recorder;
 }
@@ -32,4 +32,4 @@ pub mod builtin {
     include!(concat!(env!("OUT_DIR"), "/runtrace_probes.rs"));
 }
 
-pub use runtrace_intern::{Istr, Loc};
+pub use runtrace_core::{Istr, Loc};

@@ -17,7 +17,7 @@ use crate::ring::{ProducerPos, Ring};
 use crate::session::Shared;
 use runtrace_format::chunk::ChunkState;
 use runtrace_format::varint;
-use runtrace_intern::clock::TraceClock;
+use runtrace_core::clock::TraceClock;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -91,7 +91,7 @@ where
 }
 
 /// [`emit`] with a timestamp the caller read (trace ticks, from
-/// `runtrace_intern::clock`), so one clock read can serve several events
+/// `runtrace_core::clock`), so one clock read can serve several events
 /// (the executor reads it once per poll transition).
 #[doc(hidden)]
 #[inline(always)]
@@ -211,7 +211,7 @@ fn attach(gen: u64) -> *mut Producer {
         let (ring, pos) = Ring::new(shared.n_slots, shared.slot_size, state);
         let ring = Arc::new(ring);
         let name = std::thread::current().name().unwrap_or("").to_owned();
-        shared.register(ring.clone(), runtrace_intern::clock::gettid(), name);
+        shared.register(ring.clone(), runtrace_core::clock::gettid(), name);
         let mut b = Box::new(Producer {
             gen,
             ring: Arc::as_ptr(&ring),

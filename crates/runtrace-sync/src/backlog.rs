@@ -23,7 +23,7 @@
 //! ```
 
 use crate::clock;
-use runtrace_intern::Istr;
+use runtrace_core::Istr;
 use runtrace_probes::builtin::backlog_trigger;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -272,7 +272,7 @@ impl Detector {
             return None;
         }
         let grown = size as i128 - self.win_start_size.load(Relaxed) as i128;
-        let tps = runtrace_intern::clock::TraceClock::get().ticks_per_sec() as i128;
+        let tps = runtrace_core::clock::TraceClock::get().ticks_per_sec() as i128;
         Some((grown * tps / (t - start) as i128) as i64)
     }
 

@@ -2,7 +2,7 @@
 //! trace ticks (one TSC read per edge) and the end reading doubles as the
 //! event's timestamp (`fire_at`), so an event costs no extra clock read.
 
-use runtrace_intern::clock::TraceClock;
+use runtrace_core::clock::TraceClock;
 
 /// Now, in trace ticks.
 #[inline(always)]

@@ -1,7 +1,7 @@
 //! Thread heartbeats: a stalled thread shows up as a long `gap_ns`.
 
 use crate::{clock, names};
-use runtrace_intern::Istr;
+use runtrace_core::Istr;
 use runtrace_probes::builtin::thread_heartbeat;
 use std::cell::RefCell;
 

@@ -10,7 +10,7 @@
 //! lengthens the critical section it reports.
 
 use crate::clock;
-use runtrace_intern::Istr;
+use runtrace_core::Istr;
 use runtrace_probes::builtin::{lock_hold, lock_wait};
 use std::fmt;
 use std::mem::ManuallyDrop;

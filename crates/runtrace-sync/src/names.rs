@@ -4,7 +4,7 @@
 //! the hot path. Each thread keeps the few names it uses in a small list and
 //! interns a name only the first time it sees it.
 
-use runtrace_intern::Istr;
+use runtrace_core::Istr;
 use std::cell::RefCell;
 
 /// More distinct names than this per thread are interned per call (still

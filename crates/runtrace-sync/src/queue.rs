@@ -35,7 +35,7 @@
 use crate::backlog::{Backlog, Detector, DetectorConfig};
 use crate::clock;
 use crossbeam_channel as cc;
-use runtrace_intern::Istr;
+use runtrace_core::Istr;
 use runtrace_probes::builtin::{dequeue, enqueue, item_dropped, processing_end, queue_snapshot};
 use std::fmt;
 use std::ops::{Deref, DerefMut};

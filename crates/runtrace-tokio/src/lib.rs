@@ -35,7 +35,7 @@ compile_error!(
      target rustflags replace build rustflags)"
 );
 
-use runtrace_intern::{Istr, Loc};
+use runtrace_core::{Istr, Loc};
 use runtrace_probes::builtin as probes;
 use std::cell::Cell;
 use std::future::Future;
@@ -156,7 +156,7 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
     .on_thread_park(|| {
         if probes::worker_park::enabled() {
             let w = worker();
-            let (cpu_ns, _) = runtrace_intern::clock::thread_cpu_and_wait_ns();
+            let (cpu_ns, _) = runtrace_core::clock::thread_cpu_and_wait_ns();
             probes::worker_park::fire(probes::worker_park::Args {
                 worker: w,
                 local_q: local_q(w),
@@ -166,7 +166,7 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
     })
     .on_thread_unpark(|| {
         if probes::worker_unpark::enabled() {
-            let (cpu_ns, sched_wait_ns) = runtrace_intern::clock::thread_cpu_and_wait_ns();
+            let (cpu_ns, sched_wait_ns) = runtrace_core::clock::thread_cpu_and_wait_ns();
             probes::worker_unpark::fire(probes::worker_unpark::Args {
                 worker: worker(),
                 cpu_ns,

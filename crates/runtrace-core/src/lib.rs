@@ -1,6 +1,7 @@
-//! Process-wide names shared by every probe backend: interned strings
-//! (queue and lock names), spawn locations and application-defined event
-//! schemas.
+//! The core every probe backend shares (the role `tracing-core` plays for
+//! `tracing`): the trace clock and thread ids ([`clock`]), and process-wide
+//! names: interned strings (queue and lock names), spawn locations and
+//! application-defined event schemas.
 //!
 //! The recorder writes ids (and the definitions, once per file); the USDT,
 //! LTTng and perf-probe backends pass text, so each name also keeps a
@@ -62,7 +63,7 @@ fn leak_cstr(s: &str) -> &'static CStr {
 /// An interned string (a queue or lock name, ...), for `istr` fields.
 ///
 /// ```
-/// use runtrace_intern::Istr;
+/// use runtrace_core::Istr;
 /// let a = Istr::new("latency");
 /// assert_eq!(a, Istr::new("latency"));
 /// assert_eq!(a.c_str().to_str(), Ok("latency"));
@@ -128,7 +129,7 @@ impl Istr {
 /// An interned spawn location, for `loc` fields.
 ///
 /// ```
-/// use runtrace_intern::Loc;
+/// use runtrace_core::Loc;
 /// #[track_caller]
 /// fn here() -> Loc { Loc::caller() }
 /// let a = here();

@@ -4,7 +4,7 @@
 //! executor reads it once per poll transition).
 //!
 //! ```
-//! let c = runtrace_intern::clock::TraceClock::get();
+//! let c = runtrace_core::clock::TraceClock::get();
 //! let (a, b) = (c.now(), c.now());
 //! assert!(b >= a && c.ticks_per_sec() >= 100_000_000);
 //! ```
@@ -71,7 +71,7 @@ impl TraceClock {
     /// division, so durations can be converted where they are measured).
     ///
     /// ```
-    /// let c = runtrace_intern::clock::TraceClock::get();
+    /// let c = runtrace_core::clock::TraceClock::get();
     /// assert_eq!(c.ticks_to_ns(c.ticks_per_sec()), 1_000_000_000);
     /// ```
     #[inline]
