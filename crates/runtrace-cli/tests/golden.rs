@@ -121,7 +121,9 @@ fn backlog_pipeline_recording_reads_as_it_did() {
 
 #[test]
 fn the_digest_notices_a_changed_line() {
-    let a = (0..2500).map(|i| format!("{{\"n\":{i}}}\n")).collect::<String>();
+    let a = (0..2500)
+        .map(|i| format!("{{\"n\":{i}}}\n"))
+        .collect::<String>();
     let b = a.replacen("{\"n\":1500}", "{\"n\":1501}", 1);
     let (da, db) = (jsonl_digest(&a), jsonl_digest(&b));
     assert_ne!(da, db);
