@@ -44,15 +44,16 @@
 //! assert_eq!(v.thread.as_deref(), Some("consumer (tid 2)"));
 //! ```
 
-use crate::engine::{kind, Engine, Ev, Proc, Thread};
+use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
 use crate::hist::{Histogram, Summary};
-use crate::read::{self, ReadStats};
+use crate::input::{self, ReadStats};
+use crate::model::{Model, Process, Thread};
+use crate::pass::{Pass, Wants};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// The shortest window a trigger is judged over (see `evaluate`).
 const MIN_WINDOW_NS: u64 = 100_000_000;
@@ -415,16 +416,10 @@ pub fn analyze_files_with_progress<P: AsRef<Path>>(
     opts: &BacklogOptions,
     progress: Option<&mut dyn FnMut(u64, u64)>,
 ) -> BacklogReport {
-    let paths = read::sorted(paths);
-    let mut e = Engine::new(crate::Thresholds::default());
-    e.backlog = Some(Box::new(State::new(sane(opts))));
-    let rs = read::read_files(&paths, &mut e, progress);
-    e.finish();
-    let s = e
-        .backlog
-        .take()
-        .unwrap_or_else(|| Box::new(State::new(sane(opts))));
-    build(&e, &s, rs)
+    let paths = input::sorted(paths);
+    let mut s = Backlog::new(opts);
+    let (model, stats) = input::read(&paths, &mut s, progress);
+    s.report(&model, stats)
 }
 
 /// Analyses a trace held in memory (through a temporary file, as the reader
@@ -751,12 +746,28 @@ struct TriggerRec {
     verdicts: Vec<(f64, Acc)>,
 }
 
-/// All backlog-analysis state (an `Engine` carries it in backlog mode).
-pub(crate) struct State {
+/// The backlog analysis (`runtrace backlog`) as a [`Pass`]: queues,
+/// locks, I/O and heartbeats from the application events, and a verdict
+/// for every `backlog_trigger`. Its report: [`Backlog::report`].
+///
+/// ```
+/// use runtrace_analyze::backlog::{Backlog, BacklogOptions};
+/// use runtrace_analyze::{input, synth::TraceBuilder};
+/// let mut b = TraceBuilder::new();
+/// b.string(1, "jobs");
+/// b.enqueue(1, 1_000, 1, 1, 1);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// let mut pass = Backlog::new(&BacklogOptions::default());
+/// let (model, stats) = input::read(&[path], &mut pass, None);
+/// assert_eq!(pass.report(&model, stats).queues[0].enqueued, 1);
+/// ```
+pub struct Backlog {
     o: BacklogOptions,
-    /// Interned names (queues, locks, ops, roles, reasons, causes).
-    pub names: Vec<Arc<str>>,
-    side: Vec<u64>,
+    /// Out-of-order events (analysed late) and the last timestamp seen.
+    late_events: u64,
+    last_ticks_seen: u64,
     qmap: Vec<u32>,
     lmap: Vec<u32>,
     omap: Vec<u32>,
@@ -778,12 +789,37 @@ pub(crate) struct State {
     scratch: Vec<(u64, u64, u32)>,
 }
 
-impl State {
-    pub fn new(o: BacklogOptions) -> State {
-        State {
-            o,
-            names: vec![Arc::from("")],
-            side: Vec::new(),
+impl Pass for Backlog {
+    fn wants(&self) -> Wants {
+        Wants::APP
+    }
+
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        if ev.ticks < self.last_ticks_seen {
+            self.late_events += 1;
+        } else {
+            self.last_ticks_seen = ev.ticks;
+        }
+        self.app_event(ev, model);
+    }
+
+    fn end_recording(&mut self, _model: &Model) {
+        self.last_ticks_seen = 0;
+        self.close_recording();
+    }
+
+    fn finish(&mut self, _model: &Model) {
+        self.close_recording();
+    }
+}
+
+impl Backlog {
+    /// A pass with options `o` (zero widths replaced by the defaults).
+    pub fn new(o: &BacklogOptions) -> Backlog {
+        Backlog {
+            o: sane(o),
+            late_events: 0,
+            last_ticks_seen: 0,
             qmap: Vec::new(),
             lmap: Vec::new(),
             omap: Vec::new(),
@@ -806,14 +842,6 @@ impl State {
         }
     }
 
-    /// Appends values to the side table (rare values that do not fit an
-    /// `Ev`); returns the index of the first.
-    pub fn side(&mut self, v: &[u64]) -> u64 {
-        let i = self.side.len() as u64;
-        self.side.extend_from_slice(v);
-        i
-    }
-
     /// Buckets a consumer ring keeps: the lookback and lookahead spans.
     fn ring_cap(&self) -> usize {
         ((self.o.lookback_ns.saturating_add(self.o.lookahead_ns) / self.o.bucket_ns) as usize)
@@ -824,10 +852,6 @@ impl State {
     /// The growth step: 100 ms, or the rate window if shorter.
     fn step_ns(&self) -> u64 {
         self.o.window_ns.min(100_000_000)
-    }
-
-    fn name(&self, i: u32) -> &str {
-        self.names.get(i as usize).map_or("", |s| s)
     }
 
     fn queue(&mut self, name: u32, now: u64) -> usize {
@@ -947,10 +971,11 @@ impl State {
     }
 
     /// One application event, in timestamp order.
-    pub fn event(&mut self, ev: &Ev, threads: &[Thread], procs: &[Proc]) {
-        let Some(p) = threads
+    fn app_event(&mut self, ev: &Ev, m: &Model) {
+        let Some(p) = m
+            .threads
             .get(ev.thread as usize)
-            .and_then(|t| procs.get(t.proc as usize))
+            .and_then(|t| m.procs.get(t.proc as usize))
         else {
             return;
         };
@@ -1108,8 +1133,8 @@ impl State {
                 let since = self.queues[qi as usize].nonempty_since;
                 let prev = std::mem::replace(&mut self.queues[qi as usize].last_trigger, now);
                 let i = ev.x as usize;
-                let growth = self.side.get(i).copied().unwrap_or(0) as i64;
-                let reason = self.side.get(i + 1).copied().unwrap_or(0) as u32;
+                let growth = m.side.get(i).copied().unwrap_or(0) as i64;
+                let reason = m.side.get(i + 1).copied().unwrap_or(0) as u32;
                 let deadline = now.saturating_add(self.o.lookahead_ns);
                 self.pending.push(Pending {
                     t: now,
@@ -1127,7 +1152,7 @@ impl State {
             kind::IO => {
                 let o = self.op(ev.worker);
                 let bytes = if ev.flag == 1 {
-                    self.side.get(ev.a as usize).copied().unwrap_or(0)
+                    m.side.get(ev.a as usize).copied().unwrap_or(0)
                 } else {
                     ev.a as u64
                 };
@@ -1275,7 +1300,7 @@ impl State {
 
     /// End of a recording (or of the trace): judge what is pending, and
     /// forget the time-window state (another recording has its own clock).
-    pub fn end_recording(&mut self, _threads: &[Thread], _procs: &[Proc]) {
+    fn close_recording(&mut self) {
         self.check_pending(true);
         self.waits.clear();
         self.ios.clear();
@@ -1825,9 +1850,17 @@ fn spread<T: Default + Copy>(
 // ---------------------------------------------------------------------------
 // Report
 
+impl Backlog {
+    /// The report of a finished pass (after [`input::read`]) over the model
+    /// and read statistics of the same read.
+    pub fn report(&self, model: &Model, stats: ReadStats) -> BacklogReport {
+        build(self, model, stats)
+    }
+}
+
 struct Names<'a> {
     threads: &'a [Thread],
-    procs: &'a [Proc],
+    procs: &'a [Process],
     multi: bool,
 }
 
@@ -1859,14 +1892,14 @@ fn list(v: &[String]) -> String {
     }
 }
 
-fn build(e: &Engine, s: &State, rs: ReadStats) -> BacklogReport {
+fn build(s: &Backlog, m: &Model, rs: ReadStats) -> BacklogReport {
     let nm = Names {
-        threads: &e.threads,
-        procs: &e.procs,
-        multi: e.procs.len() > 1,
+        threads: &m.threads,
+        procs: &m.procs,
+        multi: m.procs.len() > 1,
     };
     let o = s.o;
-    let name = |i: u32| s.name(i).to_string();
+    let name = |i: u32| m.name(i).to_string();
     let mut queues: Vec<QueueReport> = s
         .queues
         .iter()
@@ -2004,7 +2037,7 @@ fn build(e: &Engine, s: &State, rs: ReadStats) -> BacklogReport {
                         nm.thread(a.thread)
                     },
                     lost_ns: a.ns,
-                    evidence: evidence(s, &nm, r, a, &qname),
+                    evidence: evidence(s, m, &nm, r, a, &qname),
                 })
                 .collect();
             TriggerReport {
@@ -2051,13 +2084,13 @@ fn build(e: &Engine, s: &State, rs: ReadStats) -> BacklogReport {
             o.max_intervals / 4
         ));
     }
-    if e.late_events > 0 {
+    if s.late_events > 0 {
         notes.push(format!(
             "{} events arrived out of timestamp order and were analysed late",
-            e.late_events
+            s.late_events
         ));
     }
-    let duration_ns = e
+    let duration_ns = m
         .procs
         .iter()
         .filter(|p| p.last_ticks >= p.first_ticks)
@@ -2117,7 +2150,14 @@ fn fmt_before(r: Option<f64>) -> String {
     r.map_or_else(|| "n/a".into(), fmt_rate)
 }
 
-fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> String {
+fn evidence(
+    s: &Backlog,
+    m: &Model,
+    nm: &Names<'_>,
+    r: &TriggerRec,
+    a: &Acc,
+    queue: &str,
+) -> String {
     use crate::fmt_ns;
     let victims: Vec<String> = a.victims.iter().map(|&v| nm.thread_or(v)).collect();
     let who = list(&victims);
@@ -2125,7 +2165,7 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
         if l == NONE {
             String::new()
         } else {
-            format!("lock \"{}\"", s.name(s.locks[l as usize].name))
+            format!("lock \"{}\"", m.name(s.locks[l as usize].name))
         }
     };
     let window = fmt_ns(r.t - r.ws);
@@ -2157,7 +2197,7 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
         ) + &if a.worst_op != NONE {
             format!(
                 "; its \"{}\" heartbeat was silent for {}, until {}",
-                s.name(a.worst_op),
+                m.name(a.worst_op),
                 fmt_ns(a.worst_ns),
                 fmt_at(a.worst_at)
             )
@@ -2185,7 +2225,7 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
             let mut slowest = if a.worst_op != NONE {
                 format!(
                     "; slowest: {} of {} bytes taking {}, ending at {}",
-                    s.name(a.worst_op),
+                    m.name(a.worst_op),
                     a.worst_bytes,
                     fmt_ns(a.worst_ns),
                     fmt_at(a.worst_at)
@@ -2197,7 +2237,7 @@ fn evidence(s: &State, nm: &Names<'_>, r: &TriggerRec, a: &Acc, queue: &str) -> 
                 let _ = write!(
                     slowest,
                     "; latest: {} of {} bytes taking {}, ending at {}",
-                    s.name(l.obj),
+                    m.name(l.obj),
                     l.bytes,
                     fmt_ns(l.end - l.start),
                     fmt_at(l.end)
