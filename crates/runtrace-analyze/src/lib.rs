@@ -47,11 +47,14 @@ pub mod model;
 pub mod pass;
 pub mod runtime;
 pub mod synth;
+mod text;
 
 pub use runtime::{
-    analyze_bytes, analyze_files, fmt_ns, Finding, FindingKind, LocationReport, Options,
-    ProcessReport, QueueReport, Report, Severity, Thresholds, WorkerId, WorkerReport,
+    analyze_bytes, analyze_files, Finding, FindingKind, LocationReport, Options, ProcessReport,
+    QueueReport, Report, Severity, Thresholds, WorkerId, WorkerReport,
 };
+
+pub use text::fmt_ns;
 
 use std::path::Path;
 

@@ -3,8 +3,9 @@
 //! recording started, and the [`Finding`] constructor.
 
 use super::engine::{Engine, Window};
-use super::report::{fmt_ns, Finding, FindingKind, Severity, WorkerId};
+use super::report::{Finding, FindingKind, Severity, WorkerId};
 use crate::model::Model;
+use crate::text::fmt_ns;
 use runtrace_format::NO_WORKER;
 use serde_json::{json, Value};
 

@@ -2,8 +2,9 @@
 //! finished engine (docs/analysis.md defines them).
 
 use super::ctx::{finding, Ctx};
-use super::report::{fmt_at, fmt_ns, times, Finding, FindingKind, Severity};
+use super::report::{fmt_at, times, Finding, FindingKind, Severity};
 use super::thresholds::Thresholds;
+use crate::text::fmt_ns;
 use runtrace_format::NO_WORKER;
 use serde_json::json;
 use std::fmt::Write as _;

@@ -25,8 +25,8 @@ mod thresholds;
 
 pub use engine::Engine;
 pub use report::{
-    fmt_ns, Finding, FindingKind, LocationReport, ProcessReport, QueueReport, Report, Severity,
-    WorkerId, WorkerReport,
+    Finding, FindingKind, LocationReport, ProcessReport, QueueReport, Report, Severity, WorkerId,
+    WorkerReport,
 };
 pub use thresholds::Thresholds;
 

@@ -1,8 +1,9 @@
 //! The text and JSON forms of a [`Report`] (`runtrace analyze` and
 //! `runtrace analyze --json`; the JSON keys are in docs/analysis.md).
 
-use super::report::{fmt_at, fmt_ns, Finding, FindingKind, QueueReport, Report, Severity};
+use super::report::{fmt_at, Finding, FindingKind, QueueReport, Report, Severity};
 use crate::hist::Summary;
+use crate::text::fmt_ns;
 use serde_json::{json, Value};
 use std::fmt;
 

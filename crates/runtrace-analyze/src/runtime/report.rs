@@ -234,20 +234,6 @@ pub struct Report {
     pub thresholds: Thresholds,
 }
 
-/// Human-readable duration.
-pub fn fmt_ns(ns: u64) -> String {
-    let f = ns as f64;
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1} µs", f / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2} ms", f / 1e6)
-    } else {
-        format!("{:.3} s", f / 1e9)
-    }
-}
-
 /// "once", "twice", "N times".
 pub(crate) fn times(n: u64) -> String {
     match n {
