@@ -2,8 +2,9 @@
 //! (pid, tid, worker, kind), locations by text, ticks as ns since the
 //! recording started, and the [`Finding`] constructor.
 
-use super::engine::{Engine, Window};
+use super::engine::Engine;
 use super::report::{Finding, FindingKind, Severity, WorkerId};
+use super::state::Window;
 use crate::model::Model;
 use crate::text::fmt_ns;
 use runtrace_format::NO_WORKER;

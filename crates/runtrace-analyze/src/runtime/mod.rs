@@ -21,6 +21,7 @@ mod engine;
 mod findings;
 mod render;
 mod report;
+mod state;
 mod thresholds;
 
 pub use engine::Engine;
