@@ -76,6 +76,27 @@ pub fn read<P: Pass>(
     (model, st)
 }
 
+/// Writes `bytes` to a temporary trace file (the reader reads files) and
+/// runs `f` on its path, or on a message naming the file when it cannot be
+/// written; removes the file after. For the `analyze_bytes` functions.
+pub(crate) fn via_temp_file<R>(
+    bytes: &[u8],
+    what: &str,
+    f: impl FnOnce(Result<&Path, String>) -> R,
+) -> R {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path: PathBuf =
+        std::env::temp_dir().join(format!("runtrace-{what}-{}-{n}.0.bin", std::process::id()));
+    if let Err(e) = std::fs::write(&path, bytes) {
+        let _ = std::fs::remove_file(&path);
+        return f(Err(format!("{}: cannot write: {e}", path.display())));
+    }
+    let r = f(Ok(&path));
+    let _ = std::fs::remove_file(&path);
+    r
+}
+
 /// The END frame's totals against what the file held (format.md section
 /// 10). Kept apart so it can give way to the same check in
 /// `runtrace_format::FileReader` (the CLI's `check` has a copy too).

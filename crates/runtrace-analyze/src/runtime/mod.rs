@@ -66,18 +66,13 @@ pub fn analyze_files<P: AsRef<Path>>(paths: &[P], opts: Options<'_>) -> Report {
 /// Analyses a trace held in memory (through a temporary file, as the
 /// reader reads files). For tests and small traces.
 pub fn analyze_bytes(bytes: &[u8], opts: Options<'_>) -> Report {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path: PathBuf =
-        std::env::temp_dir().join(format!("runtrace-analyze-{}-{n}.0.bin", std::process::id()));
-    if let Err(e) = std::fs::write(&path, bytes) {
-        let mut r = analyze_files::<PathBuf>(&[], opts);
-        r.errors
-            .push(format!("{}: cannot write: {e}", path.display()));
-        r.damaged = true;
-        return r;
-    }
-    let r = analyze_files(std::slice::from_ref(&path), opts);
-    let _ = std::fs::remove_file(&path);
-    r
+    input::via_temp_file(bytes, "analyze", |file| match file {
+        Ok(path) => analyze_files(&[path], opts),
+        Err(err) => {
+            let mut r = analyze_files::<PathBuf>(&[], opts);
+            r.errors.push(err);
+            r.damaged = true;
+            r
+        }
+    })
 }
