@@ -203,7 +203,11 @@ impl Plans {
         // A built-in this analyser has no use for (queue_select, ...) is
         // fine; only a built-in whose fields differ from the catalog's is
         // worth a note.
-        if role == Role::SKIP && s.provider == "runtrace" && s.id < 128 && !matches_catalog(s) {
+        if role == Role::SKIP
+            && s.provider == "runtrace"
+            && s.id < runtrace_format::FIRST_USER_EVENT_ID
+            && !matches_catalog(s)
+        {
             self.unrecognised += 1;
         }
         let types: Box<[FieldType]> = s.fields.iter().map(|f| f.ty).collect();
