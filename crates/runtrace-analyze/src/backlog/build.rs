@@ -10,7 +10,7 @@ use crate::text::fmt_ns;
 use std::fmt::Write as _;
 
 impl Backlog {
-    /// The report of a finished pass (after [`input::read`]) over the model
+    /// The report of a finished pass (after [`crate::input::read`]) over the model
     /// and read statistics of the same read.
     pub fn report(&self, model: &Model, stats: ReadStats) -> BacklogReport {
         build(self, model, stats)

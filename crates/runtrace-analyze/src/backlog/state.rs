@@ -171,7 +171,7 @@ pub(super) struct TriggerRec {
     pub(super) verdicts: Vec<(f64, Acc)>,
 }
 
-/// The backlog analysis (`runtrace backlog`) as a [`Pass`]: queues,
+/// The backlog analysis (`runtrace backlog`) as a [`crate::pass::Pass`]: queues,
 /// locks, I/O and heartbeats from the application events, and a verdict
 /// for every `backlog_trigger`. Its report: [`Backlog::report`].
 ///

@@ -1,8 +1,8 @@
 //! From trace files to ordered events and a [`Model`]: decoding
-//! ([`decode`], over [`FileReader::next_raw`], no `Event`/`Value`
+//! (`decode`, over [`FileReader::next_raw`], no `Event`/`Value`
 //! allocation), the roles of the built-in events generated from the
-//! catalog ([`roles`]), and time ordering one writer round behind
-//! ([`order`]). [`read`] feeds any [`Pass`] (or pair of passes) in one read.
+//! catalog (`roles`), and time ordering one writer round behind
+//! (`order`). [`read`] feeds any [`Pass`] (or pair of passes) in one read.
 //!
 //! ```
 //! use runtrace_analyze::input::{read, sorted};
