@@ -8,14 +8,19 @@
 //! sentence of evidence. This is the correlation seed 001 did by hand with
 //! babeltrace and awk.
 //!
-//! One streaming pass with the same reader and ordering as
-//! `runtrace analyze` (`read.rs`), in memory bounded by the lookback window
-//! (plus a cap on remembered intervals), not by the trace: totals and
+//! A [`Backlog`] pass over the same read as `runtrace analyze`
+//! ([`crate::input`]; the two can share one read), in memory bounded by
+//! the lookback window (plus a cap on remembered intervals), not by the
+//! trace: totals and
 //! percentiles are kept per queue, lock, I/O op and heartbeat; the lock
 //! waits, lock holds and I/O intervals of the last `lookback + lookahead`
 //! seconds are kept as intervals; processing and stall time as per-thread
 //! counters in 10 ms buckets over the same span. docs/analysis.md
 //! (`runtrace backlog`) describes the attribution model and every JSON key.
+//!
+//! Layout: `options` (settings and constants), `ingest` (events into the
+//! `state`, over the `window` building blocks), `verdict` (judging a
+//! trigger), `build` (the [`BacklogReport`]), `render` (its text and JSON).
 //!
 //! ```
 //! use runtrace_analyze::backlog::{analyze_bytes, BacklogOptions, Cause};
