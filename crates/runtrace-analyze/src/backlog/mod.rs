@@ -11,9 +11,8 @@
 //! A [`Backlog`] pass over the same read as `runtrace analyze`
 //! ([`crate::input`]; the two can share one read), in memory bounded by
 //! the lookback window (plus a cap on remembered intervals), not by the
-//! trace: totals and
-//! percentiles are kept per queue, lock, I/O op and heartbeat; the lock
-//! waits, lock holds and I/O intervals of the last `lookback + lookahead`
+//! trace: totals and percentiles are kept per queue, lock, I/O op and
+//! heartbeat; the lock waits, lock holds and I/O intervals of the last `lookback + lookahead`
 //! seconds are kept as intervals; processing and stall time as per-thread
 //! counters in 10 ms buckets over the same span. docs/analysis.md
 //! (`runtrace backlog`) describes the attribution model and every JSON key.
