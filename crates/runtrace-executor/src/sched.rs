@@ -24,7 +24,7 @@
 use async_task::Runnable;
 use std::collections::VecDeque;
 
-use crate::Meta;
+use crate::task::Meta;
 
 /// Every this many picks, a LAS queue serves its most-served bucket.
 pub const LAS_AGING: u64 = 8;

@@ -8,20 +8,42 @@
 //! after taking the pieces finds them all), then the chunks, the drop
 //! reports and a `ROUND` frame.
 
+use crate::error::RecordError;
 use crate::ring::DrainPos;
-use crate::session::{RecordError, RecordStats, RingEntry, Shared};
+use crate::state::{RingEntry, Shared};
+use crate::sync::Ordering;
+use runtrace_core as registry;
+use runtrace_core::clock::{self, TraceClock};
 use runtrace_format::chunk::{walk, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
-use runtrace_core as registry;
-use runtrace_core::clock::{self, TraceClock};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// What a finished recording wrote.
+///
+/// ```no_run
+/// let guard = runtrace_recorder::Recorder::builder().path("t/trace").start()?;
+/// runtrace_recorder::task_terminate(1);
+/// let stats = guard.finish()?;
+/// assert_eq!(stats.events + stats.dropped, 1);
+/// # Ok::<(), runtrace_recorder::RecordError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Events written to files.
+    pub events: u64,
+    /// Events lost to full buffers (each reported in a `DROPPED` frame).
+    pub dropped: u64,
+    /// Bytes written, over all files (including evicted ones).
+    pub bytes: u64,
+    /// Files created.
+    pub files: u64,
+}
 
 struct WRing {
     entry: RingEntry,
@@ -138,6 +160,7 @@ impl Writer {
     pub(crate) fn run(mut self) -> Result<RecordStats, RecordError> {
         let interval = self.shared.cfg.flush_interval;
         loop {
+            // Acquire: pairs with the Release store in `state::end`.
             let stopping = self.shared.stop.load(Ordering::Acquire);
             self.round()?;
             if stopping {
