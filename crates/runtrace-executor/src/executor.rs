@@ -64,7 +64,8 @@ fn spawned<T>(
 
 impl Executor {
     /// Spawns `fut` on the first queue. After `shutdown`, the task is
-    /// dropped at once and its handle gives [`JoinError::Cancelled`].
+    /// dropped at once and its handle gives
+    /// [`JoinError::Cancelled`](crate::JoinError::Cancelled).
     #[track_caller]
     pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
     where
