@@ -51,6 +51,19 @@ impl QueueConfig {
 }
 
 /// Builds an [`Executor`].
+///
+/// ```
+/// use runtrace_executor::{Executor, QueueConfig};
+/// use std::time::Duration;
+/// let ex = Executor::builder()
+///     .queue("latency", QueueConfig::fifo().share(8))
+///     .queue("batch", QueueConfig::las())
+///     .max_polls_per_turn(64)
+///     .max_turn_time(Duration::from_millis(2))
+///     .build()?;
+/// assert_eq!(ex.live_tasks(), 0);
+/// # Ok::<(), runtrace_executor::BuildError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Builder {
     queues: Vec<(String, QueueConfig)>,

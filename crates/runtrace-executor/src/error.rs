@@ -3,6 +3,11 @@
 use std::any::Any;
 
 /// Why an executor could not be built.
+///
+/// ```
+/// use runtrace_executor::{BuildError, Executor};
+/// assert_eq!(Executor::builder().build().err(), Some(BuildError::NoQueue));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BuildError {
     /// No queue was configured.
@@ -36,6 +41,14 @@ impl std::fmt::Display for BuildError {
 impl std::error::Error for BuildError {}
 
 /// Why a task could not be spawned.
+///
+/// ```
+/// use runtrace_executor::{Executor, QueueConfig, SpawnError};
+/// let ex = Executor::builder().queue("main", QueueConfig::fifo()).build()?;
+/// let e = ex.spawn_on("nope", async {}).err();
+/// assert_eq!(e, Some(SpawnError::UnknownQueue("nope".into())));
+/// # Ok::<(), runtrace_executor::BuildError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SpawnError {
     /// No queue has this name.
@@ -55,6 +68,18 @@ impl std::fmt::Display for SpawnError {
 impl std::error::Error for SpawnError {}
 
 /// Why a task did not produce its output.
+///
+/// ```
+/// use runtrace_executor::{Executor, QueueConfig};
+/// let ex = Executor::builder().queue("main", QueueConfig::fifo()).build()?;
+/// let err = ex.block_on(async {
+///     let h = ex.spawn(async { panic!("boom") });
+///     h.await.unwrap_err()
+/// });
+/// assert!(err.is_panic());
+/// assert_eq!(err.panic_message(), Some("boom"));
+/// # Ok::<(), runtrace_executor::BuildError>(())
+/// ```
 pub enum JoinError {
     /// It was aborted (or the executor was shut down) first.
     Cancelled,

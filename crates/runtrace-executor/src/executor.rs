@@ -15,6 +15,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How [`Executor::shutdown`] ends the executor.
+///
+/// ```
+/// use runtrace_executor::{Executor, QueueConfig, Shutdown};
+/// let ex = Executor::builder().queue("main", QueueConfig::fifo()).build()?;
+/// let h = ex.spawn(std::future::pending::<()>());
+/// ex.shutdown(Shutdown::Cancel);
+/// assert!(ex.block_on(h).unwrap_err().is_cancelled());
+/// # Ok::<(), runtrace_executor::BuildError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
     /// Drop every task now (queued and parked tasks' futures are dropped
@@ -23,6 +32,15 @@ pub enum Shutdown {
 }
 
 /// A handle to an executor (cheap to clone; tasks keep one to spawn more).
+///
+/// ```
+/// use runtrace_executor::{Executor, QueueConfig};
+/// let ex = Executor::builder().queue("main", QueueConfig::fifo()).build()?;
+/// let inner = ex.clone();
+/// let n = ex.block_on(async move { inner.spawn(async { 2 }).await.unwrap() * 21 });
+/// assert_eq!(n, 42);
+/// # Ok::<(), runtrace_executor::BuildError>(())
+/// ```
 #[derive(Clone)]
 pub struct Executor {
     pub(crate) local: Rc<Local>,
@@ -30,6 +48,17 @@ pub struct Executor {
 
 /// A `Send + Clone` handle for spawning `Send` futures onto an executor from
 /// other threads.
+///
+/// ```
+/// use runtrace_executor::{Executor, QueueConfig};
+/// let ex = Executor::builder().queue("main", QueueConfig::fifo()).build()?;
+/// let spawner = ex.spawner();
+/// let h = std::thread::spawn(move || spawner.spawn_on("main", async { 7 }))
+///     .join()
+///     .unwrap()?;
+/// assert_eq!(ex.block_on(h).unwrap(), 7);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Spawner {
     shared: Arc<Shared>,

@@ -32,7 +32,13 @@ pub const LAS_AGING: u64 = 8;
 /// Fixed-point scale of virtual time (so small shares keep precision).
 const SCALE: u64 = 1 << 10;
 
-/// A queue's scheduling policy.
+/// A queue's scheduling policy (chosen with `QueueConfig::fifo` or
+/// `QueueConfig::las`).
+///
+/// ```
+/// use runtrace_executor::Policy;
+/// assert_ne!(Policy::RunnableFifo, Policy::Las);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
     /// Tasks in the order they became runnable.

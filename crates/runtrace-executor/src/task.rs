@@ -229,6 +229,14 @@ pub(crate) type TaskOut<T> = Result<T, Box<dyn Any + Send>>;
 ///
 /// Dropping it detaches the task; [`abort`](JoinHandle::abort) cancels it
 /// and drops its future at once if it is not running.
+///
+/// ```
+/// use runtrace_executor::{Executor, QueueConfig};
+/// let ex = Executor::builder().queue("main", QueueConfig::fifo()).build()?;
+/// let h = ex.spawn(async { "done" });
+/// assert_eq!(ex.block_on(h).unwrap(), "done");
+/// # Ok::<(), runtrace_executor::BuildError>(())
+/// ```
 pub struct JoinHandle<T> {
     task: Cell<Option<async_task::FallibleTask<TaskOut<T>, Meta>>>,
     id: u64,
