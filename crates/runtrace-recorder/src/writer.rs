@@ -7,6 +7,9 @@
 //! pieces was logged before its event was published, so reading the logs
 //! after taking the pieces finds them all), then the chunks, the drop
 //! reports and a `ROUND` frame.
+//!
+//! What it wrote is counted in [`RecordStats`], which the session hands
+//! back from `RecordingGuard::finish`.
 
 use crate::error::RecordError;
 use crate::ring::DrainPos;
