@@ -24,11 +24,10 @@
 //! keeps the recordings (their paths are printed). Results:
 //! `target/bench-results/overhead_profile.json`.
 
-#[path = "common/cpu.rs"]
-mod cpu;
-use cpu::{cpu_snap, other_load, CpuSnap};
+mod common;
+use common::cpu::{cpu_snap, other_cores};
+use common::{median, Recording};
 use runtrace_executor::{Executor, QueueConfig};
-use runtrace_recorder::Recorder;
 use std::time::{Duration, Instant};
 
 const WARMUP_TASKS: usize = 1_000;
@@ -134,15 +133,6 @@ fn run_executor(cfg: QueueConfig) -> Duration {
     })
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "runtrace-bench-overhead-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
 /// What one run measured.
 struct Run {
     elapsed: Duration,
@@ -167,41 +157,18 @@ fn run(v: Variant) -> Run {
             recorded: None,
         };
     }
-    let dir = tempdir(v.name());
-    let guard = Recorder::builder()
-        .path(dir.join("trace"))
-        .buffer_size(RECORD_BUFFER)
-        .start()
-        .expect("start recording");
+    let rec = Recording::start(&format!("overhead-{}", v.name()), |b| {
+        b.buffer_size(RECORD_BUFFER)
+    });
     let elapsed = run_executor(cfg);
-    let st = guard.finish().expect("finish recording");
-    if std::env::var_os("OVERHEAD_KEEP_TRACE").is_some() {
-        println!("{}: trace kept in {}", v.name(), dir.display());
-    } else {
-        let _ = std::fs::remove_dir_all(&dir);
+    let keep = std::env::var_os("OVERHEAD_KEEP_TRACE").is_some();
+    if keep {
+        println!("{}: trace kept in {}", v.name(), rec.dir().display());
     }
+    let st = rec.finish_keeping(keep);
     Run {
         elapsed,
         recorded: Some((st.events, st.dropped)),
-    }
-}
-
-/// Cores other processes (and steal) used between two snapshots.
-fn other_cores(a: CpuSnap, b: CpuSnap) -> f64 {
-    let (others, steal) = other_load(a, b);
-    others + steal
-}
-
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 
@@ -211,10 +178,7 @@ struct Opts {
 }
 
 fn opts() -> Opts {
-    let mut rounds = std::env::var("OVERHEAD_ROUNDS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_ROUNDS);
+    let mut rounds = common::env_num("OVERHEAD_ROUNDS", DEFAULT_ROUNDS);
     let mut only = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -337,9 +301,6 @@ fn main() {
         med[3] / t,
         med[4] / t,
     );
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
-    let _ = std::fs::create_dir_all(&out);
-    let path = out.join("overhead_profile.json");
-    std::fs::write(&path, json).expect("write overhead_profile.json");
+    let path = common::write_result("overhead_profile.json", &json);
     println!("wrote {}", path.display());
 }

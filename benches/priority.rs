@@ -47,9 +47,9 @@
 //! and over the quiet ones, and the target is judged on the quiet rounds
 //! when there are any.
 
-#[path = "common/cpu.rs"]
-mod cpu;
-use cpu::{cpu_snap, other_load};
+mod common;
+use common::cpu::{cpu_snap, other_cores, run_delay_ns};
+use common::{env_num, env_opt, median, pct};
 use runtrace_executor::{Executor, QueueConfig};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -377,28 +377,6 @@ fn run(s: Scenario, run_for: Duration, max_polls: Option<u32>) -> Outcome {
     }
 }
 
-/// Nearest-rank percentile of sorted microseconds.
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// The summary of one run (microseconds).
 #[derive(Clone, Copy)]
 struct Stats {
@@ -489,14 +467,6 @@ fn is_quiet(s: &Stats) -> bool {
     s.other < QUIET_CORES && s.waited < QUIET_WAIT
 }
 
-/// This thread's time spent runnable but not running, so far (ns).
-fn run_delay_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
-}
-
 /// The diagnosis overrides in effect, if any (for the header and JSON).
 fn overrides() -> Option<String> {
     let set: Vec<String> = [
@@ -511,17 +481,6 @@ fn overrides() -> Option<String> {
     .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
     .collect();
     (!set.is_empty()).then(|| set.join(" "))
-}
-
-fn env_opt<T: std::str::FromStr>(var: &str) -> Option<T> {
-    std::env::var(var).ok().and_then(|v| v.trim().parse().ok())
-}
-
-fn env_num<T: std::str::FromStr>(var: &str, default: T) -> T {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
 }
 
 /// Prints the medians over `rows` (round indices) and returns them as JSON
@@ -653,9 +612,7 @@ fn main() {
     let rounds: usize = env_num("PRIORITY_ROUNDS", 3usize).max(1);
     let run_for = Duration::from_secs_f64(secs.max(0.5));
     // Diagnosis only: the executor's `max_polls_per_turn` (default 128).
-    let max_polls: Option<u32> = std::env::var("PRIORITY_MAX_POLLS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok());
+    let max_polls: Option<u32> = env_opt("PRIORITY_MAX_POLLS");
     println!(
         "priority: Poisson {RATE_PER_SEC}/s foreground, {BG_LOOPS} background loops, {secs} s per run, {rounds} rounds; runtrace queues fg=fifo share {FG_SHARE}, bg=fifo share {BG_SHARE}; executor settings: {}",
         overrides().unwrap_or_else(|| "defaults".into())
@@ -665,8 +622,7 @@ fn main() {
         for (i, s) in SCENARIOS.iter().enumerate() {
             let (c0, w0) = (cpu_snap(), run_delay_ns());
             let mut st = stats(&run(*s, run_for, max_polls));
-            let (other, steal) = other_load(c0, cpu_snap());
-            st.other = other + steal;
+            st.other = other_cores(c0, cpu_snap());
             st.waited = run_delay_ns().saturating_sub(w0) as f64 / 1e9 / run_for.as_secs_f64();
             println!(
                 "round {} {:<15} n={:<5} queue p50={:>6.0} p99={:>6.0}  e2e p50={:>6.0} p99={:>6.0} max={:>6.0}  timer late p99={:>6.0} us  bg cpu {:>4.1}%  others {:.2} cores, waited {:.2}%  [queue parts: to dispatcher p10 {:>3.0} p50 {:>4.0} p99 {:>5.0}, dispatcher to poll p99 {:>5.0}]",
@@ -753,9 +709,6 @@ fn main() {
             })).collect::<Vec<_>>()
         ))).collect::<serde_json::Map<_, _>>(),
     });
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
-    let _ = std::fs::create_dir_all(&out);
-    let path = out.join("priority.json");
-    std::fs::write(&path, format!("{json:#}\n")).expect("write priority.json");
+    let path = common::write_result("priority.json", &format!("{json:#}\n"));
     println!("wrote {}", path.display());
 }

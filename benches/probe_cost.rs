@@ -10,6 +10,8 @@
 //! measured with `examples/probe_loop.rs` under the tool; see
 //! docs/probes.md.
 
+mod common;
+use common::Recording;
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use runtrace::__probes::task_poll_end as ev;
 use std::time::Duration;
@@ -65,15 +67,12 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    let dir = std::env::temp_dir().join(format!("runtrace-probe-bench-{}", std::process::id()));
-    let guard = runtrace_recorder::Recorder::builder()
-        .path(dir.join("trace"))
-        .buffer_size(32 << 20)
-        .max_file_size(256 << 20)
-        .max_total_size(512 << 20)
-        .flush_interval(Duration::from_millis(5))
-        .start()
-        .expect("start recording");
+    let rec = Recording::start("probe", |b| {
+        b.buffer_size(32 << 20)
+            .max_file_size(256 << 20)
+            .max_total_size(512 << 20)
+            .flush_interval(Duration::from_millis(5))
+    });
     g.bench_function("record_while_recording", |b| {
         let mut t = 0u64;
         b.iter(|| {
@@ -86,12 +85,11 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
-    let st = guard.finish().expect("finish");
+    let st = rec.finish();
     println!(
         "record_while_recording: {} recorded, {} dropped",
         st.events, st.dropped
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 criterion_group!(benches, bench);

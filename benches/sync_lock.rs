@@ -16,6 +16,8 @@
 //! Run: `cargo bench --bench sync_lock` (`SYNC_ROUNDS`, default 15).
 //! Results: `target/bench-results/sync_lock.json`.
 
+mod common;
+use common::{median, Recording};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -27,16 +29,8 @@ fn per_op(iters: u64, f: impl FnOnce(u64)) -> f64 {
     t.elapsed().as_nanos() as f64 / iters as f64
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
-    let rounds: usize = std::env::var("SYNC_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(15);
+    let rounds: usize = common::env_num("SYNC_ROUNDS", 15);
     let pl = parking_lot::Mutex::new(0u64);
     let rt = runtrace_sync::Mutex::new("bench", 0u64);
     let stdm = std::sync::Mutex::new(0u64);
@@ -145,14 +139,10 @@ fn main() {
         }
     }
     // While recording (holds are timed and recorded: 2 TSC reads + event).
-    let dir = std::env::temp_dir().join(format!("runtrace-bench-sync-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let guard = runtrace_recorder::Recorder::builder()
-        .path(dir.join("trace"))
-        .buffer_size(32 << 20)
-        .flush_interval(Duration::from_millis(5))
-        .start()
-        .expect("start recording");
+    let rec = Recording::start("sync", |b| {
+        b.buffer_size(32 << 20)
+            .flush_interval(Duration::from_millis(5))
+    });
     let mut recording = Vec::new();
     let mut pl_beside = Vec::new();
     for _ in 0..rounds.min(7) {
@@ -167,21 +157,20 @@ fn main() {
             }
         }));
     }
-    let stats = guard.finish().expect("finish recording");
-    let _ = std::fs::remove_dir_all(&dir);
+    let stats = rec.finish();
 
     let mut med = Vec::new();
     println!("sync_lock: {rounds} rounds of {ITERS} ops, median ns per op");
     for (i, (name, _)) in variants.iter().enumerate() {
-        let m = median(&mut samples[i]);
+        let m = median(&samples[i]);
         println!("  {name:<26} {m:>7.2} ns");
         med.push((*name, m));
     }
     let get = |n: &str| med.iter().find(|(k, _)| *k == n).unwrap().1;
     let diff = |a: &str, b: &str| get(a) - get(b);
     let mutex_diff = diff("runtrace_mutex", "parking_lot_mutex");
-    let rec = median(&mut recording);
-    let pl_rec = median(&mut pl_beside);
+    let rec = median(&recording);
+    let pl_rec = median(&pl_beside);
     println!(
         "  runtrace mutex - parking_lot: {mutex_diff:+.2} ns (target <= 2 ns: {})",
         if mutex_diff <= 2.0 { "met" } else { "MISSED" }
@@ -202,10 +191,8 @@ fn main() {
         "mutex_overhead_ns": mutex_diff,
         "recording": {"runtrace_mutex": rec, "parking_lot_mutex": pl_rec, "events": stats.events, "dropped": stats.dropped},
     });
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
-    let _ = std::fs::create_dir_all(&out);
-    let _ = std::fs::write(
-        out.join("sync_lock.json"),
-        serde_json::to_string_pretty(&json).unwrap(),
+    common::write_result(
+        "sync_lock.json",
+        &serde_json::to_string_pretty(&json).unwrap(),
     );
 }

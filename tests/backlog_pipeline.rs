@@ -5,16 +5,14 @@
 //! produced.
 
 mod common;
-use common::example;
+use common::{example, scratch_dir, trace_files};
 use runtrace_analyze::backlog::{analyze_files, BacklogOptions, Cause};
-use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
 fn backlog_names_the_rotation_under_the_log_lock() {
-    let dir =
-        std::env::temp_dir().join(format!("runtrace-backlog-pipeline-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = scratch_dir("backlog-pipeline");
+    let dir = scratch.path();
     let out = Command::new(example("backlog_pipeline"))
         .args(["--out", dir.to_str().unwrap(), "--secs", "3.5"])
         .output()
@@ -28,12 +26,7 @@ fn backlog_names_the_rotation_under_the_log_lock() {
     // The example prints the report itself, as `runtrace backlog` would.
     assert!(stdout.contains("=== Backlog triggers"), "{stdout}");
 
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
-        .collect();
-    runtrace::format::merge::sort_trace_paths(&mut files);
+    let files = trace_files(dir);
     let r = analyze_files(&files, &BacklogOptions::default());
     assert!(r.errors.is_empty() && !r.damaged, "{:?}", r.errors);
 
@@ -97,5 +90,4 @@ fn backlog_names_the_rotation_under_the_log_lock() {
         assert!(top.evidence.contains("rotate"), "{t:?}");
     }
     assert!(from_rotation >= 2, "{rotations:?}\n{stdout}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,10 +12,11 @@
 //! a scheduling hiccup in the baseline would need to stop the consumer for
 //! 100 ms to fire a trigger of its own.
 
+mod common;
+use common::{scratch_dir, trace_files};
 use runtrace_analyze::backlog::{analyze_files, BacklogOptions, Cause, TriggerReport};
 use runtrace_recorder::Recorder;
 use runtrace_sync::{io, queue, Mutex};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,10 +50,11 @@ enum Plant {
 fn scenario(plant: Plant) -> Vec<TriggerReport> {
     let _one = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     let name = format!("{plant:?}").to_lowercase();
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("runtrace-scenario-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let guard = Recorder::builder().path(dir.join("trace")).start().unwrap();
+    let dir = scratch_dir(&format!("scenario-{name}"));
+    let guard = Recorder::builder()
+        .path(dir.path().join("trace"))
+        .start()
+        .unwrap();
 
     let qname = format!("q-{name}");
     let (tx, rx) = queue::builder(&qname, 100_000)
@@ -145,14 +147,8 @@ fn scenario(plant: Plant) -> Vec<TriggerReport> {
     let stats = guard.finish().unwrap();
     assert_eq!(stats.dropped, 0);
 
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runtrace::format::merge::sort_trace_paths(&mut files);
-    let r = analyze_files(&files, &BacklogOptions::default());
+    let r = analyze_files(&trace_files(dir.path()), &BacklogOptions::default());
     assert!(r.errors.is_empty(), "{:?}", r.errors);
-    let _ = std::fs::remove_dir_all(&dir);
     r.triggers
         .into_iter()
         .filter(|t| t.queue == qname)

@@ -24,9 +24,8 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::lttng::{
-    babeltrace, build_lttng_example, event_name, field_u64, tools_present, Lttng, TOOLS,
-};
+use common::lttng::{babeltrace, build_lttng_example, event_name, field_u64, Lttng, TOOLS};
+use common::tools_present;
 use runtrace::format::schema::BUILTIN_EVENTS;
 use std::time::Instant;
 

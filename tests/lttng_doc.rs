@@ -55,9 +55,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::lttng::{
-    babeltrace_with, build_bin, build_lttng_example, event_name, field_str, field_u64,
-    tools_present, which, Lttng, LTTNG_ARGS, TOOLS,
+    babeltrace_with, build_bin, build_lttng_example, event_name, field_str, field_u64, Lttng,
+    LTTNG_ARGS, TOOLS,
 };
+use common::{tools_present, which};
 
 const DOC: &str = "docs/lttng.md";
 const PACKAGES: [&str; 3] = ["lttng-tools", "liblttng-ust-dev", "babeltrace2"];

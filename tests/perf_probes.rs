@@ -18,6 +18,8 @@
 //! fails there without them; elsewhere it skips the parts that need them and
 //! names the missing tool.
 
+mod common;
+use common::{have, repo_root, root_or_skip, run, scratch_dir};
 use runtrace_format::schema::BUILTIN_EVENTS;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -25,40 +27,6 @@ use std::process::Command;
 use std::time::Instant;
 
 const SECONDS: &str = "0.5";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// Whether `tool` can be used; fails in CI when it cannot.
-fn have(tool: &str) -> bool {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(!in_ci(), "{tool} is required in CI (CI=true)");
-        eprintln!("perf_probes: skipping the parts that need {tool}: not installed");
-    }
-    ok
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        assert!(!in_ci(), "CI runs the perf probe tests as root (CI=true)");
-        eprintln!(
-            "perf_probes: skipping probe attachment (perf probe, perf record, bpftrace): not root"
-        );
-    }
-    root
-}
 
 /// Like [`run`], with stderr appended (perf probe reports there).
 fn run_all(cmd: &mut Command) -> String {
@@ -74,18 +42,6 @@ fn run_all(cmd: &mut Command) -> String {
         out.status
     );
     text
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The target directory this test was built in (the one holding cargo's
@@ -113,7 +69,7 @@ fn target_dir_and_profile() -> (PathBuf, String) {
 fn build_example(name: &str) -> PathBuf {
     let (target, profile) = target_dir_and_profile();
     let mut c = Command::new(env!("CARGO"));
-    c.current_dir(root())
+    c.current_dir(repo_root())
         .args(["build", "--quiet", "--example", name])
         .args(["--features", "perf-probe,usdt", "--message-format=json"])
         .arg("--target-dir")
@@ -313,7 +269,7 @@ fn added_events(perf_out: &str) -> Vec<String> {
 /// Runs the aggregation script on `data`: through `perf script -s` when
 /// this perf has Python, else standalone. Returns its report.
 fn aggregate(data: &Path, python_in_perf: bool) -> String {
-    let script = root().join("probes/perf-aggregate.py");
+    let script = repo_root().join("probes/perf-aggregate.py");
     if python_in_perf {
         run(Command::new("perf")
             .args(["script", "-i"])
@@ -397,7 +353,7 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
         "{app_notes:?}"
     );
 
-    if !is_root() || !have("perf") {
+    if !root_or_skip("probe attachment (perf probe, perf record, bpftrace)") || !have("perf") {
         return;
     }
     let python3 = have("python3");
@@ -407,9 +363,8 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
     if !python_in_perf {
         eprintln!("perf_probes: this perf has no Python: running perf-aggregate.py standalone");
     }
-    let dir = std::env::temp_dir().join(format!("runtrace-perf-probes-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch_dir("perf-probes");
+    let dir = scratch.path();
     let cleanup = Cleanup { bin: bin.clone() };
     cleanup.now(); // leftovers of an interrupted run
     let record = |events: &[&str], data: &Path, run_dir: &str| -> (BTreeMap<String, u64>, String) {
@@ -488,7 +443,7 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
 
     // (c) Function probes for every event through setup_probes.sh.
     let t = Instant::now();
-    let setup = run(Command::new(root().join("setup_probes.sh")).arg(&bin));
+    let setup = run(Command::new(repo_root().join("setup_probes.sh")).arg(&bin));
     // Installed: every event the binary has a function for, and no other.
     for e in BUILTIN_EVENTS.iter().filter(|e| e.fields.len() <= 6) {
         assert_eq!(
@@ -588,7 +543,7 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
             let text = dir.join("func.txt");
             std::fs::write(&text, &fscript).unwrap();
             let standalone = run(Command::new("python3")
-                .arg(root().join("probes/perf-aggregate.py"))
+                .arg(repo_root().join("probes/perf-aggregate.py"))
                 .arg(&text));
             let want = format!(
                 "tasks: {} spawned, {} terminated",
@@ -642,6 +597,5 @@ fn perf_sdt_function_probes_bpftrace_and_aggregation() {
     drop(cleanup);
     let left = probes_on(&bin);
     assert!(left.is_empty(), "probe events left on {b}: {left:?}");
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!("perf_probes: done in {:.1?}", started.elapsed());
 }

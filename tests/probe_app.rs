@@ -10,63 +10,19 @@
 //! Tools that attach must be present in CI (`CI=true`): the test fails
 //! there without them; elsewhere it skips that part and says which tool.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{have, repo_root, root_or_skip, run, scratch_dir};
+use std::path::PathBuf;
 use std::process::Command;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Whether `tool` can be used; fails in CI when it cannot.
-fn have(tool: &str) -> bool {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{tool} is required in CI"
-        );
-        eprintln!("skipping the part that needs {tool}: not installed");
-    }
-    ok
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI runs these tests as root"
-        );
-        eprintln!("skipping probe attachment: not root");
-    }
-    root
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Builds the fixture with `features` (debug profile; its own target dir
 /// under ours, so repeated runs are incremental).
 fn build_app(features: &str) -> PathBuf {
-    let target =
-        root()
-            .join("target/fixtures")
-            .join(if features.is_empty() { "none" } else { "all" });
+    let target = repo_root()
+        .join("target/fixtures")
+        .join(if features.is_empty() { "none" } else { "all" });
     let mut c = Command::new(env!("CARGO"));
-    c.current_dir(root())
+    c.current_dir(repo_root())
         .args([
             "build",
             "--quiet",
@@ -123,9 +79,9 @@ fn application_events_reach_every_backend() {
     let bin = build_app("usdt,perf-probe,record");
 
     // Recorder: the app's events, self-described, with their values.
-    let dir = std::env::temp_dir().join(format!("runtrace-probe-app-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = run(Command::new(&bin).arg("--out").arg(&dir).arg("30"));
+    let scratch = scratch_dir("probe-app");
+    let dir = scratch.path();
+    let out = run(Command::new(&bin).arg("--out").arg(dir).arg("30"));
     assert!(out.contains("recorded 120 events"), "{out}");
     let mut s = runtrace_format::merge::EventStream::open(&[dir.join("trace.0.bin")]).unwrap();
     let mut done = Vec::new();
@@ -163,7 +119,7 @@ fn application_events_reach_every_backend() {
         "{syms}"
     );
 
-    if !is_root() || !have("perf") {
+    if !root_or_skip("probe attachment") || !have("perf") {
         return;
     }
     let _cleanup = PerfProbes(&["sdt_myapp:*", "myapp:*"]);
@@ -216,5 +172,4 @@ fn application_events_reach_every_backend() {
         .arg(format!("{b} 40")));
     assert!(bt.contains("@n: 40"), "{bt}");
     assert!(bt.contains("@route[/api/items]: 40"), "{bt}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,6 +3,8 @@
 //! Rust reader on files the Rust recorder wrote: every event, field value,
 //! timestamp and count, and on what a cut-short file still holds.
 
+mod common;
+use common::{scratch_dir, trace_files};
 use runtrace_format::{FileReader, Record, Value};
 use runtrace_recorder::{Istr, Loc, Recorder};
 use serde_json::{json, Value as Json};
@@ -64,7 +66,6 @@ fn rust_events(file: &Path) -> Vec<Json> {
 }
 
 fn record_sample_trace(dir: &Path) -> Vec<PathBuf> {
-    let _ = std::fs::remove_dir_all(dir);
     let guard = Recorder::builder()
         .path(dir.join("trace"))
         .max_file_size(64 << 10)
@@ -101,18 +102,13 @@ fn record_sample_trace(dir: &Path) -> Vec<PathBuf> {
     }
     let st = guard.finish().unwrap();
     assert!(st.files >= 3, "rotation exercised: {st:?}");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runtrace_format::merge::sort_trace_paths(&mut files);
-    files
+    trace_files(dir)
 }
 
 #[test]
 fn python_decoder_agrees_with_rust_reader() {
-    let dir = std::env::temp_dir().join(format!("runtrace-pycheck-{}", std::process::id()));
-    let files = record_sample_trace(&dir);
+    let dir = scratch_dir("pycheck");
+    let files = record_sample_trace(dir.path());
     let mut total = 0;
     for f in &files {
         let (code, out) = python(&["--events", f.to_str().unwrap()]);
@@ -153,7 +149,7 @@ fn python_decoder_agrees_with_rust_reader() {
 
     // A copy cut in the middle: both keep exactly the complete chunks.
     let whole = std::fs::read(&files[0]).unwrap();
-    let cut = dir.join("cut.bin");
+    let cut = dir.path().join("cut.bin");
     std::fs::write(&cut, &whole[..whole.len() * 2 / 3]).unwrap();
     let (code, out) = python(&["--events", cut.to_str().unwrap()]);
     assert_eq!(code, 1, "a cut file is reported");
@@ -163,5 +159,4 @@ fn python_decoder_agrees_with_rust_reader() {
         .collect();
     assert_eq!(py, rust_events(&cut));
     assert!(!py.is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,12 +1,10 @@
-//! CPU accounting from /proc shared by the executor benches
-//! (`#[path = "common/cpu.rs"] mod cpu;`): on this shared 2-core machine
-//! a run during which another process (or the hypervisor, as steal) took
-//! CPU is suspect, and the benches say so per round.
+//! CPU accounting from /proc: on this shared 2-core machine a run during
+//! which another process (or the hypervisor, as steal) took CPU, or the
+//! measuring thread waited for one, is suspect, and the benches say so.
 
 use std::time::Instant;
 
-/// CPU accounting from /proc, to tell a disturbed run (another process
-/// took CPU on this 2-core machine) from a quiet one.
+/// System-wide and own CPU ticks at one instant ([`cpu_snap`]).
 #[derive(Clone, Copy)]
 pub struct CpuSnap {
     at: Instant,
@@ -18,6 +16,13 @@ pub struct CpuSnap {
     ours: u64,
 }
 
+/// Reads /proc/stat and /proc/self/stat now.
+///
+/// ```ignore
+/// let a = cpu_snap();
+/// // ... the measured run ...
+/// println!("others used {:.2} cores", other_cores(a, cpu_snap()));
+/// ```
 pub fn cpu_snap() -> CpuSnap {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let f: Vec<u64> = stat
@@ -48,13 +53,22 @@ pub fn cpu_snap() -> CpuSnap {
     }
 }
 
-/// CPU (in cores) others used, and steal, between two snapshots.
-pub fn other_load(a: CpuSnap, b: CpuSnap) -> (f64, f64) {
+/// Cores other processes used, plus steal, between two snapshots.
+pub fn other_cores(a: CpuSnap, b: CpuSnap) -> f64 {
     // SAFETY: sysconf only reads a configuration value.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-3);
     let busy = (b.busy - a.busy) as f64 / hz / secs;
     let ours = (b.ours - a.ours) as f64 / hz / secs;
     let steal = (b.steal - a.steal) as f64 / hz / secs;
-    ((busy - ours).max(0.0), steal)
+    (busy - ours).max(0.0) + steal
+}
+
+/// This thread's time spent runnable but not running, so far (ns, from
+/// /proc/thread-self/schedstat; 0 when unavailable).
+pub fn run_delay_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
 }

@@ -1,7 +1,7 @@
 //! What the LTTng end-to-end tests (`tests/lttng.rs`, `tests/lttng_doc.rs`)
-//! share: the skip-or-fail rule for missing tools, building an example
-//! with `--features lttng`, a private session daemon, and reading
-//! babeltrace2's text output.
+//! share, besides the skip-or-fail rule for missing tools (`common`):
+//! building an example with `--features lttng`, a private session daemon,
+//! and reading babeltrace2's text output.
 //!
 //! The private daemon has its own `LTTNG_HOME` in a temporary directory
 //! (never a system daemon) and is stopped by pid at the end, on failure
@@ -9,6 +9,7 @@
 //! run as user `nobody`: root's `lttng` always talks to the system-wide
 //! daemon, whatever `LTTNG_HOME` says.
 
+use super::missing;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -22,41 +23,6 @@ pub const NOBODY: u32 = 65534;
 /// unmanaged daemon; `--group` names a group nobody is in, so a non-root
 /// user of the `tracing` group does not reach the system-wide daemon.
 pub const LTTNG_ARGS: [&str; 2] = ["--no-sessiond", "--group=runtrace-test-no-such-group"];
-
-pub fn ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// Under CI a missing prerequisite fails the test; elsewhere it skips.
-pub fn missing(what: &str) {
-    if ci() {
-        panic!("CI=true and {what}");
-    }
-    eprintln!("skipped: {what}");
-}
-
-/// Where `tool` is on `PATH`.
-pub fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(tool))
-            .find(|f| f.is_file())
-    })
-}
-
-pub fn on_path(tool: &str) -> bool {
-    which(tool).is_some()
-}
-
-/// `missing(...)` for the first absent tool of `tools`; true when all are there.
-pub fn tools_present(tools: &[&str]) -> bool {
-    let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
-    if absent.is_empty() {
-        return true;
-    }
-    missing(&format!("not installed: {}", absent.join(", ")));
-    false
-}
 
 pub fn is_root() -> bool {
     // SAFETY: getuid has no preconditions and cannot fail.

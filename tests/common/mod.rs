@@ -1,10 +1,114 @@
-//! Helpers shared by integration tests (each test crate uses a part).
+//! Helpers shared by integration tests (each test crate uses a part):
+//! the skip-or-fail rule for missing tools and privileges, running
+//! commands, scratch directories, trace files, building examples.
 #![allow(dead_code)]
 
 pub mod lttng;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The repository root (the facade crate's directory).
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether this runs in CI (`CI=true`), where a missing prerequisite fails
+/// the test instead of skipping a part.
+pub fn ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// Under CI a missing prerequisite fails the test; elsewhere it skips.
+pub fn missing(what: &str) {
+    if ci() {
+        panic!("CI=true and {what}");
+    }
+    eprintln!("skipped: {what}");
+}
+
+/// Where `tool` is on `PATH`.
+pub fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(tool))
+            .find(|f| f.is_file())
+    })
+}
+
+/// Whether `tool` is on `PATH`.
+pub fn on_path(tool: &str) -> bool {
+    which(tool).is_some()
+}
+
+/// `missing(...)` for the first absent tool of `tools`; true when all are there.
+pub fn tools_present(tools: &[&str]) -> bool {
+    let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
+    if absent.is_empty() {
+        return true;
+    }
+    missing(&format!("not installed: {}", absent.join(", ")));
+    false
+}
+
+/// Whether `tool` is installed; `missing(...)` when it is not.
+pub fn have(tool: &str) -> bool {
+    tools_present(&[tool])
+}
+
+/// Whether this process runs as root (effective uid); `missing(...)`
+/// naming `what` needs it when it does not.
+pub fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        missing(&format!("not root: {what} needs root"));
+    }
+    root
+}
+
+/// Runs `cmd` and returns its stdout; fails the test, with the command,
+/// its exit status, stdout and stderr, when it cannot start or fails.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scratch directory for one test (`$TMPDIR/runtrace-NAME-XXXX`) that
+/// removes itself when dropped, whether the test passed or failed.
+///
+/// ```ignore
+/// let dir = common::scratch_dir("pipeline");
+/// let trace = dir.path().join("trace");
+/// ```
+pub fn scratch_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("runtrace-{name}-"))
+        .tempdir()
+        .unwrap_or_else(|e| panic!("cannot create a scratch directory for {name}: {e}"))
+}
+
+/// The trace files (`*.bin`) in `dir`, in recording order (format.md §11).
+///
+/// ```ignore
+/// let files = common::trace_files(dir.path());
+/// ```
+pub fn trace_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+        .collect();
+    runtrace_format::merge::sort_trace_paths(&mut files);
+    files
+}
 
 /// Builds the example (a no-op when `cargo test` already did) and returns
 /// its path, next to the test binaries.

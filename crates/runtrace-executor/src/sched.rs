@@ -24,7 +24,7 @@
 use async_task::Runnable;
 use std::collections::VecDeque;
 
-use crate::Meta;
+use crate::task::Meta;
 
 /// Every this many picks, a LAS queue serves its most-served bucket.
 pub const LAS_AGING: u64 = 8;
@@ -32,7 +32,13 @@ pub const LAS_AGING: u64 = 8;
 /// Fixed-point scale of virtual time (so small shares keep precision).
 const SCALE: u64 = 1 << 10;
 
-/// A queue's scheduling policy.
+/// A queue's scheduling policy (chosen with `QueueConfig::fifo` or
+/// `QueueConfig::las`).
+///
+/// ```
+/// use runtrace_executor::Policy;
+/// assert_ne!(Policy::RunnableFifo, Policy::Las);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
     /// Tasks in the order they became runnable.

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{block_on_thread, drop_flag, within, yield_now};
+use common::{block_on_thread, drop_flag, watched, within, yield_now};
 use runtrace_executor::{BuildError, Executor, JoinError, QueueConfig, Shutdown, SpawnError};
 use std::cell::Cell;
 use std::collections::BTreeSet;
@@ -40,37 +40,23 @@ fn abort_of_parked_task_drops_future_at_once() {
     let ex = executor();
     ex.block_on(async {
         // Parked on `pending()` (which keeps no waker at all).
-        let (dropped, guard) = drop_flag();
-        let started = Rc::new(Cell::new(false));
-        let s = started.clone();
-        let h = ex.spawn(async move {
-            let _guard = guard;
-            s.set(true);
-            std::future::pending::<u32>().await
-        });
-        yield_until(10, || started.get()).await;
-        assert!(!dropped.get());
+        let (w, fut) = watched(std::future::pending::<u32>());
+        let h = ex.spawn(fut);
+        yield_until(10, || w.started.get()).await;
+        assert!(!w.dropped.get());
         assert!(!h.is_finished());
         h.abort();
-        assert!(dropped.get(), "future not dropped when abort() returned");
+        assert!(w.dropped.get(), "future not dropped when abort() returned");
         assert!(h.is_finished());
         assert!(matches!(h.await, Err(JoinError::Cancelled)));
 
         // Parked on a oneshot whose sender stays alive (a waker is kept).
         let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
-        let (dropped, guard) = drop_flag();
-        let started = Rc::new(Cell::new(false));
-        let s = started.clone();
-        let h = ex
-            .spawn_on("other", async move {
-                let _guard = guard;
-                s.set(true);
-                rx.await.unwrap()
-            })
-            .unwrap();
-        yield_until(10, || started.get()).await;
+        let (w, fut) = watched(async move { rx.await.unwrap() });
+        let h = ex.spawn_on("other", fut).unwrap();
+        yield_until(10, || w.started.get()).await;
         h.abort();
-        assert!(dropped.get(), "future not dropped when abort() returned");
+        assert!(w.dropped.get(), "future not dropped when abort() returned");
         assert!(tx.is_closed(), "the receiver went with the future");
         let e = h.await.unwrap_err();
         assert!(e.is_cancelled() && !e.is_panic());
@@ -418,17 +404,11 @@ fn bad_configuration_is_an_error() {
 fn abort_from_another_thread_drops_on_the_owner() {
     let ex = executor();
     ex.block_on(async {
-        let (dropped, guard) = drop_flag();
-        let started = Rc::new(Cell::new(false));
-        let s = started.clone();
-        let h = ex.spawn(async move {
-            let _guard = guard;
-            s.set(true);
-            std::future::pending::<u32>().await
-        });
-        yield_until(10, || started.get()).await;
+        let (w, fut) = watched(std::future::pending::<u32>());
+        let h = ex.spawn(fut);
+        yield_until(10, || w.started.get()).await;
         std::thread::spawn(move || h.abort()).join().unwrap();
-        yield_until(10, || dropped.get()).await;
+        yield_until(10, || w.dropped.get()).await;
     });
     assert_eq!(ex.live_tasks(), 0);
 }
@@ -441,16 +421,10 @@ fn abort_from_another_thread_drops_on_the_owner() {
 fn remote_wake_after_cancel_is_dropped_on_the_owner() {
     let ex = executor();
     let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
-    let (dropped, guard) = drop_flag();
+    let (w, fut) = watched(async move { rx.await.ok() });
     ex.block_on(async {
-        let started = Rc::new(Cell::new(false));
-        let s = started.clone();
-        drop(ex.spawn(async move {
-            let _guard = guard;
-            s.set(true);
-            rx.await.ok()
-        }));
-        yield_until(10, || started.get()).await;
+        drop(ex.spawn(fut));
+        yield_until(10, || w.started.get()).await;
         ex.shutdown(Shutdown::Cancel);
         // Cancel reaches the parked task through the task registry, so the
         // receiver may already be gone: the send may fail, but must not
@@ -460,7 +434,7 @@ fn remote_wake_after_cancel_is_dropped_on_the_owner() {
         })
         .join()
         .unwrap();
-        yield_until(10, || dropped.get()).await;
+        yield_until(10, || w.dropped.get()).await;
     });
     assert_eq!(ex.live_tasks(), 0);
 }

@@ -21,18 +21,33 @@
 
 #![warn(missing_docs)]
 
+// Module dependencies (a DAG: nothing imports back):
+//   session  -> config, error, state, writer
+//   writer   -> error, ring, state, sync
+//   producer -> config, ring, state, sync
+//   state    -> config, error, ring, sync
+//   ring     -> sync
+//   config   -> error
+// `session` ties configuration, state and the writer together; producers
+// reach a recording through `state` alone (see its rules).
+mod config;
+mod error;
 mod producer;
 mod ring;
 mod session;
+mod state;
 mod sync;
 mod writer;
 
+pub use config::{Config, RecorderBuilder};
+pub use error::RecordError;
 pub use producer::is_recording;
 #[doc(hidden)]
 pub use producer::{emit, emit_at, encode_str, encode_task};
 pub use runtrace_core::{Istr, Loc, UserEventDef};
 pub use runtrace_format::schema::FieldType;
-pub use session::{Config, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard};
+pub use session::{Recorder, RecordingGuard};
+pub use writer::RecordStats;
 
 #[doc(hidden)]
 pub use runtrace_format::varint as __varint;

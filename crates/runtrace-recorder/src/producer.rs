@@ -14,24 +14,25 @@
 //! registration state of a thread-local with a destructor on every access.
 
 use crate::ring::{ProducerPos, Ring};
-use crate::session::Shared;
+use crate::state::{Shared, ACTIVE_GEN};
+use crate::sync::{Cell, Ordering, RefCell};
 use runtrace_core::clock::TraceClock;
 use runtrace_format::chunk::ChunkState;
 use runtrace_format::varint;
-use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Generation of the recording in progress; 0 when none is.
-pub(crate) static ACTIVE_GEN: AtomicU64 = AtomicU64::new(0);
 
 /// Bytes a `set_worker` record and a tag escape can add to an event.
 const OVERHEAD: usize = 2 * (1 + varint::MAX_LEN) + 1 + 2 * varint::MAX_LEN;
 
 /// The most bytes one `emit` can write: overhead plus the largest event
 /// (every field an inline string of 255 bytes).
-pub(crate) const MAX_RECORD_BYTES: usize =
+const MAX_RECORD_BYTES: usize =
     OVERHEAD + runtrace_format::MAX_FIELDS * (2 + runtrace_format::MAX_INLINE_STR);
+
+// The largest event (tag, type id, delta, 32 fields of 257 bytes) and the
+// `set_worker` record before it must fit in the smallest slot, or an event
+// could never be recorded.
+const _: () = assert!(MAX_RECORD_BYTES <= crate::config::MIN_BUFFER / 4);
 
 struct Producer {
     gen: u64,
@@ -199,7 +200,7 @@ fn attach(gen: u64) -> *mut Producer {
         if let Some(old) = o.0.take() {
             old.close();
         }
-        let Some(shared) = crate::session::current(gen) else {
+        let Some(shared) = crate::state::current(gen) else {
             return std::ptr::null_mut();
         };
         let clock = TraceClock::get();

@@ -1,6 +1,18 @@
-//! The one place this crate gets its atomics and cells from: loom's under
-//! `cfg(loom)` (model tests), std's otherwise. Same idea as tokio's
-//! `crate::loom`.
+//! The one place this crate gets its atomics, cells and locks from: loom's
+//! under `cfg(loom)` (model tests), std's otherwise. Same idea as tokio's
+//! `crate::loom`. No other module imports from `std::sync::atomic`,
+//! `std::cell` or `std::sync::{Mutex, OnceLock}`.
+//!
+//! What loom models is the ring protocol (`ring.rs`): its atomics and its
+//! `UnsafeCell` switch to loom's. The rest is std's under both cfgs, on
+//! purpose:
+//! - `StaticAtomicU64`: the generation counters live in `static`s, which
+//!   loom's atomics cannot (their constructor is not `const`, and they
+//!   exist only inside a model). Tokio's shim has the same alias.
+//! - `Cell`, `RefCell`: thread-confined (the producer's thread-locals), so
+//!   there is nothing for a model to interleave.
+//! - `Mutex`, `OnceLock`: the recording's registration and start/stop,
+//!   off the hot path and outside every model.
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
@@ -9,6 +21,10 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+pub(crate) use std::cell::{Cell, RefCell};
+pub(crate) use std::sync::atomic::AtomicU64 as StaticAtomicU64;
+pub(crate) use std::sync::{Mutex, OnceLock};
 
 /// std's `UnsafeCell` with loom's closure API, so the ring compiles against
 /// either.

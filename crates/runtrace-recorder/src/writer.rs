@@ -7,9 +7,14 @@
 //! pieces was logged before its event was published, so reading the logs
 //! after taking the pieces finds them all), then the chunks, the drop
 //! reports and a `ROUND` frame.
+//!
+//! What it wrote is counted in [`RecordStats`], which the session hands
+//! back from `RecordingGuard::finish`.
 
+use crate::error::RecordError;
 use crate::ring::DrainPos;
-use crate::session::{RecordError, RecordStats, RingEntry, Shared};
+use crate::state::{RingEntry, Shared};
+use crate::sync::Ordering;
 use runtrace_core as registry;
 use runtrace_core::clock::{self, TraceClock};
 use runtrace_format::chunk::{walk, ChunkHeader};
@@ -19,9 +24,29 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// What a finished recording wrote.
+///
+/// ```no_run
+/// let guard = runtrace_recorder::Recorder::builder().path("t/trace").start()?;
+/// runtrace_recorder::task_terminate(1);
+/// let stats = guard.finish()?;
+/// assert_eq!(stats.events + stats.dropped, 1);
+/// # Ok::<(), runtrace_recorder::RecordError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Events written to files.
+    pub events: u64,
+    /// Events lost to full buffers (each reported in a `DROPPED` frame).
+    pub dropped: u64,
+    /// Bytes written, over all files (including evicted ones).
+    pub bytes: u64,
+    /// Files created.
+    pub files: u64,
+}
 
 struct WRing {
     entry: RingEntry,
@@ -138,6 +163,7 @@ impl Writer {
     pub(crate) fn run(mut self) -> Result<RecordStats, RecordError> {
         let interval = self.shared.cfg.flush_interval;
         loop {
+            // Acquire: pairs with the Release store in `state::end`.
             let stopping = self.shared.stop.load(Ordering::Acquire);
             self.round()?;
             if stopping {

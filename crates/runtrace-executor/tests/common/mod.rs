@@ -56,6 +56,28 @@ pub fn drop_flag() -> (Rc<Cell<bool>>, DropFlag) {
     (f.clone(), DropFlag(f))
 }
 
+/// What [`watched`] reports about a task's future.
+pub struct Watch {
+    /// Set when the future is first polled.
+    pub started: Rc<Cell<bool>>,
+    /// Set when the future is dropped (it completed or was cancelled).
+    pub dropped: Rc<Cell<bool>>,
+}
+
+/// Wraps `fut` so that the returned [`Watch`] shows when the executor
+/// first polled it and when it dropped it.
+pub fn watched<F: Future>(fut: F) -> (Watch, impl Future<Output = F::Output>) {
+    let (dropped, guard) = drop_flag();
+    let started = Rc::new(Cell::new(false));
+    let s = started.clone();
+    let wrapped = async move {
+        let _guard = guard;
+        s.set(true);
+        fut.await
+    };
+    (Watch { started, dropped }, wrapped)
+}
+
 /// An ordered log that tasks append to.
 pub type Log<T> = Rc<RefCell<Vec<T>>>;
 

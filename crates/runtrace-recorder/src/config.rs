@@ -1,0 +1,205 @@
+//! Recording settings: the builder a program fills in, the environment
+//! variables that override it (`docs/recorder.md`), and their validation.
+//!
+//! Starting a recording from a builder is the session's job
+//! ([`RecorderBuilder::start`] is defined in `session.rs`), so this module
+//! depends on nothing but the error type.
+
+use crate::error::RecordError;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Smallest per-thread buffer: 4 slots of 16 KiB.
+pub(crate) const MIN_BUFFER: usize = 64 << 10;
+
+/// Recorder settings. Build with [`Recorder::builder`](crate::Recorder::builder).
+///
+/// ```
+/// let builder = runtrace_recorder::Recorder::builder().path("out/trace");
+/// # let _ = builder;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub(crate) path: PathBuf,
+    pub(crate) max_file_size: u64,
+    pub(crate) max_total_size: u64,
+    pub(crate) flush_interval: Duration,
+    pub(crate) buffer_size: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            path: PathBuf::from("trace"),
+            max_file_size: 64 << 20,
+            max_total_size: 1 << 30,
+            flush_interval: Duration::from_millis(50),
+            buffer_size: 1 << 20,
+        }
+    }
+}
+
+impl Config {
+    /// Slots per ring and bytes per slot for this buffer size: at least 4
+    /// slots of 16 KiB or more (so the largest possible event fits in one),
+    /// about 64 KiB each in large buffers: the writer takes whole slots
+    /// without decoding, and a 64 KiB chunk keeps per-chunk overhead
+    /// (~20 bytes) under 0.05%.
+    pub(crate) fn ring_geometry(&self) -> (u64, usize) {
+        let n_slots = (self.buffer_size / (64 << 10)).max(4) as u64;
+        (n_slots, self.buffer_size / n_slots as usize)
+    }
+}
+
+/// Settings for a recording. Environment variables, when set, override
+/// what the program chose (see `docs/recorder.md`):
+/// `RUNTRACE_PATH`, `RUNTRACE_MAX_FILE_SIZE`, `RUNTRACE_MAX_TOTAL_SIZE`,
+/// `RUNTRACE_FLUSH_INTERVAL_MS`, `RUNTRACE_BUFFER_SIZE`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let guard = runtrace_recorder::Recorder::builder()
+///     .path("/tmp/rt/trace")
+///     .flush_interval(Duration::from_millis(20))
+///     .start()?;
+/// guard.finish()?;
+/// # Ok::<(), runtrace_recorder::RecordError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RecorderBuilder {
+    cfg: Config,
+}
+
+impl RecorderBuilder {
+    /// A builder with the defaults ([`Recorder::builder`](crate::Recorder::builder)).
+    pub(crate) fn new() -> RecorderBuilder {
+        RecorderBuilder {
+            cfg: Config::default(),
+        }
+    }
+
+    /// Path prefix: files are `PATH.N.bin` (parent directories are created).
+    pub fn path(mut self, p: impl Into<PathBuf>) -> Self {
+        self.cfg.path = p.into();
+        self
+    }
+    /// Rotate to a new file once one reaches this many bytes.
+    pub fn max_file_size(mut self, bytes: u64) -> Self {
+        self.cfg.max_file_size = bytes;
+        self
+    }
+    /// Delete the oldest sealed files while the sealed files exceed this many
+    /// bytes (the newest sealed file is always kept, so disk use can reach
+    /// about `max_total_size + max_file_size` with the file being written).
+    pub fn max_total_size(mut self, bytes: u64) -> Self {
+        self.cfg.max_total_size = bytes;
+        self
+    }
+    /// How often the writer drains buffers (it also wakes when a buffer is
+    /// half full).
+    pub fn flush_interval(mut self, d: Duration) -> Self {
+        self.cfg.flush_interval = d;
+        self
+    }
+    /// Buffer bytes per recording thread (at least 64 KiB).
+    pub fn buffer_size(mut self, bytes: usize) -> Self {
+        self.cfg.buffer_size = bytes;
+        self
+    }
+
+    /// The settings to record with: the builder's, overridden by the
+    /// environment, checked.
+    pub(crate) fn resolve(mut self) -> Result<Config, RecordError> {
+        self.apply_env()?;
+        self.validate()?;
+        Ok(self.cfg)
+    }
+
+    fn apply_env(&mut self) -> Result<(), RecordError> {
+        if let Some(p) = std::env::var_os("RUNTRACE_PATH").filter(|p| !p.is_empty()) {
+            self.cfg.path = p.into();
+        }
+        if let Some(v) = env_size("RUNTRACE_MAX_FILE_SIZE")? {
+            self.cfg.max_file_size = v;
+        }
+        if let Some(v) = env_size("RUNTRACE_MAX_TOTAL_SIZE")? {
+            self.cfg.max_total_size = v;
+        }
+        if let Some(v) = env_size("RUNTRACE_BUFFER_SIZE")? {
+            self.cfg.buffer_size = usize::try_from(v)
+                .map_err(|_| RecordError::Config("RUNTRACE_BUFFER_SIZE too large".into()))?;
+        }
+        if let Ok(v) = std::env::var("RUNTRACE_FLUSH_INTERVAL_MS") {
+            let ms: u64 = v.trim().parse().map_err(|_| {
+                RecordError::Config(format!(
+                    "RUNTRACE_FLUSH_INTERVAL_MS={v:?}: expected whole milliseconds"
+                ))
+            })?;
+            self.cfg.flush_interval = Duration::from_millis(ms);
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), RecordError> {
+        let c = &self.cfg;
+        let bad = |m: &str| Err(RecordError::Config(m.to_string()));
+        if c.buffer_size < MIN_BUFFER {
+            return bad("buffer_size must be at least 64 KiB");
+        }
+        if c.buffer_size > 1 << 30 {
+            return bad("buffer_size must be at most 1 GiB");
+        }
+        if c.max_file_size < 4096 {
+            return bad("max_file_size must be at least 4096 bytes");
+        }
+        if c.max_total_size < c.max_file_size {
+            return bad("max_total_size must be at least max_file_size");
+        }
+        if c.flush_interval.is_zero() || c.flush_interval > Duration::from_secs(60) {
+            return bad("flush_interval must be between 1 ms and 60 s");
+        }
+        if c.path.as_os_str().is_empty() || c.path.file_name().is_none() {
+            return bad("path must name a file prefix, e.g. dir/trace");
+        }
+        Ok(())
+    }
+}
+
+/// Parses `123`, `64K`, `64M`, `1G` (binary multiples).
+fn env_size(var: &str) -> Result<Option<u64>, RecordError> {
+    let Ok(v) = std::env::var(var) else {
+        return Ok(None);
+    };
+    parse_size(&v).map(Some).ok_or_else(|| {
+        RecordError::Config(format!(
+            "{var}={v:?}: expected a size like 4096, 64K, 64M or 1G"
+        ))
+    })
+}
+
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1u64 << 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mul)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("64K"), Some(64 << 10));
+        assert_eq!(parse_size(" 2m "), Some(2 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("99999999999999999G"), None);
+    }
+}
