@@ -28,7 +28,7 @@
 #![warn(missing_docs)]
 
 use clap::{Args, Parser, Subcommand};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub mod analyze;
@@ -37,7 +37,6 @@ pub mod check;
 pub mod doctor;
 pub mod jsonl;
 mod output;
-mod per_schema;
 
 /// Command-line arguments of `runtrace`.
 #[derive(Debug, Parser)]
@@ -151,12 +150,7 @@ pub fn run(cli: Cli) -> ExitCode {
     | Command::Jsonl(JsonlArgs { files, .. })
     | Command::Analyze(AnalyzeArgs { files, .. }) = &mut command
     {
-        // A directory without any stays, for the command to report as a
-        // path that is not a trace file, beside the other paths' results.
-        *files = std::mem::take(files)
-            .into_iter()
-            .flat_map(|p| backlog::expand(std::slice::from_ref(&p)).unwrap_or_else(|_| vec![p]))
-            .collect();
+        *files = runtrace_format::files::expand_lenient(std::mem::take(files));
     }
     match command {
         Command::Check(a) => check::run(&a),
@@ -164,19 +158,5 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Analyze(a) => analyze::run(&a),
         Command::Doctor(a) => doctor::run(&a),
         Command::Backlog(a) => backlog::run(&a),
-    }
-}
-
-/// Why `path` cannot be read as a trace file, as a message naming it, or
-/// `None` if it looks readable. Checked up front so that a typo in one path
-/// gives a clear message instead of a low-level read error.
-pub(crate) fn unreadable(path: &Path) -> Option<String> {
-    match std::fs::metadata(path) {
-        Err(e) => Some(format!("{}: cannot open: {e}", path.display())),
-        Ok(m) if m.is_dir() => Some(format!(
-            "{}: is a directory, not a trace file",
-            path.display()
-        )),
-        Ok(_) => None,
     }
 }
