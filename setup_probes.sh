@@ -231,6 +231,20 @@ if [[ -n "$binary" ]]; then
         die "$binary is not an ELF file"
     # perf records the absolute path in the uprobe.
     binary=$(readlink -f "$binary")
+    # A uprobe definition is "p:GROUP/EVENT PATH:OFFSET ARGS": words split
+    # at blanks, the path ended by a colon. perf 6.1 cuts a path at its first
+    # colon (so /a/x:0x10/app became a probe on the file /a/x, if it exists),
+    # and nothing can carry a blank. Refuse such paths rather than probe
+    # another file.
+    case "$binary" in
+    *[[:space:]]* | *:*)
+        die "the path $binary contains a blank or a ':', which a uprobe definition (PATH:OFFSET) cannot carry:
+  perf would place the probes on another file. Hard-link the binary to a plain path on the same file system
+  (a uprobe belongs to the file, so running it by its old path fires the probes too; a symbolic link does
+  not help, it resolves to the same path) and give that path:
+  ln '$binary' /path/without/blanks/app && $prog $([[ $mode == sdt ]] && echo '--sdt ')/path/without/blanks/app"
+        ;;
+    esac
 fi
 
 if [[ "$dry_run" == false ]]; then
@@ -361,7 +375,7 @@ install_defs() {
     fi
     # Definitions: "p:GROUP/EVENT[_N] PATH:OFFSET[(SEMAPHORE)] ARGS...".
     local -a fixed=()
-    local d head rest g ev
+    local d head rest g ev loc
     for d in "${defs[@]}"; do
         head=${d%% *}
         rest=${d#* }
@@ -372,6 +386,11 @@ install_defs() {
             ev=${BASH_REMATCH[1]}
         fi
         [[ "$g" == "$grp" && -n "${wanted[$ev]:-}" ]] || die "unexpected definition from perf probe: $d"
+        # The probe must sit on the binary given, not on a file perf made of
+        # a part of its path.
+        loc=${rest%% *}
+        [[ "${loc%:*}" == "$binary" ]] ||
+            die "perf probe placed $head on ${loc%:*}, not on $binary: nothing installed"
         fixed+=("p:$grp/$ev $rest")
     done
 

@@ -24,8 +24,8 @@
 //! runtrace::probe!(task_poll_end { task_id, worker: 0, ready: true });
 //! ```
 
-pub use runtrace_format as format;
 pub use runtrace_core::{Istr, Loc};
+pub use runtrace_format as format;
 
 #[cfg(feature = "record")]
 pub use runtrace_recorder::{

@@ -20,9 +20,9 @@ mod cstr;
 #[doc(hidden)]
 pub mod __rt {
     pub use crate::cstr::CStrBuf;
+    pub use runtrace_core::{Istr, Loc, UserEventDef};
     pub use runtrace_format::schema::FieldType;
     pub use runtrace_format::varint;
-    pub use runtrace_core::{Istr, Loc, UserEventDef};
     #[cfg(feature = "record")]
     pub use runtrace_recorder as recorder;
 }

@@ -30,8 +30,8 @@ mod writer;
 pub use producer::is_recording;
 #[doc(hidden)]
 pub use producer::{emit, emit_at, encode_str, encode_task};
-pub use runtrace_format::schema::FieldType;
 pub use runtrace_core::{Istr, Loc, UserEventDef};
+pub use runtrace_format::schema::FieldType;
 pub use session::{Config, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard};
 
 #[doc(hidden)]

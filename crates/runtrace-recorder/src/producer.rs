@@ -15,9 +15,9 @@
 
 use crate::ring::{ProducerPos, Ring};
 use crate::session::Shared;
+use runtrace_core::clock::TraceClock;
 use runtrace_format::chunk::ChunkState;
 use runtrace_format::varint;
-use runtrace_core::clock::TraceClock;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -10,11 +10,11 @@
 
 use crate::ring::DrainPos;
 use crate::session::{RecordError, RecordStats, RingEntry, Shared};
+use runtrace_core as registry;
+use runtrace_core::clock::{self, TraceClock};
 use runtrace_format::chunk::{walk, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
-use runtrace_core as registry;
-use runtrace_core::clock::{self, TraceClock};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
