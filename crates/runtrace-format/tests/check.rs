@@ -8,30 +8,6 @@ use common::*;
 use runtrace_format::check::{check_files, FileStatus};
 use runtrace_format::files::{expand, expand_lenient, sort_trace_paths};
 use runtrace_format::frame::{self, FrameType};
-use std::path::PathBuf;
-
-/// A scratch directory removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("runtrace-format-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, bytes).unwrap();
-        p
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The sample file with its END frame replaced by one claiming `events`
 /// and `dropped`.
@@ -48,7 +24,7 @@ fn with_end(events: u64, dropped: u64) -> Vec<u8> {
 
 #[test]
 fn s2_sealed_file_is_clean() {
-    let dir = Scratch::new("clean");
+    let dir = TempDir::new();
     let s = sample_file();
     let p = dir.write("t.0.bin", &s.file.bytes);
     let r = check_files(&[&p]);
@@ -61,7 +37,7 @@ fn s2_sealed_file_is_clean() {
 
 #[test]
 fn s2_end_totals_mismatch_is_damage() {
-    let dir = Scratch::new("end");
+    let dir = TempDir::new();
     let s = sample_file();
     let total: u64 = s.chunks.iter().map(Chunk::event_count).sum();
     let p = dir.write("t.0.bin", &with_end(total + 2, 17));
@@ -89,7 +65,7 @@ fn s2_end_totals_mismatch_is_damage() {
 
 #[test]
 fn s2_cut_file_is_truncated_and_unreadable_paths_are_errors() {
-    let dir = Scratch::new("cut");
+    let dir = TempDir::new();
     let s = sample_file();
     let cut = dir.write("t.0.bin", &s.file.bytes[..s.file.bytes.len() - 2]);
     let missing = dir.0.join("t.1.bin");
@@ -120,7 +96,7 @@ fn s2_cut_file_is_truncated_and_unreadable_paths_are_errors() {
 
 #[test]
 fn s11_directory_expansion() {
-    let dir = Scratch::new("dir");
+    let dir = TempDir::new();
     let s = sample_file();
     for n in [
         "trace.10.bin",
@@ -135,7 +111,7 @@ fn s11_directory_expansion() {
     // `.active` files are not taken from a directory (today's behaviour).
     assert_eq!(got, [dir.0.join("trace.2.bin"), dir.0.join("trace.10.bin")]);
 
-    let empty = Scratch::new("dir-empty");
+    let empty = TempDir::new();
     let e = expand(std::slice::from_ref(&empty.0)).unwrap_err();
     assert_eq!(
         e,
@@ -154,7 +130,7 @@ fn s11_directory_expansion() {
 
 #[test]
 fn event_counts_by_display_name() {
-    let dir = Scratch::new("counts");
+    let dir = TempDir::new();
     let s = sample_file();
     let a = dir.write("t.0.bin", &s.file.bytes);
     let b = dir.write("t.1.bin", &s.file.bytes);
