@@ -43,6 +43,11 @@ pub fn to_json(report: &CheckReport) -> serde_json::Value {
 
 /// `runtrace check`: prints the report (text or JSON) to standard output.
 /// Exit code 0 when every file is clean, 1 otherwise.
+///
+/// ```no_run
+/// let code = runtrace_cli::check::run(&runtrace_cli::CheckArgs { files: vec!["trace.0.bin".into()], json: true });
+/// # let _ = code;
+/// ```
 pub fn run(args: &CheckArgs) -> ExitCode {
     let report = check_files(&args.files);
     let text = if args.json {

@@ -8,6 +8,11 @@ use std::process::ExitCode;
 
 /// Runs `runtrace doctor`: prints the report (text or JSON) and returns 0 if
 /// everything found is sound, 1 on any problem or unreadable input.
+///
+/// ```no_run
+/// let code = runtrace_cli::doctor::run(&runtrace_cli::DoctorArgs { binary: "target/release/app".into(), json: false });
+/// # let _ = code;
+/// ```
 pub fn run(args: &DoctorArgs) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match runtrace_doctor::inspect(&args.binary) {

@@ -1,22 +1,19 @@
-//! The `runtrace` command-line tool, as a library.
+//! The `runtrace` command-line tool: argument parsing ([`Cli`]), one module
+//! per command, and shared output helpers. The work itself lives in the
+//! libraries, which examples, tests and other tools call directly:
 //!
-//! The binary (`src/main.rs`) only parses arguments and calls [`run`]; the
-//! commands live here so that other front ends (the repository's
-//! `examples/trace_to_jsonl.rs`, tests, other tools) reuse exactly the same
-//! logic:
+//! - [`check`]: `runtrace check`, rendering `runtrace_format::check`'s
+//!   report as text or JSON;
+//! - [`jsonl`]: `runtrace jsonl`, `runtrace_export::jsonl::convert`;
+//! - [`analyze`]: `runtrace analyze`, the `runtrace_analyze` report (per
+//!   worker and spawn location, findings) with a progress bar;
+//! - [`backlog`]: `runtrace backlog`, queues, locks, I/O, heartbeats and
+//!   the ranked root causes of each backlog trigger;
+//! - [`doctor`]: `runtrace doctor`, `runtrace_doctor`'s report on the
+//!   probes a binary carries.
 //!
-//! - [`check`]: validate trace files and summarise them (`runtrace check`);
-//! - [`jsonl`]: convert traces to JSON Lines in timestamp order
-//!   (`runtrace jsonl`);
-//! - [`analyze`]: per-worker and per-spawn-location statistics and
-//!   findings (long polls, wake delays, queue buildup, ...) in one streaming
-//!   pass (`runtrace analyze`);
-//! - [`backlog`]: queues, locks, I/O, heartbeats and the ranked root
-//!   causes of each backlog trigger, from runtrace-sync's events
-//!   (`runtrace backlog`);
-//! - [`doctor`]: list the runtrace probes a binary carries (USDT, perf-probe
-//!   functions, LTTng-UST) and check that tracers can attach to them
-//!   (`runtrace doctor`).
+//! A recording's directory stands for its `trace.N.bin` files
+//! (`runtrace_format::files`).
 //!
 //! ```no_run
 //! use clap::Parser;

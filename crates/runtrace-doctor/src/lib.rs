@@ -91,6 +91,11 @@ pub use report::{LoadSegment, Report};
 pub use usdt::{SdtProbe, UsdtReport};
 
 /// Why a binary could not be inspected at all.
+///
+/// ```
+/// let e = runtrace_doctor::inspect(std::path::Path::new("/nonexistent/app")).unwrap_err();
+/// assert!(e.to_string().starts_with("/nonexistent/app: cannot open: "), "{e}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DoctorError {
     /// The path as given.
@@ -107,7 +112,17 @@ impl fmt::Display for DoctorError {
 
 impl std::error::Error for DoctorError {}
 
-/// Reads and inspects the binary at `path`.
+/// Reads and inspects the binary at `path`. Any path may be given (it is
+/// user input): a missing path, a directory or a file that is not ELF is a
+/// [`DoctorError`] naming it.
+///
+/// ```
+/// // This test binary: an ELF file, so a report (with or without probes).
+/// let me = std::env::current_exe().unwrap();
+/// let report = runtrace_doctor::inspect(&me).unwrap();
+/// assert!(report.format.starts_with("ELF"));
+/// assert!(report.to_string().contains("Verdict: "));
+/// ```
 pub fn inspect(path: &Path) -> Result<Report, DoctorError> {
     let err = |message: String| DoctorError {
         path: path.to_path_buf(),
@@ -127,6 +142,12 @@ pub fn inspect(path: &Path) -> Result<Report, DoctorError> {
 }
 
 /// Inspects an in-memory copy of a binary; `path` is only used in messages.
+///
+/// ```
+/// use std::path::Path;
+/// let e = runtrace_doctor::inspect_bytes(Path::new("run.sh"), b"#!/bin/sh\n").unwrap_err();
+/// assert!(e.message.starts_with("not an ELF file (a script)"), "{e}");
+/// ```
 pub fn inspect_bytes(path: &Path, data: &[u8]) -> Result<Report, DoctorError> {
     let err = |message: String| DoctorError {
         path: path.to_path_buf(),

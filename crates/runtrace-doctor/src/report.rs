@@ -33,7 +33,17 @@ pub struct LoadSegment {
     pub bias: i128,
 }
 
-/// Everything `runtrace doctor` found in one binary.
+/// Everything `runtrace doctor` found in one binary: the ELF layout, one
+/// part per backend, the exact fixes and the verdict; `Display` is the text
+/// report, [`Report::to_json`] the JSON one.
+///
+/// ```
+/// let me = std::env::current_exe().unwrap();
+/// let r = runtrace_doctor::inspect(&me).unwrap();
+/// let j = r.to_json();
+/// assert_eq!(j["ok"], r.is_sound());
+/// assert_eq!(j["verdict"], r.verdict());
+/// ```
 #[derive(Debug, Clone)]
 pub struct Report {
     /// The binary.

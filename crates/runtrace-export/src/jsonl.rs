@@ -269,6 +269,13 @@ fn write_value<W: Write + ?Sized>(out: &mut W, v: &Value) -> io::Result<()> {
 }
 
 /// What a conversion did.
+///
+/// ```
+/// // No input at all: nothing written, nothing wrong.
+/// let s = runtrace_export::jsonl::write_jsonl::<&str, _>(&[], Vec::new(), |_| {}).unwrap();
+/// assert_eq!(s.events, 0);
+/// assert!(s.is_clean() && !s.output_closed);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct JsonlSummary {
     /// Events written.
@@ -297,6 +304,17 @@ impl JsonlSummary {
 /// recording was cut short. Only a failure to write is returned as `Err`; a
 /// closed pipe ends the conversion quietly (see
 /// [`JsonlSummary::output_closed`]).
+///
+/// ```
+/// let mut seen = Vec::new();
+/// let s = runtrace_export::jsonl::write_jsonl(&["/nonexistent/trace.0.bin"], Vec::new(), |e| {
+///     seen.push(e.to_string())
+/// })
+/// .unwrap();
+/// assert_eq!(s.events, 0);
+/// assert!(seen[0].starts_with("/nonexistent/trace.0.bin: cannot open: "));
+/// assert_eq!(s.errors, seen);
+/// ```
 pub fn write_jsonl<P: AsRef<Path>, W: Write>(
     paths: &[P],
     out: W,

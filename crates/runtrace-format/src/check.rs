@@ -55,6 +55,12 @@ impl FileStatus {
 }
 
 /// What `check` found in one file.
+///
+/// ```no_run
+/// let r = runtrace_format::check::check_files(&["trace.0.bin"]);
+/// let f = &r.files[0];
+/// println!("{}: {} ({} events)", f.path.display(), f.status.label(), f.events);
+/// ```
 #[derive(Debug, Clone)]
 pub struct FileSummary {
     /// The file.
@@ -69,7 +75,16 @@ pub struct FileSummary {
     pub status: FileStatus,
 }
 
-/// The result of checking a set of trace files.
+/// The result of checking a set of trace files; `Display` is the text
+/// `runtrace check` prints.
+///
+/// ```
+/// use runtrace_format::check::CheckReport;
+/// let r = CheckReport::default();
+/// assert!(r.is_clean() && !r.truncated());
+/// assert_eq!(r.bytes_per_event(), None);
+/// assert!(r.to_string().ends_with("result:          OK"));
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct CheckReport {
     /// One entry per file, in the order checked.
