@@ -7,10 +7,12 @@
 //! cargo run --release --example analyze_trace -- --json trace.0.bin trace.1.bin
 //! ```
 //!
-//! This is `runtrace analyze FILE... [--json]`: both call
-//! `runtrace_cli::analyze::analyze`, which uses the `runtrace_analyze`
-//! library.
+//! This is `runtrace analyze FILE... [--json]` (without its progress bar),
+//! on the `runtrace_analyze` library: [`runtrace_analyze::analyze_files`]
+//! and the report's text (`Display`) or JSON (`to_json`) form.
 
+use runtrace_analyze::{analyze_files, Options};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,5 +30,19 @@ fn main() -> ExitCode {
         eprintln!("usage: analyze_trace [--json] TRACE_FILE...");
         return ExitCode::from(2);
     }
-    runtrace_cli::analyze::analyze(&files, json)
+    let report = analyze_files(&files, Options::default());
+    let text = if json {
+        report.to_json().to_string()
+    } else {
+        report.to_string()
+    };
+    // A closed stdout (`| head`) must not turn into a panic.
+    let _ = writeln!(std::io::stdout().lock(), "{}", text.trim_end());
+    if report.is_damaged() {
+        for e in &report.errors {
+            eprintln!("error: {e}");
+        }
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
 }

@@ -116,7 +116,7 @@ fn main() -> ExitCode {
     let report = runtrace::format::check::check_files(&files);
     println!("$ runtrace check {}/trace.*.bin\n{report}\n", out.display());
     println!("$ runtrace analyze {}/trace.*.bin", out.display());
-    let analysis = runtrace_cli::analyze::report(&files);
+    let analysis = runtrace_analyze::analyze_files(&files, runtrace_analyze::Options::default());
     println!("{}", analysis.to_string().trim_end());
     let analyzed = !analysis.is_damaged();
     if report.is_clean() && analyzed {

@@ -127,7 +127,7 @@ fn quickstart_findings_name_the_planted_problems() {
     let fanout_child = line_of("runtrace_tokio::spawn(async move {");
 
     let files = vec![dir.join("trace.0.bin")];
-    let report = runtrace_cli::analyze::report(&files);
+    let report = runtrace_analyze::analyze_files(&files, runtrace_analyze::Options::default());
     let json = report.to_json();
     let findings = json["findings"].as_array().unwrap();
     let has = |kind: &str, severity: &str, loc: &str| {

@@ -17,7 +17,7 @@
 
 use runtrace_format::chunk::{ChunkHeader, ChunkState};
 use runtrace_format::frame::{self, FrameType, Header, LocationDef};
-use runtrace_format::schema::{builtin_schemas, ids};
+use runtrace_format::schema::{builtin_schemas, ids, FieldType, BUILTIN_EVENTS};
 use runtrace_format::{varint, NO_WORKER};
 use std::collections::BTreeMap;
 
@@ -118,16 +118,32 @@ impl TraceBuilder {
         );
     }
 
-    /// Appends one event record to `tid`'s chunk. `worker`: `Some(w)` sets
-    /// the worker register first (`NO_WORKER` for none), `None` leaves it.
-    fn event(
-        &mut self,
-        tid: u64,
-        worker: Option<u32>,
-        ticks: u64,
-        id: u32,
-        fields: impl FnOnce(&mut Vec<u8>, &mut u64),
-    ) {
+    /// Appends one built-in event of wire id `id` to `tid`'s chunk,
+    /// encoded by the catalog's field list (`probes/events.toml`):
+    /// `values` holds one value per field that has bytes on the wire (all
+    /// but `worker` fields), in catalog order: integers, string and
+    /// location ids as is, `i64`/`i32` as `v as u64`, `bool` as 0/1, `f64`
+    /// as its bits, `task` as the task id (written as a delta against the
+    /// task register). `worker`: `Some(w)` sets the worker register first
+    /// (`NO_WORKER` for none), `None` leaves it.
+    ///
+    /// ```
+    /// use runtrace_analyze::synth::TraceBuilder;
+    /// use runtrace_format::schema::ids;
+    /// let mut b = TraceBuilder::new();
+    /// // task_terminate { task_id }
+    /// b.record(1, None, 5_000, ids::TASK_TERMINATE, &[7]);
+    /// assert_eq!(b.events(), 1);
+    /// ```
+    ///
+    /// # Panics
+    /// When `id` is not a built-in event or `values` does not match its
+    /// fields (a bug in the calling test).
+    pub fn record(&mut self, tid: u64, worker: Option<u32>, ticks: u64, id: u32, values: &[u64]) {
+        let ev = BUILTIN_EVENTS
+            .iter()
+            .find(|e| e.id == id)
+            .unwrap_or_else(|| panic!("event id {id} is not a built-in event"));
         let t = self.threads.entry(tid).or_insert_with(|| ThreadBuf {
             start: ChunkState {
                 ticks,
@@ -144,7 +160,7 @@ impl TraceBuilder {
         });
         if let Some(w) = worker {
             if w != t.cur.worker_reg {
-                t.body.push(0);
+                t.body.push(runtrace_format::SET_WORKER as u8);
                 varint::put(&mut t.body, ticks.wrapping_sub(t.cur.ticks));
                 varint::put(&mut t.body, (w as u64 + 1) & 0xffff_ffff);
                 t.cur.ticks = ticks;
@@ -154,7 +170,21 @@ impl TraceBuilder {
         t.body.push(id as u8);
         varint::put(&mut t.body, ticks.wrapping_sub(t.cur.ticks));
         t.cur.ticks = ticks;
-        fields(&mut t.body, &mut t.cur.task_reg);
+        let mut vals = values.iter();
+        for f in ev.fields {
+            if f.ty == FieldType::Worker {
+                continue; // the worker register, no bytes
+            }
+            let v = *vals
+                .next()
+                .unwrap_or_else(|| panic!("{}: no value for `{}`", ev.name, f.name));
+            put_value(&mut t.body, &mut t.cur.task_reg, f.ty, v);
+        }
+        assert!(
+            vals.next().is_none(),
+            "{}: more values than fields",
+            ev.name
+        );
         t.count += 1;
         self.events += 1;
         if t.body.len() >= CHUNK_BYTES {
@@ -219,12 +249,13 @@ impl TraceBuilder {
 
     /// `task_spawn` on thread `tid` (no worker register change).
     pub fn spawn(&mut self, tid: u64, ticks: u64, task: u64, parent: u64, loc: u64, queue: u64) {
-        self.event(tid, None, ticks, ids::TASK_SPAWN, |b, reg| {
-            put_task(b, reg, task);
-            varint::put(b, parent);
-            varint::put(b, loc);
-            varint::put(b, queue);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::TASK_SPAWN,
+            &[task, parent, loc, queue],
+        );
     }
 
     /// `task_poll_start` by `worker` on `tid`; `queue` is a string id (0:
@@ -238,67 +269,79 @@ impl TraceBuilder {
         queue: u64,
         local_q: u32,
     ) {
-        self.event(tid, Some(worker), ticks, ids::TASK_POLL_START, |b, reg| {
-            put_task(b, reg, task);
-            varint::put(b, queue);
-            varint::put(b, local_q as u64);
-        });
+        self.record(
+            tid,
+            Some(worker),
+            ticks,
+            ids::TASK_POLL_START,
+            &[task, queue, local_q as u64],
+        );
     }
 
     /// `task_poll_end` by `worker` on `tid`.
     pub fn poll_end(&mut self, tid: u64, worker: u32, ticks: u64, task: u64, ready: bool) {
-        self.event(tid, Some(worker), ticks, ids::TASK_POLL_END, |b, reg| {
-            put_task(b, reg, task);
-            b.push(ready as u8);
-        });
+        self.record(
+            tid,
+            Some(worker),
+            ticks,
+            ids::TASK_POLL_END,
+            &[task, ready as u64],
+        );
     }
 
     /// `task_wake` of `woken` on `tid`, issued by `worker` (`NO_WORKER`:
     /// not from a worker).
     pub fn wake(&mut self, tid: u64, worker: u32, ticks: u64, woken: u64, waker: u64) {
-        self.event(tid, Some(worker), ticks, ids::TASK_WAKE, |b, reg| {
-            put_task(b, reg, woken);
-            varint::put(b, waker);
-        });
+        self.record(tid, Some(worker), ticks, ids::TASK_WAKE, &[woken, waker]);
     }
 
     /// `task_terminate` on `tid`.
     pub fn terminate(&mut self, tid: u64, ticks: u64, task: u64) {
-        self.event(tid, None, ticks, ids::TASK_TERMINATE, |b, reg| {
-            put_task(b, reg, task);
-        });
+        self.record(tid, None, ticks, ids::TASK_TERMINATE, &[task]);
     }
 
     /// `worker_park`.
     pub fn park(&mut self, tid: u64, worker: u32, ticks: u64, local_q: u32, cpu_ns: u64) {
-        self.event(tid, Some(worker), ticks, ids::WORKER_PARK, |b, _| {
-            varint::put(b, local_q as u64);
-            varint::put(b, cpu_ns);
-        });
+        self.record(
+            tid,
+            Some(worker),
+            ticks,
+            ids::WORKER_PARK,
+            &[local_q as u64, cpu_ns],
+        );
     }
 
     /// `worker_unpark`; `sched_wait_ns` is the thread's cumulative wait.
     pub fn unpark(&mut self, tid: u64, worker: u32, ticks: u64, cpu_ns: u64, sched_wait_ns: u64) {
-        self.event(tid, Some(worker), ticks, ids::WORKER_UNPARK, |b, _| {
-            varint::put(b, cpu_ns);
-            varint::put(b, sched_wait_ns);
-        });
+        self.record(
+            tid,
+            Some(worker),
+            ticks,
+            ids::WORKER_UNPARK,
+            &[cpu_ns, sched_wait_ns],
+        );
     }
 
     /// `queue_sample` (`queue`: string id, 0 for the global queue only).
     pub fn queue_sample(&mut self, tid: u64, ticks: u64, global_q: u32, queue: u64, depth: u32) {
-        self.event(tid, None, ticks, ids::QUEUE_SAMPLE, |b, _| {
-            varint::put(b, global_q as u64);
-            varint::put(b, queue);
-            varint::put(b, depth as u64);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::QUEUE_SAMPLE,
+            &[global_q as u64, queue, depth as u64],
+        );
     }
 
     /// `worker_start`.
     pub fn worker_start(&mut self, tid: u64, worker: u32, ticks: u64, runtime: u32) {
-        self.event(tid, Some(worker), ticks, ids::WORKER_START, |b, _| {
-            varint::put(b, runtime as u64);
-        });
+        self.record(
+            tid,
+            Some(worker),
+            ticks,
+            ids::WORKER_START,
+            &[runtime as u64],
+        );
     }
 
     // --- Application instrumentation (runtrace-sync's events). Names
@@ -308,29 +351,35 @@ impl TraceBuilder {
 
     /// `lock_wait`: `tid` got lock `lock` after waiting `wait_ns`.
     pub fn lock_wait(&mut self, tid: u64, ticks: u64, lock: u64, wait_ns: u64, write: bool) {
-        self.event(tid, None, ticks, ids::LOCK_WAIT, |b, _| {
-            varint::put(b, lock);
-            varint::put(b, wait_ns);
-            b.push(write as u8);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::LOCK_WAIT,
+            &[lock, wait_ns, write as u64],
+        );
     }
 
     /// `lock_hold`: `tid` released `lock` after holding it `hold_ns`.
     pub fn lock_hold(&mut self, tid: u64, ticks: u64, lock: u64, hold_ns: u64, write: bool) {
-        self.event(tid, None, ticks, ids::LOCK_HOLD, |b, _| {
-            varint::put(b, lock);
-            varint::put(b, hold_ns);
-            b.push(write as u8);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::LOCK_HOLD,
+            &[lock, hold_ns, write as u64],
+        );
     }
 
     /// `enqueue` of item `seqno`; `queue_size` after it.
     pub fn enqueue(&mut self, tid: u64, ticks: u64, queue: u64, seqno: u64, queue_size: u32) {
-        self.event(tid, None, ticks, ids::ENQUEUE, |b, _| {
-            varint::put(b, queue);
-            varint::put(b, seqno);
-            varint::put(b, queue_size as u64);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::ENQUEUE,
+            &[queue, seqno, queue_size as u64],
+        );
     }
 
     /// `dequeue` of item `seqno`, which waited `queue_delay_ns`;
@@ -344,12 +393,13 @@ impl TraceBuilder {
         queue_delay_ns: u64,
         queue_size: u32,
     ) {
-        self.event(tid, None, ticks, ids::DEQUEUE, |b, _| {
-            varint::put(b, queue);
-            varint::put(b, seqno);
-            varint::put(b, queue_delay_ns);
-            varint::put(b, queue_size as u64);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::DEQUEUE,
+            &[queue, seqno, queue_delay_ns, queue_size as u64],
+        );
     }
 
     /// `processing_end` of item `seqno` after `processing_ns`.
@@ -362,12 +412,13 @@ impl TraceBuilder {
         processing_ns: u64,
         success: bool,
     ) {
-        self.event(tid, None, ticks, ids::PROCESSING_END, |b, _| {
-            varint::put(b, queue);
-            varint::put(b, seqno);
-            varint::put(b, processing_ns);
-            b.push(success as u8);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::PROCESSING_END,
+            &[queue, seqno, processing_ns, success as u64],
+        );
     }
 
     /// `item_dropped` of would-be item `seqno` (`cause`: string id).
@@ -380,12 +431,13 @@ impl TraceBuilder {
         queue_size: u32,
         cause: u64,
     ) {
-        self.event(tid, None, ticks, ids::ITEM_DROPPED, |b, _| {
-            varint::put(b, queue);
-            varint::put(b, seqno);
-            varint::put(b, queue_size as u64);
-            varint::put(b, cause);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::ITEM_DROPPED,
+            &[queue, seqno, queue_size as u64, cause],
+        );
     }
 
     /// `queue_snapshot`.
@@ -400,13 +452,13 @@ impl TraceBuilder {
         consumed: u64,
         dropped: u64,
     ) {
-        self.event(tid, None, ticks, ids::QUEUE_SNAPSHOT, |b, _| {
-            varint::put(b, queue);
-            varint::put(b, queue_size as u64);
-            varint::put(b, produced);
-            varint::put(b, consumed);
-            varint::put(b, dropped);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::QUEUE_SNAPSHOT,
+            &[queue, queue_size as u64, produced, consumed, dropped],
+        );
     }
 
     /// `backlog_trigger` (`reason`: string id).
@@ -419,36 +471,41 @@ impl TraceBuilder {
         growth_rate_per_sec: i64,
         reason: u64,
     ) {
-        self.event(tid, None, ticks, ids::BACKLOG_TRIGGER, |b, _| {
-            varint::put(b, queue);
-            varint::put(b, queue_size as u64);
-            varint::put(b, varint::zigzag(growth_rate_per_sec));
-            varint::put(b, reason);
-        });
+        self.record(
+            tid,
+            None,
+            ticks,
+            ids::BACKLOG_TRIGGER,
+            &[queue, queue_size as u64, growth_rate_per_sec as u64, reason],
+        );
     }
 
     /// `io`: operation `op` moved `bytes` in `io_ns`.
     pub fn io(&mut self, tid: u64, ticks: u64, op: u64, bytes: u64, io_ns: u64) {
-        self.event(tid, None, ticks, ids::IO, |b, _| {
-            varint::put(b, op);
-            varint::put(b, bytes);
-            varint::put(b, io_ns);
-        });
+        self.record(tid, None, ticks, ids::IO, &[op, bytes, io_ns]);
     }
 
     /// `thread_heartbeat` of `role`, `gap_ns` after the previous one.
     pub fn heartbeat(&mut self, tid: u64, ticks: u64, role: u64, gap_ns: u64) {
-        self.event(tid, None, ticks, ids::THREAD_HEARTBEAT, |b, _| {
-            varint::put(b, role);
-            varint::put(b, gap_ns);
-        });
+        self.record(tid, None, ticks, ids::THREAD_HEARTBEAT, &[role, gap_ns]);
     }
 }
 
-fn put_task(b: &mut Vec<u8>, reg: &mut u64, task: u64) {
-    let d = task.wrapping_sub(*reg) as i64;
-    varint::put(b, varint::zigzag(d));
-    *reg = task;
+/// Appends value `v` of a field of type `ty` (format.md section 6).
+fn put_value(b: &mut Vec<u8>, task_reg: &mut u64, ty: FieldType, v: u64) {
+    match ty {
+        FieldType::Task => {
+            let d = v.wrapping_sub(*task_reg) as i64;
+            varint::put(b, varint::zigzag(d));
+            *task_reg = v;
+        }
+        FieldType::I64 | FieldType::I32 => varint::put(b, varint::zigzag(v as i64)),
+        FieldType::Bool => b.push(v as u8),
+        FieldType::F64 => b.extend_from_slice(&f64::from_bits(v).to_le_bytes()),
+        FieldType::Str => panic!("str fields take text, not a value"),
+        FieldType::Worker => {}
+        _ => varint::put(b, v),
+    }
 }
 
 /// Parameters of [`workload`].

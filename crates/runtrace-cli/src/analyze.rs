@@ -7,7 +7,7 @@
 //! # let _ = code;
 //! ```
 
-use crate::output::{print_report, ProgressBar};
+use crate::output::{print_report, with_progress};
 use crate::AnalyzeArgs;
 use runtrace_analyze::{analyze_files, Options, Report};
 use std::path::PathBuf;
@@ -16,20 +16,15 @@ use std::process::ExitCode;
 /// Analyses `files` with a progress bar when standard error is a terminal
 /// and the input is large.
 pub fn report(files: &[PathBuf]) -> Report {
-    if let Some(mut bar) = ProgressBar::for_files("analyzing", files) {
-        let mut cb = |done: u64, total: u64| bar.draw(done, total);
-        let r = analyze_files(
+    with_progress("analyzing", files, |progress| {
+        analyze_files(
             files,
             Options {
-                progress: Some(&mut cb),
+                progress,
                 ..Options::default()
             },
-        );
-        bar.clear();
-        r
-    } else {
-        analyze_files(files, Options::default())
-    }
+        )
+    })
 }
 
 /// Prints the report of `files` (text, or JSON with `json`) to standard

@@ -8,7 +8,7 @@
 //! # let _ = code;
 //! ```
 
-use crate::output::{print_report, ProgressBar};
+use crate::output::{print_report, with_progress};
 use crate::BacklogArgs;
 use runtrace_analyze::backlog::{analyze_files_with_progress, BacklogOptions, BacklogReport};
 use std::io::Write;
@@ -92,14 +92,9 @@ fn is_trace_file(p: &Path) -> bool {
 
 /// Analyses `files` (with a progress line on a terminal for large inputs).
 pub fn report(files: &[PathBuf], opts: &BacklogOptions) -> BacklogReport {
-    if let Some(mut bar) = ProgressBar::for_files("backlog", files) {
-        let mut cb = |done: u64, total: u64| bar.draw(done, total);
-        let r = analyze_files_with_progress(files, opts, Some(&mut cb));
-        bar.clear();
-        r
-    } else {
-        analyze_files_with_progress(files, opts, None)
-    }
+    with_progress("backlog", files, |progress| {
+        analyze_files_with_progress(files, opts, progress)
+    })
 }
 
 /// Prints the backlog report of `inputs` (files or directories) to

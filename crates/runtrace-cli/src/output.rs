@@ -69,6 +69,22 @@ impl ProgressBar {
     }
 }
 
+/// Runs `read` with a progress callback that draws a bar labelled `label`
+/// while it reads `files`, when they are large and standard error is a
+/// terminal (with `None` otherwise); clears the bar after.
+pub(crate) fn with_progress<R>(
+    label: &'static str,
+    files: &[PathBuf],
+    read: impl FnOnce(Option<&mut dyn FnMut(u64, u64)>) -> R,
+) -> R {
+    let Some(mut bar) = ProgressBar::for_files(label, files) else {
+        return read(None);
+    };
+    let r = read(Some(&mut |done: u64, total: u64| bar.draw(done, total)));
+    bar.clear();
+    r
+}
+
 /// Prints `text` to standard output and, when the input was `damaged`,
 /// `errors` to standard error. Exit code 0, or 1 when damaged (the report
 /// still covers what was readable).

@@ -3,78 +3,14 @@
 //! and spawn location, fixed-size histograms and per-worker rings of recent
 //! polls).
 
+use super::state::*;
+use super::thresholds::Thresholds;
+use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
 use crate::hist::Histogram;
-use crate::Thresholds;
-use std::sync::Arc;
+use crate::model::{Model, UNKNOWN_LOC};
+use crate::pass::{Pass, Wants};
 
-/// Event kinds of [`Ev`].
-pub(crate) mod kind {
-    pub const SPAWN: u8 = 1;
-    pub const POLL_START: u8 = 2;
-    pub const POLL_END: u8 = 3;
-    pub const WAKE: u8 = 4;
-    pub const TERMINATE: u8 = 5;
-    pub const PARK: u8 = 6;
-    pub const UNPARK: u8 = 7;
-    pub const QUEUE_SAMPLE: u8 = 8;
-    pub const WORKER_START: u8 = 9;
-    pub const WORKER_STOP: u8 = 10;
-    // Application instrumentation (`runtrace backlog` only).
-    pub const LOCK_WAIT: u8 = 12;
-    pub const LOCK_HOLD: u8 = 13;
-    pub const ENQUEUE: u8 = 14;
-    pub const DEQUEUE: u8 = 15;
-    pub const PROCESSING_END: u8 = 16;
-    pub const ITEM_DROPPED: u8 = 17;
-    pub const QUEUE_SNAPSHOT: u8 = 18;
-    pub const BACKLOG_TRIGGER: u8 = 19;
-    pub const IO: u8 = 20;
-    pub const HEARTBEAT: u8 = 21;
-}
-
-/// One decoded event of interest, 32 bytes. Field use by kind:
-///
-/// | kind | `x` | `a` | `worker` | `flag` |
-/// |---|---|---|---|---|
-/// | SPAWN | task | location index | - | - |
-/// | POLL_START | task | local_q | worker | 1: named queue (executor) |
-/// | POLL_END | task | - | worker | ready |
-/// | WAKE | woken task | - | waking worker | - |
-/// | TERMINATE | task | - | - | - |
-/// | PARK | - | local_q | worker | - |
-/// | UNPARK | sched_wait_ns | - | worker | - |
-/// | QUEUE_SAMPLE | depth | global_q | named-queue index (`u32::MAX`: none) | - |
-/// | WORKER_START/STOP | - | runtime | worker | - |
-///
-/// Application events (`runtrace backlog`): `worker` is the name index
-/// (`backlog::State::names`) of the queue, lock, I/O op or role.
-///
-/// | kind | `x` | `a` | `flag` |
-/// |---|---|---|---|
-/// | LOCK_WAIT / LOCK_HOLD | wait_ns / hold_ns | - | write |
-/// | ENQUEUE | seqno | queue_size | - |
-/// | DEQUEUE | queue_delay_ns | queue_size | - |
-/// | PROCESSING_END | processing_ns | - | success |
-/// | ITEM_DROPPED | cause (name index) | queue_size | - |
-/// | QUEUE_SNAPSHOT | produced_total | queue_size | - |
-/// | BACKLOG_TRIGGER | side-table index of (growth rate, reason) | queue_size | - |
-/// | IO | io_ns | bytes (flag 1: side-table index of bytes) | 1: big |
-/// | HEARTBEAT | gap_ns | - | - |
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Ev {
-    pub ticks: u64,
-    pub x: u64,
-    pub a: u32,
-    pub thread: u32,
-    pub worker: u32,
-    pub kind: u8,
-    pub flag: u8,
-}
-
-/// Location index of "unknown location" (id 0, or a task never spawned in
-/// the trace).
-pub(crate) const UNKNOWN_LOC: u32 = 0;
 const NO_PENDING: u64 = u64::MAX;
 /// Polls remembered per worker for the delayed-window analysis.
 const RING_CAP: usize = 1 << 14;
@@ -85,325 +21,77 @@ const MAX_OPEN: usize = 16;
 /// that already terminated is common and must not leak).
 const MAX_ORPHAN_WAKES: usize = 1 << 16;
 
-/// Converts tick deltas to nanoseconds with one multiply: by a whole
-/// number when a tick is a whole number of ns (the recorder's ticks are
-/// 2^k TSC cycles, e.g. 8 ns), else in 32.32 fixed point.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TickScale {
-    /// ns per tick when whole (0: use `mult`).
-    whole: u64,
-    mult: u64,
-}
-
-impl TickScale {
-    pub fn new(ticks_per_sec: u64) -> TickScale {
-        let tps = ticks_per_sec.max(1);
-        let m = (1_000_000_000u128 << 32) / tps as u128;
-        TickScale {
-            whole: if 1_000_000_000 % tps == 0 {
-                1_000_000_000 / tps
-            } else {
-                0
-            },
-            mult: m.min(u64::MAX as u128) as u64,
-        }
-    }
-
-    #[inline(always)]
-    pub fn ns(&self, ticks: u64) -> u64 {
-        if self.whole != 0 {
-            ticks.saturating_mul(self.whole)
-        } else {
-            ((ticks as u128 * self.mult as u128) >> 32).min(u64::MAX as u128) as u64
-        }
-    }
-}
-
-/// A recording (one process).
-pub(crate) struct Proc {
-    pub recording_id: u64,
-    pub pid: u64,
-    pub process_name: String,
-    pub anchor_ticks: u64,
-    pub anchor_wall_ns: u64,
-    pub ticks_per_sec: u64,
-    pub scale: TickScale,
-    pub first_ticks: u64,
-    pub last_ticks: u64,
-    pub events: u64,
-    tasks: FxHashMap<u64, Task>,
-    orphan_wakes: FxHashMap<u64, u64>,
-    /// The global queue depth of the last QueueSample.
-    last_sample_q: u32,
-    /// The global queue as queued work for idle-while-queued: the depth,
-    /// once two consecutive samples both saw a non-empty queue (a sample
-    /// is a snapshot; one non-empty sample is a task in transit).
-    global_q: u32,
-    pub idle: Idle,
-}
-
-impl Proc {
-    pub fn new(h: &runtrace_format::frame::Header) -> Proc {
-        Proc {
-            recording_id: h.recording_id,
-            pid: h.pid,
-            process_name: h.process_name.clone(),
-            anchor_ticks: h.anchor_ticks,
-            anchor_wall_ns: h.anchor_wall_ns,
-            ticks_per_sec: h.ticks_per_sec,
-            scale: TickScale::new(h.ticks_per_sec),
-            first_ticks: u64::MAX,
-            last_ticks: 0,
-            events: 0,
-            tasks: FxHashMap::default(),
-            orphan_wakes: FxHashMap::default(),
-            last_sample_q: 0,
-            global_q: 0,
-            idle: Idle::default(),
-        }
-    }
-
-    /// Nanoseconds since the recording started (format.md section 4).
-    pub fn ns(&self, ticks: u64) -> i64 {
-        let d = ticks as i128 - self.anchor_ticks as i128;
-        (d * 1_000_000_000).div_euclid(self.ticks_per_sec.max(1) as i128) as i64
-    }
-
-    /// Wall clock (ns since the Unix epoch).
-    pub fn wall_ns(&self, ticks: u64) -> i128 {
-        self.anchor_wall_ns as i128 + self.ns(ticks) as i128
-    }
-
-    pub fn live_tasks(&self) -> usize {
-        self.tasks.len()
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Task {
-    loc: u32,
-    /// Ticks of the first wake (or the spawn) not yet followed by a poll.
-    pending: u64,
-}
-
-/// Idle-while-queued tracking for one process.
-#[derive(Default)]
-pub(crate) struct Idle {
-    parked: u32,
-    parked_tokio: u32,
-    over: u32,
-    last_parked: u32,
-    active: bool,
-    start: u64,
-    cur_parked: u32,
-    cur_over: u32,
-    cur_max_q: u32,
-    cur_max_global: u32,
-    cur_locs: Vec<u64>,
-    touched: Vec<u32>,
-    pub windows: u64,
-    pub total_ns: u64,
-    pub longest: Option<IdleWindow>,
-    pub locs: Vec<u64>,
-}
-
-/// One stretch during which a worker was parked while work was queued.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct IdleWindow {
-    pub start: u64,
-    pub end: u64,
-    pub ns: u64,
-    /// Worker index (engine's) that was parked.
-    pub parked: u32,
-    /// Worker index with a deep local queue (`u32::MAX`: the global queue).
-    pub queued: u32,
-    pub max_local_q: u32,
-    pub max_global_q: u32,
-}
-
-/// A thread that recorded events.
-pub(crate) struct Thread {
-    pub proc: u32,
-    pub tid: u64,
-    pub name: Option<String>,
-    workers: Vec<(u32, u32)>,
-    open: Vec<OpenPoll>,
-}
-
-#[derive(Clone, Copy)]
-struct OpenPoll {
-    worker: u32,
-    task: u64,
-    start: u64,
-    loc: u32,
-    local_q: u32,
-}
-
-#[derive(Clone, Copy, Default)]
-struct RingEntry {
-    start: u64,
-    end: u64,
-    loc: u32,
-    local_q: u32,
-}
-
-/// A delayed poll: the window from its wake to its start.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Window {
-    pub delay_ns: u64,
-    pub wake: u64,
-    pub poll: u64,
-    pub worker: u32,
-    pub task: u64,
-    /// Location index of the delayed task.
-    pub victim: u32,
-    pub max_local_q: u32,
-}
-
-/// Local queue buildup on one worker.
-#[derive(Default)]
-pub(crate) struct Buildup {
-    pub count: u64,
-    pub max_local_q: u32,
-    pub worst: Option<Window>,
-    pub victims: Vec<u64>,
-    pub blockers: Vec<u64>,
-    upto: u64,
-}
-
-/// A worker: key (process, thread, worker index).
-pub(crate) struct Worker {
-    pub proc: u32,
-    pub thread: u32,
-    /// The worker index from the trace (`NO_WORKER`: polls outside workers).
-    pub worker: u32,
-    pub runtime: Option<u32>,
-    pub saw_executor: bool,
-    pub saw_tokio: bool,
-    pub polls: u64,
-    pub busy_ns: u64,
-    pub parked_ns: u64,
-    pub parks: u64,
-    pub max_local_q: u32,
-    /// Last known local queue depth.
-    local_q: u32,
-    pub sched_wait_ns: u64,
-    parked: bool,
-    park_start: u64,
-    over: bool,
-    last_sched_wait: Option<u64>,
-    scale: TickScale,
-    ring: Vec<RingEntry>,
-    ring_head: usize,
-    /// (polls, poll ns) by location index.
-    pub loc_polls: Vec<(u64, u64)>,
-    /// Per victim location: delayed-window time already attributed.
-    upto_victim: Vec<u64>,
-    pub buildup: Buildup,
-}
-
-impl Worker {
-    pub fn is_executor(&self) -> bool {
-        self.saw_executor && !self.saw_tokio
-    }
-}
-
-/// Delayed polls of one location (victims).
-#[derive(Default)]
-pub(crate) struct Delayed {
-    pub count: u64,
-    pub worst: Option<Window>,
-    /// Poll ns by location index that ran on the delayed task's worker
-    /// during its delayed windows.
-    pub blockers: Vec<u64>,
-}
-
-/// The poll that took longest at a location.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PollRef {
-    pub ns: u64,
-    pub start: u64,
-    pub worker: u32,
-    pub task: u64,
-}
-
-/// A spawn location.
-pub(crate) struct Loc {
-    pub text: Arc<str>,
-    pub trace_id: u64,
-    pub tasks: u64,
-    pub poll: Histogram,
-    pub wake: Histogram,
-    pub long_polls: u64,
-    pub critical_polls: u64,
-    pub worst_poll: Option<PollRef>,
-    pub delayed: Delayed,
-}
-
-impl Loc {
-    pub fn new(text: Arc<str>, trace_id: u64) -> Loc {
-        Loc {
-            text,
-            trace_id,
-            tasks: 0,
-            poll: Histogram::new(),
-            wake: Histogram::new(),
-            long_polls: 0,
-            critical_polls: 0,
-            worst_poll: None,
-            delayed: Delayed::default(),
-        }
-    }
-}
-
-/// Statistics of a named queue (executor queues).
-#[derive(Default, Clone)]
-pub(crate) struct QueueStats {
-    pub samples: u64,
-    pub sum: u64,
-    pub max: u64,
-}
-
-#[inline(always)]
-fn bump(v: &mut Vec<u64>, i: u32, by: u64) {
-    let i = i as usize;
-    if i >= v.len() {
-        v.resize(i + 1, 0);
-    }
-    v[i] += by;
-}
-
-/// All analysis state.
-pub(crate) struct Engine {
-    pub th: Thresholds,
-    pub procs: Vec<Proc>,
-    pub threads: Vec<Thread>,
-    pub workers: Vec<Worker>,
-    pub locs: Vec<Loc>,
-    pub poll: Histogram,
-    pub wake: Histogram,
-    pub global_q: QueueStats,
-    pub queues: Vec<(String, QueueStats)>,
-    pub spawns: u64,
-    pub terminated: u64,
-    pub unmatched_poll_ends: u64,
-    pub unmatched_poll_starts: u64,
-    pub late_events: u64,
-    pub dropped_orphan_wakes: u64,
-    /// `runtrace backlog`'s state, when that is the analysis.
-    pub backlog: Option<Box<crate::backlog::State>>,
+/// The runtime analysis (`runtrace analyze`) as a [`Pass`]: per-worker
+/// and per-location statistics, percentiles and the evidence of findings,
+/// in state bounded by live tasks, workers and locations. Its report:
+/// [`Engine::report`].
+///
+/// ```
+/// use runtrace_analyze::{input, runtime::Engine, synth::TraceBuilder};
+/// let mut b = TraceBuilder::new();
+/// b.poll_start(1, 0, 1_000, 7, 0, 0);
+/// b.poll_end(1, 0, 3_000, 7, true);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// let mut e = Engine::new(Default::default());
+/// let (model, stats) = input::read(&[path], &mut e, None);
+/// assert_eq!(e.report(&model, stats).poll_ns.max, 2_000);
+/// ```
+pub struct Engine {
+    pub(crate) th: Thresholds,
+    pub(crate) procs: Vec<ProcState>,
+    pub(crate) threads: Vec<ThreadState>,
+    pub(crate) workers: Vec<Worker>,
+    pub(crate) locs: Vec<LocStats>,
+    pub(crate) poll: Histogram,
+    pub(crate) wake: Histogram,
+    pub(crate) global_q: QueueStats,
+    /// By [`Model::queues`] index.
+    pub(crate) queues: Vec<QueueStats>,
+    pub(crate) spawns: u64,
+    pub(crate) terminated: u64,
+    pub(crate) unmatched_poll_ends: u64,
+    pub(crate) unmatched_poll_starts: u64,
+    pub(crate) late_events: u64,
+    pub(crate) dropped_orphan_wakes: u64,
     last_ticks_seen: u64,
     scratch: Vec<(u32, u64, u64)>,
 }
 
+impl Pass for Engine {
+    fn wants(&self) -> Wants {
+        Wants::RUNTIME
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        if ev.thread as usize >= self.threads.len() {
+            self.sync(model);
+        }
+        self.step(ev, model);
+    }
+
+    /// A new recording starts after this one: forget its order.
+    fn end_recording(&mut self, _model: &Model) {
+        self.last_ticks_seen = 0;
+    }
+
+    fn finish(&mut self, model: &Model) {
+        self.sync(model);
+        self.close(model);
+    }
+}
+
 impl Engine {
+    /// An engine judging findings by `th`.
     pub fn new(th: Thresholds) -> Engine {
         Engine {
             th,
             procs: Vec::new(),
             threads: Vec::new(),
             workers: Vec::new(),
-            locs: vec![Loc::new(Arc::from("<unknown>"), 0)],
+            locs: vec![LocStats::new()], // UNKNOWN_LOC
             poll: Histogram::new(),
             wake: Histogram::new(),
             global_q: QueueStats::default(),
@@ -414,26 +102,38 @@ impl Engine {
             unmatched_poll_starts: 0,
             late_events: 0,
             dropped_orphan_wakes: 0,
-            backlog: None,
             last_ticks_seen: 0,
             scratch: Vec::new(),
         }
     }
 
-    pub fn add_proc(&mut self, p: Proc) -> u32 {
-        self.procs.push(p);
-        (self.procs.len() - 1) as u32
-    }
-
-    pub fn add_thread(&mut self, proc: u32, tid: u64) -> u32 {
-        self.threads.push(Thread {
-            proc,
-            tid,
-            name: None,
-            workers: Vec::new(),
-            open: Vec::new(),
-        });
-        (self.threads.len() - 1) as u32
+    /// Grows the per-process, per-thread, per-location and per-queue state
+    /// to the model's tables (cold: new threads are rare).
+    #[cold]
+    fn sync(&mut self, m: &Model) {
+        for p in &m.procs[self.procs.len()..] {
+            self.procs.push(ProcState {
+                scale: p.scale,
+                tasks: FxHashMap::default(),
+                orphan_wakes: FxHashMap::default(),
+                last_sample_q: 0,
+                global_q: 0,
+                idle: Idle::default(),
+            });
+        }
+        for t in &m.threads[self.threads.len()..] {
+            self.threads.push(ThreadState {
+                proc: t.proc,
+                workers: Vec::new(),
+                open: Vec::new(),
+            });
+        }
+        if self.locs.len() < m.locs.len() {
+            self.locs.resize_with(m.locs.len(), LocStats::new);
+        }
+        if self.queues.len() < m.queues.len() {
+            self.queues.resize_with(m.queues.len(), QueueStats::default);
+        }
     }
 
     /// The engine's index of `worker` on `thread`.
@@ -484,7 +184,7 @@ impl Engine {
     /// Processes one event. Events must come in timestamp order; a late
     /// one is still processed (counted in `late_events`).
     #[inline(always)]
-    pub fn event(&mut self, ev: &Ev) {
+    fn step(&mut self, ev: &Ev, m: &Model) {
         if ev.ticks < self.last_ticks_seen {
             self.late_events += 1;
         } else {
@@ -494,28 +194,16 @@ impl Engine {
             kind::POLL_START => self.poll_start(ev),
             kind::POLL_END => self.poll_end(ev),
             kind::WAKE => self.wake(ev),
-            kind::SPAWN => self.spawn(ev),
+            kind::SPAWN => self.spawn(ev, m),
             kind::TERMINATE => self.terminate(ev),
             kind::PARK => self.park(ev),
             kind::UNPARK => self.unpark(ev),
-            kind::QUEUE_SAMPLE => self.queue_sample(ev),
+            kind::QUEUE_SAMPLE => self.queue_sample(ev, m),
             kind::WORKER_START | kind::WORKER_STOP => {
                 let w = self.worker_idx(ev.thread, ev.worker);
                 self.workers[w as usize].runtime = Some(ev.a);
             }
-            _ => {
-                if let Some(b) = self.backlog.as_deref_mut() {
-                    b.event(ev, &self.threads, &self.procs);
-                }
-            }
-        }
-    }
-
-    /// A new recording starts after this one: forget its order.
-    pub fn reset_order(&mut self) {
-        self.last_ticks_seen = 0;
-        if let Some(b) = self.backlog.as_deref_mut() {
-            b.end_recording(&self.threads, &self.procs);
+            _ => {}
         }
     }
 
@@ -523,10 +211,13 @@ impl Engine {
         self.threads[thread as usize].proc
     }
 
-    fn spawn(&mut self, ev: &Ev) {
+    fn spawn(&mut self, ev: &Ev, m: &Model) {
         let p = self.proc_of(ev.thread) as usize;
         self.spawns += 1;
         let loc = ev.a;
+        if loc as usize >= self.locs.len() {
+            self.sync(m);
+        }
         self.locs[loc as usize].tasks += 1;
         if !self.procs[p].orphan_wakes.is_empty() {
             self.procs[p].orphan_wakes.remove(&ev.x);
@@ -778,13 +469,16 @@ impl Engine {
         self.idle_update(pi, ticks);
     }
 
-    fn queue_sample(&mut self, ev: &Ev) {
+    fn queue_sample(&mut self, ev: &Ev, m: &Model) {
+        if ev.worker != u32::MAX && ev.worker as usize >= self.queues.len() {
+            self.sync(m);
+        }
         let g = ev.a as u64;
         self.global_q.samples += 1;
         self.global_q.sum += g;
         self.global_q.max = self.global_q.max.max(g);
         if ev.worker != u32::MAX {
-            if let Some((_, q)) = self.queues.get_mut(ev.worker as usize) {
+            if let Some(q) = self.queues.get_mut(ev.worker as usize) {
                 q.samples += 1;
                 q.sum += ev.x;
                 q.max = q.max.max(ev.x);
@@ -938,10 +632,7 @@ impl Engine {
 
     /// Closes what is still open at the end of the trace, and sums the
     /// per-location histograms into the overall ones.
-    pub fn finish(&mut self) {
-        if let Some(b) = self.backlog.as_deref_mut() {
-            b.end_recording(&self.threads, &self.procs);
-        }
+    fn close(&mut self, m: &Model) {
         for l in &self.locs {
             self.poll.merge(&l.poll);
             self.wake.merge(&l.wake);
@@ -949,13 +640,13 @@ impl Engine {
         for wi in 0..self.workers.len() {
             let w = &mut self.workers[wi];
             if w.parked {
-                let end = self.procs[w.proc as usize].last_ticks.max(w.park_start);
+                let end = m.procs[w.proc as usize].last_ticks.max(w.park_start);
                 w.parked_ns += w.scale.ns(end - w.park_start);
             }
         }
         for pi in 0..self.procs.len() {
             if self.procs[pi].idle.active {
-                let end = self.procs[pi].last_ticks;
+                let end = m.procs[pi].last_ticks;
                 // Force the window closed.
                 let p = &mut self.procs[pi];
                 p.idle.over = 0;

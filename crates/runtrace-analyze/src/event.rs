@@ -1,0 +1,127 @@
+//! The compact event every pass consumes ([`Ev`], 32 bytes) and its kinds.
+//!
+//! A kind is the wire id of the built-in event it comes from, taken from
+//! the catalog generated at build time (`build.rs` over
+//! `probes/events.toml`), so there is no second numbering to keep in step.
+//!
+//! ```
+//! use runtrace_analyze::event::{kind, Ev};
+//! let ev = Ev { ticks: 5, x: 7, a: 0, thread: 0, worker: 1, kind: kind::TERMINATE, flag: 0 };
+//! assert!(kind::is_runtime(ev.kind));
+//! assert!(kind::is_app(kind::ENQUEUE));
+//! ```
+
+/// The built-in events as generated from `probes/events.toml`: one module
+/// per event with its wire id (`ID`) and the catalog position of each
+/// field (`task_poll_start::LOCAL_Q`, ...).
+pub mod catalog {
+    include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
+}
+
+/// Event kinds of [`Ev`]: the wire ids of the built-in events.
+pub mod kind {
+    use super::catalog as c;
+
+    /// `task_spawn`.
+    pub const SPAWN: u8 = c::task_spawn::ID;
+    /// `task_poll_start`.
+    pub const POLL_START: u8 = c::task_poll_start::ID;
+    /// `task_poll_end`.
+    pub const POLL_END: u8 = c::task_poll_end::ID;
+    /// `task_wake`.
+    pub const WAKE: u8 = c::task_wake::ID;
+    /// `task_terminate`.
+    pub const TERMINATE: u8 = c::task_terminate::ID;
+    /// `worker_park`.
+    pub const PARK: u8 = c::worker_park::ID;
+    /// `worker_unpark`.
+    pub const UNPARK: u8 = c::worker_unpark::ID;
+    /// `queue_sample`.
+    pub const QUEUE_SAMPLE: u8 = c::queue_sample::ID;
+    /// `worker_start`.
+    pub const WORKER_START: u8 = c::worker_start::ID;
+    /// `worker_stop`.
+    pub const WORKER_STOP: u8 = c::worker_stop::ID;
+    /// `lock_wait` (application instrumentation, as all below).
+    pub const LOCK_WAIT: u8 = c::lock_wait::ID;
+    /// `lock_hold`.
+    pub const LOCK_HOLD: u8 = c::lock_hold::ID;
+    /// `enqueue`.
+    pub const ENQUEUE: u8 = c::enqueue::ID;
+    /// `dequeue`.
+    pub const DEQUEUE: u8 = c::dequeue::ID;
+    /// `processing_end`.
+    pub const PROCESSING_END: u8 = c::processing_end::ID;
+    /// `item_dropped`.
+    pub const ITEM_DROPPED: u8 = c::item_dropped::ID;
+    /// `queue_snapshot`.
+    pub const QUEUE_SNAPSHOT: u8 = c::queue_snapshot::ID;
+    /// `backlog_trigger`.
+    pub const BACKLOG_TRIGGER: u8 = c::backlog_trigger::ID;
+    /// `io`.
+    pub const IO: u8 = c::io::ID;
+    /// `thread_heartbeat`.
+    pub const HEARTBEAT: u8 = c::thread_heartbeat::ID;
+
+    /// A runtime event (`runtrace analyze`'s input).
+    #[inline(always)]
+    pub const fn is_runtime(k: u8) -> bool {
+        k >= SPAWN && k <= WORKER_STOP
+    }
+
+    /// An application-instrumentation event (`runtrace backlog`'s input).
+    #[inline(always)]
+    pub const fn is_app(k: u8) -> bool {
+        k >= LOCK_WAIT && k <= HEARTBEAT
+    }
+
+    // The ranges above are contiguous in the catalog.
+    const _: () = assert!(SPAWN == 1 && WORKER_STOP == SPAWN + 9);
+    const _: () = assert!(HEARTBEAT == LOCK_WAIT + 9);
+}
+
+/// One decoded event of interest, 32 bytes. Field use by kind:
+///
+/// | kind | `x` | `a` | `worker` | `flag` |
+/// |---|---|---|---|---|
+/// | SPAWN | task | location index ([`crate::model::Model::locs`]) | - | - |
+/// | POLL_START | task | local_q | worker | 1: named queue (executor) |
+/// | POLL_END | task | - | worker | ready |
+/// | WAKE | woken task | - | waking worker | - |
+/// | TERMINATE | task | - | - | - |
+/// | PARK | - | local_q | worker | - |
+/// | UNPARK | sched_wait_ns | - | worker | - |
+/// | QUEUE_SAMPLE | depth | global_q | queue index ([`crate::model::Model::queues`], `u32::MAX`: none) | - |
+/// | WORKER_START/STOP | - | runtime | worker | - |
+///
+/// Application events: `worker` is the name index
+/// ([`crate::model::Model::names`]) of the queue, lock, I/O op or role.
+///
+/// | kind | `x` | `a` | `flag` |
+/// |---|---|---|---|
+/// | LOCK_WAIT / LOCK_HOLD | wait_ns / hold_ns | - | write |
+/// | ENQUEUE | seqno | queue_size | - |
+/// | DEQUEUE | queue_delay_ns | queue_size | - |
+/// | PROCESSING_END | processing_ns | - | success |
+/// | ITEM_DROPPED | cause (name index) | queue_size | - |
+/// | QUEUE_SNAPSHOT | produced_total | queue_size | - |
+/// | BACKLOG_TRIGGER | index in [`crate::model::Model::side`] of (growth rate, reason name index) | queue_size | - |
+/// | IO | io_ns | bytes (flag 1: index in `side` of the bytes) | 1: big |
+/// | HEARTBEAT | gap_ns | - | - |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ev {
+    /// Timestamp, in the recording's ticks.
+    pub ticks: u64,
+    /// Kind-specific (table above).
+    pub x: u64,
+    /// Kind-specific (table above).
+    pub a: u32,
+    /// Thread index ([`crate::model::Model::threads`]).
+    pub thread: u32,
+    /// Worker index from the trace, or a name index (table above).
+    pub worker: u32,
+    /// One of [`kind`].
+    pub kind: u8,
+    /// Kind-specific (table above).
+    pub flag: u8,
+}

@@ -1,0 +1,583 @@
+//! Decoding: chunk bodies to compact [`Ev`]s without building `Event`s,
+//! filling the [`Model`]'s locations, queues and names as ids resolve.
+//!
+//! This is [`runtrace_format::chunk::walk`] specialised for the analysis:
+//! the same rules and error messages (a test checks them against `walk`),
+//! but field values go to a fixed array instead of a `Vec<RawValue>`, and
+//! only the events a pass reads are kept ([`super::roles`]).
+
+use super::order::{Orderer, ThreadQueue};
+use super::roles::Plans;
+use crate::event::{kind, Ev};
+use crate::model::{Location, Model, UNKNOWN_LOC};
+use runtrace_format::chunk::ChunkState;
+use runtrace_format::reader::{RawChunk, Tables};
+use runtrace_format::schema::FieldType;
+use runtrace_format::varint::{self, Cursor, DecodeError};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Per-file caches (ids are per file: every file repeats its definitions).
+#[derive(Default)]
+pub(crate) struct FileCache {
+    pub plans: Plans,
+    ids: Ids,
+    /// Chunks decoded.
+    epoch: u64,
+}
+
+/// Resolved ids.
+#[derive(Default)]
+struct Ids {
+    /// Location index by location id (`u32::MAX`: not cached).
+    locs: Vec<u32>,
+    big_locs: HashMap<u64, u32>,
+    /// Defined string ids (checked once each).
+    strings: Vec<bool>,
+    /// Name index by string id (`u32::MAX`: not cached).
+    app: Vec<u32>,
+    big_app: HashMap<u64, u32>,
+}
+
+/// Spawn locations, named queues and application names, interned across
+/// files by text (indexes into the [`Model`]).
+#[derive(Default)]
+pub(crate) struct Names {
+    loc_by_text: HashMap<Arc<str>, u32>,
+    queue_by_text: HashMap<String, u32>,
+    app_by_text: HashMap<Arc<str>, u32>,
+}
+
+/// A read position in a chunk body; the same checks and messages as
+/// `runtrace_format::varint::Cursor` (its slow paths are `Cursor`'s), with
+/// varints of up to three bytes inlined.
+struct Cur<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Cur<'_> {
+    #[inline(always)]
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        if let Some(&b0) = self.b.get(self.pos) {
+            if b0 < 0x80 {
+                self.pos += 1;
+                return Ok(b0 as u64);
+            }
+            if let Some(&b1) = self.b.get(self.pos + 1) {
+                if b1 < 0x80 {
+                    self.pos += 2;
+                    return Ok((b0 & 0x7f) as u64 | (b1 as u64) << 7);
+                }
+                if let Some(&b2) = self.b.get(self.pos + 2) {
+                    if b2 < 0x80 {
+                        self.pos += 3;
+                        return Ok((b0 & 0x7f) as u64
+                            | ((b1 & 0x7f) as u64) << 7
+                            | (b2 as u64) << 14);
+                    }
+                }
+            }
+        }
+        self.slow(|c| c.varint())
+    }
+
+    #[cold]
+    fn slow<T>(
+        &mut self,
+        f: impl FnOnce(&mut Cursor<'_>) -> Result<T, DecodeError>,
+    ) -> Result<T, DecodeError> {
+        let mut c = Cursor::new(&self.b[self.pos..]);
+        match f(&mut c) {
+            Ok(v) => {
+                self.pos += c.pos();
+                Ok(v)
+            }
+            Err(e) => Err(DecodeError::new(self.pos + e.pos, e.what)),
+        }
+    }
+
+    fn skip_f64(&mut self) -> Result<(), DecodeError> {
+        self.slow(|c| c.bytes(8).map(|_| ()))
+    }
+
+    fn skip_str(&mut self) -> Result<(), DecodeError> {
+        self.slow(|c| c.str().map(|_| ()))
+    }
+}
+
+/// Decodes one chunk, appending the events of interest to its thread's
+/// queue. Returns the number of events decoded and the damage found, if any
+/// (the events before it are kept, as the reader keeps them).
+///
+/// This is [`runtrace_format::chunk::walk`] specialised for the analysis:
+/// the same rules and error messages (a test checks them against `walk`),
+/// but field values go to a fixed array instead of a `Vec<RawValue>`, and
+/// only the built-in events the analysis uses are kept.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_chunk(
+    c: &RawChunk<'_>,
+    thread: u32,
+    cache: &mut FileCache,
+    names: &mut Names,
+    model: &mut Model,
+    proc: u32,
+    order: &mut Orderer,
+) -> (u64, Option<runtrace_format::ReadError>) {
+    let mut state = c.header.state;
+    let out = order.queue(thread);
+    let before = out.len;
+    let res = decode_events(
+        c.body, c.tables, &mut state, cache, names, model, thread, out,
+    );
+    let n = (out.len - before) as u64;
+    order.pending += n as usize;
+    let (walked, lo, hi) = match &res {
+        Ok(x) | Err((x, _)) => *x,
+    };
+    if walked > 0 {
+        let p = &mut model.procs[proc as usize];
+        p.first_ticks = p.first_ticks.min(lo);
+        p.last_ticks = p.last_ticks.max(hi);
+        p.events += walked;
+    }
+    let err = match res {
+        Ok((k, _, _)) if k != c.header.count => Some(c.error(
+            0,
+            &format!("chunk says {} events but holds {k}", c.header.count),
+        )),
+        Ok(_) => None,
+        Err((_, d)) => Some(c.error(d.pos, &d.what)),
+    };
+    (walked, err)
+}
+
+type Walked = (u64, u64, u64);
+
+/// The event loop of [`decode_chunk`]: returns (events, first event's
+/// ticks, last event's ticks), with the damage if any.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+pub(crate) fn decode_events(
+    body: &[u8],
+    tables: &Tables,
+    state: &mut ChunkState,
+    cache: &mut FileCache,
+    names: &mut Names,
+    model: &mut Model,
+    thread: u32,
+    out: &mut ThreadQueue,
+) -> Result<Walked, (Walked, DecodeError)> {
+    cache.epoch += 1;
+    let epoch = cache.epoch;
+    let FileCache {
+        plans, ids: cache, ..
+    } = cache;
+    let mut c = Cur { b: body, pos: 0 };
+    let mut vals = [0u64; runtrace_format::MAX_FIELDS];
+    let (mut n, mut lo, mut hi) = (0u64, u64::MAX, 0u64);
+    // The registers live in locals (not behind `state`) in the loop.
+    let mut st = *state;
+    macro_rules! fail {
+        ($e:expr) => {{
+            *state = st;
+            return Err(((n, lo, hi), $e));
+        }};
+    }
+    while c.pos < body.len() {
+        let start = c.pos;
+        let at = |e: DecodeError| DecodeError::new(start, format!("event at +{start}: {}", e.what));
+        macro_rules! get {
+            ($e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(x) => fail!(at(x)),
+                }
+            };
+        }
+        let tag = body[c.pos];
+        c.pos += 1;
+        let id = if tag == runtrace_format::TAG_ESCAPE {
+            let v = get!(c.varint());
+            match u32::try_from(v) {
+                Ok(v) => v,
+                Err(_) => fail!(DecodeError::new(start, format!("type id {v} out of range"))),
+            }
+        } else {
+            tag as u32
+        };
+        let dt = get!(c.varint());
+        let ticks = st.ticks.wrapping_add(dt);
+        if id == runtrace_format::SET_WORKER {
+            let w = get!(c.varint());
+            if w > u32::MAX as u64 {
+                fail!(DecodeError::new(start, "set_worker value out of range"));
+            }
+            st.ticks = ticks;
+            st.worker_reg = if w == 0 {
+                runtrace_format::NO_WORKER
+            } else {
+                (w - 1) as u32
+            };
+            continue;
+        }
+        let Some(plan) = plans.plan(id, tables, epoch) else {
+            fail!(DecodeError::new(
+                start,
+                format!("event type {id} has no schema")
+            ));
+        };
+        let mut task_reg = st.task_reg;
+        if plan.fast {
+            // Built-in layouts: task first, then by role.
+            let z = get!(c.varint());
+            task_reg = task_reg.wrapping_add(varint::unzigzag(z) as u64);
+            vals[0] = task_reg;
+            // The common events go straight to the queue.
+            macro_rules! done {
+                ($kind:expr, $a:expr, $flag:expr) => {{
+                    out.push(Ev {
+                        ticks,
+                        x: task_reg,
+                        a: $a,
+                        thread,
+                        worker: st.worker_reg,
+                        kind: $kind,
+                        flag: $flag,
+                    });
+                    st.ticks = ticks;
+                    st.task_reg = task_reg;
+                    if n == 0 {
+                        lo = ticks;
+                    }
+                    n += 1;
+                    hi = ticks;
+                    continue;
+                }};
+            }
+            match plan.role.kind {
+                kind::POLL_START => {
+                    let q = get!(c.varint());
+                    let local_q = get!(c.varint());
+                    if q != 0 {
+                        if let Err(x) = check_string(cache, tables, q, start) {
+                            fail!(x);
+                        }
+                    }
+                    done!(
+                        kind::POLL_START,
+                        local_q.min(u32::MAX as u64) as u32,
+                        (q != 0) as u8
+                    );
+                }
+                kind::POLL_END => {
+                    let ready = match c.b.get(c.pos) {
+                        Some(&b @ (0 | 1)) => {
+                            c.pos += 1;
+                            b
+                        }
+                        Some(&b) => fail!(DecodeError::new(start, format!("bool byte {b}"))),
+                        None => fail!(at(DecodeError::new(c.pos, "unexpected end of data"))),
+                    };
+                    done!(kind::POLL_END, 0, ready);
+                }
+                kind::WAKE => {
+                    get!(c.varint()); // waker_task_id
+                    done!(kind::WAKE, 0, 0);
+                }
+                kind::TERMINATE => done!(kind::TERMINATE, 0, 0),
+                kind::SPAWN => {
+                    vals[1] = get!(c.varint());
+                    vals[2] = get!(c.varint());
+                    vals[3] = get!(c.varint());
+                }
+                _ => {}
+            }
+        } else {
+            for (i, ty) in plan.types.iter().enumerate() {
+                let v = match ty {
+                    FieldType::U64
+                    | FieldType::U32
+                    | FieldType::U16
+                    | FieldType::U8
+                    | FieldType::I64
+                    | FieldType::I32
+                    | FieldType::Istr
+                    | FieldType::Loc => c.varint().map_err(at),
+                    FieldType::Task => c.varint().map_err(at).map(|z| {
+                        task_reg = task_reg.wrapping_add(varint::unzigzag(z) as u64);
+                        task_reg
+                    }),
+                    FieldType::Worker => Ok(st.worker_reg as u64),
+                    FieldType::Bool => match c.b.get(c.pos) {
+                        Some(&b @ (0 | 1)) => {
+                            c.pos += 1;
+                            Ok(b as u64)
+                        }
+                        Some(&b) => Err(DecodeError::new(start, format!("bool byte {b}"))),
+                        None => Err(at(DecodeError::new(c.pos, "unexpected end of data"))),
+                    },
+                    FieldType::F64 => c.skip_f64().map(|_| 0).map_err(at),
+                    FieldType::Str => c.skip_str().map(|_| 0).map_err(at),
+                };
+                match v {
+                    Ok(v) => vals[i] = v,
+                    Err(x) => fail!(x),
+                }
+            }
+        }
+        // Other layouts: check every id in field order, as the reader
+        // does (section 7: an undefined id is corruption).
+        if !plan.fast {
+            for (i, ty) in plan.types.iter().enumerate() {
+                let r = match ty {
+                    FieldType::Istr if vals[i] != 0 => check_string(cache, tables, vals[i], start),
+                    FieldType::Loc if vals[i] != 0 => {
+                        resolve_loc(cache, names, model, tables, vals[i], start).map(|_| ())
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(x) = r {
+                    fail!(x);
+                }
+            }
+        }
+        let k = plan.role.kind;
+        let f = plan.role.f;
+        let g = |i: usize| vals[f[i] as usize];
+        let mut push = |kind: u8, x: u64, a: u64, worker: u64, flag: u8| {
+            out.push(Ev {
+                ticks,
+                x,
+                a: a.min(u32::MAX as u64) as u32,
+                thread,
+                worker: worker as u32,
+                kind,
+                flag,
+            })
+        };
+        // Packing: the table in `event::Ev`'s doc; `g(i)` is the i-th field
+        // `roles::wanted` lists for the kind.
+        match k {
+            0 => {}
+            kind::POLL_START => {
+                let q = g(2);
+                if q != 0 {
+                    if let Err(x) = check_string(cache, tables, q, start) {
+                        fail!(x);
+                    }
+                }
+                push(k, g(0), g(3), g(1), (q != 0) as u8);
+            }
+            kind::POLL_END => push(k, g(0), 0, g(1), g(2) as u8),
+            kind::WAKE => push(k, g(0), 0, g(1), 0),
+            kind::SPAWN => {
+                // Ids are checked in field order (the built-in layout has
+                // the location first), as the reader resolves them.
+                let l = match resolve_loc(cache, names, model, tables, g(1), start) {
+                    Ok(l) => l,
+                    Err(x) => fail!(x),
+                };
+                let q = g(2);
+                if q != 0 {
+                    if let Err(x) = check_string(cache, tables, q, start) {
+                        fail!(x);
+                    }
+                }
+                push(k, g(0), l as u64, 0, 0);
+            }
+            kind::TERMINATE => push(k, g(0), 0, 0, 0),
+            kind::PARK => push(k, 0, g(1), g(0), 0),
+            kind::UNPARK => push(k, g(1), 0, g(0), 0),
+            kind::QUEUE_SAMPLE => {
+                let q = g(1);
+                let qi = if q == 0 {
+                    u32::MAX
+                } else {
+                    let Some(text) = tables.string(q) else {
+                        fail!(undefined("string", q, start));
+                    };
+                    let next = model.queues.len() as u32;
+                    let qi = *names.queue_by_text.entry(text.to_string()).or_insert(next);
+                    if qi == next {
+                        model.queues.push(text.to_string());
+                    }
+                    qi
+                };
+                push(k, g(2), g(0), qi as u64, 0);
+            }
+            kind::WORKER_START | kind::WORKER_STOP => push(k, 0, g(1), g(0), 0),
+            _ => {
+                // Application events. The name (queue, lock, op, role) goes
+                // in `worker`, which these events do not have.
+                let name = match resolve_app(cache, names, model, tables, g(0), start) {
+                    Ok(n) => n as u64,
+                    Err(x) => fail!(x),
+                };
+                match k {
+                    kind::LOCK_WAIT | kind::LOCK_HOLD | kind::PROCESSING_END => {
+                        push(k, g(1), 0, name, g(2) as u8)
+                    }
+                    kind::ENQUEUE | kind::DEQUEUE | kind::QUEUE_SNAPSHOT => {
+                        push(k, g(1), g(2), name, 0)
+                    }
+                    kind::ITEM_DROPPED => {
+                        let cause = match resolve_app(cache, names, model, tables, g(2), start) {
+                            Ok(n) => n as u64,
+                            Err(x) => fail!(x),
+                        };
+                        push(k, cause, g(1), name, 0)
+                    }
+                    kind::BACKLOG_TRIGGER => {
+                        let reason = match resolve_app(cache, names, model, tables, g(3), start) {
+                            Ok(n) => n as u64,
+                            Err(x) => fail!(x),
+                        };
+                        // Rare: the growth rate and reason go to the side
+                        // table, `x` is their index.
+                        // (The generic decoder leaves i64 fields zigzagged.)
+                        let growth = varint::unzigzag(g(2)) as u64;
+                        let side = model.side(&[growth, reason]);
+                        push(k, side, g(1), name, 0)
+                    }
+                    kind::IO => {
+                        let bytes = g(1);
+                        if bytes < u32::MAX as u64 {
+                            push(k, g(2), bytes, name, 0)
+                        } else {
+                            // Over 4 GiB in one operation: exact, in the
+                            // side table (flag 1: `a` is its index).
+                            let side = model.side(&[bytes]);
+                            push(k, g(2), side, name, 1)
+                        }
+                    }
+                    _ => push(k, g(1), 0, name, 0), // HEARTBEAT
+                }
+            }
+        }
+        st.ticks = ticks;
+        st.task_reg = task_reg;
+        if n == 0 {
+            lo = ticks;
+        }
+        n += 1;
+        hi = ticks;
+    }
+    *state = st;
+    Ok((n, lo, hi))
+}
+
+pub(crate) fn undefined(what: &str, id: u64, at: usize) -> DecodeError {
+    DecodeError::new(
+        at,
+        format!("event at +{at}: {what} id {id} was never defined"),
+    )
+}
+
+#[inline]
+fn check_string(cache: &mut Ids, tables: &Tables, id: u64, at: usize) -> Result<(), DecodeError> {
+    if (id as usize) < cache.strings.len() && cache.strings[id as usize] {
+        return Ok(());
+    }
+    if tables.string(id).is_none() {
+        return Err(undefined("string", id, at));
+    }
+    if id < 1 << 16 {
+        if id as usize >= cache.strings.len() {
+            cache.strings.resize(id as usize + 1, false);
+        }
+        cache.strings[id as usize] = true;
+    }
+    Ok(())
+}
+
+/// The [`Model::names`] index of string `id` (0: the empty string), interned
+/// across files by text.
+fn resolve_app(
+    cache: &mut Ids,
+    names: &mut Names,
+    model: &mut Model,
+    tables: &Tables,
+    id: u64,
+    at: usize,
+) -> Result<u32, DecodeError> {
+    if id == 0 {
+        // The empty string: `Model::names[0]`.
+        return Ok(0);
+    }
+    if let Some(&n) = cache.app.get(id as usize) {
+        if n != u32::MAX {
+            return Ok(n);
+        }
+    } else if let Some(&n) = cache.big_app.get(&id) {
+        return Ok(n);
+    }
+    let text: Arc<str> = match tables.string(id) {
+        Some(t) => t.clone(),
+        None => return Err(undefined("string", id, at)),
+    };
+    let n = if text.is_empty() {
+        0
+    } else {
+        let next = model.names.len() as u32;
+        let n = *names.app_by_text.entry(text.clone()).or_insert(next);
+        if n == next {
+            model.names.push(text);
+        }
+        n
+    };
+    if id < 1 << 16 {
+        if id as usize >= cache.app.len() {
+            cache.app.resize(id as usize + 1, u32::MAX);
+        }
+        cache.app[id as usize] = n;
+    } else {
+        cache.big_app.insert(id, n);
+    }
+    Ok(n)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn resolve_loc(
+    cache: &mut Ids,
+    names: &mut Names,
+    model: &mut Model,
+    tables: &Tables,
+    id: u64,
+    at: usize,
+) -> Result<u32, DecodeError> {
+    if id == 0 {
+        return Ok(UNKNOWN_LOC);
+    }
+    if let Some(&l) = cache.locs.get(id as usize) {
+        if l != u32::MAX {
+            return Ok(l);
+        }
+    } else if let Some(&l) = cache.big_locs.get(&id) {
+        return Ok(l);
+    }
+    let Some(text) = tables.location(id) else {
+        return Err(undefined("location", id, at));
+    };
+    let next = model.locs.len() as u32;
+    let l = *names.loc_by_text.entry(text.clone()).or_insert(next);
+    if l == next {
+        model.locs.push(Location {
+            text: text.clone(),
+            trace_id: id,
+        });
+    }
+    if id < 1 << 16 {
+        if id as usize >= cache.locs.len() {
+            cache.locs.resize(id as usize + 1, u32::MAX);
+        }
+        cache.locs[id as usize] = l;
+    } else {
+        cache.big_locs.insert(id, l);
+    }
+    Ok(l)
+}
+
+#[cfg(test)]
+#[path = "decode_tests.rs"]
+mod tests;

@@ -1,0 +1,268 @@
+//! From trace files to ordered events and a [`Model`]: decoding
+//! (`decode`, over [`FileReader::next_raw`], no `Event`/`Value`
+//! allocation), the roles of the built-in events generated from the
+//! catalog (`roles`), and time ordering one writer round behind
+//! (`order`). [`read`] feeds any [`Pass`] (or pair of passes) in one read.
+//!
+//! ```
+//! use runtrace_analyze::input::{read, sorted};
+//! use runtrace_analyze::runtime::Engine;
+//! let paths = sorted(&["trace.10.bin", "trace.2.bin"]);
+//! assert!(paths[0].ends_with("trace.2.bin"));
+//! let mut engine = Engine::new(Default::default());
+//! let (model, stats) = read(&paths, &mut engine, None);
+//! assert!(stats.damaged); // no such files
+//! assert!(model.procs.is_empty());
+//! ```
+
+mod decode;
+mod order;
+mod roles;
+
+use crate::fxhash::FxHashMap;
+use crate::model::{Model, Process};
+use crate::pass::Pass;
+use decode::{decode_chunk, FileCache, Names};
+use order::Orderer;
+use runtrace_format::reader::RawRecord;
+use runtrace_format::{FileReader, Record};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// What the reading side found, besides the events.
+#[derive(Debug, Default, Clone)]
+pub struct ReadStats {
+    /// The files, in reading order.
+    pub files: Vec<PathBuf>,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Events in the chunks (all types).
+    pub events: u64,
+    /// Events the recorder reported dropped.
+    pub dropped: u64,
+    /// Damage: file and byte offset, and what.
+    pub errors: Vec<String>,
+    /// Some file was damaged or unreadable.
+    pub damaged: bool,
+    /// Files without an END frame (cut short) but otherwise intact.
+    pub unsealed: Vec<PathBuf>,
+    /// Times the orderer released events early to bound memory.
+    pub forced_releases: u64,
+    /// Built-in event schemas whose fields differ from the catalog's.
+    pub unrecognised_schemas: u64,
+}
+
+/// Progress callback: (bytes read, bytes in all files).
+pub type Progress<'a> = Option<&'a mut dyn FnMut(u64, u64)>;
+
+/// Sorts trace paths as `trace.0.bin`, `trace.1.bin`, ..., `trace.10.bin`.
+pub fn sorted(paths: &[impl AsRef<Path>]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+    runtrace_format::merge::sort_trace_paths(&mut v);
+    v
+}
+
+/// Reads `paths` (in this order: see [`sorted`]) once, feeding `pass` the
+/// events it [wants](Pass::wants) in timestamp order, and finishes it.
+/// Never panics on bad input: damage is in [`ReadStats::errors`].
+pub fn read<P: Pass>(
+    paths: &[PathBuf],
+    pass: &mut P,
+    progress: Progress<'_>,
+) -> (Model, ReadStats) {
+    let mut model = Model::new();
+    let st = read_files(paths, pass, &mut model, progress);
+    pass.finish(&model);
+    (model, st)
+}
+
+/// Writes `bytes` to a temporary trace file (the reader reads files) and
+/// runs `f` on its path, or on a message naming the file when it cannot be
+/// written; removes the file after. For the `analyze_bytes` functions.
+pub(crate) fn via_temp_file<R>(
+    bytes: &[u8],
+    what: &str,
+    f: impl FnOnce(Result<&Path, String>) -> R,
+) -> R {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path: PathBuf =
+        std::env::temp_dir().join(format!("runtrace-{what}-{}-{n}.0.bin", std::process::id()));
+    if let Err(e) = std::fs::write(&path, bytes) {
+        let _ = std::fs::remove_file(&path);
+        return f(Err(format!("{}: cannot write: {e}", path.display())));
+    }
+    let r = f(Ok(&path));
+    let _ = std::fs::remove_file(&path);
+    r
+}
+
+/// The END frame's totals against what the file held (format.md section
+/// 10). Kept apart so it can give way to the same check in
+/// `runtrace_format::FileReader` (the CLI's `check` has a copy too).
+fn check_end_totals(
+    path: &Path,
+    end: (u64, u64),
+    file_events: u64,
+    file_dropped: u64,
+    errors: &mut Vec<String>,
+) -> bool {
+    let (want_events, want_dropped) = end;
+    let mut ok = true;
+    if want_events != file_events {
+        ok = false;
+        errors.push(format!(
+            "{}: corrupt END frame: it says the file holds {want_events} events, but its chunks hold {file_events}",
+            path.display()
+        ));
+    }
+    if want_dropped != file_dropped {
+        ok = false;
+        errors.push(format!(
+            "{}: corrupt END frame: it says {want_dropped} events were dropped, but the DROPPED frames report {file_dropped}",
+            path.display()
+        ));
+    }
+    ok
+}
+
+/// Reads `paths` (already sorted) into `model`, feeding `pass`.
+fn read_files<P: Pass>(
+    paths: &[PathBuf],
+    pass: &mut P,
+    model: &mut Model,
+    mut progress: Progress<'_>,
+) -> ReadStats {
+    let wants = pass.wants();
+    let mut st = ReadStats::default();
+    let mut names = Names::default();
+    let mut order = Orderer::default();
+    let mut threads: FxHashMap<(u32, u64), u32> = FxHashMap::default();
+    let mut procs: HashMap<(u64, u64), u32> = HashMap::new();
+    let mut cur_proc: Option<u32> = None;
+    let total: u64 = paths
+        .iter()
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let mut done_bytes = 0u64;
+    for path in paths {
+        st.files.push(path.clone());
+        match std::fs::metadata(path) {
+            Err(err) => {
+                st.errors
+                    .push(format!("{}: cannot open: {err}", path.display()));
+                st.damaged = true;
+                continue;
+            }
+            Ok(m) if m.is_dir() => {
+                st.errors.push(format!(
+                    "{}: is a directory, not a trace file",
+                    path.display()
+                ));
+                st.damaged = true;
+                continue;
+            }
+            Ok(_) => {}
+        }
+        let mut r = match FileReader::open(path) {
+            Ok(r) => r,
+            Err(err) => {
+                st.errors
+                    .push(format!("{}: cannot open: {err}", path.display()));
+                st.damaged = true;
+                continue;
+            }
+        };
+        let mut cache = FileCache::default();
+        cache.plans.wants = wants;
+        let mut proc: Option<u32> = None;
+        let (mut file_events, mut file_dropped) = (0u64, 0u64);
+        let (mut end, mut file_damaged) = (None, false);
+        let mut last_progress = 0u64;
+        while let Some(item) = r.next_raw() {
+            match item {
+                Ok(RawRecord::Chunk(c)) => {
+                    let Some(p) = proc else { continue };
+                    let thread = *threads
+                        .entry((p, c.header.tid))
+                        .or_insert_with(|| model.add_thread(p, c.header.tid));
+                    let (n, err) =
+                        decode_chunk(&c, thread, &mut cache, &mut names, model, p, &mut order);
+                    file_events += n;
+                    if let Some(err) = err {
+                        st.errors.push(err.to_string());
+                        file_damaged = true;
+                    }
+                    if order.bound(pass, model) {
+                        st.forced_releases += 1;
+                    }
+                    let at = c.offset + c.frame_len;
+                    if let Some(cb) = progress.as_mut() {
+                        if at - last_progress >= 1 << 20 {
+                            last_progress = at;
+                            cb(done_bytes + at, total);
+                        }
+                    }
+                }
+                Ok(RawRecord::Record(rec)) => match rec {
+                    Record::Header(h) => {
+                        let key = (h.recording_id, h.pid);
+                        let p = match procs.get(&key) {
+                            Some(&p) => p,
+                            None => {
+                                let p = model.add_proc(Process::new(&h));
+                                procs.insert(key, p);
+                                p
+                            }
+                        };
+                        if cur_proc != Some(p) {
+                            // Another recording: finish ordering the last one.
+                            order.flush(pass, model);
+                            pass.end_recording(model);
+                            cur_proc = Some(p);
+                        }
+                        proc = Some(p);
+                    }
+                    Record::Round { watermark_ticks } => order.round(watermark_ticks, pass, model),
+                    Record::Dropped { count, .. } => {
+                        file_dropped = file_dropped.saturating_add(count)
+                    }
+                    Record::Thread { tid, name } => {
+                        if let Some(p) = proc {
+                            let t = *threads
+                                .entry((p, tid))
+                                .or_insert_with(|| model.add_thread(p, tid));
+                            model.threads[t as usize].name = Some(name);
+                        }
+                    }
+                    Record::End { events, dropped } => end = Some((events, dropped)),
+                    _ => {}
+                },
+                Err(err) => {
+                    // Truncation is damage too: the tail is lost.
+                    st.errors.push(err.to_string());
+                    file_damaged = true;
+                }
+            }
+        }
+        st.events += file_events;
+        st.unrecognised_schemas += cache.plans.unrecognised;
+        st.dropped = st.dropped.saturating_add(file_dropped);
+        if let (Some(end), false) = (end, file_damaged) {
+            if !check_end_totals(path, end, file_events, file_dropped, &mut st.errors) {
+                file_damaged = true;
+            }
+        }
+        if !r.sealed() && !file_damaged {
+            st.unsealed.push(path.clone());
+        }
+        st.damaged |= file_damaged;
+        st.bytes += r.offset();
+        done_bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if let Some(cb) = progress.as_mut() {
+            cb(done_bytes, total);
+        }
+    }
+    order.flush(pass, model);
+    st
+}

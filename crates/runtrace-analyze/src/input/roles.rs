@@ -1,0 +1,275 @@
+//! Which events the analysis reads and which of their fields it takes:
+//! built-in events by name, fields by the catalog's name and wire type
+//! (generated from `probes/events.toml`, see `crate::event::catalog`), so
+//! a reordered or extended schema in a trace still works and a mismatched
+//! one is skipped rather than misread.
+
+use crate::event::catalog::*;
+use crate::event::kind;
+use crate::pass::Wants;
+use runtrace_format::reader::Tables;
+use runtrace_format::schema::{builtin, builtin_by_name, FieldType, Schema};
+use std::collections::HashMap;
+
+/// How the analysis uses an event type: its kind and the positions, in
+/// the trace's schema, of the fields [`wanted`] lists for that kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Role {
+    /// [`kind`] of the events, 0: not used.
+    pub kind: u8,
+    /// Field positions, in [`wanted`]'s order.
+    pub f: [u8; 4],
+}
+
+impl Role {
+    pub const SKIP: Role = Role { kind: 0, f: [0; 4] };
+}
+
+/// The catalog fields an event of kind `k` contributes, in the order the
+/// decoder packs them into an [`crate::event::Ev`] (its doc has the table).
+pub(crate) fn wanted(k: u8) -> Option<&'static [u8]> {
+    Some(match k {
+        kind::SPAWN => &[
+            task_spawn::TASK_ID,
+            task_spawn::SPAWN_LOC,
+            task_spawn::QUEUE,
+        ],
+        kind::POLL_START => &[
+            task_poll_start::TASK_ID,
+            task_poll_start::WORKER,
+            task_poll_start::QUEUE,
+            task_poll_start::LOCAL_Q,
+        ],
+        kind::POLL_END => &[
+            task_poll_end::TASK_ID,
+            task_poll_end::WORKER,
+            task_poll_end::READY,
+        ],
+        kind::WAKE => &[task_wake::WOKEN_TASK_ID, task_wake::WORKER],
+        kind::TERMINATE => &[task_terminate::TASK_ID],
+        kind::PARK => &[worker_park::WORKER, worker_park::LOCAL_Q],
+        kind::UNPARK => &[worker_unpark::WORKER, worker_unpark::SCHED_WAIT_NS],
+        kind::QUEUE_SAMPLE => &[
+            queue_sample::GLOBAL_Q,
+            queue_sample::QUEUE,
+            queue_sample::DEPTH,
+        ],
+        kind::WORKER_START => &[worker_start::WORKER, worker_start::RUNTIME],
+        kind::WORKER_STOP => &[worker_stop::WORKER, worker_stop::RUNTIME],
+        kind::LOCK_WAIT => &[lock_wait::LOCK_NAME, lock_wait::WAIT_NS, lock_wait::WRITE],
+        kind::LOCK_HOLD => &[lock_hold::LOCK_NAME, lock_hold::HOLD_NS, lock_hold::WRITE],
+        kind::ENQUEUE => &[enqueue::QUEUE, enqueue::SEQNO, enqueue::QUEUE_SIZE],
+        kind::DEQUEUE => &[dequeue::QUEUE, dequeue::QUEUE_DELAY_NS, dequeue::QUEUE_SIZE],
+        kind::PROCESSING_END => &[
+            processing_end::QUEUE,
+            processing_end::PROCESSING_NS,
+            processing_end::SUCCESS,
+        ],
+        kind::ITEM_DROPPED => &[
+            item_dropped::QUEUE,
+            item_dropped::QUEUE_SIZE,
+            item_dropped::CAUSE,
+        ],
+        kind::QUEUE_SNAPSHOT => &[
+            queue_snapshot::QUEUE,
+            queue_snapshot::PRODUCED_TOTAL,
+            queue_snapshot::QUEUE_SIZE,
+        ],
+        kind::BACKLOG_TRIGGER => &[
+            backlog_trigger::QUEUE,
+            backlog_trigger::QUEUE_SIZE,
+            backlog_trigger::GROWTH_RATE_PER_SEC,
+            backlog_trigger::REASON,
+        ],
+        kind::IO => &[io::OP, io::BYTES, io::IO_NS],
+        kind::HEARTBEAT => &[thread_heartbeat::ROLE, thread_heartbeat::GAP_NS],
+        _ => return None,
+    })
+}
+
+/// The kinds the decoder has a fast path for, whose catalog layouts
+/// `decode.rs` decodes inline (a test checks them against the catalog).
+pub(crate) fn has_fast_path(k: u8) -> bool {
+    matches!(
+        k,
+        kind::SPAWN | kind::POLL_START | kind::POLL_END | kind::WAKE | kind::TERMINATE
+    )
+}
+
+/// The role of schema `s` for passes that read `wants`, and whether `s`
+/// is exactly its catalog layout (the decoder's fast path).
+pub(crate) fn role_of(s: &Schema, wants: Wants) -> (Role, bool) {
+    if s.provider != "runtrace" {
+        return (Role::SKIP, false);
+    }
+    let Some(b) = builtin_by_name(&s.name) else {
+        return (Role::SKIP, false);
+    };
+    let k = b.id as u8;
+    let Some(want) = wanted(k).filter(|_| wants.has(k)) else {
+        return (Role::SKIP, false);
+    };
+    let mut role = Role { kind: k, f: [0; 4] };
+    for (j, &i) in want.iter().enumerate() {
+        let cf = &b.fields[i as usize];
+        match s
+            .fields
+            .iter()
+            .position(|x| x.name == cf.name && x.ty.code() == cf.ty.code())
+        {
+            Some(p) => role.f[j] = p as u8,
+            None => return (Role::SKIP, false),
+        }
+    }
+    let fast = has_fast_path(k)
+        && want.iter().zip(&role.f).all(|(&w, &p)| w == p)
+        && b.fields.len() == s.fields.len()
+        && b.fields
+            .iter()
+            .zip(&s.fields)
+            .all(|(x, y)| x.ty.code() == y.ty.code());
+    (role, fast)
+}
+
+/// Whether `s` is exactly the catalog's built-in event of that id.
+fn matches_catalog(s: &Schema) -> bool {
+    builtin(s.id).is_some_and(|b| {
+        b.name == s.name
+            && b.fields.len() == s.fields.len()
+            && b.fields
+                .iter()
+                .zip(&s.fields)
+                .all(|(x, y)| x.name == y.name && x.ty.code() == y.ty.code())
+    })
+}
+
+/// How to decode one event type: its field types, and what the analysis
+/// takes from it.
+pub(crate) struct Plan {
+    /// Address of the schema the plan was made from (a redefined schema is
+    /// a new allocation, so the plan is rebuilt).
+    addr: usize,
+    /// The chunk in which the plan was last checked against the tables.
+    epoch: u64,
+    pub role: Role,
+    /// The schema is exactly the built-in layout of its role.
+    pub fast: bool,
+    pub types: Box<[FieldType]>,
+}
+
+/// Plans by event type id (ids up to 4095; larger ones in `big_plans`,
+/// checked on every use).
+#[derive(Default)]
+pub(crate) struct Plans {
+    /// The event groups to decode (see [`role_of`]).
+    pub wants: Wants,
+    plans: Vec<Option<Plan>>,
+    big_plans: HashMap<u32, Plan>,
+    pub unrecognised: u64,
+}
+
+impl Plans {
+    /// The plan for event type `id`, or None when it has no schema. A
+    /// chunk's tables do not change while it is decoded, so a plan checked
+    /// against the tables once in chunk `epoch` is used as is after that.
+    #[inline(always)]
+    pub fn plan(&mut self, id: u32, tables: &Tables, epoch: u64) -> Option<&Plan> {
+        let i = id as usize;
+        if let Some(Some(p)) = self.plans.get(i) {
+            if p.epoch == epoch {
+                return self.plans[i].as_ref();
+            }
+        }
+        self.check(id, tables, epoch)
+    }
+
+    #[cold]
+    fn check(&mut self, id: u32, tables: &Tables, epoch: u64) -> Option<&Plan> {
+        let s = &**tables.schema(id)?;
+        let addr = s as *const Schema as usize;
+        let i = id as usize;
+        if let Some(Some(p)) = self.plans.get_mut(i) {
+            if p.addr == addr {
+                p.epoch = epoch;
+                return self.plans[i].as_ref();
+            }
+        }
+        if let Some(p) = self.big_plans.get(&id) {
+            if p.addr == addr {
+                return self.big_plans.get(&id);
+            }
+        }
+        let (role, fast) = role_of(s, self.wants);
+        // A built-in this analyser has no use for (queue_select, ...) is
+        // fine; only a built-in whose fields differ from the catalog's is
+        // worth a note.
+        if role == Role::SKIP
+            && s.provider == "runtrace"
+            && s.id < runtrace_format::FIRST_USER_EVENT_ID
+            && !matches_catalog(s)
+        {
+            self.unrecognised += 1;
+        }
+        let types: Box<[FieldType]> = s.fields.iter().map(|f| f.ty).collect();
+        let plan = Plan {
+            addr,
+            epoch,
+            role,
+            fast,
+            types,
+        };
+        if i < 4096 {
+            if i >= self.plans.len() {
+                self.plans.resize_with(i + 1, || None);
+            }
+            self.plans[i] = Some(plan);
+            self.plans[i].as_ref()
+        } else {
+            self.big_plans.insert(id, plan);
+            self.big_plans.get(&id)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtrace_format::schema::BUILTIN_EVENTS;
+    use FieldType as T;
+
+    /// The layouts `decode.rs` decodes inline on its fast path.
+    #[test]
+    fn fast_path_layouts_are_the_catalogs() {
+        let types = |k: u8| -> Vec<u8> {
+            let b = BUILTIN_EVENTS.iter().find(|b| b.id == k as u32).unwrap();
+            b.fields.iter().map(|f| f.ty.code()).collect()
+        };
+        let c = |v: &[T]| -> Vec<u8> { v.iter().map(|t| t.code()).collect() };
+        assert_eq!(
+            types(kind::POLL_START),
+            c(&[T::Task, T::Worker, T::Istr, T::U64])
+        );
+        assert_eq!(types(kind::POLL_END), c(&[T::Task, T::Worker, T::Bool]));
+        assert_eq!(types(kind::WAKE), c(&[T::Task, T::U64, T::Worker]));
+        assert_eq!(types(kind::SPAWN), c(&[T::Task, T::U64, T::Loc, T::Istr]));
+        assert_eq!(types(kind::TERMINATE), c(&[T::Task]));
+    }
+
+    #[test]
+    fn every_catalog_event_of_a_group_has_a_role() {
+        for b in BUILTIN_EVENTS {
+            let k = b.id as u8;
+            let wants = Wants::RUNTIME.or(Wants::APP);
+            let (role, fast) = role_of(&b.schema(), wants);
+            if kind::is_runtime(k) || kind::is_app(k) {
+                assert_eq!(role.kind, k, "{}", b.name);
+                assert_eq!(fast, has_fast_path(k), "{}", b.name);
+            } else {
+                assert_eq!(role, Role::SKIP, "{}", b.name);
+            }
+            // A pass that does not read the group: skipped.
+            let (r, _) = role_of(&b.schema(), Wants::default());
+            assert_eq!(r, Role::SKIP);
+        }
+    }
+}

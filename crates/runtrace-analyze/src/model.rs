@@ -1,0 +1,206 @@
+//! The trace model: what a recording *is*, as opposed to what an analysis
+//! concludes from it. Processes (pid, clock, anchor, name), threads (tid,
+//! name), spawn locations, named queues and the interned names of the
+//! application events, all by dense index. `input/` fills it while reading;
+//! passes read it ([`crate::pass::Pass`]) and keep their own state.
+//!
+//! ```
+//! use runtrace_analyze::model::{Model, TickScale};
+//! let m = Model::new();
+//! assert_eq!(&*m.locs[0].text, "<unknown>"); // index 0: unknown location
+//! assert_eq!(&*m.names[0], ""); // index 0: the empty name
+//! assert_eq!(TickScale::new(125_000_000).ns(3), 24); // 8 ns ticks
+//! ```
+
+use std::sync::Arc;
+
+/// Location index of "unknown location" (id 0, or a task never spawned in
+/// the trace).
+pub const UNKNOWN_LOC: u32 = 0;
+
+/// Converts tick deltas to nanoseconds with one multiply: by a whole
+/// number when a tick is a whole number of ns (the recorder's ticks are
+/// 2^k TSC cycles, e.g. 8 ns), else in 32.32 fixed point.
+#[derive(Debug, Clone, Copy)]
+pub struct TickScale {
+    /// ns per tick when whole (0: use `mult`).
+    whole: u64,
+    mult: u64,
+}
+
+impl TickScale {
+    /// The scale of a clock of `ticks_per_sec`.
+    pub fn new(ticks_per_sec: u64) -> TickScale {
+        let tps = ticks_per_sec.max(1);
+        let m = (1_000_000_000u128 << 32) / tps as u128;
+        TickScale {
+            whole: if 1_000_000_000 % tps == 0 {
+                1_000_000_000 / tps
+            } else {
+                0
+            },
+            mult: m.min(u64::MAX as u128) as u64,
+        }
+    }
+
+    /// `ticks` in nanoseconds (saturating).
+    #[inline(always)]
+    pub fn ns(&self, ticks: u64) -> u64 {
+        if self.whole != 0 {
+            ticks.saturating_mul(self.whole)
+        } else {
+            ((ticks as u128 * self.mult as u128) >> 32).min(u64::MAX as u128) as u64
+        }
+    }
+}
+
+/// A recording (one process): its identity from the file header, and the
+/// extent of its events.
+#[derive(Debug, Clone)]
+pub struct Process {
+    /// Recording id (header).
+    pub recording_id: u64,
+    /// Process id.
+    pub pid: u64,
+    /// Process name.
+    pub process_name: String,
+    /// Tick of the recording's anchor (its start).
+    pub anchor_ticks: u64,
+    /// Wall clock at the anchor (ns since the Unix epoch).
+    pub anchor_wall_ns: u64,
+    /// Clock rate.
+    pub ticks_per_sec: u64,
+    /// Tick-to-ns conversion of this clock.
+    pub scale: TickScale,
+    /// Ticks of the first event read (`u64::MAX`: none).
+    pub first_ticks: u64,
+    /// Ticks of the last event read.
+    pub last_ticks: u64,
+    /// Events read (all types, not only those a pass uses).
+    pub events: u64,
+}
+
+impl Process {
+    /// The process a file header describes, with no events yet.
+    pub fn new(h: &runtrace_format::frame::Header) -> Process {
+        Process {
+            recording_id: h.recording_id,
+            pid: h.pid,
+            process_name: h.process_name.clone(),
+            anchor_ticks: h.anchor_ticks,
+            anchor_wall_ns: h.anchor_wall_ns,
+            ticks_per_sec: h.ticks_per_sec,
+            scale: TickScale::new(h.ticks_per_sec),
+            first_ticks: u64::MAX,
+            last_ticks: 0,
+            events: 0,
+        }
+    }
+
+    /// Nanoseconds since the recording started (format.md section 4).
+    pub fn ns(&self, ticks: u64) -> i64 {
+        let d = ticks as i128 - self.anchor_ticks as i128;
+        (d * 1_000_000_000).div_euclid(self.ticks_per_sec.max(1) as i128) as i64
+    }
+
+    /// Wall clock (ns since the Unix epoch).
+    pub fn wall_ns(&self, ticks: u64) -> i128 {
+        self.anchor_wall_ns as i128 + self.ns(ticks) as i128
+    }
+}
+
+/// A thread that recorded events.
+#[derive(Debug, Clone)]
+pub struct Thread {
+    /// Its process ([`Model::procs`] index).
+    pub proc: u32,
+    /// OS thread id.
+    pub tid: u64,
+    /// Name from a THREAD frame, if any.
+    pub name: Option<String>,
+}
+
+/// A spawn location, interned across files by text.
+#[derive(Debug, Clone)]
+pub struct Location {
+    /// `file:line:col`.
+    pub text: Arc<str>,
+    /// Its id in the first file that defined it (0: unknown).
+    pub trace_id: u64,
+}
+
+/// Everything known about the recordings read, by dense index (what the
+/// indexes in [`crate::event::Ev`] point into).
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// Recordings, one per (recording id, pid).
+    pub procs: Vec<Process>,
+    /// Threads, one per (process, tid).
+    pub threads: Vec<Thread>,
+    /// Spawn locations; index [`UNKNOWN_LOC`] is `<unknown>`.
+    pub locs: Vec<Location>,
+    /// Named queues of `queue_sample` events.
+    pub queues: Vec<String>,
+    /// Names of the application events (queues, locks, I/O ops, roles,
+    /// reasons, causes); index 0 is the empty name.
+    pub names: Vec<Arc<str>>,
+    /// Values too wide for an [`crate::event::Ev`] (rare), by index.
+    pub side: Vec<u64>,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model::new()
+    }
+}
+
+impl Model {
+    /// An empty model (only the unknown location and the empty name).
+    pub fn new() -> Model {
+        Model {
+            procs: Vec::new(),
+            threads: Vec::new(),
+            locs: vec![Location {
+                text: Arc::from("<unknown>"),
+                trace_id: 0,
+            }],
+            queues: Vec::new(),
+            names: vec![Arc::from("")],
+            side: Vec::new(),
+        }
+    }
+
+    /// Adds a process; returns its index.
+    pub fn add_proc(&mut self, p: Process) -> u32 {
+        self.procs.push(p);
+        (self.procs.len() - 1) as u32
+    }
+
+    /// Adds a thread of process `proc`; returns its index.
+    pub fn add_thread(&mut self, proc: u32, tid: u64) -> u32 {
+        self.threads.push(Thread {
+            proc,
+            tid,
+            name: None,
+        });
+        (self.threads.len() - 1) as u32
+    }
+
+    /// The process of thread `t`.
+    #[inline(always)]
+    pub fn proc_of(&self, t: u32) -> &Process {
+        &self.procs[self.threads[t as usize].proc as usize]
+    }
+
+    /// Appends values to [`Model::side`]; returns the index of the first.
+    pub fn side(&mut self, v: &[u64]) -> u64 {
+        let i = self.side.len() as u64;
+        self.side.extend_from_slice(v);
+        i
+    }
+
+    /// Name `i` ("" when out of range).
+    pub fn name(&self, i: u32) -> &str {
+        self.names.get(i as usize).map_or("", |s| s)
+    }
+}

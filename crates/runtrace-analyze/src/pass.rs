@@ -1,0 +1,145 @@
+//! Analyses as passes: one read of a trace feeds every pass the events it
+//! asked for, in timestamp order, with the [`Model`] filled so far.
+//!
+//! A pass says which event groups it reads ([`Wants`]), so the reader
+//! decodes nothing no pass uses; two passes run in one read as the pair
+//! `(a, b)` (statically dispatched, so a pair costs no virtual calls).
+//!
+//! ```
+//! use runtrace_analyze::event::{kind, Ev};
+//! use runtrace_analyze::model::Model;
+//! use runtrace_analyze::pass::{Pass, Wants};
+//! use runtrace_analyze::synth::TraceBuilder;
+//!
+//! /// Counts polls per thread.
+//! #[derive(Default)]
+//! struct Polls(Vec<u64>);
+//!
+//! impl Pass for Polls {
+//!     fn wants(&self) -> Wants {
+//!         Wants::RUNTIME
+//!     }
+//!     fn event(&mut self, ev: &Ev, _model: &Model) {
+//!         if ev.kind == kind::POLL_START {
+//!             let t = ev.thread as usize;
+//!             if t >= self.0.len() {
+//!                 self.0.resize(t + 1, 0);
+//!             }
+//!             self.0[t] += 1;
+//!         }
+//!     }
+//! }
+//!
+//! let mut b = TraceBuilder::new();
+//! b.poll_start(3, 0, 10, 1, 0, 0);
+//! b.poll_end(3, 0, 20, 1, false);
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("trace.0.bin");
+//! std::fs::write(&path, b.finish()).unwrap();
+//! let mut polls = Polls::default();
+//! let (model, stats) = runtrace_analyze::input::read(&[path], &mut polls, None);
+//! assert_eq!(polls.0, [1]);
+//! assert_eq!(model.threads[0].tid, 3);
+//! assert_eq!(stats.events, 2);
+//! ```
+
+use crate::event::{kind, Ev};
+use crate::model::Model;
+
+/// The event groups a pass reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Wants {
+    /// Runtime events (task, worker and queue events: `runtrace analyze`).
+    pub runtime: bool,
+    /// Application instrumentation (`runtrace backlog`).
+    pub app: bool,
+}
+
+impl Wants {
+    /// Runtime events only.
+    pub const RUNTIME: Wants = Wants {
+        runtime: true,
+        app: false,
+    };
+    /// Application events only.
+    pub const APP: Wants = Wants {
+        runtime: false,
+        app: true,
+    };
+
+    /// Either group.
+    pub fn or(self, o: Wants) -> Wants {
+        Wants {
+            runtime: self.runtime || o.runtime,
+            app: self.app || o.app,
+        }
+    }
+
+    /// Whether an event of kind `k` is in these groups.
+    #[inline(always)]
+    pub fn has(self, k: u8) -> bool {
+        (self.runtime && kind::is_runtime(k)) || (self.app && kind::is_app(k))
+    }
+}
+
+/// One analysis over the events of a trace.
+pub trait Pass {
+    /// The event groups this pass reads (the reader decodes only those).
+    fn wants(&self) -> Wants;
+
+    /// One event, in timestamp order within a recording (a late one is
+    /// still delivered; a pass may count those). Indexes in `ev` point into
+    /// `model`.
+    fn event(&mut self, ev: &Ev, model: &Model);
+
+    /// A recording's events are over (another follows, or the read ends).
+    fn end_recording(&mut self, _model: &Model) {}
+
+    /// The read is over: close what is still open.
+    fn finish(&mut self, _model: &Model) {}
+}
+
+impl<A: Pass, B: Pass> Pass for (A, B) {
+    fn wants(&self) -> Wants {
+        self.0.wants().or(self.1.wants())
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        if self.0.wants().has(ev.kind) {
+            self.0.event(ev, model);
+        }
+        if self.1.wants().has(ev.kind) {
+            self.1.event(ev, model);
+        }
+    }
+
+    fn end_recording(&mut self, model: &Model) {
+        self.0.end_recording(model);
+        self.1.end_recording(model);
+    }
+
+    fn finish(&mut self, model: &Model) {
+        self.0.finish(model);
+        self.1.finish(model);
+    }
+}
+
+impl<P: Pass + ?Sized> Pass for &mut P {
+    fn wants(&self) -> Wants {
+        (**self).wants()
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        (**self).event(ev, model)
+    }
+
+    fn end_recording(&mut self, model: &Model) {
+        (**self).end_recording(model)
+    }
+
+    fn finish(&mut self, model: &Model) {
+        (**self).finish(model)
+    }
+}

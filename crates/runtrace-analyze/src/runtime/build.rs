@@ -1,0 +1,173 @@
+//! The [`Report`] from a finished [`Engine`] and the [`Model`].
+
+use super::ctx::Ctx;
+use super::engine::Engine;
+use super::findings;
+use super::report::{LocationReport, ProcessReport, QueueReport, Report, WorkerReport};
+use crate::input::ReadStats;
+use crate::model::Model;
+use runtrace_format::NO_WORKER;
+
+/// Builds the report from the finished engine.
+pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
+    let c = Ctx { e, m };
+    let th = e.th;
+    // Duration: wall clock of the first and last event over recordings.
+    let mut first = i128::MAX;
+    let mut last = i128::MIN;
+    let mut processes = Vec::new();
+    for (p, ps) in m.procs.iter().zip(&e.procs) {
+        if p.events == 0 {
+            continue;
+        }
+        first = first.min(p.wall_ns(p.first_ticks));
+        last = last.max(p.wall_ns(p.last_ticks));
+        processes.push(ProcessReport {
+            pid: p.pid,
+            name: p.process_name.clone(),
+            recording_id: p.recording_id,
+            events: p.events,
+            duration_ns: (p.ns(p.last_ticks) - p.ns(p.first_ticks)).max(0) as u64,
+            live_tasks: ps.live_tasks() as u64,
+        });
+    }
+    let duration_ns = if last >= first {
+        (last - first).min(u64::MAX as i128) as u64
+    } else {
+        0
+    };
+    // Workers.
+    let mut workers = Vec::new();
+    let mut order: Vec<u32> = (0..e.workers.len() as u32).collect();
+    order.retain(|&wi| {
+        let w = &e.workers[wi as usize];
+        w.worker != NO_WORKER || w.polls > 0
+    });
+    order.sort_by_key(|&wi| {
+        let id = c.worker_id(wi);
+        (id.pid, id.kind, id.worker.unwrap_or(u32::MAX), id.tid)
+    });
+    for &wi in &order {
+        let w = &e.workers[wi as usize];
+        let p = &m.procs[w.proc as usize];
+        let pdur = p.scale.ns(p.last_ticks.saturating_sub(p.first_ticks));
+        let busy_ratio = if w.parks > 0 {
+            w.busy_ns as f64 / (w.busy_ns + w.parked_ns).max(1) as f64
+        } else {
+            (w.busy_ns as f64 / pdur.max(1) as f64).min(1.0)
+        };
+        workers.push(WorkerReport {
+            id: c.worker_id(wi),
+            thread: m.threads[w.thread as usize].name.clone(),
+            runtime: w.runtime,
+            polls: w.polls,
+            busy_ns: w.busy_ns,
+            parked_ns: w.parked_ns,
+            parks: w.parks,
+            busy_ratio,
+            mean_poll_ns: w.busy_ns.checked_div(w.polls).unwrap_or(0),
+            max_local_q: w.max_local_q,
+            sched_wait_ns: w.sched_wait_ns,
+        });
+    }
+    // Spawn locations.
+    let mut spawn_locations: Vec<(u32, LocationReport)> = e
+        .locs
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.tasks > 0 || l.poll.count() > 0 || l.wake.count() > 0)
+        .map(|(i, l)| {
+            (
+                i as u32,
+                LocationReport {
+                    spawn_loc_id: m.locs[i].trace_id,
+                    location: m.locs[i].text.to_string(),
+                    tasks: l.tasks,
+                    polls: l.poll.count(),
+                    poll_ns_total: l.poll.sum(),
+                    poll_ns_mean: l.poll.mean(),
+                    poll_ns: l.poll.summary(),
+                    wake_to_poll_ns: l.wake.summary(),
+                    long_polls: l.long_polls,
+                },
+            )
+        })
+        .collect();
+    spawn_locations.sort_by(|a, b| {
+        b.1.poll_ns_total
+            .cmp(&a.1.poll_ns_total)
+            .then(b.1.polls.cmp(&a.1.polls))
+            .then(a.1.location.cmp(&b.1.location))
+    });
+    let findings = findings::all(&c, &th, duration_ns);
+    let mut notes = Vec::new();
+    if e.late_events > 0 {
+        notes.push(format!(
+            "{} events arrived more than one writer round late and were analysed out of order",
+            e.late_events
+        ));
+    }
+    if rs.forced_releases > 0 {
+        notes.push(format!(
+            "{} times the pending events exceeded the memory bound before a ROUND frame; ordering across threads may be approximate there",
+            rs.forced_releases
+        ));
+    }
+    if e.unmatched_poll_ends + e.unmatched_poll_starts > 0 {
+        notes.push(format!(
+            "{} PollEnd without a PollStart and {} PollStart without a PollEnd (lost events, or polls cut by the trace's start or end)",
+            e.unmatched_poll_ends, e.unmatched_poll_starts
+        ));
+    }
+    if rs.unrecognised_schemas > 0 {
+        notes.push(format!(
+            "{} built-in event schemas had unexpected fields and were skipped",
+            rs.unrecognised_schemas
+        ));
+    }
+    if e.dropped_orphan_wakes > 0 {
+        notes.push(format!(
+            "{} wakes of tasks never polled afterwards were forgotten (memory bound)",
+            e.dropped_orphan_wakes
+        ));
+    }
+    let gq = &e.global_q;
+    Report {
+        files: rs.files,
+        bytes: rs.bytes,
+        events: rs.events,
+        duration_ns,
+        dropped_events: rs.dropped,
+        errors: rs.errors,
+        damaged: rs.damaged,
+        unsealed_files: rs.unsealed,
+        processes,
+        tasks_spawned: e.spawns,
+        tasks_terminated: e.terminated,
+        workers,
+        poll_ns: e.poll.summary(),
+        poll_ns_mean: e.poll.mean(),
+        wake_to_poll_ns: e.wake.summary(),
+        spawn_locations: spawn_locations.into_iter().map(|x| x.1).collect(),
+        global_queue: QueueReport {
+            name: String::new(),
+            samples: gq.samples,
+            max: gq.max,
+            mean: gq.sum as f64 / gq.samples.max(1) as f64,
+        },
+        queues: m
+            .queues
+            .iter()
+            .zip(&e.queues)
+            .map(|(n, q)| QueueReport {
+                name: n.clone(),
+                samples: q.samples,
+                max: q.max,
+                mean: q.sum as f64 / q.samples.max(1) as f64,
+            })
+            .collect(),
+        findings,
+        notes,
+        thresholds: th,
+    }
+}

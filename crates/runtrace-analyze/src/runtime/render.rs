@@ -1,0 +1,294 @@
+//! The text and JSON forms of a [`Report`] (`runtrace analyze` and
+//! `runtrace analyze --json`; the JSON keys are in docs/analysis.md).
+
+use super::report::{fmt_at, Finding, FindingKind, QueueReport, Report, Severity};
+use crate::hist::Summary;
+use crate::text::fmt_ns;
+use serde_json::{json, Value};
+use std::fmt;
+
+impl Report {
+    /// True when a file was damaged or cut short (`runtrace analyze` then
+    /// exits with 1).
+    pub fn is_damaged(&self) -> bool {
+        self.damaged
+    }
+
+    /// Findings of one kind.
+    pub fn findings_of(&self, kind: FindingKind) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(move |f| f.kind == kind)
+    }
+
+    /// The single JSON object `runtrace analyze --json` prints (keys in
+    /// docs/analysis.md).
+    pub fn to_json(&self) -> Value {
+        let workers: Vec<Value> = self
+            .workers
+            .iter()
+            .map(|w| {
+                json!({
+                    "worker": w.id.worker,
+                    "polls": w.polls,
+                    "busy_ratio": w.busy_ratio,
+                    "mean_poll_ns": w.mean_poll_ns,
+                    "max_local_q": w.max_local_q,
+                    "pid": w.id.pid,
+                    "tid": w.id.tid,
+                    "thread": w.thread,
+                    "kind": w.id.kind,
+                    "runtime": w.runtime,
+                    "busy_ns": w.busy_ns,
+                    "parked_ns": w.parked_ns,
+                    "parks": w.parks,
+                    "sched_wait_ns": w.sched_wait_ns,
+                })
+            })
+            .collect();
+        let locs: Vec<Value> = self
+            .spawn_locations
+            .iter()
+            .map(|l| {
+                json!({
+                    "spawn_loc_id": l.spawn_loc_id,
+                    "location": l.location,
+                    "tasks": l.tasks,
+                    "polls": l.polls,
+                    "poll_ns_total": l.poll_ns_total,
+                    "poll_ns_mean": l.poll_ns_mean,
+                    "wake_to_poll_p99_ns": l.wake_to_poll_ns.p99,
+                    "poll_ns": l.poll_ns.to_json(),
+                    "wake_to_poll_ns": l.wake_to_poll_ns.to_json(),
+                    "long_polls": l.long_polls,
+                })
+            })
+            .collect();
+        let findings: Vec<Value> = self
+            .findings
+            .iter()
+            .map(|f| {
+                json!({
+                    "kind": f.kind.as_str(),
+                    "severity": f.severity.as_str(),
+                    "spawn_loc": f.spawn_loc,
+                    "detail": f.detail,
+                    "spawn_loc_id": f.spawn_loc_id,
+                    "spawn_locs": f.spawn_locs,
+                    "worker": f.worker.as_ref().map(|w| json!({"pid": w.pid, "tid": w.tid, "worker": w.worker, "kind": w.kind})),
+                    "window_ns": f.window_ns.map(|w| [w.0, w.1]),
+                    "evidence": f.evidence,
+                })
+            })
+            .collect();
+        let q = |q: &QueueReport| json!({"name": q.name, "samples": q.samples, "max": q.max, "mean": q.mean});
+        json!({
+            "events": self.events,
+            "duration_ns": self.duration_ns,
+            "dropped_events": self.dropped_events,
+            "workers": workers,
+            "wake_to_poll_ns": self.wake_to_poll_ns.to_json(),
+            "poll_ns": self.poll_ns.to_json(),
+            "spawn_locations": locs,
+            "findings": findings,
+            "files": self.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "bytes": self.bytes,
+            "damaged": self.damaged,
+            "errors": self.errors,
+            "unsealed_files": self.unsealed_files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "processes": self.processes.iter().map(|p| json!({
+                "pid": p.pid, "name": p.name, "recording_id": p.recording_id,
+                "events": p.events, "duration_ns": p.duration_ns, "live_tasks": p.live_tasks,
+            })).collect::<Vec<_>>(),
+            "tasks": {"spawned": self.tasks_spawned, "terminated": self.tasks_terminated},
+            "poll_ns_mean": self.poll_ns_mean,
+            "global_queue": q(&self.global_queue),
+            "queues": self.queues.iter().map(q).collect::<Vec<_>>(),
+            "notes": self.notes,
+        })
+    }
+}
+
+fn summary_line(s: &Summary) -> String {
+    format!(
+        "n={}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        s.count,
+        fmt_ns(s.p50),
+        fmt_ns(s.p90),
+        fmt_ns(s.p99),
+        fmt_ns(s.p999),
+        fmt_ns(s.max)
+    )
+}
+
+impl fmt::Display for Report {
+    /// The text report `runtrace analyze` prints.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "=== Summary")?;
+        let files: Vec<String> = self.files.iter().map(|p| p.display().to_string()).collect();
+        writeln!(f, "files:          {}", files.join(" "))?;
+        writeln!(f, "duration:       {}", fmt_ns(self.duration_ns))?;
+        writeln!(
+            f,
+            "events:         {} ({} dropped by the recorder)",
+            self.events, self.dropped_events
+        )?;
+        writeln!(
+            f,
+            "tasks:          {} spawned, {} terminated",
+            self.tasks_spawned, self.tasks_terminated
+        )?;
+        for p in &self.processes {
+            writeln!(
+                f,
+                "process:        {} (pid {}), {} events over {}, {} tasks alive at the end",
+                p.name,
+                p.pid,
+                p.events,
+                fmt_ns(p.duration_ns),
+                p.live_tasks
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(f, "=== Wake→Poll delays (spawn→first poll included)")?;
+        writeln!(f, "{}", summary_line(&self.wake_to_poll_ns))?;
+        writeln!(f)?;
+        writeln!(f, "=== Poll durations")?;
+        writeln!(
+            f,
+            "{}  mean {}",
+            summary_line(&self.poll_ns),
+            fmt_ns(self.poll_ns_mean)
+        )?;
+        writeln!(f)?;
+        writeln!(f, "=== Workers")?;
+        if self.workers.is_empty() {
+            writeln!(f, "(no worker events)")?;
+        } else {
+            writeln!(
+                f,
+                "{:>7} {:>8} {:>6} {:<9} {:>10} {:>11} {:>6} {:>11} {:>9} {:>6} {:>11}  thread",
+                "pid",
+                "tid",
+                "worker",
+                "kind",
+                "polls",
+                "busy",
+                "busy%",
+                "mean poll",
+                "max lq",
+                "parks",
+                "sched wait"
+            )?;
+            for w in &self.workers {
+                writeln!(
+                    f,
+                    "{:>7} {:>8} {:>6} {:<9} {:>10} {:>11} {:>5.1}% {:>11} {:>9} {:>6} {:>11}  {}",
+                    w.id.pid,
+                    w.id.tid,
+                    w.id.worker.map_or("-".into(), |x| x.to_string()),
+                    w.id.kind,
+                    w.polls,
+                    fmt_ns(w.busy_ns),
+                    100.0 * w.busy_ratio,
+                    fmt_ns(w.mean_poll_ns),
+                    w.max_local_q,
+                    w.parks,
+                    fmt_ns(w.sched_wait_ns),
+                    w.thread.as_deref().unwrap_or("")
+                )?;
+            }
+        }
+        writeln!(f)?;
+        writeln!(f, "=== Spawn Locations (by total poll time)")?;
+        if self.spawn_locations.is_empty() {
+            writeln!(f, "(no tasks)")?;
+        } else {
+            writeln!(
+                f,
+                "{:>4} {:>6} {:>8} {:>10} {:>11} {:>10} {:>10} {:>13}  location",
+                "#", "id", "tasks", "polls", "poll time", "mean poll", "max poll", "wake→poll p99"
+            )?;
+            for (i, l) in self.spawn_locations.iter().enumerate() {
+                writeln!(
+                    f,
+                    "{:>4} {:>6} {:>8} {:>10} {:>11} {:>10} {:>10} {:>13}  {}",
+                    i + 1,
+                    l.spawn_loc_id,
+                    l.tasks,
+                    l.polls,
+                    fmt_ns(l.poll_ns_total),
+                    fmt_ns(l.poll_ns_mean),
+                    fmt_ns(l.poll_ns.max),
+                    fmt_ns(l.wake_to_poll_ns.p99),
+                    l.location
+                )?;
+            }
+        }
+        writeln!(f)?;
+        writeln!(f, "=== Queues")?;
+        let g = &self.global_queue;
+        if g.samples == 0 {
+            writeln!(f, "global queue:   no QueueSample events")?;
+        } else {
+            writeln!(
+                f,
+                "global queue:   max {}, mean {:.2} over {} samples",
+                g.max, g.mean, g.samples
+            )?;
+        }
+        for q in &self.queues {
+            writeln!(
+                f,
+                "queue {:<9} max {}, mean {:.2} over {} samples",
+                format!("{:?}:", q.name),
+                q.max,
+                q.mean,
+                q.samples
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(f, "=== Findings ({})", self.findings.len())?;
+        if self.findings.is_empty() {
+            writeln!(f, "none: no long polls, wake delays, queue buildup, imbalance, idle workers or CPU-bound locations over the thresholds")?;
+        }
+        for x in &self.findings {
+            let sev = match x.severity {
+                Severity::Critical => "CRITICAL",
+                Severity::Warning => "WARNING",
+            };
+            writeln!(f, "[{sev}] {}: {}", x.kind.as_str(), x.detail)?;
+            if let Some(w) = x.window_ns {
+                writeln!(f, "           window {}", fmt_window(w))?;
+            }
+        }
+        if !self.notes.is_empty() || !self.unsealed_files.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "=== Notes")?;
+            for p in &self.unsealed_files {
+                writeln!(
+                    f,
+                    "{}: no END frame: the recording was cut short (or is still being written)",
+                    p.display()
+                )?;
+            }
+            for n in &self.notes {
+                writeln!(f, "{n}")?;
+            }
+        }
+        if !self.errors.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "=== Errors ({}): the report covers what was readable",
+                self.errors.len()
+            )?;
+            for e in &self.errors {
+                writeln!(f, "{e}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn fmt_window(w: (i64, i64)) -> String {
+    format!("{}..{}", fmt_at(w.0), fmt_at(w.1))
+}

@@ -1,0 +1,249 @@
+//! The runtime analysis's result types (`runtrace analyze`): statistics
+//! and findings; [`super::render`] has their text and JSON forms (the JSON
+//! keys are documented in docs/analysis.md).
+
+use super::thresholds::Thresholds;
+use crate::hist::Summary;
+use serde_json::Value;
+use std::fmt;
+use std::path::PathBuf;
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Worth a look.
+    Warning,
+    /// Likely hurting latency or throughput now.
+    Critical,
+}
+
+impl Severity {
+    /// `warning` or `critical`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// The kinds of finding (docs/analysis.md says what triggers each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FindingKind {
+    /// A poll longer than `long_poll_ns`.
+    LongPoll,
+    /// Wake -> poll p99 above `wake_delay_ns`.
+    WakeDelay,
+    /// A deep local queue while polls waited long.
+    LocalQueueBuildup,
+    /// Poll counts of one runtime's workers differ too much.
+    WorkerImbalance,
+    /// A worker parked while another had queued work.
+    IdleWhileQueued,
+    /// A location whose mean poll is long.
+    CpuBound,
+}
+
+impl FindingKind {
+    /// The `kind` string in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::LongPoll => "long_poll",
+            FindingKind::WakeDelay => "wake_delay",
+            FindingKind::LocalQueueBuildup => "local_queue_buildup",
+            FindingKind::WorkerImbalance => "worker_imbalance",
+            FindingKind::IdleWhileQueued => "idle_while_queued",
+            FindingKind::CpuBound => "cpu_bound",
+        }
+    }
+}
+
+/// Names a worker: keyed by process, OS thread and worker index, since
+/// executor and tokio workers may share small indices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerId {
+    /// Process id.
+    pub pid: u64,
+    /// OS thread id.
+    pub tid: u64,
+    /// Worker index (None: polls on a thread that is not a worker).
+    pub worker: Option<u32>,
+    /// `tokio`, `executor` or `unknown` (never polled).
+    pub kind: &'static str,
+}
+
+impl fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.worker {
+            Some(w) => write!(f, "{} worker {w} (tid {})", self.kind, self.tid),
+            None => write!(f, "non-worker thread {}", self.tid),
+        }
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// What kind.
+    pub kind: FindingKind,
+    /// How bad.
+    pub severity: Severity,
+    /// The spawn location most responsible (`file:line:col`).
+    pub spawn_loc: Option<String>,
+    /// Its id in the trace (0: unknown location).
+    pub spawn_loc_id: Option<u64>,
+    /// Every spawn location the finding names, most responsible first.
+    pub spawn_locs: Vec<String>,
+    /// The worker concerned, if one.
+    pub worker: Option<WorkerId>,
+    /// The time window of the evidence, ns since the recording started.
+    pub window_ns: Option<(i64, i64)>,
+    /// A sentence for a person, with the numbers.
+    pub detail: String,
+    /// The numbers, as JSON.
+    pub evidence: Value,
+}
+
+/// One worker's statistics.
+#[derive(Debug, Clone)]
+pub struct WorkerReport {
+    /// Which worker.
+    pub id: WorkerId,
+    /// Thread name, if the trace has one.
+    pub thread: Option<String>,
+    /// Runtime id (from WorkerStart / WorkerStop).
+    pub runtime: Option<u32>,
+    /// Completed polls.
+    pub polls: u64,
+    /// Sum of poll durations.
+    pub busy_ns: u64,
+    /// Time parked (WorkerPark -> WorkerUnpark; a park open at the end
+    /// counts to the end of the trace).
+    pub parked_ns: u64,
+    /// Parks.
+    pub parks: u64,
+    /// busy / (busy + parked), or busy / trace duration without parks.
+    pub busy_ratio: f64,
+    /// busy / polls.
+    pub mean_poll_ns: u64,
+    /// Deepest local queue seen at a poll start or park.
+    pub max_local_q: u32,
+    /// Scheduler wait: growth of `sched_wait_ns` between the worker's
+    /// first and last unpark.
+    pub sched_wait_ns: u64,
+}
+
+/// One spawn location's statistics.
+#[derive(Debug, Clone)]
+pub struct LocationReport {
+    /// Location id in the trace (0: unknown).
+    pub spawn_loc_id: u64,
+    /// `file:line:col`, or `<unknown>`.
+    pub location: String,
+    /// Tasks spawned there (tasks first seen without a spawn count under
+    /// `<unknown>`).
+    pub tasks: u64,
+    /// Completed polls.
+    pub polls: u64,
+    /// Sum of poll durations.
+    pub poll_ns_total: u64,
+    /// Mean poll duration.
+    pub poll_ns_mean: u64,
+    /// Poll duration percentiles.
+    pub poll_ns: Summary,
+    /// Wake -> poll delay percentiles.
+    pub wake_to_poll_ns: Summary,
+    /// Polls over the long-poll threshold.
+    pub long_polls: u64,
+}
+
+/// Global (injection) queue depth from QueueSample events.
+#[derive(Debug, Clone, Default)]
+pub struct QueueReport {
+    /// Queue name (empty: the runtime's global queue).
+    pub name: String,
+    /// Samples.
+    pub samples: u64,
+    /// Deepest.
+    pub max: u64,
+    /// Mean over samples.
+    pub mean: f64,
+}
+
+/// A recording (process) in the input.
+#[derive(Debug, Clone)]
+pub struct ProcessReport {
+    /// Process id.
+    pub pid: u64,
+    /// Process name.
+    pub name: String,
+    /// Recording id.
+    pub recording_id: u64,
+    /// Events.
+    pub events: u64,
+    /// First to last event.
+    pub duration_ns: u64,
+    /// Tasks still alive at the end.
+    pub live_tasks: u64,
+}
+
+/// Everything `runtrace analyze` reports.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Files read, in order.
+    pub files: Vec<PathBuf>,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Events decoded (every type).
+    pub events: u64,
+    /// First to last event (wall clock, across recordings).
+    pub duration_ns: u64,
+    /// Events the recorder reported lost (DROPPED frames).
+    pub dropped_events: u64,
+    /// Damage found (file and byte offset in each).
+    pub errors: Vec<String>,
+    /// True when some file was damaged or cut short (exit code 1).
+    pub damaged: bool,
+    /// Intact files without an END frame.
+    pub unsealed_files: Vec<PathBuf>,
+    /// Recordings.
+    pub processes: Vec<ProcessReport>,
+    /// TaskSpawn events.
+    pub tasks_spawned: u64,
+    /// TaskTerminate events.
+    pub tasks_terminated: u64,
+    /// Workers, by process, kind and index.
+    pub workers: Vec<WorkerReport>,
+    /// Poll durations.
+    pub poll_ns: Summary,
+    /// Mean poll duration.
+    pub poll_ns_mean: u64,
+    /// Wake -> poll delays (spawn -> first poll included).
+    pub wake_to_poll_ns: Summary,
+    /// Spawn locations by total poll time, descending.
+    pub spawn_locations: Vec<LocationReport>,
+    /// Global queue depth.
+    pub global_queue: QueueReport,
+    /// Named (executor) queues.
+    pub queues: Vec<QueueReport>,
+    /// Findings, critical first.
+    pub findings: Vec<Finding>,
+    /// Things about the input worth knowing (unmatched events, ...).
+    pub notes: Vec<String>,
+    /// The thresholds used.
+    pub thresholds: Thresholds,
+}
+
+/// "once", "twice", "N times".
+pub(crate) fn times(n: u64) -> String {
+    match n {
+        1 => "once".into(),
+        2 => "twice".into(),
+        n => format!("{n} times"),
+    }
+}
+
+/// A point in the trace, as seconds since the recording started.
+pub(crate) fn fmt_at(ns: i64) -> String {
+    format!("{:.6} s", ns as f64 / 1e9)
+}

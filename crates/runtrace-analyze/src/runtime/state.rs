@@ -1,0 +1,219 @@
+//! The runtime engine's state: per recording (live tasks, idle-while-
+//! queued tracking), per thread (open polls), per worker, per spawn
+//! location and per named queue. The [`super::engine::Engine`] moves it.
+
+use crate::fxhash::FxHashMap;
+use crate::hist::Histogram;
+use crate::model::TickScale;
+
+/// Runtime state of one recording (process): its live tasks, wakes of
+/// tasks not seen yet, and idle-while-queued tracking.
+pub(crate) struct ProcState {
+    /// Tick-to-ns conversion of the recording (a copy of the model's).
+    pub(super) scale: TickScale,
+    pub(super) tasks: FxHashMap<u64, Task>,
+    pub(super) orphan_wakes: FxHashMap<u64, u64>,
+    /// The global queue depth of the last QueueSample.
+    pub(super) last_sample_q: u32,
+    /// The global queue as queued work for idle-while-queued: the depth,
+    /// once two consecutive samples both saw a non-empty queue (a sample
+    /// is a snapshot; one non-empty sample is a task in transit).
+    pub(super) global_q: u32,
+    pub idle: Idle,
+}
+
+impl ProcState {
+    pub fn live_tasks(&self) -> usize {
+        self.tasks.len()
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Task {
+    pub(super) loc: u32,
+    /// Ticks of the first wake (or the spawn) not yet followed by a poll.
+    pub(super) pending: u64,
+}
+
+/// Idle-while-queued tracking for one process.
+#[derive(Default)]
+pub(crate) struct Idle {
+    pub(super) parked: u32,
+    pub(super) parked_tokio: u32,
+    pub(super) over: u32,
+    pub(super) last_parked: u32,
+    pub(super) active: bool,
+    pub(super) start: u64,
+    pub(super) cur_parked: u32,
+    pub(super) cur_over: u32,
+    pub(super) cur_max_q: u32,
+    pub(super) cur_max_global: u32,
+    pub(super) cur_locs: Vec<u64>,
+    pub(super) touched: Vec<u32>,
+    pub windows: u64,
+    pub total_ns: u64,
+    pub longest: Option<IdleWindow>,
+    pub locs: Vec<u64>,
+}
+
+/// One stretch during which a worker was parked while work was queued.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IdleWindow {
+    pub start: u64,
+    pub end: u64,
+    pub ns: u64,
+    /// Worker index (engine's) that was parked.
+    pub parked: u32,
+    /// Worker index with a deep local queue (`u32::MAX`: the global queue).
+    pub queued: u32,
+    pub max_local_q: u32,
+    pub max_global_q: u32,
+}
+
+/// Runtime state of a thread: its workers and open polls.
+pub(crate) struct ThreadState {
+    /// Its process (a copy of the model's).
+    pub proc: u32,
+    /// (worker index from the trace, engine's worker index).
+    pub(super) workers: Vec<(u32, u32)>,
+    pub(super) open: Vec<OpenPoll>,
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct OpenPoll {
+    pub(super) worker: u32,
+    pub(super) task: u64,
+    pub(super) start: u64,
+    pub(super) loc: u32,
+    pub(super) local_q: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+pub(super) struct RingEntry {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) loc: u32,
+    pub(super) local_q: u32,
+}
+
+/// A delayed poll: the window from its wake to its start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    pub delay_ns: u64,
+    pub wake: u64,
+    pub poll: u64,
+    pub worker: u32,
+    pub task: u64,
+    /// Location index of the delayed task.
+    pub victim: u32,
+    pub max_local_q: u32,
+}
+
+/// Local queue buildup on one worker.
+#[derive(Default)]
+pub(crate) struct Buildup {
+    pub count: u64,
+    pub max_local_q: u32,
+    pub worst: Option<Window>,
+    pub victims: Vec<u64>,
+    pub blockers: Vec<u64>,
+    pub(super) upto: u64,
+}
+
+/// A worker: key (process, thread, worker index).
+pub(crate) struct Worker {
+    pub proc: u32,
+    pub thread: u32,
+    /// The worker index from the trace (`NO_WORKER`: polls outside workers).
+    pub worker: u32,
+    pub runtime: Option<u32>,
+    pub saw_executor: bool,
+    pub saw_tokio: bool,
+    pub polls: u64,
+    pub busy_ns: u64,
+    pub parked_ns: u64,
+    pub parks: u64,
+    pub max_local_q: u32,
+    /// Last known local queue depth.
+    pub(super) local_q: u32,
+    pub sched_wait_ns: u64,
+    pub(super) parked: bool,
+    pub(super) park_start: u64,
+    pub(super) over: bool,
+    pub(super) last_sched_wait: Option<u64>,
+    pub(super) scale: TickScale,
+    pub(super) ring: Vec<RingEntry>,
+    pub(super) ring_head: usize,
+    /// (polls, poll ns) by location index.
+    pub loc_polls: Vec<(u64, u64)>,
+    /// Per victim location: delayed-window time already attributed.
+    pub(super) upto_victim: Vec<u64>,
+    pub buildup: Buildup,
+}
+
+impl Worker {
+    pub fn is_executor(&self) -> bool {
+        self.saw_executor && !self.saw_tokio
+    }
+}
+
+/// Delayed polls of one location (victims).
+#[derive(Default)]
+pub(crate) struct Delayed {
+    pub count: u64,
+    pub worst: Option<Window>,
+    /// Poll ns by location index that ran on the delayed task's worker
+    /// during its delayed windows.
+    pub blockers: Vec<u64>,
+}
+
+/// The poll that took longest at a location.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PollRef {
+    pub ns: u64,
+    pub start: u64,
+    pub worker: u32,
+    pub task: u64,
+}
+
+/// Statistics of a spawn location ([`Model::locs`] has its text).
+pub(crate) struct LocStats {
+    pub tasks: u64,
+    pub poll: Histogram,
+    pub wake: Histogram,
+    pub long_polls: u64,
+    pub critical_polls: u64,
+    pub worst_poll: Option<PollRef>,
+    pub delayed: Delayed,
+}
+
+impl LocStats {
+    pub fn new() -> LocStats {
+        LocStats {
+            tasks: 0,
+            poll: Histogram::new(),
+            wake: Histogram::new(),
+            long_polls: 0,
+            critical_polls: 0,
+            worst_poll: None,
+            delayed: Delayed::default(),
+        }
+    }
+}
+
+/// Statistics of a named queue (executor queues).
+#[derive(Default, Clone)]
+pub(crate) struct QueueStats {
+    pub samples: u64,
+    pub sum: u64,
+    pub max: u64,
+}
+
+#[inline(always)]
+pub(super) fn bump(v: &mut Vec<u64>, i: u32, by: u64) {
+    let i = i as usize;
+    if i >= v.len() {
+        v.resize(i + 1, 0);
+    }
+    v[i] += by;
+}
