@@ -3,6 +3,13 @@
 //!   one TSC read alone is ~20 ns there);
 //! - `record/site_not_recording`: ns per probe site when no recording runs
 //!   (target <= 1 ns), beside an empty loop for scale;
+//! - `record/event_at`: the same event with a time the caller read already
+//!   (`events::at`), i.e. what an event costs when one clock read serves
+//!   several (issue 11: TSC read + at most 3 ns);
+//! - `tokio_poll/{plain,idle_hooks,recording}`: ns per poll of a task that
+//!   yields in a loop on a current-thread tokio runtime, stock, with
+//!   `runtrace_tokio::instrument`'s hooks and nothing recording, and
+//!   recording (the per-poll cost of the hooks; docs/recorder.md);
 //! - bytes per event on the runtime event mix (target <= 6), printed and
 //!   written to `target/bench-results/record.json`.
 //!
@@ -53,7 +60,17 @@ fn bench(c: &mut Criterion) {
             rt::task_poll_start(black_box(t & 1023), 1, q, black_box(3))
         })
     });
+    g.bench_function("event_at", |b| {
+        let mut t = 0u64;
+        let q = Istr::EMPTY;
+        let ticks = runtrace_core::clock::TraceClock::get().now();
+        b.iter(|| {
+            t += 1;
+            rt::events::at::task_poll_start(black_box(ticks), black_box(t & 1023), 1, q, black_box(3))
+        })
+    });
     g.finish();
+    tokio_polls(c, true);
     let st = guard.finish().expect("finish");
     println!(
         "record/event: {} events recorded, {} dropped ({:.3}%)",
@@ -62,7 +79,45 @@ fn bench(c: &mut Criterion) {
         100.0 * st.dropped as f64 / (st.events + st.dropped).max(1) as f64
     );
     let _ = std::fs::remove_dir_all(&dir);
+    tokio_polls(c, false);
     bytes_per_event();
+}
+
+/// ns per poll of a task that yields `iters` times, on a current-thread
+/// runtime: stock and instrumented (`recording` says whether a recording
+/// runs, which the caller arranges).
+fn tokio_polls(c: &mut Criterion, recording: bool) {
+    let mut g = c.benchmark_group("tokio_poll");
+    g.measurement_time(Duration::from_secs(3));
+    let modes: &[(&str, bool)] = if recording {
+        &[("recording", true)]
+    } else {
+        &[("plain", false), ("idle_hooks", true)]
+    };
+    for &(name, hooks) in modes {
+        let mut b = tokio::runtime::Builder::new_current_thread();
+        b.enable_all();
+        if hooks {
+            runtrace_tokio::instrument(&mut b);
+        }
+        let rt = b.build().expect("runtime");
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async move {
+                    tokio::spawn(async move {
+                        let t = std::time::Instant::now();
+                        for _ in 0..iters {
+                            tokio::task::yield_now().await;
+                        }
+                        t.elapsed()
+                    })
+                    .await
+                    .expect("the yielding task")
+                })
+            })
+        });
+    }
+    g.finish();
 }
 
 /// The runtime mix: per task a spawn, polls (start+end) with a wake

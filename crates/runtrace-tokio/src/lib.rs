@@ -4,7 +4,7 @@
 //! thread's CPU time and scheduler wait from `/proc/thread-self/schedstat`,
 //! sampled: re-read at most every 4 ms per worker, see
 //! [`runtrace_core::thread_time::sampled`]), the global queue depth every
-//! 10 ms, and,
+//! 10 ms while a backend listens (checked every 100 ms while none does), and,
 //! for tasks spawned through [`spawn`] / [`traced`], who woke whom.
 //!
 //! ```
@@ -47,6 +47,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 static NEXT_RUNTIME: AtomicU32 = AtomicU32::new(0);
 
@@ -257,18 +258,26 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
     })
 }
 
+/// Period of QueueSample events while a backend listens.
+const QUEUE_SAMPLE_PERIOD: Duration = Duration::from_millis(10);
+/// How often the sampler checks for a listener while none does: each
+/// wake-up of a sleeping thread costs a timer interrupt and two context
+/// switches (several µs in a VM), which hooks that record nothing should
+/// not pay 100 times a second. A recording's first sample thus comes
+/// within 100 ms of its start.
+const QUEUE_SAMPLE_IDLE_PERIOD: Duration = Duration::from_millis(100);
+
 fn sample_global_queue(m: tokio::runtime::RuntimeMetrics, st: Arc<RuntimeState>) {
-    loop {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        if st.threads.load(Ordering::Relaxed) == 0 {
-            return;
-        }
+    while st.threads.load(Ordering::Relaxed) != 0 {
         if probes::queue_sample::enabled() {
             probes::queue_sample::fire(probes::queue_sample::Args {
                 global_q: m.global_queue_depth() as u32,
                 queue: Istr::EMPTY,
                 depth: 0,
             });
+            std::thread::sleep(QUEUE_SAMPLE_PERIOD);
+        } else {
+            std::thread::sleep(QUEUE_SAMPLE_IDLE_PERIOD);
         }
     }
 }
