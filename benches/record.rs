@@ -70,7 +70,6 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
-    tokio_polls(c, true);
     let st = guard.finish().expect("finish");
     println!(
         "record/event: {} events recorded, {} dropped ({:.3}%)",
@@ -79,28 +78,38 @@ fn bench(c: &mut Criterion) {
         100.0 * st.dropped as f64 / (st.events + st.dropped).max(1) as f64
     );
     let _ = std::fs::remove_dir_all(&dir);
-    tokio_polls(c, false);
+    tokio_polls(c);
     bytes_per_event();
 }
 
-/// ns per poll of a task that yields `iters` times, on a current-thread
-/// runtime: stock and instrumented (`recording` says whether a recording
-/// runs, which the caller arranges).
-fn tokio_polls(c: &mut Criterion, recording: bool) {
+/// ns per poll of a task that yields in a loop, on a current-thread
+/// runtime: stock, instrumented, and instrumented while recording (a
+/// recording of its own, so no backlog of the other benches' events keeps
+/// the writer busy meanwhile).
+fn tokio_polls(c: &mut Criterion) {
     let mut g = c.benchmark_group("tokio_poll");
     g.measurement_time(Duration::from_secs(3));
-    let modes: &[(&str, bool)] = if recording {
-        &[("recording", true)]
-    } else {
-        &[("plain", false), ("idle_hooks", true)]
-    };
-    for &(name, hooks) in modes {
+    for (name, hooks, record) in [
+        ("plain", false, false),
+        ("idle_hooks", true, false),
+        ("recording", true, true),
+    ] {
         let mut b = tokio::runtime::Builder::new_current_thread();
         b.enable_all();
         if hooks {
             runtrace_tokio::instrument(&mut b);
         }
         let rt = b.build().expect("runtime");
+        let dir = tempdir("tokio_poll");
+        let guard = record.then(|| {
+            Recorder::builder()
+                .path(dir.join("trace"))
+                .buffer_size(32 << 20)
+                .max_file_size(256 << 20)
+                .max_total_size(512 << 20)
+                .start()
+                .expect("start recording")
+        });
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 rt.block_on(async move {
@@ -116,6 +125,14 @@ fn tokio_polls(c: &mut Criterion, recording: bool) {
                 })
             })
         });
+        if let Some(guard) = guard {
+            let st = guard.finish().expect("finish");
+            println!(
+                "tokio_poll/recording: {} events recorded, {} dropped",
+                st.events, st.dropped
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
     g.finish();
 }

@@ -3,7 +3,8 @@
 //!
 //! The kernel keeps the wait in `/proc/thread-self/schedstat`. Opening that
 //! file costs an `openat` + `read` + `close` (several µs in a VM), so each
-//! thread opens it once and re-reads it with one `pread`. [`sampled`] goes
+//! thread opens it once and re-reads it with one `pread` (the first call
+//! on a thread also opens it). [`sampled`] goes
 //! further for hot paths (tokio's park/unpark hooks run thousands of times
 //! a second): it re-reads only when `min_gap` has passed since the thread's
 //! last read and otherwise returns that read's values, so a park or unpark
@@ -11,12 +12,13 @@
 //!
 //! ```
 //! use runtrace_core::thread_time;
-//! let exact = thread_time::read();
 //! // Trace ticks now, and a gap of 4 ms in ticks.
 //! let clock = runtrace_core::clock::TraceClock::get();
 //! let gap = clock.ticks_per_sec() / 250;
 //! let s = thread_time::sampled(clock.now(), gap);
-//! assert!(s.cpu_ns >= exact.cpu_ns && s.sched_wait_ns >= exact.sched_wait_ns);
+//! // Exact values now (two syscalls): never behind the sample.
+//! let exact = thread_time::read();
+//! assert!(exact.cpu_ns >= s.cpu_ns && exact.sched_wait_ns >= s.sched_wait_ns);
 //! ```
 
 use std::cell::Cell;
@@ -109,27 +111,50 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// schedstat's second field (`run_delay`, ns), 0 if unreadable.
-fn read_wait(s: &State) -> u64 {
+/// schedstat's first two fields (`sum_exec_runtime`, `run_delay`, ns) with
+/// one `pread`; None if unreadable.
+fn read_schedstat(s: &State) -> Option<(u64, u64)> {
     let fd = schedstat_fd(s);
     if fd < 0 {
-        return 0;
+        return None;
     }
     let mut buf = [0u8; 96];
     // SAFETY: reads at most `buf.len()` bytes into `buf`, from an fd this
     // thread owns.
     let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
     if n <= 0 {
-        return 0;
+        return None;
     }
-    parse_run_delay(&buf[..n as usize]).unwrap_or(0)
+    parse_schedstat(&buf[..n as usize])
 }
 
-/// The second whitespace-separated number of a schedstat line
+/// The first two whitespace-separated numbers of a schedstat line
 /// (`sum_exec_runtime run_delay pcount`).
-fn parse_run_delay(b: &[u8]) -> Option<u64> {
+fn parse_schedstat(b: &[u8]) -> Option<(u64, u64)> {
     let s = std::str::from_utf8(b).ok()?;
-    s.split_ascii_whitespace().nth(1)?.parse().ok()
+    let mut f = s.split_ascii_whitespace().map(|v| v.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
+}
+
+fn read_wait(s: &State) -> u64 {
+    read_schedstat(s).map_or(0, |(_, wait)| wait)
+}
+
+/// One sample for [`sampled`]: both values from one `pread` of schedstat
+/// (its CPU time is the scheduler's `sum_exec_runtime`, which trails the
+/// thread's CPU clock by at most the current slice); the CPU clock alone
+/// where schedstat is unavailable.
+fn sample(s: &State) -> ThreadTimes {
+    match read_schedstat(s) {
+        Some((cpu_ns, sched_wait_ns)) => ThreadTimes {
+            cpu_ns,
+            sched_wait_ns,
+        },
+        None => ThreadTimes {
+            cpu_ns: thread_cpu_ns(),
+            sched_wait_ns: 0,
+        },
+    }
 }
 
 /// The calling thread's CPU time and scheduler wait now: one
@@ -147,8 +172,10 @@ pub fn read() -> ThreadTimes {
         })
 }
 
-/// The calling thread's times as of its last read, re-read (as [`read`])
-/// only when `now - last read >= min_gap`, or on the thread's first call.
+/// The calling thread's times as of its last read, re-read only when
+/// `now - last read >= min_gap`, or on the thread's first call; a read is
+/// one `pread` of schedstat, which holds both values (its CPU time trails
+/// [`read`]'s by at most the thread's current time slice).
 /// `now` and `min_gap` are in any one monotonic unit (trace ticks: the
 /// caller usually has read the clock already). The values returned are
 /// those of a read less than `min_gap` before `now`; with no read the call
@@ -159,10 +186,7 @@ pub fn sampled(now: u64, min_gap: u64) -> ThreadTimes {
         .try_with(|s| {
             let last = s.last_read.get();
             if last == u64::MAX || now.wrapping_sub(last) >= min_gap {
-                let t = ThreadTimes {
-                    cpu_ns: thread_cpu_ns(),
-                    sched_wait_ns: read_wait(s),
-                };
+                let t = sample(s);
                 s.last.set(t);
                 s.last_read.set(now);
             }
@@ -177,9 +201,12 @@ mod tests {
 
     #[test]
     fn parses_schedstat_lines() {
-        assert_eq!(parse_run_delay(b"1109092 25536785 3\n"), Some(25536785));
-        assert_eq!(parse_run_delay(b"1109092\n"), None);
-        assert_eq!(parse_run_delay(b"x y z"), None);
+        assert_eq!(
+            parse_schedstat(b"1109092 25536785 3\n"),
+            Some((1109092, 25536785))
+        );
+        assert_eq!(parse_schedstat(b"1109092\n"), None);
+        assert_eq!(parse_schedstat(b"x y z"), None);
     }
 
     #[test]
@@ -187,20 +214,22 @@ mod tests {
         // A thread of its own, so this test controls its first read.
         std::thread::spawn(|| {
             let a = sampled(1000, 100);
-            let burn = |d: std::time::Duration| {
-                let t = std::time::Instant::now();
-                while t.elapsed() < d {}
-            };
-            burn(std::time::Duration::from_millis(20));
+            // Burn 20 ms of CPU (not of wall time: on a busy machine this
+            // thread may wait for a core meanwhile).
+            let start = read().cpu_ns;
+            while read().cpu_ns < start + 20_000_000 {}
             // Inside the gap: the same values, although CPU time was used.
             assert_eq!(sampled(1099, 100), a);
             // At the gap: a new read, which sees the CPU time burnt.
             let b = sampled(1100, 100);
             assert!(b.cpu_ns >= a.cpu_ns + 10_000_000, "{a:?} -> {b:?}");
             assert!(b.sched_wait_ns >= a.sched_wait_ns);
-            // `read` is always fresh and never behind the sample.
+            // `read` is always fresh and never behind the sample (its CPU
+            // clock includes the current slice, schedstat's may not).
             let c = read();
             assert!(c.cpu_ns >= b.cpu_ns && c.sched_wait_ns >= b.sched_wait_ns);
+            // The sample's CPU time is schedstat's, within a slice of it.
+            assert!(c.cpu_ns - b.cpu_ns < 1_000_000_000, "{b:?} vs {c:?}");
         })
         .join()
         .unwrap();
