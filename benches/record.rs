@@ -110,8 +110,10 @@ fn tokio_polls(c: &mut Criterion) {
                 .start()
                 .expect("start recording")
         });
+        let mut polls = 0u64;
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
+                polls += iters;
                 rt.block_on(async move {
                     tokio::spawn(async move {
                         let t = std::time::Instant::now();
@@ -128,8 +130,10 @@ fn tokio_polls(c: &mut Criterion) {
         if let Some(guard) = guard {
             let st = guard.finish().expect("finish");
             println!(
-                "tokio_poll/recording: {} events recorded, {} dropped",
-                st.events, st.dropped
+                "tokio_poll/recording: {} events recorded, {} dropped, {:.2} events per poll",
+                st.events,
+                st.dropped,
+                st.events as f64 / polls.max(1) as f64
             );
         }
         let _ = std::fs::remove_dir_all(&dir);
