@@ -92,7 +92,10 @@ fn serve(mode: &str) {
     rt.shutdown_timeout(Duration::from_secs(1));
     if let Some(g) = guard {
         let st = g.finish().expect("finish recording");
-        println!("events {} dropped {} bytes {}", st.events, st.dropped, st.bytes);
+        println!(
+            "events {} dropped {} bytes {}",
+            st.events, st.dropped, st.bytes
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -151,7 +154,9 @@ impl Server {
     /// The server's (CPU ns, requests served) now.
     fn mark(&mut self) -> (u64, u64) {
         let w = self.stdin.as_mut().expect("server stdin");
-        writeln!(w, "mark").and_then(|_| w.flush()).expect("ask the server");
+        writeln!(w, "mark")
+            .and_then(|_| w.flush())
+            .expect("ask the server");
         let l = read_line(&mut self.stdout);
         let v: Vec<u64> = l
             .split_whitespace()
@@ -179,8 +184,9 @@ impl Server {
                     .next()
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
-                let dropped: Vec<&str> = rest.split_whitespace().collect();
-                if dropped.get(2).is_some_and(|d| *d != "0") {
+                // `events N dropped D bytes B`
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                if fields.get(2).is_some_and(|d| *d != "0") {
                     eprintln!("  warning: the recorder dropped events: {}", l.trim());
                 }
             }
@@ -236,7 +242,10 @@ fn parse_wrk_duration_us(s: &str) -> Option<f64> {
 #[cfg(feature = "usdt")]
 fn attach_all(pid: u32) -> Option<Child> {
     let exe = std::env::current_exe().ok()?;
-    let script = format!("usdt:{}:runtrace:* {{ @[probe] = count(); }}", exe.display());
+    let script = format!(
+        "usdt:{}:runtrace:* {{ @[probe] = count(); }}",
+        exe.display()
+    );
     let child = Command::new("bpftrace")
         .args(["-p", &pid.to_string(), "-e", &script])
         .stdout(Stdio::null())
@@ -251,7 +260,9 @@ fn attach_all(pid: u32) -> Option<Child> {
 fn measure(mode: &str, secs: u64) -> Run {
     let mut s = Server::start(mode);
     #[cfg(feature = "usdt")]
-    let mut tool = (mode == "record_all").then(|| attach_all(s.child.id())).flatten();
+    let mut tool = (mode == "record_all")
+        .then(|| attach_all(s.child.id()))
+        .flatten();
     // Warm-up: connections, allocator and caches settle.
     wrk(s.port, 1);
     let (c0, n0) = s.mark();
@@ -272,6 +283,9 @@ fn measure(mode: &str, secs: u64) -> Run {
         events_per_request: events as f64 / n1.max(1) as f64,
     }
 }
+
+/// A figure of a run, by the name it has in the JSON.
+type Metric = (&'static str, fn(&Run) -> f64);
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -312,7 +326,10 @@ fn drive() {
              (build with --features usdt to attach bpftrace to every USDT probe as well)"
         );
     }
-    println!("http_server: {rounds} rounds x {} modes, wrk -t1 -c32 -d{secs}s", modes.len());
+    println!(
+        "http_server: {rounds} rounds x {} modes, wrk -t1 -c32 -d{secs}s",
+        modes.len()
+    );
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); modes.len()];
     for round in 0..rounds {
         // Rotate the order so no mode always runs first (or after another).
@@ -327,7 +344,7 @@ fn drive() {
         }
     }
     let mut json = String::from("{");
-    let metrics: [(&str, fn(&Run) -> f64); 3] = [
+    let metrics: [Metric; 3] = [
         ("cpu_per_request", |r| r.cpu_per_request_ns),
         ("throughput", |r| r.throughput),
         ("p99", |r| r.p99_us),
@@ -335,13 +352,24 @@ fn drive() {
     for (mi, (name, f)) in metrics.iter().enumerate() {
         let mut parts = Vec::new();
         for (m, mode) in modes.iter().enumerate().skip(1) {
-            let ratios: Vec<f64> = runs[m].iter().zip(&runs[0]).map(|(r, p)| f(r) / f(p)).collect();
+            let ratios: Vec<f64> = runs[m]
+                .iter()
+                .zip(&runs[0])
+                .map(|(r, p)| f(r) / f(p))
+                .collect();
             let med = median(ratios.clone());
             let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
-            println!("{name:<16} {mode:<11} median ratio vs plain {med:.4}  (pairs: {})", list.join(" "));
+            println!(
+                "{name:<16} {mode:<11} median ratio vs plain {med:.4}  (pairs: {})",
+                list.join(" ")
+            );
             parts.push(format!("\"{mode}\": {med:.4}"));
         }
-        json += &format!("{}\"{name}\": {{{}}}", if mi > 0 { ", " } else { "" }, parts.join(", "));
+        json += &format!(
+            "{}\"{name}\": {{{}}}",
+            if mi > 0 { ", " } else { "" },
+            parts.join(", ")
+        );
     }
     json += "}\n";
     let plain_cpu = median(runs[0].iter().map(|r| r.cpu_per_request_ns).collect());
@@ -362,6 +390,9 @@ fn drive() {
     let _ = std::fs::create_dir_all(&out);
     match std::fs::write(out.join("http_server.json"), &json) {
         Ok(()) => println!("wrote {}", out.join("http_server.json").display()),
-        Err(e) => eprintln!("could not write {}: {e}", out.join("http_server.json").display()),
+        Err(e) => eprintln!(
+            "could not write {}: {e}",
+            out.join("http_server.json").display()
+        ),
     }
 }

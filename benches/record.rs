@@ -66,7 +66,13 @@ fn bench(c: &mut Criterion) {
         let ticks = runtrace_core::clock::TraceClock::get().now();
         b.iter(|| {
             t += 1;
-            rt::events::at::task_poll_start(black_box(ticks), black_box(t & 1023), 1, q, black_box(3))
+            rt::events::at::task_poll_start(
+                black_box(ticks),
+                black_box(t & 1023),
+                1,
+                q,
+                black_box(3),
+            )
         })
     });
     g.finish();
