@@ -21,7 +21,11 @@
 //!
 //! Run: `cargo bench --bench http_server` (needs `wrk`: `apt-get install
 //! wrk`). `HTTP_BENCH_ROUNDS` (default 6) and `HTTP_BENCH_SECS` (measured
-//! seconds per run, default 5). Not run by CI: it measures time.
+//! seconds per run, default 5). `HTTP_BENCH_CONCURRENT=1` runs every
+//! round's modes at the same time instead (each server with its own wrk,
+//! all sharing whatever else the machine does; a cross-check on a busy
+//! machine), writing `target/bench-results/http_server_concurrent.json`.
+//! Not run by CI: it measures time.
 //!
 //! To profile one server by hand: `RUNTRACE_HTTP_SERVER=record
 //! target/release/deps/http_server-HASH` prints `port N`, serves until its
@@ -257,31 +261,53 @@ fn attach_all(pid: u32) -> Option<Child> {
     Some(child)
 }
 
-fn measure(mode: &str, secs: u64) -> Run {
-    let mut s = Server::start(mode);
+/// Runs one server per mode at the same time (one for an alternating
+/// round), each driven by its own wrk, and measures them over the same
+/// window.
+fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
+    let mut servers: Vec<Server> = modes.iter().map(|m| Server::start(m)).collect();
     #[cfg(feature = "usdt")]
-    let mut tool = (mode == "record_all")
-        .then(|| attach_all(s.child.id()))
-        .flatten();
+    let mut tools: Vec<Child> = modes
+        .iter()
+        .zip(&servers)
+        .filter(|(m, _)| **m == "record_all")
+        .filter_map(|(_, s)| attach_all(s.child.id()))
+        .collect();
+    let ports: Vec<u16> = servers.iter().map(|s| s.port).collect();
+    let wrk_all = |secs: u64| -> Vec<(f64, f64)> {
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = ports
+                .iter()
+                .map(|&p| sc.spawn(move || wrk(p, secs)))
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("wrk thread"))
+                .collect()
+        })
+    };
     // Warm-up: connections, allocator and caches settle.
-    wrk(s.port, 1);
-    let (c0, n0) = s.mark();
-    let (rps, p99) = wrk(s.port, secs);
-    let (c1, n1) = s.mark();
+    wrk_all(1);
+    let m0: Vec<(u64, u64)> = servers.iter_mut().map(Server::mark).collect();
+    let w = wrk_all(secs);
+    let m1: Vec<(u64, u64)> = servers.iter_mut().map(Server::mark).collect();
     #[cfg(feature = "usdt")]
-    if let Some(t) = tool.as_mut() {
+    for t in tools.iter_mut() {
         let _ = t.kill();
         let _ = t.wait();
     }
-    let events = s.stop();
-    let reqs = (n1 - n0).max(1) as f64;
-    Run {
-        cpu_per_request_ns: (c1 - c0) as f64 / reqs,
-        throughput: rps,
-        p99_us: p99,
-        // Over the whole run (warm-up included): a rough events/request.
-        events_per_request: events as f64 / n1.max(1) as f64,
-    }
+    let events: Vec<u64> = servers.into_iter().map(Server::stop).collect();
+    (0..modes.len())
+        .map(|i| {
+            let ((c0, n0), (c1, n1), (rps, p99)) = (m0[i], m1[i], w[i]);
+            Run {
+                cpu_per_request_ns: (c1 - c0) as f64 / (n1 - n0).max(1) as f64,
+                throughput: rps,
+                p99_us: p99,
+                // Over the whole run (warm-up included): a rough figure.
+                events_per_request: events[i] as f64 / n1.max(1) as f64,
+            }
+        })
+        .collect()
 }
 
 /// A figure of a run, by the name it has in the JSON.
@@ -326,20 +352,38 @@ fn drive() {
              (build with --features usdt to attach bpftrace to every USDT probe as well)"
         );
     }
+    // A cross-check for a noisy machine: all modes at once, so they share
+    // whatever else the machine does (and compete with each other alike).
+    let concurrent = env_u64("HTTP_BENCH_CONCURRENT", 0) != 0;
     println!(
-        "http_server: {rounds} rounds x {} modes, wrk -t1 -c32 -d{secs}s",
-        modes.len()
+        "http_server: {rounds} rounds x {} modes, wrk -t1 -c32 -d{secs}s, {}",
+        modes.len(),
+        if concurrent {
+            "all modes at once (HTTP_BENCH_CONCURRENT=1)"
+        } else {
+            "one at a time"
+        }
     );
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); modes.len()];
+    let print = |round: usize, mode: &str, r: &Run| {
+        println!(
+            "round {round} {mode:<11} cpu/request {:>7.0} ns  {:>8.0} req/s  p99 {:>7.0} us  events/request {:.1}",
+            r.cpu_per_request_ns, r.throughput, r.p99_us, r.events_per_request
+        )
+    };
     for round in 0..rounds {
+        if concurrent {
+            for (m, r) in measure(&modes, secs).into_iter().enumerate() {
+                print(round, modes[m], &r);
+                runs[m].push(r);
+            }
+            continue;
+        }
         // Rotate the order so no mode always runs first (or after another).
         for k in 0..modes.len() {
             let m = (round + k) % modes.len();
-            let r = measure(modes[m], secs);
-            println!(
-                "round {round} {:<11} cpu/request {:>7.0} ns  {:>8.0} req/s  p99 {:>7.0} us  events/request {:.1}",
-                modes[m], r.cpu_per_request_ns, r.throughput, r.p99_us, r.events_per_request
-            );
+            let r = measure(&modes[m..m + 1], secs)[0];
+            print(round, modes[m], &r);
             runs[m].push(r);
         }
     }
@@ -372,15 +416,25 @@ fn drive() {
         );
     }
     json += "}\n";
+    // Per request and per event in ns: medians of the paired differences.
     let plain_cpu = median(runs[0].iter().map(|r| r.cpu_per_request_ns).collect());
     for (m, mode) in modes.iter().enumerate().skip(1) {
-        let cpu = median(runs[m].iter().map(|r| r.cpu_per_request_ns).collect());
+        let diff = median(
+            runs[m]
+                .iter()
+                .zip(&runs[0])
+                .map(|(r, p)| r.cpu_per_request_ns - p.cpu_per_request_ns)
+                .collect(),
+        );
         let epr = median(runs[m].iter().map(|r| r.events_per_request).collect());
         println!(
-            "{mode:<11} median cpu/request {cpu:.0} ns (plain {plain_cpu:.0} ns): {:+.0} ns per request{}",
-            cpu - plain_cpu,
+            "{mode:<11} CPU per request vs plain (median of paired differences): {diff:+.0} ns \
+             (plain's median {plain_cpu:.0} ns){}",
             if epr > 0.0 {
-                format!(", {epr:.1} events per request, {:+.1} ns per event", (cpu - plain_cpu) / epr)
+                format!(
+                    ", {epr:.1} events per request, {:+.1} ns per event",
+                    diff / epr
+                )
             } else {
                 String::new()
             }
@@ -388,11 +442,13 @@ fn drive() {
     }
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
     let _ = std::fs::create_dir_all(&out);
-    match std::fs::write(out.join("http_server.json"), &json) {
-        Ok(()) => println!("wrote {}", out.join("http_server.json").display()),
-        Err(e) => eprintln!(
-            "could not write {}: {e}",
-            out.join("http_server.json").display()
-        ),
+    let file = out.join(if concurrent {
+        "http_server_concurrent.json"
+    } else {
+        "http_server.json"
+    });
+    match std::fs::write(&file, &json) {
+        Ok(()) => println!("wrote {}", file.display()),
+        Err(e) => eprintln!("could not write {}: {e}", file.display()),
     }
 }

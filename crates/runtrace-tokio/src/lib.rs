@@ -95,7 +95,7 @@ thread_local! {
     /// Whether this worker thread's WorkerStart was fired.
     static STARTED: Cell<bool> = const { Cell::new(false) };
     /// The task and worker index of this thread's last PollStart, so its
-    /// PollEnd (and the poll's local queue depth) need no second lookup.
+    /// PollEnd needs no second lookup.
     static POLLING: Cell<(u64, u32)> = const { Cell::new((0, runtrace_format::NO_WORKER)) };
 }
 
