@@ -3,8 +3,9 @@
 //! location, the worker's local queue depth), worker park and unpark (the
 //! thread's CPU time and scheduler wait from `/proc/thread-self/schedstat`,
 //! sampled: re-read at most every 4 ms per worker, see
-//! [`runtrace_core::thread_time::sampled`]), the global queue depth every
-//! 10 ms while a backend listens (checked every 100 ms while none does), and,
+//! [`runtrace_core::thread_time::sampled`]), the global queue depth (at
+//! most every 10 ms from the poll hooks while a backend listens, and every
+//! 100 ms from a sampler thread while no task is polled), and,
 //! for tasks spawned through [`spawn`] / [`traced`], who woke whom.
 //!
 //! ```
@@ -44,7 +45,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -109,6 +110,10 @@ struct RuntimeState {
     metrics: OnceLock<tokio::runtime::RuntimeMetrics>,
     /// [`SCHED_SAMPLE_HZ`] as trace ticks.
     sched_gap: u64,
+    /// Trace ticks of the last QueueSample (0: none yet), and
+    /// [`QUEUE_SAMPLE_PERIOD`] in ticks.
+    last_queue_sample: AtomicU64,
+    queue_gap: u64,
 }
 
 impl RuntimeState {
@@ -127,6 +132,32 @@ impl RuntimeState {
             },
         };
         m.worker_local_queue_depth(w as usize) as u32
+    }
+
+    /// Fires a QueueSample if none was fired for `min_gap` ticks (one
+    /// shared load while not due; the thread whose compare-exchange wins
+    /// fires it).
+    #[inline]
+    fn sample_queue(&self, now: u64, min_gap: u64) {
+        let last = self.last_queue_sample.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < min_gap
+            || self
+                .last_queue_sample
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        if let Some(m) = self.metrics.get() {
+            probes::queue_sample::fire_at(
+                now,
+                probes::queue_sample::Args {
+                    global_q: m.global_queue_depth() as u32,
+                    queue: Istr::EMPTY,
+                    depth: 0,
+                },
+            );
+        }
     }
 }
 
@@ -149,6 +180,8 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
         sampler: std::sync::Once::new(),
         metrics: OnceLock::new(),
         sched_gap: (clock.ticks_per_sec() / SCHED_SAMPLE_HZ).max(1),
+        last_queue_sample: AtomicU64::new(0),
+        queue_gap: ticks_in(clock, QUEUE_SAMPLE_PERIOD),
     });
     let (s1, s2, s3, s4, s5) = (st.clone(), st.clone(), st.clone(), st.clone(), st.clone());
     b.on_thread_start(move || {
@@ -161,7 +194,7 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
                 let _ = st.metrics.set(h.metrics());
                 let _ = std::thread::Builder::new()
                     .name(format!("runtrace-tokio-sampler-{}", st.id))
-                    .spawn(move || sample_global_queue(h.metrics(), st));
+                    .spawn(move || sample_global_queue(st, clock));
             }
         });
     })
@@ -225,12 +258,20 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
                     runtime: s3.id,
                 });
             }
-            probes::task_poll_start::fire(probes::task_poll_start::Args {
-                task_id: id,
-                worker: w,
-                queue: Istr::EMPTY,
-                local_q: s3.local_q(w),
-            });
+            // One clock read for the event and the queue sampling.
+            let now = clock.now();
+            probes::task_poll_start::fire_at(
+                now,
+                probes::task_poll_start::Args {
+                    task_id: id,
+                    worker: w,
+                    queue: Istr::EMPTY,
+                    local_q: s3.local_q(w),
+                },
+            );
+            if probes::queue_sample::enabled() {
+                s3.sample_queue(now, s3.queue_gap);
+            }
         }
     })
     .on_after_task_poll(|meta| {
@@ -258,27 +299,27 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
     })
 }
 
-/// Period of QueueSample events while a backend listens.
+/// Period of QueueSample events while a backend listens and the workers
+/// poll: the poll hooks fire them (a thread waking up 100 times a second
+/// to do it cost ~0.4% of a busy server's CPU in a VM).
 const QUEUE_SAMPLE_PERIOD: Duration = Duration::from_millis(10);
-/// How often the sampler checks for a listener while none does: each
-/// wake-up of a sleeping thread costs a timer interrupt and two context
-/// switches (several µs in a VM), which hooks that record nothing should
-/// not pay 100 times a second. A recording's first sample thus comes
-/// within 100 ms of its start.
+/// Period of the sampler thread, which covers stretches with no polls (all
+/// workers parked, or stuck in one long poll): it samples when the hooks
+/// have not for this long. A recording's first sample thus comes within
+/// 100 ms of its start if no task is polled.
 const QUEUE_SAMPLE_IDLE_PERIOD: Duration = Duration::from_millis(100);
 
-fn sample_global_queue(m: tokio::runtime::RuntimeMetrics, st: Arc<RuntimeState>) {
+fn ticks_in(clock: &TraceClock, d: Duration) -> u64 {
+    (clock.ticks_per_sec() as u128 * d.as_nanos() / 1_000_000_000).max(1) as u64
+}
+
+fn sample_global_queue(st: Arc<RuntimeState>, clock: &'static TraceClock) {
+    let idle_gap = ticks_in(clock, QUEUE_SAMPLE_IDLE_PERIOD);
     while st.threads.load(Ordering::Relaxed) != 0 {
         if probes::queue_sample::enabled() {
-            probes::queue_sample::fire(probes::queue_sample::Args {
-                global_q: m.global_queue_depth() as u32,
-                queue: Istr::EMPTY,
-                depth: 0,
-            });
-            std::thread::sleep(QUEUE_SAMPLE_PERIOD);
-        } else {
-            std::thread::sleep(QUEUE_SAMPLE_IDLE_PERIOD);
+            st.sample_queue(clock.now(), idle_gap);
         }
+        std::thread::sleep(QUEUE_SAMPLE_IDLE_PERIOD);
     }
 }
 
