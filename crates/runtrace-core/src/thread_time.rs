@@ -12,9 +12,9 @@
 //!
 //! ```
 //! use runtrace_core::thread_time;
-//! // Trace ticks now, and a gap of 4 ms in ticks.
+//! // Trace ticks now, and a gap of 10 ms in ticks.
 //! let clock = runtrace_core::clock::TraceClock::get();
-//! let gap = clock.ticks_per_sec() / 250;
+//! let gap = clock.ticks_per_sec() / 100;
 //! let s = thread_time::sampled(clock.now(), gap);
 //! // Exact values now (two syscalls): never behind the sample.
 //! let exact = thread_time::read();

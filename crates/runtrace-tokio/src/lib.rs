@@ -2,7 +2,7 @@
 //! terminate, poll start and end (task id, worker index, interned spawn
 //! location, the worker's local queue depth), worker park and unpark (the
 //! thread's CPU time and scheduler wait from `/proc/thread-self/schedstat`,
-//! sampled: re-read at most every 4 ms per worker, see
+//! sampled: re-read at most every 10 ms per worker, see
 //! [`runtrace_core::thread_time::sampled`]), the global queue depth (at
 //! most every 10 ms from the poll hooks while a backend listens, and every
 //! 100 ms from a sampler thread while no task is polled), and,
@@ -89,8 +89,8 @@ fn worker() -> u32 {
 }
 
 /// Minimum time between two schedstat reads of a worker (see
-/// [`runtrace_core::thread_time::sampled`] and docs/analysis.md): 4 ms.
-const SCHED_SAMPLE_HZ: u64 = 250;
+/// [`runtrace_core::thread_time::sampled`] and docs/analysis.md): 10 ms.
+const SCHED_SAMPLE_HZ: u64 = 100;
 
 thread_local! {
     /// Whether this worker thread's WorkerStart was fired.
