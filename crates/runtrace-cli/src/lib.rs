@@ -34,6 +34,8 @@ pub mod check;
 pub mod doctor;
 pub mod jsonl;
 mod output;
+pub mod perfetto;
+pub mod report;
 
 /// Command-line arguments of `runtrace`.
 #[derive(Debug, Parser)]
@@ -69,6 +71,34 @@ pub enum Command {
     /// blocking, processing slowdown) of every backlog trigger (exit 1 if a
     /// file is damaged).
     Backlog(BacklogArgs),
+    /// Convert trace files to a Perfetto timeline (open it in ui.perfetto.dev).
+    Perfetto(PerfettoArgs),
+    /// Write a self-contained HTML report (findings, utilisation, histograms).
+    Report(ReportArgs),
+}
+
+/// Arguments of `runtrace perfetto`.
+#[derive(Debug, Clone, Args)]
+pub struct PerfettoArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The Perfetto trace to write (e.g. trace.pftrace).
+    #[arg(short = 'o', long = "output", value_name = "OUT", required = true)]
+    pub output: PathBuf,
+}
+
+/// Arguments of `runtrace report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The HTML page to write (e.g. report.html).
+    #[arg(short = 'o', long = "output", value_name = "OUT", required = true)]
+    pub output: PathBuf,
 }
 
 /// Arguments of `runtrace backlog`.
@@ -145,7 +175,9 @@ pub fn run(cli: Cli) -> ExitCode {
     let mut command = cli.command;
     if let Command::Check(CheckArgs { files, .. })
     | Command::Jsonl(JsonlArgs { files, .. })
-    | Command::Analyze(AnalyzeArgs { files, .. }) = &mut command
+    | Command::Analyze(AnalyzeArgs { files, .. })
+    | Command::Perfetto(PerfettoArgs { files, .. })
+    | Command::Report(ReportArgs { files, .. }) = &mut command
     {
         *files = runtrace_format::files::expand_lenient(std::mem::take(files));
     }
@@ -155,5 +187,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Analyze(a) => analyze::run(&a),
         Command::Doctor(a) => doctor::run(&a),
         Command::Backlog(a) => backlog::run(&a),
+        Command::Perfetto(a) => perfetto::run(&a),
+        Command::Report(a) => report::run(&a),
     }
 }

@@ -1,0 +1,142 @@
+//! The report's chart data, as a pass: per-thread busy time over time (a
+//! fixed number of time buckets whose width doubles as the trace grows, so
+//! memory stays fixed), and log2 histograms of poll durations and
+//! wake->poll delays. Aggregates only: the page's size does not grow with
+//! the trace.
+
+use runtrace_analyze::event::{kind, Ev};
+use runtrace_analyze::model::Model;
+use runtrace_analyze::pass::{Pass, Wants};
+use std::collections::HashMap;
+
+/// Time buckets per utilisation row.
+pub const BUCKETS: usize = 120;
+/// log2 histogram buckets (bucket i: values in [2^i, 2^(i+1)) ns).
+pub const HIST: usize = 40;
+
+/// One thread's busy time per bucket.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Thread index in the model.
+    pub thread: u32,
+    /// Busy ns per bucket.
+    pub busy: Vec<u64>,
+}
+
+/// The chart data of a read.
+#[derive(Debug, Clone)]
+pub struct Charts {
+    /// Bucket width (ns); buckets start at each recording's start.
+    pub width_ns: u64,
+    /// Rows, by thread, for threads that polled.
+    pub rows: Vec<Row>,
+    /// Poll durations, log2 buckets.
+    pub poll_hist: [u64; HIST],
+    /// Wake (or spawn) -> poll delays, log2 buckets.
+    pub wake_hist: [u64; HIST],
+    /// End of the latest event seen, ns since its recording started.
+    pub end_ns: u64,
+    /// Per thread: start ns of its open polls (innermost last).
+    open: Vec<Vec<u64>>,
+    row_of: HashMap<u32, usize>,
+    woken: HashMap<(u32, u64), u64>,
+}
+
+impl Default for Charts {
+    fn default() -> Self {
+        Charts {
+            width_ns: 1_000_000,
+            rows: Vec::new(),
+            poll_hist: [0; HIST],
+            wake_hist: [0; HIST],
+            end_ns: 0,
+            open: Vec::new(),
+            row_of: HashMap::new(),
+            woken: HashMap::new(),
+        }
+    }
+}
+
+/// The log2 bucket of `v`.
+pub fn log2_bucket(v: u64) -> usize {
+    (63 - v.max(1).leading_zeros() as usize).min(HIST - 1)
+}
+
+impl Charts {
+    /// Adds busy time [from, to) (ns) to `row`, doubling the bucket width
+    /// until it fits.
+    fn busy(&mut self, row: usize, from: u64, to: u64) {
+        while to > self.width_ns * BUCKETS as u64 {
+            self.width_ns *= 2;
+            for r in &mut self.rows {
+                for i in 0..BUCKETS / 2 {
+                    r.busy[i] = r.busy[2 * i] + r.busy[2 * i + 1];
+                }
+                r.busy[BUCKETS / 2..].iter_mut().for_each(|b| *b = 0);
+            }
+        }
+        let w = self.width_ns;
+        let mut t = from;
+        while t < to {
+            let b = (t / w) as usize;
+            let edge = ((b as u64 + 1) * w).min(to);
+            self.rows[row].busy[b.min(BUCKETS - 1)] += edge - t;
+            t = edge;
+        }
+    }
+
+    fn row(&mut self, thread: u32) -> usize {
+        let n = self.rows.len();
+        let i = *self.row_of.entry(thread).or_insert(n);
+        if i == n {
+            self.rows.push(Row {
+                thread,
+                busy: vec![0; BUCKETS],
+            });
+        }
+        i
+    }
+}
+
+impl Pass for Charts {
+    fn wants(&self) -> Wants {
+        Wants::RUNTIME
+    }
+
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        let ns = model.proc_of(ev.thread).ns(ev.ticks).max(0) as u64;
+        self.end_ns = self.end_ns.max(ns);
+        let key = (model.threads[ev.thread as usize].proc, ev.x);
+        match ev.kind {
+            kind::SPAWN | kind::WAKE => {
+                self.woken.entry(key).or_insert(ns);
+            }
+            kind::TERMINATE => {
+                self.woken.remove(&key);
+            }
+            kind::POLL_START => {
+                if let Some(w) = self.woken.remove(&key) {
+                    self.wake_hist[log2_bucket(ns.saturating_sub(w))] += 1;
+                }
+                let t = ev.thread as usize;
+                if t >= self.open.len() {
+                    self.open.resize_with(t + 1, Vec::new);
+                }
+                self.open[t].push(ns);
+            }
+            kind::POLL_END => {
+                let t = ev.thread as usize;
+                if let Some(from) = self.open.get_mut(t).and_then(|s| s.pop()) {
+                    self.poll_hist[log2_bucket(ns.saturating_sub(from))] += 1;
+                    // Only outermost polls count as busy time (an executor
+                    // polls its tasks inside a tokio poll on the same thread).
+                    if self.open[t].is_empty() {
+                        let r = self.row(ev.thread);
+                        self.busy(r, from, ns.max(from));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
