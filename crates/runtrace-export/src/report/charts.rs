@@ -1,7 +1,8 @@
 //! The report's chart data, as a pass: per-thread busy time over time (a
 //! fixed number of time buckets whose width doubles as the trace grows, so
 //! memory stays fixed), and log2 histograms of poll durations and
-//! wake->poll delays. Aggregates only: the page's size does not grow with
+//! wake->poll delays, and each runtrace-sync queue's largest size per time
+//! bucket. Aggregates only: the page's size does not grow with
 //! the trace.
 
 use runtrace_analyze::event::{kind, Ev};
@@ -30,6 +31,9 @@ pub struct Charts {
     pub width_ns: u64,
     /// Rows, by thread, for threads that polled.
     pub rows: Vec<Row>,
+    /// runtrace-sync queues: (name index in the model, largest size per
+    /// bucket).
+    pub queues: Vec<(u32, Vec<u64>)>,
     /// Poll durations, log2 buckets.
     pub poll_hist: [u64; HIST],
     /// Wake (or spawn) -> poll delays, log2 buckets.
@@ -47,6 +51,7 @@ impl Default for Charts {
         Charts {
             width_ns: 1_000_000,
             rows: Vec::new(),
+            queues: Vec::new(),
             poll_hist: [0; HIST],
             wake_hist: [0; HIST],
             end_ns: 0,
@@ -65,16 +70,24 @@ pub fn log2_bucket(v: u64) -> usize {
 impl Charts {
     /// Adds busy time [from, to) (ns) to `row`, doubling the bucket width
     /// until it fits.
-    fn busy(&mut self, row: usize, from: u64, to: u64) {
-        while to > self.width_ns * BUCKETS as u64 {
-            self.width_ns *= 2;
-            for r in &mut self.rows {
-                for i in 0..BUCKETS / 2 {
-                    r.busy[i] = r.busy[2 * i] + r.busy[2 * i + 1];
-                }
-                r.busy[BUCKETS / 2..].iter_mut().for_each(|b| *b = 0);
+    /// Doubles the bucket width until `to` (ns) fits: busy time adds up,
+    /// queue sizes keep the larger.
+    fn fit(&mut self, to: u64) {
+        fn halve(v: &mut [u64], f: fn(u64, u64) -> u64) {
+            for i in 0..BUCKETS / 2 {
+                v[i] = f(v[2 * i], v[2 * i + 1]);
             }
+            v[BUCKETS / 2..].iter_mut().for_each(|b| *b = 0);
         }
+        while to >= self.width_ns * BUCKETS as u64 {
+            self.width_ns *= 2;
+            self.rows.iter_mut().for_each(|r| halve(&mut r.busy, u64::wrapping_add));
+            self.queues.iter_mut().for_each(|q| halve(&mut q.1, u64::max));
+        }
+    }
+
+    fn busy(&mut self, row: usize, from: u64, to: u64) {
+        self.fit(to);
         let w = self.width_ns;
         let mut t = from;
         while t < to {
@@ -100,7 +113,7 @@ impl Charts {
 
 impl Pass for Charts {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME
+        Wants::RUNTIME.or(Wants::APP)
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
@@ -135,6 +148,18 @@ impl Pass for Charts {
                         self.busy(r, from, ns.max(from));
                     }
                 }
+            }
+            kind::ENQUEUE | kind::DEQUEUE | kind::QUEUE_SNAPSHOT => {
+                self.fit(ns);
+                let i = match self.queues.iter().position(|q| q.0 == ev.worker) {
+                    Some(i) => i,
+                    None => {
+                        self.queues.push((ev.worker, vec![0; BUCKETS]));
+                        self.queues.len() - 1
+                    }
+                };
+                let b = &mut self.queues[i].1[(ns / self.width_ns) as usize];
+                *b = (*b).max(ev.a as u64);
             }
             _ => {}
         }

@@ -52,7 +52,7 @@ pub fn render(r: &Report, b: &BacklogReport, c: &Charts, model: &Model) -> Strin
         "<h2 id=\"flame\">CPU flame graphs</h2><p class=\"muted\">No CPU samples in this trace \
          (runtrace does not record them yet).</p>",
     );
-    backlog(&mut h, b);
+    backlog(&mut h, b, c, model);
     h.push_str("</body></html>\n");
     h
 }
@@ -160,7 +160,10 @@ fn utilisation(h: &mut String, c: &Charts, model: &Model) {
     for (i, row) in c.rows.iter().enumerate() {
         let y = i as f64 * row_h;
         let th = &model.threads[row.thread as usize];
-        let name = th.name.clone().unwrap_or_else(|| format!("tid {}", th.tid));
+        let name = match &th.name {
+            Some(n) => format!("{n} (tid {})", th.tid),
+            None => format!("tid {}", th.tid),
+        };
         let _ = write!(h, "<text x=\"0\" y=\"{}\">{}</text>", y + 13.0, esc(&name));
         for (b, &busy) in row.busy.iter().take(used).enumerate() {
             let frac = (busy as f64 / c.width_ns as f64).min(1.0);
@@ -194,9 +197,9 @@ fn histogram(h: &mut String, id: &str, title: &str, counts: &[u64; HIST]) {
         return;
     };
     let max = *counts.iter().max().unwrap_or(&1) as f64;
-    let (bar_w, ch) = (34.0, 120.0);
+    let (bar_w, ch) = (44.0, 120.0);
     let width = bar_w * (hi - lo + 1) as f64 + 10.0;
-    let height = ch + 40.0;
+    let height = ch + 44.0;
     let _ = write!(
         h,
         "<svg id=\"{id}\" class=\"chart\" width=\"{width}\" height=\"{height}\" \
@@ -204,7 +207,7 @@ fn histogram(h: &mut String, id: &str, title: &str, counts: &[u64; HIST]) {
     );
     for (i, &n) in counts.iter().enumerate().take(hi + 1).skip(lo) {
         let x = (i - lo) as f64 * bar_w;
-        let bh = if n == 0 { 0.0 } else { (n as f64 / max * ch).max(1.0) };
+        let bh = if n == 0 { 0.0 } else { (n as f64 / max * (ch - 14.0)).max(1.0) };
         let _ = write!(
             h,
             "<rect x=\"{x}\" y=\"{}\" width=\"{}\" height=\"{bh}\" fill=\"#4a7\"><title>{} – {}: {n}</title></rect>\
@@ -213,9 +216,12 @@ fn histogram(h: &mut String, id: &str, title: &str, counts: &[u64; HIST]) {
             bar_w - 3.0,
             fmt_ns(1 << i),
             fmt_ns(1 << (i + 1)),
-            ch + 14.0,
+            ch + 14.0 + 12.0 * ((i - lo) % 2) as f64,
             esc(&fmt_ns(1 << i))
         );
+        if n > 0 {
+            let _ = write!(h, "<text x=\"{x}\" y=\"{}\" fill=\"#555\">{n}</text>", ch - bh - 2.0);
+        }
     }
     h.push_str("</svg>");
 }
@@ -243,9 +249,10 @@ fn locations(h: &mut String, r: &Report) {
     h.push_str("</table>");
 }
 
-/// Per queue: size over the rate windows (a line) with trigger marks, then
+/// Per queue: its largest size per time bucket (a line) with trigger
+/// marks, then
 /// every trigger with its verdicts.
-fn backlog(h: &mut String, b: &BacklogReport) {
+fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
     if b.queues.is_empty() && b.triggers.is_empty() {
         return;
     }
@@ -260,34 +267,33 @@ fn backlog(h: &mut String, b: &BacklogReport) {
             q.dropped,
             q.max_size
         );
-        if q.windows.len() < 2 {
+        let Some((_, sizes)) = c.queues.iter().find(|(n, _)| model.name(*n) == q.name) else {
             continue;
-        }
-        let (w, ch) = (900.0, 120.0);
-        let t0 = q.windows[0].start_ns as f64;
-        let span = (q.windows[q.windows.len() - 1].start_ns as f64 - t0).max(1.0);
+        };
+        let used = ((c.end_ns / c.width_ns.max(1)) as usize + 1).min(BUCKETS);
+        let (w, ch, cell) = (900.0, 120.0, 900.0 / used as f64);
         let max = q.max_size.max(1) as f64;
-        let pts: Vec<String> = q
-            .windows
+        let pts: Vec<String> = sizes
             .iter()
-            .map(|win| {
-                format!(
-                    "{:.1},{:.1}",
-                    (win.start_ns as f64 - t0) / span * w,
-                    ch - win.max_size as f64 / max * ch
-                )
-            })
+            .take(used)
+            .enumerate()
+            .map(|(i, &v)| format!("{:.1},{:.1}", (i as f64 + 0.5) * cell, ch - v as f64 / max * ch))
             .collect();
         let _ = write!(
             h,
             "<svg class=\"chart backlog\" width=\"{w}\" height=\"{}\" viewBox=\"0 0 {w} {}\" \
-             xmlns=\"http://www.w3.org/2000/svg\"><polyline fill=\"none\" stroke=\"#36c\" stroke-width=\"2\" points=\"{}\"/>",
-            ch + 4.0,
-            ch + 4.0,
-            pts.join(" ")
+             xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\"><polyline fill=\"none\" stroke=\"#36c\" \
+             stroke-width=\"2\" points=\"{}\"/><text x=\"4\" y=\"12\">max {}</text>\
+             <text x=\"4\" y=\"{}\" class=\"muted\">largest size per {} (red: triggers)</text>",
+            ch + 20.0,
+            ch + 20.0,
+            pts.join(" "),
+            q.max_size,
+            ch + 16.0,
+            fmt_ns(c.width_ns)
         );
         for t in b.triggers.iter().filter(|t| t.queue == q.name) {
-            let x = ((t.timestamp_ns as f64 - t0) / span * w).clamp(0.0, w);
+            let x = (t.timestamp_ns as f64 / c.width_ns as f64 * cell).clamp(0.0, w);
             let _ = write!(
                 h,
                 "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"0\" y2=\"{ch}\" stroke=\"#d33\"><title>trigger: {}</title></line>",
