@@ -69,14 +69,21 @@ const G_DROP: usize = 4;
 const G_TRIGGER: usize = 5;
 const G_HEARTBEAT: usize = 6;
 
-/// Track uuid kinds (top byte).
-const U_PROC: u64 = 1 << 56;
-const U_THREAD: u64 = 2 << 56;
-const U_LOCAL_Q: u64 = 3 << 56;
-const U_GLOBAL_Q: u64 = 4 << 56;
-const U_NAMED_Q: u64 = 5 << 56;
-const U_APP_Q: u64 = 6 << 56;
-const U_LANE: u64 = 7 << 56;
+/// Track uuid kinds: `uuid = index << 3 | kind`, so the uuids events
+/// carry are one- or two-byte varints (the output is mostly track events).
+const U_PROC: u64 = 1;
+const U_THREAD: u64 = 2;
+const U_LOCAL_Q: u64 = 3;
+const U_GLOBAL_Q: u64 = 4;
+const U_NAMED_Q: u64 = 5;
+const U_APP_Q: u64 = 6;
+const U_LANE: u64 = 7;
+
+/// The uuid of track `index` of `kind`.
+#[inline(always)]
+fn uuid(kind: u64, index: u64) -> u64 {
+    index << 3 | kind
+}
 /// Most lanes per (thread, group); more overlapping slices are counted,
 /// not drawn.
 const MAX_LANES: usize = 255;
@@ -158,6 +165,10 @@ pub struct Exporter<W: Write> {
     tracks: HashSet<u64, BuildHasherDefault<IntHasher>>,
     lanes: IntMap<(u32, usize), Vec<u64>>,
     next_flow: u64,
+    /// Wall-clock ns of timestamp 0: the anchor of the first recording
+    /// with an event (`u64::MAX` until then). Events of a recording that
+    /// started earlier are clamped to 0.
+    base: u64,
     stats: ExportStats,
 }
 
@@ -175,6 +186,7 @@ impl<W: Write> Exporter<W> {
             tracks: HashSet::default(),
             lanes: IntMap::default(),
             next_flow: 1,
+            base: u64::MAX,
             stats: ExportStats::default(),
         }
     }
@@ -187,12 +199,18 @@ impl<W: Write> Exporter<W> {
         (out, err, stats)
     }
 
-    /// Wall-clock ns of `ticks` on thread `t`'s clock.
+    /// The timestamp of `ticks` on thread `t`'s clock: wall-clock ns
+    /// minus [`Exporter::base`] (ns since the first recording started, so
+    /// timestamps are short varints and recordings line up).
     #[inline]
-    fn ts(model: &Model, t: u32, ticks: u64) -> u64 {
+    fn ts(&mut self, model: &Model, t: u32, ticks: u64) -> u64 {
         let p = model.proc_of(t);
+        if self.base == u64::MAX {
+            self.base = p.anchor_wall_ns;
+        }
         p.anchor_wall_ns
             .saturating_add(p.scale.ns(ticks.saturating_sub(p.anchor_ticks)))
+            .saturating_sub(self.base)
     }
 
     /// A fresh event on `track` (keeps the scratch vectors' capacity).
@@ -215,7 +233,7 @@ impl<W: Write> Exporter<W> {
     }
 
     fn ensure_proc(&mut self, model: &Model, p: u32) -> u64 {
-        let uuid = U_PROC | p as u64;
+        let uuid = uuid(U_PROC, p as u64);
         if self.procs_described.len() <= p as usize {
             self.procs_described.resize(p as usize + 1, false);
         }
@@ -246,7 +264,7 @@ impl<W: Write> Exporter<W> {
         if !self.threads[t].described {
             self.describe_thread(model, ev);
         }
-        U_THREAD | ev.thread as u64
+        uuid(U_THREAD, ev.thread as u64)
     }
 
     #[cold]
@@ -271,7 +289,7 @@ impl<W: Write> Exporter<W> {
         };
         let _ = proc_uuid;
         self.w.track(TrackDescriptor {
-            uuid: Some(U_THREAD | ev.thread as u64),
+            uuid: Some(uuid(U_THREAD, ev.thread as u64)),
             name: Some(name.clone()),
             thread: Some(ThreadDescriptor {
                 pid: Some(pid as i32),
@@ -317,7 +335,7 @@ impl<W: Write> Exporter<W> {
     /// thread: the first lane free at its start, so no track overlaps.
     fn app_slice(&mut self, model: &Model, ev: &Ev, group: usize, dur: u64) {
         let thread = self.thread_track(model, ev);
-        let end = Self::ts(model, ev.thread, ev.ticks);
+        let end = self.ts(model, ev.thread, ev.ticks);
         let start = end.saturating_sub(dur);
         let lanes = self.lanes.entry((ev.thread, group)).or_default();
         let lane = match lanes.iter().position(|&e| e <= start) {
@@ -332,7 +350,7 @@ impl<W: Write> Exporter<W> {
             }
         };
         lanes[lane] = end;
-        let uuid = U_LANE | (ev.thread as u64) << 16 | (group as u64) << 8 | lane as u64;
+        let uuid = uuid(U_LANE, (ev.thread as u64) << 16 | (group as u64) << 8 | lane as u64);
         if self.tracks.insert(uuid) {
             let name = if lane == 0 {
                 APP[group].1.to_string()
@@ -391,7 +409,7 @@ impl<W: Write> Exporter<W> {
         let n = stack.len() - pos;
         stack.truncate(pos);
         for _ in 0..n {
-            let e = self.begin(TYPE_SLICE_END, U_THREAD | t as u64);
+            let e = self.begin(TYPE_SLICE_END, uuid(U_THREAD, t as u64));
             self.emit(ts, e);
         }
         true
@@ -403,8 +421,8 @@ impl<W: Write> Exporter<W> {
             return;
         }
         self.threads[t].local_q = Some(q);
-        let parent = U_THREAD | ev.thread as u64;
-        self.counter(ts, U_LOCAL_Q | ev.thread as u64, parent, || {
+        let parent = uuid(U_THREAD, ev.thread as u64);
+        self.counter(ts, uuid(U_LOCAL_Q, ev.thread as u64), parent, || {
             format!("local queue (worker {})", ev.worker)
         }, q as u64);
         let _ = model;
@@ -418,10 +436,10 @@ impl<W: Write> Exporter<W> {
                 continue;
             }
             let last = model.proc_of(t as u32).last_ticks;
-            let ts = Self::ts(model, t as u32, last);
+            let ts = self.ts(model, t as u32, last);
             self.threads[t].stack.clear();
             for _ in 0..n {
-                let e = self.begin(TYPE_SLICE_END, U_THREAD | t as u64);
+                let e = self.begin(TYPE_SLICE_END, uuid(U_THREAD, t as u64));
                 self.emit(ts, e);
             }
             self.stats.closed_at_end += n as u64;
@@ -436,7 +454,7 @@ impl<W: Write> Pass for Exporter<W> {
 
     fn event(&mut self, ev: &Ev, model: &Model) {
         let track = self.thread_track(model, ev);
-        let ts = Self::ts(model, ev.thread, ev.ticks);
+        let ts = self.ts(model, ev.thread, ev.ticks);
         let proc = model.threads[ev.thread as usize].proc;
         match ev.kind {
             kind::SPAWN => {
@@ -522,11 +540,11 @@ impl<W: Write> Pass for Exporter<W> {
             }
             kind::QUEUE_SAMPLE => {
                 let p = self.ensure_proc(model, proc);
-                self.counter(ts, U_GLOBAL_Q | proc as u64, p, || "global queue".into(), ev.a as u64);
+                self.counter(ts, uuid(U_GLOBAL_Q, proc as u64), p, || "global queue".into(), ev.a as u64);
                 if ev.worker != u32::MAX {
                     let q = ev.worker;
                     let name = || format!("queue {}", model.queues[q as usize]);
-                    let uuid = U_NAMED_Q | (proc as u64) << 24 | q as u64;
+                    let uuid = uuid(U_NAMED_Q, (proc as u64) << 24 | q as u64);
                     self.counter(ts, uuid, p, name, ev.x);
                 }
             }
@@ -536,7 +554,7 @@ impl<W: Write> Pass for Exporter<W> {
             kind::PROCESSING_END => self.app_slice(model, ev, G_PROC, ev.x),
             kind::ENQUEUE | kind::DEQUEUE | kind::QUEUE_SNAPSHOT => {
                 let p = self.ensure_proc(model, proc);
-                let uuid = U_APP_Q | (proc as u64) << 24 | ev.worker as u64;
+                let uuid = uuid(U_APP_Q, (proc as u64) << 24 | ev.worker as u64);
                 let name = || format!("{} size", model.name(ev.worker));
                 self.counter(ts, uuid, p, name, ev.a as u64);
             }

@@ -124,13 +124,25 @@ impl<W: Write> PacketWriter<W> {
             p.sequence_flags = Some(p.sequence_flags.unwrap_or(0) | SEQ_NEEDS_INCREMENTAL_STATE);
         }
         if self.err.is_none() {
+            // The body first, then its length: one pass over the message
+            // instead of measuring it, then encoding it.
             self.buf.clear();
+            p.encode_raw(&mut self.buf);
             // `Trace.packet` is field 1, length-delimited.
-            self.buf.push(0x0a);
-            prost::encoding::encode_varint(p.encoded_len() as u64, &mut self.buf);
-            // Cannot fail: a Vec grows.
-            let _ = p.encode(&mut self.buf);
-            if let Err(e) = self.out.write_all(&self.buf) {
+            let mut head = [0x0a; 11];
+            let mut n = 1;
+            let mut len = self.buf.len() as u64;
+            while len >= 0x80 {
+                head[n] = len as u8 | 0x80;
+                len >>= 7;
+                n += 1;
+            }
+            head[n] = len as u8;
+            if let Err(e) = self
+                .out
+                .write_all(&head[..=n])
+                .and_then(|_| self.out.write_all(&self.buf))
+            {
                 self.err = Some(e);
             }
             self.packets += 1;
