@@ -81,7 +81,13 @@ fn synthetic() -> Vec<u8> {
         b.wake(tid, w, t + 2_600, task, 0); // a second wake: no second flow
         b.poll_start(tid, w, t + 3_000, task, 0, 1);
         // The last task's second poll takes 60 ms: a finding.
-        let end = t + 4_000 + if task == 40 { 60_000_000 } else { task * 10_000 };
+        let end = t
+            + 4_000
+            + if task == 40 {
+                60_000_000
+            } else {
+                task * 10_000
+            };
         // Nested: an executor (worker 7) driven from inside the tokio poll.
         b.poll_start(tid, 7, end - 2_000, 500 + task, 1, 0);
         b.poll_end(tid, 7, end - 1_000, 500 + task, false);
@@ -166,8 +172,14 @@ fn perfetto_synthetic_trace_decodes_and_checks() {
     assert_eq!(r["flows_joined"], 80);
     assert!(r["counter_values"].as_u64().unwrap() > 0);
     let names: Vec<String> = serde_json::from_value(r["thread_tracks"].clone()).unwrap();
-    assert!(names.iter().any(|n| n == "worker 0 (tokio-rt-worker)"), "{names:?}");
-    assert!(names.iter().any(|n| n == "executor 0 (my-executor)"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "worker 0 (tokio-rt-worker)"),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "executor 0 (my-executor)"),
+        "{names:?}"
+    );
 }
 
 #[test]
@@ -191,7 +203,10 @@ fn perfetto_cut_trace_converts_what_is_readable() {
     let o = runtrace(&["perfetto", &input, "-o", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("trace.0.bin") && err.contains("error:"), "{err}");
+    assert!(
+        err.contains("trace.0.bin") && err.contains("error:"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
     let polls: u64 = err
         .split(" polls")
@@ -212,7 +227,10 @@ fn unwritable_output_is_a_clear_error() {
         let o = runtrace(&[cmd, &input, "-o", bad.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
-        assert!(err.contains("no/such/dir/out: cannot create"), "{cmd}: {err}");
+        assert!(
+            err.contains("no/such/dir/out: cannot create"),
+            "{cmd}: {err}"
+        );
     }
 }
 
@@ -225,7 +243,10 @@ fn report_of_cut_trace_says_where_it_broke() {
     let o = runtrace(&["report", &input, "-o", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("error:") && err.contains("trace.0.bin"), "{err}");
+    assert!(
+        err.contains("error:") && err.contains("trace.0.bin"),
+        "{err}"
+    );
     let page = std::fs::read_to_string(&out).unwrap();
     assert!(page.contains("id=\"damage\""));
 }
@@ -276,7 +297,14 @@ fn report_renders_in_headless_chromium() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let html = std::fs::read_to_string(&page).unwrap();
         // Self-contained: nothing to fetch.
-        for needle in ["<script src", "<link", "src=\"http", "href=\"http", "@import", "url("] {
+        for needle in [
+            "<script src",
+            "<link",
+            "src=\"http",
+            "href=\"http",
+            "@import",
+            "url(",
+        ] {
             assert!(!html.contains(needle), "{name}: page references {needle}");
         }
         let url = format!("file://{}", page.display());
@@ -306,11 +334,24 @@ fn report_renders_in_headless_chromium() {
             "{name}"
         );
         assert!(findings > 0, "{name}: no findings to show");
-        for id in ["summary", "findings", "utilisation", "poll-hist", "wake-hist", "locations"] {
+        for id in [
+            "summary",
+            "findings",
+            "utilisation",
+            "poll-hist",
+            "wake-hist",
+            "locations",
+        ] {
             assert!(dom.contains(&format!("id=\"{id}\"")), "{name}: no #{id}");
         }
-        assert!(dom.contains("<svg id=\"utilisation\""), "{name}: no utilisation chart");
-        assert!(dom.matches("<rect").count() > 20, "{name}: charts are empty");
+        assert!(
+            dom.contains("<svg id=\"utilisation\""),
+            "{name}: no utilisation chart"
+        );
+        assert!(
+            dom.matches("<rect").count() > 20,
+            "{name}: charts are empty"
+        );
         if name == "synthetic" {
             assert!(dom.contains("id=\"triggers\""), "no backlog triggers table");
             assert!(dom.contains("class=\"chart backlog\""), "no queue timeline");
@@ -318,7 +359,11 @@ fn report_renders_in_headless_chromium() {
     }
     // The console check can fail: a page that logs an error.
     let bad = dir.path().join("bad.html");
-    std::fs::write(&bad, "<html><body><script>console.error('boom')</script></body></html>").unwrap();
+    std::fs::write(
+        &bad,
+        "<html><body><script>console.error('boom')</script></body></html>",
+    )
+    .unwrap();
     let d = chromium(&["--dump-dom", &format!("file://{}", bad.display())]);
     assert!(
         !console_errors(&String::from_utf8_lossy(&d.stderr)).is_empty(),

@@ -60,7 +60,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let events: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000_000);
+    let events: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000_000);
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let dir = tempfile::tempdir().expect("temporary directory");
     let input = dir.path().join("trace.0.bin");

@@ -70,6 +70,10 @@ pub fn convert<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Converted, Str
     Ok(Converted {
         stats: written,
         events: stats.events,
-        errors: if stats.damaged { stats.errors } else { Vec::new() },
+        errors: if stats.damaged {
+            stats.errors
+        } else {
+            Vec::new()
+        },
     })
 }

@@ -271,7 +271,8 @@ impl<W: Write> Exporter<W> {
     fn describe_thread(&mut self, model: &Model, ev: &Ev) {
         self.threads[ev.thread as usize].described = true;
         let th = &model.threads[ev.thread as usize];
-        let proc_uuid = self.ensure_proc(model, th.proc);
+        // The process track comes first (thread tracks join it by pid).
+        self.ensure_proc(model, th.proc);
         let pid = model.procs[th.proc as usize].pid;
         let worker = match ev.kind {
             kind::POLL_START if ev.flag == 1 => Some(format!("executor {}", ev.worker)),
@@ -287,7 +288,6 @@ impl<W: Write> Exporter<W> {
             (None, Some(n)) => n.clone(),
             (None, None) => format!("thread {}", th.tid),
         };
-        let _ = proc_uuid;
         self.w.track(TrackDescriptor {
             uuid: Some(uuid(U_THREAD, ev.thread as u64)),
             name: Some(name.clone()),
@@ -350,7 +350,10 @@ impl<W: Write> Exporter<W> {
             }
         };
         lanes[lane] = end;
-        let uuid = uuid(U_LANE, (ev.thread as u64) << 16 | (group as u64) << 8 | lane as u64);
+        let uuid = uuid(
+            U_LANE,
+            (ev.thread as u64) << 16 | (group as u64) << 8 | lane as u64,
+        );
         if self.tracks.insert(uuid) {
             let name = if lane == 0 {
                 APP[group].1.to_string()
@@ -415,17 +418,20 @@ impl<W: Write> Exporter<W> {
         true
     }
 
-    fn local_q(&mut self, model: &Model, ev: &Ev, ts: u64, q: u32) {
+    fn local_q(&mut self, ev: &Ev, ts: u64, q: u32) {
         let t = ev.thread as usize;
         if self.threads[t].local_q == Some(q) {
             return;
         }
         self.threads[t].local_q = Some(q);
         let parent = uuid(U_THREAD, ev.thread as u64);
-        self.counter(ts, uuid(U_LOCAL_Q, ev.thread as u64), parent, || {
-            format!("local queue (worker {})", ev.worker)
-        }, q as u64);
-        let _ = model;
+        self.counter(
+            ts,
+            uuid(U_LOCAL_Q, ev.thread as u64),
+            parent,
+            || format!("local queue (worker {})", ev.worker),
+            q as u64,
+        );
     }
 
     /// Closes every open slice at the end of its recording.
@@ -469,7 +475,7 @@ impl<W: Write> Pass for Exporter<W> {
                 });
             }
             kind::POLL_START => {
-                self.local_q(model, ev, ts, ev.a);
+                self.local_q(ev, ts, ev.a);
                 let (loc, flow) = match self.tasks.get_mut(&(proc, ev.x)) {
                     Some(t) => (t.loc, std::mem::take(&mut t.flow)),
                     None => (UNKNOWN_LOC, 0),
@@ -494,7 +500,9 @@ impl<W: Write> Pass for Exporter<W> {
                     self.stats.flows_joined += 1;
                 }
                 self.emit(ts, e);
-                self.threads[ev.thread as usize].stack.push(Open::Poll(ev.x));
+                self.threads[ev.thread as usize]
+                    .stack
+                    .push(Open::Poll(ev.x));
                 self.stats.polls += 1;
             }
             kind::POLL_END => {
@@ -527,7 +535,7 @@ impl<W: Write> Pass for Exporter<W> {
                 self.tasks.remove(&(proc, ev.x));
             }
             kind::PARK => {
-                self.local_q(model, ev, ts, ev.a);
+                self.local_q(ev, ts, ev.a);
                 let iid = self.w.event_name(S_FIXED, F_PARKED, || FIXED[0].into());
                 let mut e = self.begin(TYPE_SLICE_BEGIN, track);
                 e.name_iid = Some(iid);
@@ -540,7 +548,13 @@ impl<W: Write> Pass for Exporter<W> {
             }
             kind::QUEUE_SAMPLE => {
                 let p = self.ensure_proc(model, proc);
-                self.counter(ts, uuid(U_GLOBAL_Q, proc as u64), p, || "global queue".into(), ev.a as u64);
+                self.counter(
+                    ts,
+                    uuid(U_GLOBAL_Q, proc as u64),
+                    p,
+                    || "global queue".into(),
+                    ev.a as u64,
+                );
                 if ev.worker != u32::MAX {
                     let q = ev.worker;
                     let name = || format!("queue {}", model.queues[q as usize]);

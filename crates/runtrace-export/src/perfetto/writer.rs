@@ -114,11 +114,10 @@ impl<W: Write> PacketWriter<W> {
         if self.first {
             // The first packet starts the sequence's incremental state.
             self.first = false;
-            p.sequence_flags =
-                Some(p.sequence_flags.unwrap_or(0) | SEQ_INCREMENTAL_STATE_CLEARED);
+            p.sequence_flags = Some(p.sequence_flags.unwrap_or(0) | SEQ_INCREMENTAL_STATE_CLEARED);
         }
-        let interned = !self.pending.event_names.is_empty()
-            || !self.pending.debug_annotation_names.is_empty();
+        let interned =
+            !self.pending.event_names.is_empty() || !self.pending.debug_annotation_names.is_empty();
         if interned {
             p.interned_data = Some(std::mem::take(&mut self.pending));
             p.sequence_flags = Some(p.sequence_flags.unwrap_or(0) | SEQ_NEEDS_INCREMENTAL_STATE);

@@ -81,8 +81,12 @@ impl Charts {
         }
         while to >= self.width_ns * BUCKETS as u64 {
             self.width_ns *= 2;
-            self.rows.iter_mut().for_each(|r| halve(&mut r.busy, u64::wrapping_add));
-            self.queues.iter_mut().for_each(|q| halve(&mut q.1, u64::max));
+            self.rows
+                .iter_mut()
+                .for_each(|r| halve(&mut r.busy, u64::wrapping_add));
+            self.queues
+                .iter_mut()
+                .for_each(|q| halve(&mut q.1, u64::max));
         }
     }
 

@@ -46,7 +46,12 @@ pub fn render(r: &Report, b: &BacklogReport, c: &Charts, model: &Model) -> Strin
     utilisation(&mut h, c, model);
     h.push_str("<h2 id=\"histograms\">Latency histograms</h2>");
     histogram(&mut h, "poll-hist", "Poll duration", &c.poll_hist);
-    histogram(&mut h, "wake-hist", "Wake (or spawn) → poll delay", &c.wake_hist);
+    histogram(
+        &mut h,
+        "wake-hist",
+        "Wake (or spawn) → poll delay",
+        &c.wake_hist,
+    );
     locations(&mut h, r);
     h.push_str(
         "<h2 id=\"flame\">CPU flame graphs</h2><p class=\"muted\">No CPU samples in this trace \
@@ -101,7 +106,11 @@ fn summary(h: &mut String, r: &Report, b: &BacklogReport) {
 }
 
 fn findings(h: &mut String, r: &Report) {
-    let _ = write!(h, "<h2>Findings ({})</h2><section id=\"findings\">", r.findings.len());
+    let _ = write!(
+        h,
+        "<h2>Findings ({})</h2><section id=\"findings\">",
+        r.findings.len()
+    );
     if r.findings.is_empty() {
         h.push_str("<p class=\"ok\">No findings: nothing crossed a threshold.</p>");
     }
@@ -207,7 +216,11 @@ fn histogram(h: &mut String, id: &str, title: &str, counts: &[u64; HIST]) {
     );
     for (i, &n) in counts.iter().enumerate().take(hi + 1).skip(lo) {
         let x = (i - lo) as f64 * bar_w;
-        let bh = if n == 0 { 0.0 } else { (n as f64 / max * (ch - 14.0)).max(1.0) };
+        let bh = if n == 0 {
+            0.0
+        } else {
+            (n as f64 / max * (ch - 14.0)).max(1.0)
+        };
         let _ = write!(
             h,
             "<rect x=\"{x}\" y=\"{}\" width=\"{}\" height=\"{bh}\" fill=\"#4a7\"><title>{} – {}: {n}</title></rect>\
@@ -220,7 +233,11 @@ fn histogram(h: &mut String, id: &str, title: &str, counts: &[u64; HIST]) {
             esc(&fmt_ns(1 << i))
         );
         if n > 0 {
-            let _ = write!(h, "<text x=\"{x}\" y=\"{}\" fill=\"#555\">{n}</text>", ch - bh - 2.0);
+            let _ = write!(
+                h,
+                "<text x=\"{x}\" y=\"{}\" fill=\"#555\">{n}</text>",
+                ch - bh - 2.0
+            );
         }
     }
     h.push_str("</svg>");
@@ -277,7 +294,13 @@ fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
             .iter()
             .take(used)
             .enumerate()
-            .map(|(i, &v)| format!("{:.1},{:.1}", (i as f64 + 0.5) * cell, ch - v as f64 / max * ch))
+            .map(|(i, &v)| {
+                format!(
+                    "{:.1},{:.1}",
+                    (i as f64 + 0.5) * cell,
+                    ch - v as f64 / max * ch
+                )
+            })
             .collect();
         let _ = write!(
             h,
@@ -308,9 +331,17 @@ fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
              <th>Reason</th><th>Verdict</th></tr>",
         );
         for t in &b.triggers {
-            let verdict = t.verdicts.first().map_or("no cause above the floor".to_string(), |v| {
-                format!("{} ({:.0}%): {}", v.cause.as_str(), v.score * 100.0, v.evidence)
-            });
+            let verdict = t
+                .verdicts
+                .first()
+                .map_or("no cause above the floor".to_string(), |v| {
+                    format!(
+                        "{} ({:.0}%): {}",
+                        v.cause.as_str(),
+                        v.score * 100.0,
+                        v.evidence
+                    )
+                });
             let _ = write!(
                 h,
                 "<tr><td>{:.3} s</td><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
