@@ -10,7 +10,7 @@
 //! per exporter, the median of RUNS (default 3) runs of wall time and of
 //! this thread's CPU time (from /proc/thread-self/schedstat: on a shared
 //! machine the CPU time is the stable figure), events per second of each,
-//! and the output's size. EVENTS defaults to 10 million.
+//! the peak resident memory, and the output's size. EVENTS defaults to 10 million.
 
 use runtrace_analyze::event::Ev;
 use runtrace_analyze::model::Model;
@@ -35,10 +35,29 @@ fn cpu_s() -> f64 {
         .map_or(0.0, |ns| ns as f64 / 1e9)
 }
 
-/// Runs `f` `runs` times; prints the medians of wall and CPU time.
+/// Peak resident memory (VmHWM, KiB) since the last [`reset_peak`].
+fn peak_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            l.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Resets the peak resident memory to the current one (Linux: "5" to
+/// /proc/self/clear_refs).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Runs `f` `runs` times; prints the medians of wall and CPU time and the
+/// peak resident memory while it ran.
 fn measure(what: &str, n: u64, runs: usize, mut f: impl FnMut() -> String) {
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     let mut note = String::new();
+    reset_peak();
     for _ in 0..runs {
         let (t, c) = (Instant::now(), cpu_s());
         note = f();
@@ -47,9 +66,10 @@ fn measure(what: &str, n: u64, runs: usize, mut f: impl FnMut() -> String) {
     }
     let (w, c) = (median(wall), median(cpu));
     println!(
-        "{what}: median of {runs}: wall {w:.3} s ({:.2} M events/s), cpu {c:.3} s ({:.2} M events/s){note}",
+        "{what}: median of {runs}: wall {w:.3} s ({:.2} M events/s), cpu {c:.3} s ({:.2} M events/s), peak RSS {} MiB{note}",
         n as f64 / w / 1e6,
-        n as f64 / c / 1e6
+        n as f64 / c / 1e6,
+        peak_kib() / 1024
     );
 }
 
