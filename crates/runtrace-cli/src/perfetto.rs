@@ -7,24 +7,18 @@
 //! # let _ = code;
 //! ```
 
+use crate::output::wrote_file;
 use crate::PerfettoArgs;
-use std::io::Write;
 use std::process::ExitCode;
 
 /// `runtrace perfetto FILE... -o OUT.pftrace`: exit 0, or 1 when the output
 /// cannot be written or the input is damaged (what was readable is
 /// converted; the damage is on standard error).
 pub fn run(args: &PerfettoArgs) -> ExitCode {
-    let mut err = std::io::stderr().lock();
-    match runtrace_export::perfetto::convert(&args.files, &args.output) {
-        Err(e) => {
-            let _ = writeln!(err, "error: {e}");
-            ExitCode::FAILURE
-        }
-        Ok(c) => {
+    wrote_file(
+        runtrace_export::perfetto::convert(&args.files, &args.output).map(|c| {
             let s = &c.stats;
-            let _ = writeln!(
-                err,
+            let line = format!(
                 "{}: {} events -> {} packets ({} polls, {} parks, {} flows, {} counter values)",
                 args.output.display(),
                 c.events,
@@ -34,14 +28,7 @@ pub fn run(args: &PerfettoArgs) -> ExitCode {
                 s.flows_joined,
                 s.counter_values
             );
-            for e in &c.errors {
-                let _ = writeln!(err, "error: {e}");
-            }
-            if c.errors.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-    }
+            (line, c.errors)
+        }),
+    )
 }

@@ -317,12 +317,19 @@ impl<W: Write> Exporter<W> {
         self.stats.counter_values += 1;
     }
 
-    fn ann_u(e: &mut TrackEvent, iid: u64, v: u64) {
-        e.debug_annotations.push(DebugAnnotation {
+    /// Adds annotation `iid`, its value set by `set`.
+    fn ann(e: &mut TrackEvent, iid: u64, set: impl FnOnce(&mut DebugAnnotation)) {
+        let mut a = DebugAnnotation {
             name_iid: Some(iid),
-            uint_value: Some(v),
             ..Default::default()
-        });
+        };
+        set(&mut a);
+        e.debug_annotations.push(a);
+    }
+
+    /// Adds an unsigned annotation.
+    fn ann_u(e: &mut TrackEvent, iid: u64, v: u64) {
+        Self::ann(e, iid, |a| a.uint_value = Some(v));
     }
 
     fn app_name(&mut self, model: &Model, group: usize, name: u32) -> u64 {
@@ -380,11 +387,9 @@ impl<W: Write> Exporter<W> {
                 };
                 Self::ann_u(&mut e, A_BYTES, bytes);
             }
-            kind::LOCK_WAIT | kind::LOCK_HOLD => e.debug_annotations.push(DebugAnnotation {
-                name_iid: Some(A_WRITE),
-                bool_value: Some(ev.flag == 1),
-                ..Default::default()
-            }),
+            kind::LOCK_WAIT | kind::LOCK_HOLD => {
+                Self::ann(&mut e, A_WRITE, |a| a.bool_value = Some(ev.flag == 1))
+            }
             _ => {}
         }
         self.emit(start, e);
@@ -489,11 +494,7 @@ impl<W: Write> Pass for Exporter<W> {
                 Self::ann_u(&mut e, A_LOCAL_Q, ev.a as u64);
                 Self::ann_u(&mut e, A_WORKER, ev.worker as u64);
                 if ev.flag == 1 {
-                    e.debug_annotations.push(DebugAnnotation {
-                        name_iid: Some(A_EXECUTOR),
-                        bool_value: Some(true),
-                        ..Default::default()
-                    });
+                    Self::ann(&mut e, A_EXECUTOR, |a| a.bool_value = Some(true));
                 }
                 if flow != 0 {
                     e.terminating_flow_ids.push(flow);
@@ -577,11 +578,7 @@ impl<W: Write> Pass for Exporter<W> {
                 let cause = model.name(ev.x as u32).to_string();
                 self.instant(ts, track, iid, |e| {
                     Self::ann_u(e, A_QUEUE_SIZE, ev.a as u64);
-                    e.debug_annotations.push(DebugAnnotation {
-                        name_iid: Some(A_CAUSE),
-                        string_value: Some(cause),
-                        ..Default::default()
-                    });
+                    Self::ann(e, A_CAUSE, |a| a.string_value = Some(cause));
                 });
             }
             kind::BACKLOG_TRIGGER => {
@@ -591,16 +588,8 @@ impl<W: Write> Pass for Exporter<W> {
                 let reason = model.name(side(ev.x + 1) as u32).to_string();
                 self.instant(ts, track, iid, |e| {
                     Self::ann_u(e, A_QUEUE_SIZE, ev.a as u64);
-                    e.debug_annotations.push(DebugAnnotation {
-                        name_iid: Some(A_GROWTH),
-                        int_value: Some(growth),
-                        ..Default::default()
-                    });
-                    e.debug_annotations.push(DebugAnnotation {
-                        name_iid: Some(A_REASON),
-                        string_value: Some(reason),
-                        ..Default::default()
-                    });
+                    Self::ann(e, A_GROWTH, |a| a.int_value = Some(growth));
+                    Self::ann(e, A_REASON, |a| a.string_value = Some(reason));
                 });
             }
             kind::HEARTBEAT => {
