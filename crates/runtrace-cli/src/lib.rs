@@ -10,7 +10,11 @@
 //! - [`backlog`]: `runtrace backlog`, queues, locks, I/O, heartbeats and
 //!   the ranked root causes of each backlog trigger;
 //! - [`doctor`]: `runtrace doctor`, `runtrace_doctor`'s report on the
-//!   probes a binary carries.
+//!   probes a binary carries;
+//! - [`perfetto`]: `runtrace perfetto`, `runtrace_export::perfetto::convert`
+//!   (a timeline for ui.perfetto.dev);
+//! - [`report`]: `runtrace report`, `runtrace_export::report::write` (one
+//!   self-contained HTML page).
 //!
 //! A recording's directory stands for its `trace.N.bin` files
 //! (`runtrace_format::files`).
