@@ -104,6 +104,12 @@ impl Hasher for IntHasher {
     fn write_u64(&mut self, v: u64) {
         self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
 }
 
 type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
@@ -129,6 +135,9 @@ pub struct ExportStats {
     pub instants: u64,
     /// Slices still open at the end of a recording, closed there.
     pub closed_at_end: u64,
+    /// Polls that began while a poll of the same task was still open on
+    /// the thread: the open one lost its end, and was ended there.
+    pub closed_early: u64,
     /// Poll ends and unparks with no open poll or park (skipped).
     pub unmatched_ends: u64,
     /// Application slices beyond [`MAX_LANES`] overlapping ones (skipped).
@@ -406,13 +415,22 @@ impl<W: Write> Exporter<W> {
         self.stats.instants += 1;
     }
 
+    /// Ends a `target` still open on thread `t` (and what is open inside
+    /// it), counting it in [`ExportStats::closed_early`].
+    fn close_stale(&mut self, t: u32, ts: u64, target: Open) {
+        if self.threads[t as usize].stack.contains(&target) {
+            self.close_to(t, ts, target);
+            self.stats.closed_early += 1;
+        }
+    }
+
     /// Ends open slices of thread `t` down to and including the first
-    /// `target` (innermost first); false when none is open.
-    fn close_to(&mut self, t: u32, ts: u64, target: Open) -> bool {
+    /// `target` (innermost first); counts it unmatched when none is open.
+    fn close_to(&mut self, t: u32, ts: u64, target: Open) {
         let stack = &mut self.threads[t as usize].stack;
         let Some(pos) = stack.iter().rposition(|&o| o == target) else {
             self.stats.unmatched_ends += 1;
-            return false;
+            return;
         };
         let n = stack.len() - pos;
         stack.truncate(pos);
@@ -420,7 +438,6 @@ impl<W: Write> Exporter<W> {
             let e = self.begin(TYPE_SLICE_END, uuid(U_THREAD, t as u64));
             self.emit(ts, e);
         }
-        true
     }
 
     fn local_q(&mut self, ev: &Ev, ts: u64, q: u32) {
@@ -480,6 +497,10 @@ impl<W: Write> Pass for Exporter<W> {
                 });
             }
             kind::POLL_START => {
+                // A task is never polled inside its own poll: a poll of it
+                // still open lost its end (damage); end it here, so open
+                // slices stay bounded.
+                self.close_stale(ev.thread, ts, Open::Poll(ev.x));
                 self.local_q(ev, ts, ev.a);
                 let (loc, flow) = match self.tasks.get_mut(&(proc, ev.x)) {
                     Some(t) => (t.loc, std::mem::take(&mut t.flow)),
@@ -506,9 +527,7 @@ impl<W: Write> Pass for Exporter<W> {
                     .push(Open::Poll(ev.x));
                 self.stats.polls += 1;
             }
-            kind::POLL_END => {
-                self.close_to(ev.thread, ts, Open::Poll(ev.x));
-            }
+            kind::POLL_END => self.close_to(ev.thread, ts, Open::Poll(ev.x)),
             kind::WAKE => {
                 let task = self.tasks.entry((proc, ev.x)).or_insert(Task {
                     loc: UNKNOWN_LOC,
@@ -544,9 +563,7 @@ impl<W: Write> Pass for Exporter<W> {
                 self.threads[ev.thread as usize].stack.push(Open::Park);
                 self.stats.parks += 1;
             }
-            kind::UNPARK => {
-                self.close_to(ev.thread, ts, Open::Park);
-            }
+            kind::UNPARK => self.close_to(ev.thread, ts, Open::Park),
             kind::QUEUE_SAMPLE => {
                 let p = self.ensure_proc(model, proc);
                 self.counter(

@@ -139,7 +139,11 @@ impl Pass for Charts {
                 if t >= self.open.len() {
                     self.open.resize_with(t + 1, Vec::new);
                 }
-                self.open[t].push(ns);
+                // A poll end lost to damage must not grow this forever:
+                // real nesting is a few levels deep.
+                if self.open[t].len() < 64 {
+                    self.open[t].push(ns);
+                }
             }
             kind::POLL_END => {
                 let t = ev.thread as usize;
