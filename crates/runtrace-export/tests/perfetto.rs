@@ -70,7 +70,10 @@ fn lost_poll_ends_and_open_slices_still_balance() {
     assert!(depths(&packets).values().all(|&d| d == 0));
     let s = &c.stats;
     assert_eq!((s.polls, s.parks), (2, 1));
-    assert_eq!((s.closed_early, s.unmatched_ends, s.closed_at_end), (1, 2, 1));
+    assert_eq!(
+        (s.closed_early, s.unmatched_ends, s.closed_at_end),
+        (1, 2, 1)
+    );
     // The spawn's flow reached the first poll; the wake's never did.
     assert_eq!((s.flows, s.flows_joined), (2, 1));
     let ty = |t| {
@@ -79,8 +82,10 @@ fn lost_poll_ends_and_open_slices_still_balance() {
             .filter(|p| p.track_event.as_ref().is_some_and(|e| e.r#type == Some(t)))
             .count()
     };
-    assert_eq!(ty(TYPE_INSTANT), 2); // spawn, wake
-    assert_eq!(ty(TYPE_COUNTER), 3); // local queue 0, then 2; global queue 3
+    // Instants: the spawn and the wake. Counters: the local queue at 0,
+    // then 2; the global queue at 3.
+    assert_eq!(ty(TYPE_INSTANT), 2);
+    assert_eq!(ty(TYPE_COUNTER), 3);
     // "src/a.rs:1:1", "spawn", "parked", "wake": each interned once.
     let names: Vec<String> = packets
         .iter()
