@@ -75,9 +75,15 @@ pub enum Command {
     /// blocking, processing slowdown) of every backlog trigger (exit 1 if a
     /// file is damaged).
     Backlog(BacklogArgs),
-    /// Convert trace files to a Perfetto timeline (open it in ui.perfetto.dev).
+    /// Convert trace files to a Perfetto timeline (open it in
+    /// ui.perfetto.dev): a slice per poll, parks, wake->poll flows, queue
+    /// counters, application events (exit 1 if a file is damaged; what was
+    /// readable is converted).
     Perfetto(PerfettoArgs),
-    /// Write a self-contained HTML report (findings, utilisation, histograms).
+    /// Write a self-contained HTML report: findings, per-worker utilisation,
+    /// wake->poll and poll-duration histograms, top spawn locations, the
+    /// backlog timeline (exit 1 if a file is damaged; the page covers what
+    /// was readable).
     Report(ReportArgs),
 }
 
