@@ -286,9 +286,9 @@ impl<W: Write> Exporter<W> {
         let worker = match ev.kind {
             kind::POLL_START if ev.flag == 1 => Some(format!("executor {}", ev.worker)),
             kind::POLL_START => Some(format!("tokio worker {}", ev.worker)),
-            kind::PARK | kind::UNPARK | kind::WORKER_START | kind::WORKER_STOP => {
-                Some(format!("worker {}", ev.worker))
-            }
+            // Only runtrace-tokio records worker start and stop.
+            kind::WORKER_START | kind::WORKER_STOP => Some(format!("tokio worker {}", ev.worker)),
+            kind::PARK | kind::UNPARK => Some(format!("worker {}", ev.worker)),
             _ => None,
         };
         let name = match (worker, &th.name) {
