@@ -173,7 +173,9 @@ fn perfetto_synthetic_trace_decodes_and_checks() {
     assert!(r["counter_values"].as_u64().unwrap() > 0);
     let names: Vec<String> = serde_json::from_value(r["thread_tracks"].clone()).unwrap();
     assert!(
-        names.iter().any(|n| n == "tokio worker 0 (tokio-rt-worker)"),
+        names
+            .iter()
+            .any(|n| n == "tokio worker 0 (tokio-rt-worker)"),
         "{names:?}"
     );
     assert!(

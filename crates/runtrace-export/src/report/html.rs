@@ -275,14 +275,22 @@ fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
     }
     h.push_str("<h2>Backlog</h2><section id=\"backlog\">");
     for q in &b.queues {
-        let _ = write!(
+        let _ =
+            write!(
             h,
-            "<h3>Queue <code>{}</code></h3><p>{} enqueued, {} dequeued, {} dropped, max size {}</p>",
+            "<h3>Queue <code>{}</code></h3><p>{} enqueued, {} dequeued, {} dropped, max size {}; \
+             rates per {} window up to {:.0} enqueues/s and {:.0} dequeues/s; \
+             fastest growth {:+.0}/s at {:.3} s</p>",
             esc(&q.name),
             q.enqueued,
             q.dequeued,
             q.dropped,
-            q.max_size
+            q.max_size,
+            fmt_ns(b.options.window_ns),
+            q.windows.iter().map(|w| w.enqueue_per_sec).fold(0.0, f64::max),
+            q.windows.iter().map(|w| w.dequeue_per_sec).fold(0.0, f64::max),
+            q.peak_growth_per_sec,
+            q.peak_growth_at_ns as f64 / 1e9
         );
         let Some((_, sizes)) = c.queues.iter().find(|(n, _)| model.name(*n) == q.name) else {
             continue;
@@ -328,7 +336,7 @@ fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
     if !b.triggers.is_empty() {
         h.push_str(
             "<table id=\"triggers\"><tr><th>At</th><th>Queue</th><th class=\"n\">Size</th>\
-             <th>Reason</th><th>Verdict</th></tr>",
+             <th>Reason</th><th>Enqueues/s, dequeues/s (before → in the window)</th><th>Verdict</th></tr>",
         );
         for t in &b.triggers {
             let verdict = t
@@ -342,13 +350,20 @@ fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
                         v.evidence
                     )
                 });
+            let rate = |before: Option<f64>, during: f64| match before {
+                Some(b) => format!("{b:.0} → {during:.0}"),
+                None => format!("{during:.0}"),
+            };
             let _ = write!(
                 h,
-                "<tr><td>{:.3} s</td><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{:.3} s</td><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td>\
+                 <td>{}, {}</td><td>{}</td></tr>",
                 t.timestamp_ns as f64 / 1e9,
                 esc(&t.queue),
                 t.queue_size,
                 esc(&t.reason),
+                rate(t.enqueue_rate_before, t.enqueue_rate_during),
+                rate(t.dequeue_rate_before, t.dequeue_rate_during),
                 esc(&verdict)
             );
         }
