@@ -115,6 +115,11 @@ impl Hasher for IntHasher {
 type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// What was written: the tests compare these with `runtrace check`.
+///
+/// ```
+/// let s = runtrace_export::perfetto::ExportStats::default();
+/// assert_eq!(s.polls, 0);
+/// ```
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ExportStats {
     /// Packets written.
@@ -164,7 +169,24 @@ struct Task {
 }
 
 /// The Perfetto exporter as a pass; [`Exporter::finish_output`] returns
-/// the output and what was written.
+/// the output and what was written. Run it beside other passes in one
+/// read as a pair.
+///
+/// ```
+/// use runtrace_analyze::synth::TraceBuilder;
+/// use runtrace_export::perfetto::Exporter;
+/// let mut b = TraceBuilder::new();
+/// b.park(7, 0, 1_000, 0, 0);
+/// b.unpark(7, 0, 9_000, 0, 0);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// let mut ex = Exporter::new(Vec::new());
+/// runtrace_analyze::input::read(&[path], &mut ex, None);
+/// let (bytes, err, stats) = ex.finish_output();
+/// assert!(err.is_none() && !bytes.is_empty());
+/// assert_eq!(stats.parks, 1);
+/// ```
 pub struct Exporter<W: Write> {
     w: PacketWriter<W>,
     te: TrackEvent,

@@ -25,6 +25,21 @@ pub struct Row {
 }
 
 /// The chart data of a read.
+///
+/// ```
+/// use runtrace_analyze::synth::TraceBuilder;
+/// use runtrace_export::report::charts::Charts;
+/// let mut b = TraceBuilder::new();
+/// b.poll_start(7, 0, 1_000, 1, 0, 0);
+/// b.poll_end(7, 0, 3_000, 1, true);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// let mut c = Charts::default();
+/// runtrace_analyze::input::read(&[path], &mut c, None);
+/// assert_eq!(c.rows[0].busy.iter().sum::<u64>(), 2_000);
+/// assert_eq!(c.poll_hist[10], 1); // 2 us: [1024, 2048) ns
+/// ```
 #[derive(Debug, Clone)]
 pub struct Charts {
     /// Bucket width (ns); buckets start at each recording's start.
@@ -63,6 +78,11 @@ impl Default for Charts {
 }
 
 /// The log2 bucket of `v`.
+///
+/// ```
+/// use runtrace_export::report::charts::log2_bucket;
+/// assert_eq!((log2_bucket(0), log2_bucket(1), log2_bucket(1_000)), (0, 0, 9));
+/// ```
 pub fn log2_bucket(v: u64) -> usize {
     (63 - v.max(1).leading_zeros() as usize).min(HIST - 1)
 }

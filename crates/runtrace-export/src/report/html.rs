@@ -9,6 +9,10 @@ use runtrace_analyze::{fmt_ns, Report};
 use std::fmt::Write;
 
 /// Escapes text for HTML content and attribute values.
+///
+/// ```
+/// assert_eq!(runtrace_export::report::html::esc("<a href=\"x\">"), "&lt;a href=&quot;x&quot;&gt;");
+/// ```
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
@@ -32,7 +36,8 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\
 .finding.critical{border-color:#d33;background:#fff0f0}.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}\
 .ok{color:#2a7}.err{color:#d33}.muted{color:#777}code{font-size:.95em}svg{display:block;margin:.4em 0}";
 
-/// Renders the page.
+/// Renders the page (see the [module](super) for an example through
+/// [`super::write`]).
 pub fn render(r: &Report, b: &BacklogReport, c: &Charts, model: &Model) -> String {
     let mut h = String::with_capacity(64 << 10);
     let _ = write!(
