@@ -10,7 +10,11 @@
 //! - [`backlog`]: `runtrace backlog`, queues, locks, I/O, heartbeats and
 //!   the ranked root causes of each backlog trigger;
 //! - [`doctor`]: `runtrace doctor`, `runtrace_doctor`'s report on the
-//!   probes a binary carries.
+//!   probes a binary carries;
+//! - [`perfetto`]: `runtrace perfetto`, `runtrace_export::perfetto::convert`
+//!   (a timeline for ui.perfetto.dev);
+//! - [`report`]: `runtrace report`, `runtrace_export::report::write` (one
+//!   self-contained HTML page).
 //!
 //! A recording's directory stands for its `trace.N.bin` files
 //! (`runtrace_format::files`).
@@ -34,6 +38,8 @@ pub mod check;
 pub mod doctor;
 pub mod jsonl;
 mod output;
+pub mod perfetto;
+pub mod report;
 
 /// Command-line arguments of `runtrace`.
 #[derive(Debug, Parser)]
@@ -69,6 +75,40 @@ pub enum Command {
     /// blocking, processing slowdown) of every backlog trigger (exit 1 if a
     /// file is damaged).
     Backlog(BacklogArgs),
+    /// Convert trace files to a Perfetto timeline (open it in
+    /// ui.perfetto.dev): a slice per poll, parks, wake->poll flows, queue
+    /// counters, application events (exit 1 if a file is damaged; what was
+    /// readable is converted).
+    Perfetto(PerfettoArgs),
+    /// Write a self-contained HTML report: findings, per-worker utilisation,
+    /// wake->poll and poll-duration histograms, top spawn locations, the
+    /// backlog timeline (exit 1 if a file is damaged; the page covers what
+    /// was readable).
+    Report(ReportArgs),
+}
+
+/// Arguments of `runtrace perfetto`.
+#[derive(Debug, Clone, Args)]
+pub struct PerfettoArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The Perfetto trace to write (e.g. trace.pftrace).
+    #[arg(short = 'o', long = "output", value_name = "OUT", required = true)]
+    pub output: PathBuf,
+}
+
+/// Arguments of `runtrace report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The HTML page to write (e.g. report.html).
+    #[arg(short = 'o', long = "output", value_name = "OUT", required = true)]
+    pub output: PathBuf,
 }
 
 /// Arguments of `runtrace backlog`.
@@ -145,7 +185,9 @@ pub fn run(cli: Cli) -> ExitCode {
     let mut command = cli.command;
     if let Command::Check(CheckArgs { files, .. })
     | Command::Jsonl(JsonlArgs { files, .. })
-    | Command::Analyze(AnalyzeArgs { files, .. }) = &mut command
+    | Command::Analyze(AnalyzeArgs { files, .. })
+    | Command::Perfetto(PerfettoArgs { files, .. })
+    | Command::Report(ReportArgs { files, .. }) = &mut command
     {
         *files = runtrace_format::files::expand_lenient(std::mem::take(files));
     }
@@ -155,5 +197,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Analyze(a) => analyze::run(&a),
         Command::Doctor(a) => doctor::run(&a),
         Command::Backlog(a) => backlog::run(&a),
+        Command::Perfetto(a) => perfetto::run(&a),
+        Command::Report(a) => report::run(&a),
     }
 }
