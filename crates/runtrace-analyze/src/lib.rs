@@ -42,10 +42,15 @@ pub mod backlog;
 pub mod event;
 mod fxhash;
 pub mod hist;
+pub mod index;
 pub mod input;
+pub mod kinds;
 pub mod model;
+pub mod outliers;
 pub mod pass;
+pub mod query;
 pub mod runtime;
+pub mod summary;
 pub mod synth;
 mod text;
 

@@ -1,0 +1,440 @@
+//! `runtrace outliers`: statistical outliers of wake->poll delay
+//! (`latency`), poll duration (`poll`) and CPU share (`cpu`), judged
+//! within each spawn location and within each task.
+//!
+//! The [`Outliers`] pass collects one sample per wake->poll delay and per
+//! poll (with its task, spawn location, worker and time window), and one
+//! per task and [`CPU_WINDOW_NS`] window in which the task ran (its share
+//! of that window spent in polls). [`Outliers::report`] groups the samples
+//! by spawn location and by task, and flags in each group of at least
+//! [`MIN_SAMPLES`] the samples beyond the [bounds](bounds) of the chosen
+//! [`Method`]:
+//! - `iqr`: below Q1 - 1.5 IQR or above Q3 + 1.5 IQR (quartiles by linear
+//!   interpolation between order statistics);
+//! - `mad`: modified z-score 0.6745 |x - median| / MAD above 3.5 (a group
+//!   whose MAD is 0 is skipped: the score is undefined);
+//! - `stddev`: more than 3 population standard deviations from the mean;
+//! - `percentile`: above the 99th percentile (interpolated).
+//!
+//! ```
+//! use runtrace_analyze::outliers::{bounds, Method};
+//! let mut v: Vec<f64> = (1..=20).map(|x| x as f64).collect();
+//! v.push(1000.0);
+//! let b = bounds(Method::Iqr, &mut v).unwrap();
+//! assert!(1000.0 > b.hi && 20.0 < b.hi);
+//! ```
+
+use crate::event::{kind, Ev};
+use crate::fxhash::FxHashMap;
+use crate::model::{Model, UNKNOWN_LOC};
+use crate::pass::{Pass, Wants};
+use runtrace_format::NO_WORKER;
+use serde_json::{json, Value};
+
+/// Groups with fewer samples are not judged (their statistics mean little).
+pub const MIN_SAMPLES: usize = 10;
+
+/// Width of the windows of the `cpu` category.
+pub const CPU_WINDOW_NS: i64 = 10_000_000;
+
+/// How outliers are told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Beyond Q1 - 1.5 IQR / Q3 + 1.5 IQR.
+    Iqr,
+    /// Modified z-score above 3.5.
+    Mad,
+    /// Beyond 3 standard deviations.
+    StdDev,
+    /// Above the 99th percentile.
+    Percentile,
+}
+
+impl Method {
+    /// `iqr`, `mad`, `stddev` or `percentile` (any case).
+    pub fn parse(s: &str) -> Result<Method, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "iqr" => Ok(Method::Iqr),
+            "mad" => Ok(Method::Mad),
+            "stddev" => Ok(Method::StdDev),
+            "percentile" => Ok(Method::Percentile),
+            _ => Err(format!(
+                "unknown outlier method {s:?}: expected iqr, mad, stddev or percentile"
+            )),
+        }
+    }
+
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Iqr => "iqr",
+            Method::Mad => "mad",
+            Method::StdDev => "stddev",
+            Method::Percentile => "percentile",
+        }
+    }
+}
+
+/// Which values are judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    /// Wake (or spawn) -> poll start delays.
+    Latency,
+    /// Poll durations.
+    Poll,
+    /// A task's share of a [`CPU_WINDOW_NS`] window spent in polls.
+    Cpu,
+    /// All three.
+    All,
+}
+
+impl Category {
+    /// `latency`, `poll`, `cpu` or `all` (any case).
+    pub fn parse(s: &str) -> Result<Category, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "latency" => Ok(Category::Latency),
+            "poll" => Ok(Category::Poll),
+            "cpu" => Ok(Category::Cpu),
+            "all" => Ok(Category::All),
+            _ => Err(format!(
+                "unknown outlier category {s:?}: expected latency, poll, cpu or all"
+            )),
+        }
+    }
+}
+
+/// Values beyond these are outliers: above `hi`, or below `lo` when the
+/// method has a lower bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    /// Lower bound (None: the method flags high values only).
+    pub lo: Option<f64>,
+    /// Upper bound.
+    pub hi: f64,
+}
+
+impl Bounds {
+    /// Whether `x` is an outlier.
+    pub fn outside(&self, x: f64) -> bool {
+        x > self.hi || self.lo.is_some_and(|lo| x < lo)
+    }
+}
+
+/// The `p` quantile (0..=1) of sorted values, interpolating linearly
+/// between the order statistics at positions floor/ceil of p (n - 1).
+pub fn quantile(sorted: &[f64], p: f64) -> f64 {
+    let pos = p * (sorted.len() - 1) as f64;
+    let i = pos.floor() as usize;
+    let frac = pos - i as f64;
+    match sorted.get(i + 1) {
+        Some(&next) => sorted[i] + frac * (next - sorted[i]),
+        None => sorted[i],
+    }
+}
+
+/// The bounds of `method` over `values` (sorted in place), or None when
+/// there are fewer than [`MIN_SAMPLES`] values or (MAD) no spread.
+pub fn bounds(method: Method, values: &mut [f64]) -> Option<Bounds> {
+    if values.len() < MIN_SAMPLES {
+        return None;
+    }
+    values.sort_unstable_by(f64::total_cmp);
+    match method {
+        Method::Iqr => {
+            let (q1, q3) = (quantile(values, 0.25), quantile(values, 0.75));
+            let iqr = q3 - q1;
+            Some(Bounds {
+                lo: Some(q1 - 1.5 * iqr),
+                hi: q3 + 1.5 * iqr,
+            })
+        }
+        Method::Mad => {
+            let m = quantile(values, 0.5);
+            let mut dev: Vec<f64> = values.iter().map(|x| (x - m).abs()).collect();
+            dev.sort_unstable_by(f64::total_cmp);
+            let mad = quantile(&dev, 0.5);
+            if mad <= 0.0 {
+                return None;
+            }
+            // 0.6745 |x - m| / MAD > 3.5  <=>  |x - m| > 3.5 MAD / 0.6745
+            let r = 3.5 * mad / 0.6745;
+            Some(Bounds {
+                lo: Some(m - r),
+                hi: m + r,
+            })
+        }
+        Method::StdDev => {
+            let n = values.len() as f64;
+            let mean = values.iter().sum::<f64>() / n;
+            let var = values.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+            let s = var.sqrt();
+            Some(Bounds {
+                lo: Some(mean - 3.0 * s),
+                hi: mean + 3.0 * s,
+            })
+        }
+        Method::Percentile => Some(Bounds {
+            lo: None,
+            hi: quantile(values, 0.99),
+        }),
+    }
+}
+
+/// One judged value and what it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Process index ([`Model::procs`]).
+    pub proc: u32,
+    /// Task id.
+    pub task: u64,
+    /// Spawn location index ([`Model::locs`]).
+    pub loc: u32,
+    /// Worker index (`NO_WORKER`: none).
+    pub worker: u32,
+    /// Window start, ns since the recording started.
+    pub start_ns: i64,
+    /// Window end.
+    pub end_ns: i64,
+    /// The value (ns, or a share for `cpu`).
+    pub value: f64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct TaskState {
+    loc: u32,
+    /// Ticks of the pending wake (or spawn).
+    wake: Option<u64>,
+    /// Ticks and worker of the open poll.
+    poll: Option<(u64, u32)>,
+}
+
+/// The pass of `runtrace outliers`: collects the samples.
+#[derive(Default)]
+pub struct Outliers {
+    tasks: FxHashMap<(u32, u64), TaskState>,
+    /// Wake -> poll delays.
+    pub latency: Vec<Sample>,
+    /// Poll durations.
+    pub poll: Vec<Sample>,
+    /// (proc, task, window) -> (busy ns, last worker).
+    cpu: FxHashMap<(u32, u64, i64), (u64, u32)>,
+}
+
+impl Pass for Outliers {
+    fn wants(&self) -> Wants {
+        Wants::RUNTIME
+    }
+
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        if !crate::kinds::has_task(ev.kind) {
+            return;
+        }
+        let proc = model.threads[ev.thread as usize].proc;
+        let p = &model.procs[proc as usize];
+        let st = self.tasks.entry((proc, ev.x)).or_default();
+        match ev.kind {
+            kind::SPAWN => {
+                st.loc = ev.a;
+                st.wake = Some(ev.ticks);
+            }
+            kind::WAKE => {
+                st.wake.get_or_insert(ev.ticks);
+            }
+            kind::POLL_START => {
+                if let Some(w) = st.wake.take() {
+                    let (s, e) = (p.ns(w), p.ns(ev.ticks));
+                    self.latency.push(Sample {
+                        proc,
+                        task: ev.x,
+                        loc: st.loc,
+                        worker: ev.worker,
+                        start_ns: s,
+                        end_ns: e,
+                        value: (e - s).max(0) as f64,
+                    });
+                }
+                st.poll = Some((ev.ticks, ev.worker));
+            }
+            kind::POLL_END => {
+                if let Some((t0, worker)) = st.poll.take() {
+                    let (s, e) = (p.ns(t0), p.ns(ev.ticks).max(p.ns(t0)));
+                    let loc = st.loc;
+                    self.poll.push(Sample {
+                        proc,
+                        task: ev.x,
+                        loc,
+                        worker,
+                        start_ns: s,
+                        end_ns: e,
+                        value: (e - s) as f64,
+                    });
+                    // Split the poll over the CPU windows it spans.
+                    let mut at = s;
+                    while at < e {
+                        let w = at.div_euclid(CPU_WINDOW_NS);
+                        let until = ((w + 1) * CPU_WINDOW_NS).min(e);
+                        let slot = self.cpu.entry((proc, ev.x, w)).or_insert((0, worker));
+                        slot.0 += (until - at) as u64;
+                        slot.1 = worker;
+                        at = until;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Outliers {
+    /// The CPU-share samples: one per task and window it polled in.
+    pub fn cpu_samples(&self) -> Vec<Sample> {
+        let mut v: Vec<Sample> = self
+            .cpu
+            .iter()
+            .map(|(&(proc, task, w), &(busy, worker))| Sample {
+                proc,
+                task,
+                loc: self.tasks.get(&(proc, task)).map_or(UNKNOWN_LOC, |t| t.loc),
+                worker,
+                start_ns: w * CPU_WINDOW_NS,
+                end_ns: (w + 1) * CPU_WINDOW_NS,
+                value: busy as f64 / CPU_WINDOW_NS as f64,
+            })
+            .collect();
+        v.sort_unstable_by_key(|s| (s.proc, s.task, s.start_ns));
+        v
+    }
+
+    /// The outliers of `category` by `method`, as JSON (keys in
+    /// docs/mcp.md): per category the samples, groups judged and skipped,
+    /// and the `limit` strongest outliers (furthest beyond their bound,
+    /// relative to it), with `outliers_total` and `truncated`.
+    pub fn report(&self, model: &Model, method: Method, category: Category, limit: usize) -> Value {
+        let mut cats = serde_json::Map::new();
+        let want = |c: Category| category == c || category == Category::All;
+        if want(Category::Latency) {
+            cats.insert(
+                "latency".into(),
+                judge(model, &self.latency, method, "ns", limit),
+            );
+        }
+        if want(Category::Poll) {
+            cats.insert("poll".into(), judge(model, &self.poll, method, "ns", limit));
+        }
+        if want(Category::Cpu) {
+            cats.insert(
+                "cpu".into(),
+                judge(model, &self.cpu_samples(), method, "share", limit),
+            );
+        }
+        json!({
+            "method": method.as_str(),
+            "min_samples": MIN_SAMPLES,
+            "cpu_window_ns": CPU_WINDOW_NS,
+            "limit": limit,
+            "categories": cats,
+        })
+    }
+}
+
+/// The indexes of the samples of each group, groups in first-seen order.
+fn groups<K: std::hash::Hash + Eq + Copy>(
+    samples: &[Sample],
+    key: impl Fn(&Sample) -> K,
+) -> Vec<Vec<usize>> {
+    let mut at: FxHashMap<K, usize> = FxHashMap::default();
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let g = *at.entry(key(s)).or_insert_with(|| {
+            out.push(Vec::new());
+            out.len() - 1
+        });
+        out[g].push(i);
+    }
+    out
+}
+
+/// One outlier found.
+struct Hit {
+    scope: &'static str,
+    sample: usize,
+    bound: f64,
+    high: bool,
+    group_samples: usize,
+    group_median: f64,
+}
+
+impl Hit {
+    /// How far beyond its bound, relative to the bound.
+    fn score(&self, samples: &[Sample]) -> f64 {
+        (samples[self.sample].value - self.bound).abs() / self.bound.abs().max(1e-9)
+    }
+}
+
+/// Flags the outliers of `samples` by location and by task.
+fn judge(model: &Model, samples: &[Sample], method: Method, unit: &str, limit: usize) -> Value {
+    let mut hits = Vec::new();
+    let (mut checked, mut skipped) = (0u64, 0u64);
+    let by_loc = groups(samples, |s| (s.proc, s.loc));
+    let by_task = groups(samples, |s| (s.proc, s.task));
+    for (scope, gs) in [("location", by_loc), ("task", by_task)] {
+        for g in gs {
+            let mut vals: Vec<f64> = g.iter().map(|&i| samples[i].value).collect();
+            let Some(b) = bounds(method, &mut vals) else {
+                skipped += 1;
+                continue;
+            };
+            checked += 1;
+            let median = quantile(&vals, 0.5);
+            for &i in &g {
+                let x = samples[i].value;
+                if b.outside(x) {
+                    let high = x > b.hi;
+                    hits.push(Hit {
+                        scope,
+                        sample: i,
+                        bound: if high { b.hi } else { b.lo.unwrap_or(b.hi) },
+                        high,
+                        group_samples: g.len(),
+                        group_median: median,
+                    });
+                }
+            }
+        }
+    }
+    let total = hits.len();
+    hits.sort_by(|a, b| b.score(samples).total_cmp(&a.score(samples)));
+    hits.truncate(limit);
+    let outliers: Vec<Value> = hits
+        .iter()
+        .map(|h| {
+            let s = &samples[h.sample];
+            let p = &model.procs[s.proc as usize];
+            let loc = &model.locs[s.loc as usize];
+            json!({
+                "scope": h.scope,
+                "task_id": s.task,
+                "pid": p.pid,
+                "spawn_loc": &*loc.text,
+                "spawn_loc_id": loc.trace_id,
+                "worker": (s.worker != NO_WORKER).then_some(s.worker),
+                "window_ns": [s.start_ns, s.end_ns],
+                "value": s.value,
+                "threshold": h.bound,
+                "direction": if h.high { "high" } else { "low" },
+                "unit": unit,
+                "group_samples": h.group_samples,
+                "group_median": h.group_median,
+            })
+        })
+        .collect();
+    json!({
+        "unit": unit,
+        "samples": samples.len(),
+        "groups_checked": checked,
+        "groups_skipped": skipped,
+        "outliers_total": total,
+        "truncated": total > outliers.len(),
+        "outliers": outliers,
+    })
+}
