@@ -14,6 +14,11 @@
 //! - [`backlog`]: queues, locks, I/O, heartbeats and the ranked root
 //!   causes of each backlog trigger, from runtrace-sync's events
 //!   (`runtrace backlog`);
+//! - [`summary`]: recordings, event counts and which analyses apply
+//!   (`runtrace summary`);
+//! - [`outliers`]: statistical outliers of wake->poll delay, poll duration
+//!   and CPU share per spawn location and task (`runtrace outliers`);
+//! - [`mcp`]: the MCP server over stdio (`runtrace mcp`);
 //! - [`doctor`]: list the runtrace probes a binary carries (USDT, perf-probe
 //!   functions, LTTng-UST) and check that tracers can attach to them
 //!   (`runtrace doctor`).
@@ -36,8 +41,11 @@ pub mod backlog;
 pub mod check;
 pub mod doctor;
 pub mod jsonl;
+pub mod mcp;
+pub mod outliers;
 mod output;
 mod per_schema;
+pub mod summary;
 
 /// Command-line arguments of `runtrace`.
 #[derive(Debug, Parser)]
@@ -73,6 +81,51 @@ pub enum Command {
     /// blocking, processing slowdown) of every backlog trigger (exit 1 if a
     /// file is damaged).
     Backlog(BacklogArgs),
+    /// Recordings, duration, event counts, and which analyses apply to the
+    /// trace and why not (exit 1 if a file is damaged).
+    Summary(SummaryArgs),
+    /// Statistical outliers of wake->poll delay, poll duration and CPU
+    /// share, per spawn location and per task (exit 1 if a file is damaged).
+    Outliers(OutliersArgs),
+    /// Serve MCP (JSON-RPC 2.0) on standard input and output: load traces
+    /// and query them from AI agents and tools (docs/mcp.md).
+    Mcp,
+}
+
+/// Arguments of `runtrace summary`.
+#[derive(Debug, Clone, Args)]
+pub struct SummaryArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print one JSON object instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `runtrace outliers`.
+#[derive(Debug, Clone, Args)]
+pub struct OutliersArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// iqr (beyond Q1-1.5 IQR / Q3+1.5 IQR), mad (modified z-score > 3.5),
+    /// stddev (beyond 3 sigma) or percentile (above p99).
+    #[arg(long, value_name = "METHOD", default_value = "iqr", value_parser = runtrace_analyze::outliers::Method::parse)]
+    pub method: runtrace_analyze::outliers::Method,
+    /// latency (wake->poll delay), poll (poll duration), cpu (CPU share per
+    /// 10 ms window) or all.
+    #[arg(long, value_name = "CATEGORY", default_value = "all", value_parser = runtrace_analyze::outliers::Category::parse)]
+    pub category: runtrace_analyze::outliers::Category,
+    /// Print at most this many outliers per category (the strongest; the
+    /// report says how many there are).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub limit: usize,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `runtrace backlog`.
@@ -103,6 +156,10 @@ pub struct AnalyzeArgs {
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub json: bool,
+    /// Run every applicable analysis (summary, analyze, backlog, outliers)
+    /// over one read and print one JSON object.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Arguments of `runtrace check`.
@@ -149,7 +206,9 @@ pub fn run(cli: Cli) -> ExitCode {
     let mut command = cli.command;
     if let Command::Check(CheckArgs { files, .. })
     | Command::Jsonl(JsonlArgs { files, .. })
-    | Command::Analyze(AnalyzeArgs { files, .. }) = &mut command
+    | Command::Analyze(AnalyzeArgs { files, .. })
+    | Command::Summary(SummaryArgs { files, .. })
+    | Command::Outliers(OutliersArgs { files, .. }) = &mut command
     {
         // A directory without any stays, for the command to report as a
         // path that is not a trace file, beside the other paths' results.
@@ -164,6 +223,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Analyze(a) => analyze::run(&a),
         Command::Doctor(a) => doctor::run(&a),
         Command::Backlog(a) => backlog::run(&a),
+        Command::Summary(a) => summary::run(&a),
+        Command::Outliers(a) => outliers::run(&a),
+        Command::Mcp => mcp::run(),
     }
 }
 
