@@ -47,7 +47,7 @@ fn write_trace(dir: &Path, name: &str, events: u64) -> (PathBuf, u64) {
 
 /// The queries of the benchmark: (name, query).
 fn queries(ix: &TraceIndex) -> Vec<(&'static str, Query)> {
-    let mid = ix.runtime.duration_ns as i64 / 2;
+    let mid = ix.runtime().duration_ns as i64 / 2;
     let task = ix.events[ix.events.len() / 2].x;
     vec![
         ("all events (limit 100)", Query::default()),
@@ -77,7 +77,7 @@ fn queries(ix: &TraceIndex) -> Vec<(&'static str, Query)> {
             "10% time window",
             Query {
                 start_ns: Some(mid),
-                end_ns: Some(mid + ix.runtime.duration_ns as i64 / 10),
+                end_ns: Some(mid + ix.runtime().duration_ns as i64 / 10),
                 ..Query::default()
             },
         ),
@@ -90,7 +90,10 @@ fn bench_queries(label: &str, ix: &TraceIndex, runs: usize) -> Vec<(String, f64)
     // The spawn-location map is built once per loaded trace, at first use.
     let t = Instant::now();
     let _ = ix.task_loc(0, 0);
-    println!("{label}: task->location map built in {:.2} ms (once per trace)", t.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "{label}: task->location map built in {:.2} ms (once per trace)",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     for (name, q) in queries(ix) {
         let mut matched = 0;
         let ms = time_ms(runs, || {
@@ -159,7 +162,8 @@ fn main() {
         (0..runs)
             .map(|_| {
                 let t = Instant::now();
-                let r = runtrace_analyze::analyze_files(std::slice::from_ref(&big), Default::default());
+                let r =
+                    runtrace_analyze::analyze_files(std::slice::from_ref(&big), Default::default());
                 assert_eq!(r.events, n);
                 t.elapsed().as_secs_f64()
             })

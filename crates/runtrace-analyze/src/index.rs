@@ -1,8 +1,9 @@
 //! A trace loaded into memory for many questions (`runtrace mcp`): one
-//! read runs the runtime analysis, the backlog analysis and the event
-//! counts, and keeps every built-in event as a 32-byte [`Ev`] (in
-//! timestamp order within each recording), so that later questions
-//! (queries, timelines, outliers) replay memory instead of the files.
+//! read counts the events and keeps every built-in event as a 32-byte
+//! [`Ev`] (in timestamp order within each recording), so that later
+//! questions (queries, timelines, outliers) replay memory instead of the
+//! files. The runtime and backlog reports are computed from memory at
+//! their first use and kept: loading is the read alone.
 //!
 //! ```
 //! use runtrace_analyze::index::TraceIndex;
@@ -17,7 +18,7 @@
 //! let ix = TraceIndex::load(&[path]);
 //! assert_eq!(ix.events.len(), 3);
 //! assert_eq!(ix.summary()["events"], 3);
-//! assert_eq!(ix.runtime.poll_ns.max, 3_000);
+//! assert_eq!(ix.runtime().poll_ns.max, 3_000);
 //! ```
 
 use crate::backlog::{Backlog, BacklogOptions, BacklogReport};
@@ -33,9 +34,9 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Keeps every event it is given.
+/// Keeps every event it is given, and counts them by kind.
 #[derive(Default)]
-struct Store(Vec<Ev>);
+struct Store(Vec<Ev>, Counts);
 
 impl Pass for Store {
     fn wants(&self) -> Wants {
@@ -44,9 +45,14 @@ impl Pass for Store {
 
     #[inline(always)]
     fn event(&mut self, ev: &Ev, _model: &Model) {
+        self.1.by_kind[ev.kind as usize] += 1;
         self.0.push(*ev);
     }
 }
+
+/// Trace bytes per kept event below which the first guess of the event
+/// count falls short (the recorder's files hold about 4-8).
+const BYTES_PER_EVENT_GUESS: u64 = 4;
 
 /// A loaded trace: its model, read statistics, reports and events.
 pub struct TraceIndex {
@@ -58,10 +64,8 @@ pub struct TraceIndex {
     pub events: Vec<Ev>,
     /// Events by kind.
     pub counts: Counts,
-    /// The report of `runtrace analyze`.
-    pub runtime: Report,
-    /// The report of `runtrace backlog`.
-    pub backlog: BacklogReport,
+    runtime: OnceLock<Report>,
+    backlog: OnceLock<BacklogReport>,
     task_locs: OnceLock<FxHashMap<(u32, u64), u32>>,
 }
 
@@ -71,26 +75,42 @@ impl TraceIndex {
     /// and the damage (file and byte offset) is in `stats.errors`.
     pub fn load<P: AsRef<Path>>(paths: &[P]) -> TraceIndex {
         let paths: Vec<PathBuf> = input::sorted(paths);
-        let mut passes = (
-            (
-                Engine::new(Thresholds::default()),
-                Backlog::new(&BacklogOptions::default()),
-            ),
-            (Counts::default(), Store::default()),
-        );
-        let (model, stats) = input::read(&paths, &mut passes, None);
-        let runtime = (passes.0).0.report(&model, stats.clone());
-        let backlog = (passes.0).1.report(&model, stats.clone());
-        let ((_, _), (counts, store)) = passes;
+        let bytes: u64 = paths
+            .iter()
+            .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+            .sum();
+        let guess = (bytes / BYTES_PER_EVENT_GUESS).min(1 << 30) as usize;
+        let mut store = Store(Vec::with_capacity(guess), Counts::default());
+        let (model, stats) = input::read(&paths, &mut store, None);
+        let Store(mut events, counts) = store;
+        events.shrink_to_fit();
         TraceIndex {
             model,
             stats,
-            events: store.0,
+            events,
             counts,
-            runtime,
-            backlog,
+            runtime: OnceLock::new(),
+            backlog: OnceLock::new(),
             task_locs: OnceLock::new(),
         }
+    }
+
+    /// The report of `runtrace analyze` (computed at the first call).
+    pub fn runtime(&self) -> &Report {
+        self.runtime.get_or_init(|| {
+            let mut e = Engine::new(Thresholds::default());
+            self.replay(&mut e);
+            e.report(&self.model, self.stats.clone())
+        })
+    }
+
+    /// The report of `runtrace backlog` (computed at the first call).
+    pub fn backlog(&self) -> &BacklogReport {
+        self.backlog.get_or_init(|| {
+            let mut b = Backlog::new(&BacklogOptions::default());
+            self.replay(&mut b);
+            b.report(&self.model, self.stats.clone())
+        })
     }
 
     /// Feeds the kept events to `pass` as [`input::read`] would, and
@@ -109,6 +129,22 @@ impl TraceIndex {
             }
         }
         pass.finish(&self.model);
+    }
+
+    /// First to last event, on the wall clock across recordings (0: no
+    /// events), as [`Report::duration_ns`].
+    pub fn duration_ns(&self) -> u64 {
+        let seen = self
+            .model
+            .procs
+            .iter()
+            .filter(|p| p.first_ticks != u64::MAX);
+        let first = seen.clone().map(|p| p.wall_ns(p.first_ticks)).min();
+        let last = seen.map(|p| p.wall_ns(p.last_ticks)).max();
+        match (first, last) {
+            (Some(f), Some(l)) => (l - f).max(0) as u64,
+            _ => 0,
+        }
     }
 
     /// The process index of event `ev`.
@@ -131,7 +167,7 @@ impl TraceIndex {
 
     /// `runtrace summary --json` (keys in docs/mcp.md).
     pub fn summary(&self) -> Value {
-        summary::summary(&self.model, &self.stats, &self.counts, &self.runtime)
+        summary::summary(&self.model, &self.stats, &self.counts, self.runtime())
     }
 
     /// `runtrace outliers --json`.
@@ -162,8 +198,8 @@ impl TraceIndex {
             .map(|a| json!({"name": a["name"], "reason": a["reason"]}))
             .collect();
         json!({
-            "analyze": applies("poll_times").then(|| self.runtime.to_json()),
-            "backlog": applies("backlog").then(|| self.backlog.to_json()),
+            "analyze": applies("poll_times").then(|| self.runtime().to_json()),
+            "backlog": applies("backlog").then(|| self.backlog().to_json()),
             "outliers": applies("outliers").then(|| self.outliers(Method::Iqr, Category::All, 100)),
             "skipped": skipped,
             "summary": summary,

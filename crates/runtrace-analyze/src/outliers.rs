@@ -337,23 +337,6 @@ impl Outliers {
     }
 }
 
-/// The indexes of the samples of each group, groups in first-seen order.
-fn groups<K: std::hash::Hash + Eq + Copy>(
-    samples: &[Sample],
-    key: impl Fn(&Sample) -> K,
-) -> Vec<Vec<usize>> {
-    let mut at: FxHashMap<K, usize> = FxHashMap::default();
-    let mut out: Vec<Vec<usize>> = Vec::new();
-    for (i, s) in samples.iter().enumerate() {
-        let g = *at.entry(key(s)).or_insert_with(|| {
-            out.push(Vec::new());
-            out.len() - 1
-        });
-        out[g].push(i);
-    }
-    out
-}
-
 /// One outlier found.
 struct Hit {
     scope: &'static str,
@@ -362,48 +345,72 @@ struct Hit {
     high: bool,
     group_samples: usize,
     group_median: f64,
+    /// How far beyond its bound, relative to the bound.
+    score: f64,
 }
 
-impl Hit {
-    /// How far beyond its bound, relative to the bound.
-    fn score(&self, samples: &[Sample]) -> f64 {
-        (samples[self.sample].value - self.bound).abs() / self.bound.abs().max(1e-9)
+/// Judges the groups of `samples` that share `key` (a scope), adding
+/// their outliers to `hits`; returns (groups judged, groups skipped).
+fn judge_scope(
+    samples: &[Sample],
+    scope: &'static str,
+    key: impl Fn(&Sample) -> (u32, u64),
+    method: Method,
+    hits: &mut Vec<Hit>,
+) -> (u64, u64) {
+    // Group by sorting (no map of vectors): one pass over runs of a key.
+    let mut order: Vec<u32> = (0..samples.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| (key(&samples[i as usize]), i));
+    let (mut checked, mut skipped) = (0, 0);
+    let mut vals = Vec::new();
+    for g in order.chunk_by(|&a, &b| key(&samples[a as usize]) == key(&samples[b as usize])) {
+        if g.len() < MIN_SAMPLES {
+            skipped += 1;
+            continue;
+        }
+        vals.clear();
+        vals.extend(g.iter().map(|&i| samples[i as usize].value));
+        let Some(b) = bounds(method, &mut vals) else {
+            skipped += 1;
+            continue;
+        };
+        checked += 1;
+        let median = quantile(&vals, 0.5);
+        for &i in g {
+            let x = samples[i as usize].value;
+            if b.outside(x) {
+                let high = x > b.hi;
+                let bound = if high { b.hi } else { b.lo.unwrap_or(b.hi) };
+                hits.push(Hit {
+                    scope,
+                    sample: i as usize,
+                    bound,
+                    high,
+                    group_samples: g.len(),
+                    group_median: median,
+                    score: (x - bound).abs() / bound.abs().max(1e-9),
+                });
+            }
+        }
     }
+    (checked, skipped)
 }
 
 /// Flags the outliers of `samples` by location and by task.
 fn judge(model: &Model, samples: &[Sample], method: Method, unit: &str, limit: usize) -> Value {
     let mut hits = Vec::new();
-    let (mut checked, mut skipped) = (0u64, 0u64);
-    let by_loc = groups(samples, |s| (s.proc, s.loc));
-    let by_task = groups(samples, |s| (s.proc, s.task));
-    for (scope, gs) in [("location", by_loc), ("task", by_task)] {
-        for g in gs {
-            let mut vals: Vec<f64> = g.iter().map(|&i| samples[i].value).collect();
-            let Some(b) = bounds(method, &mut vals) else {
-                skipped += 1;
-                continue;
-            };
-            checked += 1;
-            let median = quantile(&vals, 0.5);
-            for &i in &g {
-                let x = samples[i].value;
-                if b.outside(x) {
-                    let high = x > b.hi;
-                    hits.push(Hit {
-                        scope,
-                        sample: i,
-                        bound: if high { b.hi } else { b.lo.unwrap_or(b.hi) },
-                        high,
-                        group_samples: g.len(),
-                        group_median: median,
-                    });
-                }
-            }
-        }
-    }
+    let (c1, s1) = judge_scope(
+        samples,
+        "location",
+        |s| (s.proc, s.loc as u64),
+        method,
+        &mut hits,
+    );
+    let (c2, s2) = judge_scope(samples, "task", |s| (s.proc, s.task), method, &mut hits);
+    let (checked, skipped) = (c1 + c2, s1 + s2);
     let total = hits.len();
-    hits.sort_by(|a, b| b.score(samples).total_cmp(&a.score(samples)));
+    // The strongest first; ties in trace order of the samples.
+    hits.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.sample.cmp(&b.sample)));
     hits.truncate(limit);
     let outliers: Vec<Value> = hits
         .iter()

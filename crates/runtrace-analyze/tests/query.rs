@@ -194,3 +194,23 @@ fn a_damaged_trace_loads_what_is_readable_and_says_where_it_broke() {
     let n = ix.events.len();
     assert!(n > 0 && n < 700, "{n} events");
 }
+
+/// The reports computed from memory are those of a read of the files.
+#[test]
+fn reports_from_memory_equal_those_of_the_files() {
+    let golden =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtrace-cli/tests/golden");
+    for name in ["quickstart", "backlog"] {
+        let mut files: Vec<_> = std::fs::read_dir(golden.join(name))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let ix = TraceIndex::load(&files);
+        let rt = runtrace_analyze::analyze_files(&files, Default::default());
+        assert_eq!(ix.runtime().to_json(), rt.to_json(), "{name}");
+        assert_eq!(ix.duration_ns(), rt.duration_ns, "{name}");
+        let bl = runtrace_analyze::backlog::analyze_files(&files, &Default::default());
+        assert_eq!(ix.backlog().to_json(), bl.to_json(), "{name}");
+    }
+}

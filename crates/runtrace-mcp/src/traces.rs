@@ -130,7 +130,7 @@ fn describe(l: &Loaded) -> Value {
         "events": s.events,
         "events_indexed": l.index.events.len(),
         "recordings": l.index.model.procs.len(),
-        "duration_ns": l.index.runtime.duration_ns,
+        "duration_ns": l.index.duration_ns(),
         "load_ms": l.load_ms,
         "damaged": s.damaged,
         "errors": s.errors,

@@ -63,7 +63,7 @@ fn pick(v: &Value, keys: &[&str]) -> Value {
 /// `analyze_wakeup_latency`: wake->poll delays overall and by spawn
 /// location (worst p99 first), and the `wake_delay` findings.
 pub fn wakeup_latency(ix: &TraceIndex, limit: usize) -> Value {
-    let rt = ix.runtime.to_json();
+    let rt = ix.runtime().to_json();
     let mut out = Map::new();
     out.insert("wake_to_poll_ns".into(), rt["wake_to_poll_ns"].clone());
     let locs = by_desc(array(&rt, "spawn_locations"), "/wake_to_poll_ns/p99")
@@ -78,7 +78,7 @@ pub fn wakeup_latency(ix: &TraceIndex, limit: usize) -> Value {
 /// `analyze_poll_times`: poll durations overall and by spawn location
 /// (most poll time first), and the `long_poll` and `cpu_bound` findings.
 pub fn poll_times(ix: &TraceIndex, limit: usize) -> Value {
-    let rt = ix.runtime.to_json();
+    let rt = ix.runtime().to_json();
     let mut out = Map::new();
     out.insert("poll_ns".into(), rt["poll_ns"].clone());
     out.insert("poll_ns_mean".into(), rt["poll_ns_mean"].clone());
@@ -108,7 +108,7 @@ pub fn poll_times(ix: &TraceIndex, limit: usize) -> Value {
 /// `analyze_workers`: every worker's polls, busy ratio, parks and queue
 /// depth, the queues, and the worker findings.
 pub fn workers(ix: &TraceIndex, limit: usize) -> Value {
-    let rt = ix.runtime.to_json();
+    let rt = ix.runtime().to_json();
     let mut out = Map::new();
     put_list(&mut out, "workers", array(&rt, "workers"), limit);
     out.insert("global_queue".into(), rt["global_queue"].clone());
@@ -124,7 +124,7 @@ pub fn workers(ix: &TraceIndex, limit: usize) -> Value {
 
 /// `analyze_spawn_locations`: the spawn locations, most poll time first.
 pub fn spawn_locations(ix: &TraceIndex, limit: usize) -> Value {
-    let rt = ix.runtime.to_json();
+    let rt = ix.runtime().to_json();
     let mut out = Map::new();
     put_list(
         &mut out,
@@ -140,7 +140,7 @@ pub fn spawn_locations(ix: &TraceIndex, limit: usize) -> Value {
 /// `limit`, and `applicable` (false, with the reason, when the trace has
 /// no runtrace-sync events).
 pub fn backlog(ix: &TraceIndex, limit: usize) -> Value {
-    let b = ix.backlog.to_json();
+    let b = ix.backlog().to_json();
     let mut out = match &b {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
@@ -173,14 +173,14 @@ pub fn backlog(ix: &TraceIndex, limit: usize) -> Value {
 /// (long polls, wake delays, queue buildup, imbalance, idle workers while
 /// work is queued, CPU-bound locations), most serious first.
 pub fn bottlenecks(ix: &TraceIndex, limit: usize) -> Value {
-    let rt = ix.runtime.to_json();
+    let rt = ix.runtime().to_json();
     let mut out = Map::new();
     put_list(&mut out, "findings", array(&rt, "findings"), limit);
     out.insert(
         "thresholds".into(),
         json!({
-            "long_poll_ns": ix.runtime.thresholds.long_poll_ns,
-            "wake_delay_ns": ix.runtime.thresholds.wake_delay_ns,
+            "long_poll_ns": ix.runtime().thresholds.long_poll_ns,
+            "wake_delay_ns": ix.runtime().thresholds.wake_delay_ns,
         }),
     );
     Value::Object(out)
