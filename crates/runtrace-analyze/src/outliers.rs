@@ -359,24 +359,30 @@ fn judge_scope(
     hits: &mut Vec<Hit>,
 ) -> (u64, u64) {
     // Group by sorting (no map of vectors): one pass over runs of a key.
-    let mut order: Vec<u32> = (0..samples.len() as u32).collect();
-    order.sort_unstable_by_key(|&i| (key(&samples[i as usize]), i));
+    // Keys beside the indexes, so that the sort compares contiguous memory.
+    let mut order: Vec<((u32, u64), u32)> = samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (key(s), i as u32))
+        .collect();
+    order.sort_unstable();
     let (mut checked, mut skipped) = (0, 0);
     let mut vals = Vec::new();
-    for g in order.chunk_by(|&a, &b| key(&samples[a as usize]) == key(&samples[b as usize])) {
-        if g.len() < MIN_SAMPLES {
+    for run in order.chunk_by(|a, b| a.0 == b.0) {
+        if run.len() < MIN_SAMPLES {
             skipped += 1;
             continue;
         }
+        let g = run.iter().map(|&(_, i)| i);
         vals.clear();
-        vals.extend(g.iter().map(|&i| samples[i as usize].value));
+        vals.extend(g.clone().map(|i| samples[i as usize].value));
         let Some(b) = bounds(method, &mut vals) else {
             skipped += 1;
             continue;
         };
         checked += 1;
         let median = quantile(&vals, 0.5);
-        for &i in g {
+        for i in g {
             let x = samples[i as usize].value;
             if b.outside(x) {
                 let high = x > b.hi;
@@ -386,7 +392,7 @@ fn judge_scope(
                     sample: i as usize,
                     bound,
                     high,
-                    group_samples: g.len(),
+                    group_samples: run.len(),
                     group_median: median,
                     score: (x - bound).abs() / bound.abs().max(1e-9),
                 });
