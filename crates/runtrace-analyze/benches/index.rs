@@ -147,7 +147,7 @@ fn main() {
         assert_eq!(loaded.stats.events, n, "every event read");
         assert!(!loaded.stats.damaged, "{:?}", loaded.stats.errors);
         println!(
-            "10M: load run {run}: {n} events ({} MB) in {s:.3} s ({:.1} M events/s)",
+            "large: load run {run}: {n} events ({} MB) in {s:.3} s ({:.1} M events/s)",
             bytes >> 20,
             n as f64 / s / 1e6
         );
@@ -155,7 +155,7 @@ fn main() {
         ix = Some(loaded);
     }
     let load = median(loads);
-    println!("10M: load median {load:.3} s (target < 2 s)");
+    println!("large: load median {load:.3} s (target < 2 s)");
     // Side by side: `runtrace analyze` alone over the same file.
     drop(ix.take());
     let analyze = median(
@@ -170,21 +170,21 @@ fn main() {
             .collect(),
     );
     println!(
-        "10M: runtrace analyze alone: median {analyze:.3} s; load / analyze = {:.2}",
+        "large: runtrace analyze alone: median {analyze:.3} s; load / analyze = {:.2}",
         load / analyze
     );
     let ix = Some(TraceIndex::load(&[&big]));
     let ix = ix.expect("loaded");
-    let big_q = bench_queries("10M", &ix, 5);
+    let big_q = bench_queries("large", &ix, 5);
     let t = Instant::now();
     let o = ix.outliers(Method::Iqr, Category::All, 100);
     std::hint::black_box(o.to_string());
     let outliers_s = t.elapsed().as_secs_f64();
-    println!("10M: detect_outliers (IQR, all) {outliers_s:.3} s");
+    println!("large: detect_outliers (IQR, all) {outliers_s:.3} s");
     let t = Instant::now();
     std::hint::black_box(ix.run_all().to_string());
     let run_all_s = t.elapsed().as_secs_f64();
-    println!("10M: run_all_analyzers {run_all_s:.3} s");
+    println!("large: run_all_analyzers {run_all_s:.3} s");
 
     let fmt = |v: &[(String, f64)]| {
         v.iter()
@@ -197,7 +197,7 @@ fn main() {
         let _ = std::fs::write(
             out.join("index.json"),
             format!(
-                "{{\"events\": {n}, \"load_median_s\": {load:.4}, \"analyze_median_s\": {analyze:.4}, \"query_ms_100k\": {{{}}}, \"query_ms_10m\": {{{}}}, \"outliers_10m_s\": {outliers_s:.3}, \"run_all_10m_s\": {run_all_s:.3}}}\n",
+                "{{\"events\": {n}, \"load_median_s\": {load:.4}, \"analyze_median_s\": {analyze:.4}, \"query_ms_100k\": {{{}}}, \"query_ms_large\": {{{}}}, \"outliers_large_s\": {outliers_s:.3}, \"run_all_large_s\": {run_all_s:.3}}}\n",
                 fmt(&small_q),
                 fmt(&big_q)
             ),
