@@ -173,8 +173,7 @@ fn main() {
         "large: runtrace analyze alone: median {analyze:.3} s; load / analyze = {:.2}",
         load / analyze
     );
-    let ix = Some(TraceIndex::load(&[&big]));
-    let ix = ix.expect("loaded");
+    let ix = TraceIndex::load(&[&big]);
     let big_q = bench_queries("large", &ix, 5);
     let t = Instant::now();
     let o = ix.outliers(Method::Iqr, Category::All, 100);
