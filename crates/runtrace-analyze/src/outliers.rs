@@ -26,7 +26,7 @@
 
 use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
-use crate::model::{Model, UNKNOWN_LOC};
+use crate::model::Model;
 use crate::pass::{Pass, Wants};
 use runtrace_format::NO_WORKER;
 use serde_json::{json, Value};
@@ -206,6 +206,26 @@ struct TaskState {
     wake: Option<u64>,
     /// Ticks and worker of the open poll.
     poll: Option<(u64, u32)>,
+    /// The CPU window being summed: (window index, busy ns, last worker).
+    /// A task's polls arrive in time order, so a window is done when a
+    /// later one starts (no map of all windows).
+    cpu: Option<(i64, u64, u32)>,
+}
+
+impl TaskState {
+    /// The CPU sample of the window being summed, if any, and resets it.
+    fn take_cpu(&mut self, proc: u32, task: u64) -> Option<Sample> {
+        let (w, busy, worker) = self.cpu.take()?;
+        Some(Sample {
+            proc,
+            task,
+            loc: self.loc,
+            worker,
+            start_ns: w * CPU_WINDOW_NS,
+            end_ns: (w + 1) * CPU_WINDOW_NS,
+            value: busy as f64 / CPU_WINDOW_NS as f64,
+        })
+    }
 }
 
 /// The pass of `runtrace outliers`: collects the samples.
@@ -216,8 +236,8 @@ pub struct Outliers {
     pub latency: Vec<Sample>,
     /// Poll durations.
     pub poll: Vec<Sample>,
-    /// (proc, task, window) -> (busy ns, last worker).
-    cpu: FxHashMap<(u32, u64, i64), (u64, u32)>,
+    /// CPU shares of the windows done (all after [`Pass::finish`]).
+    pub cpu: Vec<Sample>,
 }
 
 impl Pass for Outliers {
@@ -273,9 +293,12 @@ impl Pass for Outliers {
                     while at < e {
                         let w = at.div_euclid(CPU_WINDOW_NS);
                         let until = ((w + 1) * CPU_WINDOW_NS).min(e);
-                        let slot = self.cpu.entry((proc, ev.x, w)).or_insert((0, worker));
-                        slot.0 += (until - at) as u64;
-                        slot.1 = worker;
+                        if st.cpu.is_some_and(|c| c.0 != w) {
+                            self.cpu.extend(st.take_cpu(proc, ev.x));
+                        }
+                        let c = st.cpu.get_or_insert((w, 0, worker));
+                        c.1 += (until - at) as u64;
+                        c.2 = worker;
                         at = until;
                     }
                 }
@@ -283,28 +306,18 @@ impl Pass for Outliers {
             _ => {}
         }
     }
+
+    fn finish(&mut self, _model: &Model) {
+        for (&(proc, task), st) in self.tasks.iter_mut() {
+            self.cpu.extend(st.take_cpu(proc, task));
+        }
+        // The map's order is arbitrary: the report must not be.
+        self.cpu
+            .sort_unstable_by_key(|s| (s.proc, s.task, s.start_ns));
+    }
 }
 
 impl Outliers {
-    /// The CPU-share samples: one per task and window it polled in.
-    pub fn cpu_samples(&self) -> Vec<Sample> {
-        let mut v: Vec<Sample> = self
-            .cpu
-            .iter()
-            .map(|(&(proc, task, w), &(busy, worker))| Sample {
-                proc,
-                task,
-                loc: self.tasks.get(&(proc, task)).map_or(UNKNOWN_LOC, |t| t.loc),
-                worker,
-                start_ns: w * CPU_WINDOW_NS,
-                end_ns: (w + 1) * CPU_WINDOW_NS,
-                value: busy as f64 / CPU_WINDOW_NS as f64,
-            })
-            .collect();
-        v.sort_unstable_by_key(|s| (s.proc, s.task, s.start_ns));
-        v
-    }
-
     /// The outliers of `category` by `method`, as JSON (keys in
     /// docs/mcp.md): per category the samples, groups judged and skipped,
     /// and the `limit` strongest outliers (furthest beyond their bound,
@@ -324,7 +337,7 @@ impl Outliers {
         if want(Category::Cpu) {
             cats.insert(
                 "cpu".into(),
-                judge(model, &self.cpu_samples(), method, "share", limit),
+                judge(model, &self.cpu, method, "share", limit),
             );
         }
         json!({

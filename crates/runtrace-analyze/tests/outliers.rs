@@ -2,7 +2,7 @@
 //! definitions on generated data, and end to end on a generated trace.
 
 use runtrace_analyze::index::TraceIndex;
-use runtrace_analyze::outliers::{bounds, Category, Method, MIN_SAMPLES};
+use runtrace_analyze::outliers::{bounds, Category, Method, CPU_WINDOW_NS, MIN_SAMPLES};
 use runtrace_analyze::synth::TraceBuilder;
 
 /// A small deterministic generator (xorshift64*).
@@ -196,6 +196,18 @@ fn trace_outliers_name_the_task_location_worker_and_threshold() {
     assert_eq!(lat["outliers"][0]["task_id"], 23, "{lat}");
     assert_eq!(lat["outliers"][0]["value"], 30_000_000.0);
     assert!(r["categories"].get("poll").is_none());
+    // CPU shares: task 17's 50 ms poll is split over the 10 ms windows it
+    // spans, and adds up to 50 ms; every other task ran in one or two.
+    let mut o = runtrace_analyze::outliers::Outliers::default();
+    ix.replay(&mut o);
+    let t17: Vec<_> = o.cpu.iter().filter(|s| s.task == 17).collect();
+    let busy: f64 = t17.iter().map(|s| s.value * CPU_WINDOW_NS as f64).sum();
+    assert!((busy - 50_000_000.0).abs() < 1.0, "{busy}");
+    assert!(t17.len() >= 5 && t17.iter().filter(|s| s.value == 1.0).count() >= 4);
+    for s in &o.cpu {
+        assert!(s.value > 0.0 && s.value <= 1.0, "{s:?}");
+        assert_eq!(s.end_ns - s.start_ns, CPU_WINDOW_NS);
+    }
     // A limit cuts the list and says so.
     let r = ix.outliers(Method::Percentile, Category::All, 0);
     assert_eq!(r["categories"]["poll"]["truncated"], true);
