@@ -113,7 +113,7 @@ fn main() -> ExitCode {
         stats.files,
         out.display()
     );
-    let report = runtrace_cli::check::check_files(&files);
+    let report = runtrace::format::check::check_files(&files);
     println!("$ runtrace check {}/trace.*.bin\n{report}\n", out.display());
     println!("$ runtrace analyze {}/trace.*.bin", out.display());
     let analysis = runtrace_analyze::analyze_files(&files, runtrace_analyze::Options::default());

@@ -49,7 +49,7 @@ fn quickstart_check_jsonl_and_seed_snippet() {
     assert!(stdout.contains("PollStart"), "{stdout}");
 
     let files = vec![dir.join("trace.0.bin")];
-    let report = runtrace_cli::check::check_files(&files);
+    let report = runtrace_format::check::check_files(&files);
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.dropped_events, 0);
     let polls = report.event_counts["PollStart"];
@@ -57,7 +57,7 @@ fn quickstart_check_jsonl_and_seed_snippet() {
 
     let jsonl = dir.join("trace.jsonl");
     assert_eq!(
-        runtrace_cli::jsonl::convert(&files, Some(&jsonl)),
+        runtrace_export::jsonl::convert(&files, Some(&jsonl)),
         std::process::ExitCode::SUCCESS
     );
 

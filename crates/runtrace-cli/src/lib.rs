@@ -1,27 +1,24 @@
-//! The `runtrace` command-line tool, as a library.
+//! The `runtrace` command-line tool: argument parsing ([`Cli`]), one module
+//! per command, and shared output helpers. The work itself lives in the
+//! libraries, which examples, tests and other tools call directly:
 //!
-//! The binary (`src/main.rs`) only parses arguments and calls [`run`]; the
-//! commands live here so that other front ends (the repository's
-//! `examples/trace_to_jsonl.rs`, tests, other tools) reuse exactly the same
-//! logic:
+//! - [`check`]: `runtrace check`, rendering `runtrace_format::check`'s
+//!   report as text or JSON;
+//! - [`jsonl`]: `runtrace jsonl`, `runtrace_export::jsonl::convert`;
+//! - [`analyze`]: `runtrace analyze`, the `runtrace_analyze` report (per
+//!   worker and spawn location, findings) with a progress bar;
+//! - [`backlog`]: `runtrace backlog`, queues, locks, I/O, heartbeats and
+//!   the ranked root causes of each backlog trigger;
+//! - [`doctor`]: `runtrace doctor`, `runtrace_doctor`'s report on the
+//!   probes a binary carries;
+//! - [`summary`]: `runtrace summary`, recordings, event counts and which
+//!   analyses apply (`runtrace_analyze::summary`);
+//! - [`outliers`]: `runtrace outliers`, statistical outliers of wake->poll
+//!   delay, poll duration and CPU share (`runtrace_analyze::outliers`);
+//! - [`mcp`]: `runtrace mcp`, the MCP server over stdio (`runtrace_mcp`).
 //!
-//! - [`check`]: validate trace files and summarise them (`runtrace check`);
-//! - [`jsonl`]: convert traces to JSON Lines in timestamp order
-//!   (`runtrace jsonl`);
-//! - [`analyze`]: per-worker and per-spawn-location statistics and
-//!   findings (long polls, wake delays, queue buildup, ...) in one streaming
-//!   pass (`runtrace analyze`);
-//! - [`backlog`]: queues, locks, I/O, heartbeats and the ranked root
-//!   causes of each backlog trigger, from runtrace-sync's events
-//!   (`runtrace backlog`);
-//! - [`summary`]: recordings, event counts and which analyses apply
-//!   (`runtrace summary`);
-//! - [`outliers`]: statistical outliers of wake->poll delay, poll duration
-//!   and CPU share per spawn location and task (`runtrace outliers`);
-//! - [`mcp`]: the MCP server over stdio (`runtrace mcp`);
-//! - [`doctor`]: list the runtrace probes a binary carries (USDT, perf-probe
-//!   functions, LTTng-UST) and check that tracers can attach to them
-//!   (`runtrace doctor`).
+//! A recording's directory stands for its `trace.N.bin` files
+//! (`runtrace_format::files`).
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -33,7 +30,7 @@
 #![warn(missing_docs)]
 
 use clap::{Args, Parser, Subcommand};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub mod analyze;
@@ -44,7 +41,6 @@ pub mod jsonl;
 pub mod mcp;
 pub mod outliers;
 mod output;
-mod per_schema;
 pub mod summary;
 
 /// Command-line arguments of `runtrace`.
@@ -210,12 +206,7 @@ pub fn run(cli: Cli) -> ExitCode {
     | Command::Summary(SummaryArgs { files, .. })
     | Command::Outliers(OutliersArgs { files, .. }) = &mut command
     {
-        // A directory without any stays, for the command to report as a
-        // path that is not a trace file, beside the other paths' results.
-        *files = std::mem::take(files)
-            .into_iter()
-            .flat_map(|p| backlog::expand(std::slice::from_ref(&p)).unwrap_or_else(|_| vec![p]))
-            .collect();
+        *files = runtrace_format::files::expand_lenient(std::mem::take(files));
     }
     match command {
         Command::Check(a) => check::run(&a),
@@ -226,19 +217,5 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Summary(a) => summary::run(&a),
         Command::Outliers(a) => outliers::run(&a),
         Command::Mcp => mcp::run(),
-    }
-}
-
-/// Why `path` cannot be read as a trace file, as a message naming it, or
-/// `None` if it looks readable. Checked up front so that a typo in one path
-/// gives a clear message instead of a low-level read error.
-pub(crate) fn unreadable(path: &Path) -> Option<String> {
-    match std::fs::metadata(path) {
-        Err(e) => Some(format!("{}: cannot open: {e}", path.display())),
-        Ok(m) if m.is_dir() => Some(format!(
-            "{}: is a directory, not a trace file",
-            path.display()
-        )),
-        Ok(_) => None,
     }
 }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// session fails (the message goes to standard error: standard output is
 /// the protocol's).
 pub fn run() -> ExitCode {
-    match runtrace_mcp::serve_stdio(crate::backlog::expand) {
+    match runtrace_mcp::serve_stdio() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

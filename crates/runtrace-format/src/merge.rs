@@ -218,20 +218,13 @@ impl EventStream {
     }
 }
 
-/// Sorts paths so `x.2.bin` comes before `x.10.bin` (numeric N), keeping
-/// other names in lexical order.
-pub fn sort_trace_paths(paths: &mut [PathBuf]) {
-    fn key(p: &Path) -> (String, u64, String) {
-        let s = p.to_string_lossy().into_owned();
-        let base = s.strip_suffix(".active").unwrap_or(&s);
-        if let Some(stem) = base.strip_suffix(".bin") {
-            if let Some((pre, n)) = stem.rsplit_once('.') {
-                if let Ok(n) = n.parse::<u64>() {
-                    return (pre.to_string(), n, s.clone());
-                }
-            }
-        }
-        (s.clone(), 0, s)
-    }
-    paths.sort_by_key(|p| key(p));
-}
+/// Sorts paths so `x.2.bin` comes before `x.10.bin`; kept here for
+/// existing callers, the rules live in [`crate::files`].
+///
+/// ```
+/// use std::path::PathBuf;
+/// let mut v: Vec<PathBuf> = ["t.10.bin", "t.2.bin"].map(PathBuf::from).into();
+/// runtrace_format::merge::sort_trace_paths(&mut v);
+/// assert_eq!(v, ["t.2.bin", "t.10.bin"].map(PathBuf::from));
+/// ```
+pub use crate::files::sort_trace_paths;

@@ -36,6 +36,28 @@ pub enum ErrorKind {
     Corrupt(String),
     /// The operating system failed to read.
     Io(String),
+    /// A sealed file's `END` frame disagrees with what the file holds
+    /// (docs/format.md section 2: a mismatch is corruption). Reported by
+    /// [`FileReader::end_mismatches`], never by the iterator itself.
+    EndTotals {
+        /// Which total disagrees.
+        total: EndTotal,
+        /// What the `END` frame says.
+        end_says: u64,
+        /// What the file's chunks (events) or `DROPPED` frames (drops)
+        /// hold.
+        file_holds: u64,
+    },
+}
+
+/// One of the two totals an `END` frame carries (see
+/// [`ErrorKind::EndTotals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndTotal {
+    /// `END.events`: event records in the file's chunks.
+    Events,
+    /// `END.dropped`: the sum of the file's `DROPPED` counts.
+    Dropped,
 }
 
 /// A problem in a trace file, with where it is.
@@ -62,6 +84,24 @@ impl std::fmt::Display for ReadError {
             }
             ErrorKind::Corrupt(m) => write!(f, "{file}: corrupt at byte {}: {m}", self.offset),
             ErrorKind::Io(m) => write!(f, "{file}: read error at byte {}: {m}", self.offset),
+            // No byte offset: the disagreement is between the END frame and
+            // the whole file, not at one place.
+            ErrorKind::EndTotals {
+                total: EndTotal::Events,
+                end_says,
+                file_holds,
+            } => write!(
+                f,
+                "{file}: corrupt END frame: it says the file holds {end_says} events, but its chunks hold {file_holds}"
+            ),
+            ErrorKind::EndTotals {
+                total: EndTotal::Dropped,
+                end_says,
+                file_holds,
+            } => write!(
+                f,
+                "{file}: corrupt END frame: it says {end_says} events were dropped, but the DROPPED frames report {file_holds}"
+            ),
         }
     }
 }
@@ -247,6 +287,12 @@ pub struct FileReader<R> {
     pending: Option<Result<Record, ReadError>>,
     events_read: u64,
     dropped_read: u64,
+    /// Sum of the `count`s of the raw chunks handed out by `next_raw`.
+    raw_chunk_events: u64,
+    /// An error was handed out (damage, truncation, I/O).
+    damaged: bool,
+    /// The last `END` frame: its offset and totals.
+    end: Option<(u64, u64, u64)>,
 }
 
 impl FileReader<BufReader<File>> {
@@ -274,6 +320,9 @@ impl<R: Read> FileReader<R> {
             pending: None,
             events_read: 0,
             dropped_read: 0,
+            raw_chunk_events: 0,
+            damaged: false,
+            end: None,
         }
     }
 
@@ -311,9 +360,60 @@ impl<R: Read> FileReader<R> {
     }
 
     /// Sum of the `count`s of the `DROPPED` frames read so far, to compare
-    /// with `END.dropped`.
+    /// with `END.dropped` (saturating: a sum past `u64::MAX` stays there).
     pub fn dropped_read(&self) -> u64 {
         self.dropped_read
+    }
+
+    /// The check of a sealed file's `END` totals against what the file
+    /// held (docs/format.md section 2): an [`ErrorKind::EndTotals`] error
+    /// for the event total, then one for the dropped total, for each that
+    /// disagrees. Call it once the reader is exhausted.
+    ///
+    /// Empty when there is nothing to compare: no `END` frame was read, or
+    /// the reader already reported damage (its shortfall is explained by
+    /// that error, and a second one about it would be noise). Events count
+    /// as decoded records for [`Iterator::next`], and as each raw chunk's
+    /// `header.count` for [`FileReader::next_raw`]; a caller that finds a
+    /// raw chunk's events disagree with its count reports that damage
+    /// itself and so skips this check.
+    ///
+    /// ```no_run
+    /// use runtrace_format::FileReader;
+    /// let mut r = FileReader::open("trace.0.bin").unwrap();
+    /// for rec in r.by_ref() {
+    ///     if let Err(e) = rec { eprintln!("{e}"); }
+    /// }
+    /// for e in r.end_mismatches() {
+    ///     // "trace.0.bin: corrupt END frame: it says the file holds ..."
+    ///     eprintln!("{e}");
+    /// }
+    /// ```
+    pub fn end_mismatches(&self) -> Vec<ReadError> {
+        let Some((offset, end_events, end_dropped)) = self.end else {
+            return Vec::new();
+        };
+        if self.damaged {
+            return Vec::new();
+        }
+        let held = self.events_read.saturating_add(self.raw_chunk_events);
+        [
+            (EndTotal::Events, end_events, held),
+            (EndTotal::Dropped, end_dropped, self.dropped_read),
+        ]
+        .into_iter()
+        .filter(|(_, end_says, file_holds)| end_says != file_holds)
+        .map(|(total, end_says, file_holds)| {
+            self.err(
+                offset,
+                ErrorKind::EndTotals {
+                    total,
+                    end_says,
+                    file_holds,
+                },
+            )
+        })
+        .collect()
     }
 
     fn err(&self, offset: u64, kind: ErrorKind) -> ReadError {
@@ -378,7 +478,21 @@ impl<R: Read> FileReader<R> {
         }
     }
 
+    /// The next step; notes damage and raw chunk counts for
+    /// [`FileReader::end_mismatches`].
     fn advance(&mut self, raw: bool) -> Option<Result<Step, ReadError>> {
+        let step = self.step(raw);
+        match &step {
+            Some(Err(_)) => self.damaged = true,
+            Some(Ok(Step::RawChunk { header, .. })) => {
+                self.raw_chunk_events = self.raw_chunk_events.saturating_add(header.count)
+            }
+            _ => {}
+        }
+        step
+    }
+
+    fn step(&mut self, raw: bool) -> Option<Result<Step, ReadError>> {
         if let Some(p) = self.pending.take() {
             return Some(p.map(Step::Record));
         }
@@ -564,7 +678,7 @@ impl<R: Read> FileReader<R> {
             FrameType::Dropped => {
                 let (tid, count) = (c.varint()?, c.varint()?);
                 let (since_ticks, until_ticks) = (c.varint()?, c.varint()?);
-                self.dropped_read = self.dropped_read.wrapping_add(count);
+                self.dropped_read = self.dropped_read.saturating_add(count);
                 Record::Dropped {
                     tid,
                     count,
@@ -576,12 +690,10 @@ impl<R: Read> FileReader<R> {
                 watermark_ticks: c.varint()?,
             },
             FrameType::End => {
-                let rec = Record::End {
-                    events: c.varint()?,
-                    dropped: c.varint()?,
-                };
+                let (events, dropped) = (c.varint()?, c.varint()?);
                 self.sealed = true; // Only once the END frame decoded.
-                rec
+                self.end = Some((at, events, dropped));
+                Record::End { events, dropped }
             }
             FrameType::Chunk => {
                 let hdr = ChunkHeader::decode(&mut c)?;

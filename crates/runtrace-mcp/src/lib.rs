@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use runtrace_mcp::{tools, traces::Traces};
-//! let traces = Traces::new(|p| Ok(p.to_vec()));
+//! let traces = Traces::new();
 //! let err = tools::call(&traces, "get_trace_summary", &serde_json::json!({"trace_id": "t"}))
 //!     .unwrap_err();
 //! assert!(err.contains("unknown trace_id \"t\""));

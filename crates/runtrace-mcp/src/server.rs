@@ -4,11 +4,11 @@
 //!
 //! ```no_run
 //! // What `runtrace mcp` does: serve on stdin/stdout until the client leaves.
-//! runtrace_mcp::serve_stdio(|p| Ok(p.to_vec())).unwrap();
+//! runtrace_mcp::serve_stdio().unwrap();
 //! ```
 
 use crate::tools;
-use crate::traces::{Expand, Traces};
+use crate::traces::Traces;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -19,17 +19,16 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// The MCP server: the loaded traces of one session.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Server {
     traces: Arc<Traces>,
 }
 
 impl Server {
-    /// A server with no traces loaded; `expand` turns directories into
-    /// trace files.
-    pub fn new(expand: Expand) -> Server {
+    /// A server with no traces loaded.
+    pub fn new() -> Server {
         Server {
-            traces: Arc::new(Traces::new(expand)),
+            traces: Arc::new(Traces::new()),
         }
     }
 }
@@ -84,15 +83,14 @@ impl ServerHandler for Server {
 }
 
 /// Serves MCP on standard input and output until the client closes it.
-/// `expand` turns the directories clients name into trace files.
-pub fn serve_stdio(expand: Expand) -> Result<(), String> {
+pub fn serve_stdio() -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the MCP server's runtime: {e}"))?;
     rt.block_on(async {
-        let service = Server::new(expand)
+        let service = Server::new()
             .serve(rmcp::transport::stdio())
             .await
             .map_err(|e| format!("MCP session failed to start: {e}"))?;

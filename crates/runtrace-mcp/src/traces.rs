@@ -4,22 +4,19 @@
 //!
 //! ```
 //! use runtrace_mcp::traces::Traces;
-//! let t = Traces::new(|p| Ok(p.to_vec()));
+//! let t = Traces::new();
 //! let err = t.load("a", &["/no/such/dir/trace.0.bin".into()]).unwrap_err();
 //! assert!(err.contains("/no/such/dir/trace.0.bin"), "{err}");
 //! assert!(t.get("a").is_err());
 //! ```
 
 use runtrace_analyze::index::TraceIndex;
+use runtrace_format::files;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-/// Turns the paths a client gives (directories of recordings, files)
-/// into trace files, or says which path is wrong.
-pub type Expand = fn(&[PathBuf]) -> Result<Vec<PathBuf>, String>;
 
 /// One loaded trace.
 pub struct Loaded {
@@ -34,18 +31,15 @@ pub struct Loaded {
 }
 
 /// The loaded traces (shared by the calls of one server).
+#[derive(Default)]
 pub struct Traces {
     map: Mutex<BTreeMap<String, Arc<Loaded>>>,
-    expand: Expand,
 }
 
 impl Traces {
-    /// No traces yet; `expand` turns directories into their trace files.
-    pub fn new(expand: Expand) -> Traces {
-        Traces {
-            map: Mutex::new(BTreeMap::new()),
-            expand,
-        }
+    /// No traces yet.
+    pub fn new() -> Traces {
+        Traces::default()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Loaded>>> {
@@ -60,18 +54,10 @@ impl Traces {
         if id.is_empty() {
             return Err("argument `trace_id` must not be empty".into());
         }
-        let files = (self.expand)(paths)?;
-        for f in &files {
-            match std::fs::metadata(f) {
-                Err(e) => return Err(format!("{}: cannot open: {e}", f.display())),
-                Ok(m) if m.is_dir() => {
-                    return Err(format!(
-                        "{}: is a directory without trace files",
-                        f.display()
-                    ))
-                }
-                Ok(_) => {}
-            }
+        // A recording's directory stands for its trace.N.bin files.
+        let files = files::expand(paths)?;
+        if let Some(why) = files.iter().find_map(|f| files::unreadable(f)) {
+            return Err(why);
         }
         let t = Instant::now();
         let index = TraceIndex::load(&files);
