@@ -54,6 +54,8 @@ async def main(runtrace, quick, backlog, damaged):
         async with ClientSession(read, write) as s:
             init = await s.initialize()
             check(init.server_info.name == "runtrace", f"server name {init.server_info}")
+            # A current protocol version, not a fallback to an old one.
+            check(init.protocol_version >= "2025-06-18", f"protocol {init.protocol_version}")
             names = {t.name for t in (await s.list_tools()).tools}
             check(names == TOOLS, f"tools: {sorted(names ^ TOOLS)}")
 
