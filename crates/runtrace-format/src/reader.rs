@@ -296,9 +296,17 @@ pub struct FileReader<R> {
 }
 
 impl FileReader<BufReader<File>> {
-    /// Opens a file for reading.
+    /// Opens a file for reading. Anything but a regular file (a FIFO, a
+    /// device, a directory) is refused before it is opened: opening a FIFO
+    /// would block until some process writes to it.
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
         let path = path.as_ref();
+        if !std::fs::metadata(path)?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
         let f = File::open(path)?;
         Ok(FileReader::new(BufReader::with_capacity(1 << 20, f), path))
     }
@@ -750,7 +758,7 @@ impl<R: Read> FileReader<R> {
                         return Ok(None);
                     }
                 }
-                self.events_read += events.len() as u64;
+                self.events_read = self.events_read.saturating_add(events.len() as u64);
                 rec(events)
             }
         }))

@@ -108,20 +108,28 @@ fn s11_directory_expansion() {
     }
     let mut got = expand(std::slice::from_ref(&dir.0)).unwrap();
     sort_trace_paths(&mut got);
-    // `.active` files are not taken from a directory (today's behaviour).
-    assert_eq!(got, [dir.0.join("trace.2.bin"), dir.0.join("trace.10.bin")]);
+    // A recording's directory means all its files: the `.active` one
+    // (live, or left by a crash) too, in its place (issue 17 item 1).
+    assert_eq!(
+        got,
+        [
+            dir.0.join("trace.2.bin"),
+            dir.0.join("trace.3.bin.active"),
+            dir.0.join("trace.10.bin")
+        ]
+    );
 
     let empty = TempDir::new();
     let e = expand(std::slice::from_ref(&empty.0)).unwrap_err();
     assert_eq!(
         e,
         format!(
-            "{}: is a directory without trace files (trace.N.bin)",
+            "{}: is a directory without trace files (trace.N.bin or trace.N.bin.active)",
             empty.0.display()
         )
     );
     let lenient = expand_lenient(vec![empty.0.clone(), dir.0.clone()]);
-    assert_eq!(lenient.len(), 3);
+    assert_eq!(lenient.len(), 4);
     assert_eq!(lenient[0], empty.0);
     assert!(lenient[1..]
         .iter()
