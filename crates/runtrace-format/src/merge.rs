@@ -151,7 +151,7 @@ impl EventStream {
     fn release(&mut self) -> Option<Event> {
         let Reverse(Pending(ev, _)) = self.heap.pop()?;
         if ev.ticks < self.last_released {
-            self.stats.late_events += 1;
+            self.stats.late_events = self.stats.late_events.saturating_add(1);
         }
         self.last_released = self.last_released.max(ev.ticks);
         Some(ev)
@@ -182,7 +182,7 @@ impl EventStream {
             let r = self.cur.as_mut().unwrap();
             match r.next() {
                 None => {
-                    self.stats.bytes += r.offset();
+                    self.stats.bytes = self.stats.bytes.saturating_add(r.offset());
                     if r.sealed() {
                         self.stats.sealed += 1;
                     } else {
@@ -205,7 +205,9 @@ impl EventStream {
                             self.last_watermark = *watermark_ticks;
                         }
                         Record::Header(h) => self.headers.push(h.clone()),
-                        Record::Dropped { count, .. } => self.stats.dropped += count,
+                        Record::Dropped { count, .. } => {
+                            self.stats.dropped = self.stats.dropped.saturating_add(*count)
+                        }
                         _ => {}
                     }
                     if let Some(f) = self.on_record.as_mut() {
