@@ -150,3 +150,27 @@ fn event_counts_by_display_name() {
         assert_eq!(two.event_counts[name], 2 * n, "{name}");
     }
 }
+
+/// Issue 17 item 8: a FIFO is refused up front, never opened (opening it
+/// would block until a writer came).
+#[test]
+fn a_fifo_is_refused_not_read() {
+    let dir = TempDir::new();
+    let fifo = dir.0.join("trace.0.bin");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let r = check_files(&[&fifo]);
+    assert!(!r.is_clean());
+    assert!(
+        r.errors.iter().any(|e| e.contains("not a regular file")),
+        "{:?}",
+        r.errors
+    );
+    let e = runtrace_format::FileReader::open(&fifo).err().unwrap();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    // A directory holding only a FIFO named like a trace holds no trace.
+    assert!(expand(std::slice::from_ref(&dir.0)).is_err());
+}
