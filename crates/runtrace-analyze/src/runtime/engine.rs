@@ -116,6 +116,7 @@ impl Engine {
                 scale: p.scale,
                 tasks: FxHashMap::default(),
                 orphan_wakes: FxHashMap::default(),
+                ended: FxHashMap::default(),
                 last_sample_q: 0,
                 global_q: 0,
                 idle: Idle::default(),
@@ -234,7 +235,13 @@ impl Engine {
     fn terminate(&mut self, ev: &Ev) {
         let p = self.proc_of(ev.thread) as usize;
         self.terminated += 1;
-        self.procs[p].tasks.remove(&ev.x);
+        if let Some(t) = self.procs[p].tasks.remove(&ev.x) {
+            let ended = &mut self.procs[p].ended;
+            if ended.len() >= MAX_ORPHAN_WAKES {
+                ended.clear();
+            }
+            ended.insert(ev.x, t.loc);
+        }
         if !self.procs[p].orphan_wakes.is_empty() {
             self.procs[p].orphan_wakes.remove(&ev.x);
         }
@@ -273,6 +280,9 @@ impl Engine {
                 t.pending = NO_PENDING;
                 r
             }
+            // A poll after the task's TaskTerminate (tokio at shutdown):
+            // still that task, not a new one at an unknown location.
+            None if p.ended.contains_key(&ev.x) => (p.ended[&ev.x], NO_PENDING),
             None => {
                 let pending = if p.orphan_wakes.is_empty() {
                     NO_PENDING
