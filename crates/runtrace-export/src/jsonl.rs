@@ -331,6 +331,9 @@ pub struct JsonlSummary {
     /// True when the reader went away (a closed pipe, as with `| head`) and
     /// the conversion stopped early.
     pub output_closed: bool,
+    /// Things worth knowing that are not damage: the ordering bound hit
+    /// (a file without `ROUND` frames, events then possibly out of order).
+    pub notes: Vec<String>,
 }
 
 impl JsonlSummary {
@@ -423,6 +426,15 @@ pub fn write_jsonl<P: AsRef<Path>, W: Write>(
     for e in &stream.errors()[seen_errors..] {
         report(&mut summary, e.to_string());
     }
+    let st = stream.stats();
+    if st.forced_releases > 0 {
+        summary.notes.push(format!(
+            "events held for time ordering outgrew the bound ({} values) {} times (files without ROUND frames?): the oldest were written early; {} events came out of order",
+            runtrace_format::merge::MAX_PENDING_VALUES,
+            st.forced_releases,
+            st.late_events
+        ));
+    }
     let unsealed = headers.get().saturating_sub(ends.get());
     if unsealed > 0 {
         report(
@@ -468,6 +480,11 @@ pub fn convert(files: &[PathBuf], output: Option<&Path>) -> ExitCode {
             }
         }
     };
+    if let Ok(s) = &result {
+        for n in &s.notes {
+            eprintln!("runtrace: note: {n}");
+        }
+    }
     match result {
         Ok(s) if s.is_clean() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
