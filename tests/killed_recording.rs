@@ -74,7 +74,10 @@ fn assert_reported_incomplete(dir: &Path) {
         matches!(a.status, FileStatus::Unsealed | FileStatus::Truncated),
         "{report}"
     );
-    assert!(a.events > 0, "the .active file's events are counted: {report}");
+    assert!(
+        a.events > 0,
+        "the .active file's events are counted: {report}"
+    );
     let text = report.to_string();
     assert!(text.contains(".active"), "{text}");
 
@@ -82,7 +85,10 @@ fn assert_reported_incomplete(dir: &Path) {
     let j = analysis.to_json();
     let unsealed = j["unsealed_files"].as_array().unwrap();
     assert!(
-        j["damaged"] == true || unsealed.iter().any(|u| u.as_str().unwrap().ends_with(".active")),
+        j["damaged"] == true
+            || unsealed
+                .iter()
+                .any(|u| u.as_str().unwrap().ends_with(".active")),
         "analyze does not mention the .active file: {j}"
     );
     assert!(j["files"].as_array().unwrap().len() == files.len(), "{j}");

@@ -133,10 +133,8 @@ pub fn doctor_elf(data: &[u8]) {
 fn with_file(data: &[u8], name: &str, f: impl FnOnce(&Path)) {
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
-    let dir: PathBuf = std::env::temp_dir().join(format!(
-        "runtrace-fuzz-{}-{n}",
-        std::process::id()
-    ));
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("runtrace-fuzz-{}-{n}", std::process::id()));
     if std::fs::create_dir_all(&dir).is_err() {
         return;
     }

@@ -12,7 +12,12 @@ fn fuzz_dir() -> PathBuf {
 
 fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
         .unwrap_or_default();
     v.retain(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'));
     v.sort();
