@@ -105,6 +105,17 @@ fn in_files(dir: &Path) -> (u64, u64, String) {
     (r.events, r.dropped_events, r.to_string())
 }
 
+/// A recording into `dir` with small buffers and a short interval, so
+/// that a small tmpfs fills within a test.
+fn start(dir: &Path) -> runtrace_recorder::RecordingGuard {
+    Recorder::builder()
+        .path(dir.join("trace"))
+        .buffer_size(64 << 10)
+        .flush_interval(Duration::from_millis(5))
+        .start()
+        .unwrap()
+}
+
 #[test]
 fn full_disk_drains_counts_resumes_and_reports() {
     if !is_root() {
@@ -120,12 +131,7 @@ fn full_disk_drains_counts_resumes_and_reports() {
     let filler = fill(&fs.0, 96 << 10);
 
     // Phase 1: the disk fills, then frees: recording resumes.
-    let g = Recorder::builder()
-        .path(dir.join("trace"))
-        .buffer_size(64 << 10)
-        .flush_interval(Duration::from_millis(5))
-        .start()
-        .unwrap();
+    let g = start(&dir);
     let mut emitted = 0;
     emit(200_000, 0); // ~1 MB of events: far more than 96 KiB.
     emitted += 200_000;
@@ -155,12 +161,7 @@ fn full_disk_drains_counts_resumes_and_reports() {
     // Phase 2: the disk stays (nearly) full to the end: small rounds may
     // still fit between failures, the final END frame may or may not.
     let filler = fill(&fs.0, 64 << 10);
-    let g = Recorder::builder()
-        .path(dir.join("trace"))
-        .buffer_size(64 << 10)
-        .flush_interval(Duration::from_millis(5))
-        .start()
-        .unwrap();
+    let g = start(&dir);
     emit(200_000, 0);
     let e = g.finish().unwrap_err();
     let stats = *e.stats().expect("the error carries the stats");
