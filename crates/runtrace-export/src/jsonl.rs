@@ -17,8 +17,9 @@
 //! `PollStart`, `PollEnd`, `WakeEvent` (for `woken_task_id`) and
 //! `TaskTerminate` also get `"spawn_loc_id"` and `"spawn_loc"` of their
 //! task, remembered from its `TaskSpawn` (both `null` when the spawn is not
-//! in the trace) and kept past its `TaskTerminate` for the events that
-//! follow it (the last poll's `PollEnd`; tokio's extra poll at shutdown). These are the names the user guide's Python snippets read.
+//! in the trace) and kept past its `TaskTerminate` for the task's own
+//! polls that follow it (the last poll's `PollEnd`; tokio's extra poll at
+//! shutdown); a wake after the end names no location. These are the names the user guide's Python snippets read.
 //!
 //! ```no_run
 //! let summary = runtrace_export::jsonl::write_jsonl(&["trace.0.bin"], std::io::stdout(), |e| eprintln!("{e}"))
@@ -114,7 +115,8 @@ fn lookup(
     step: Step,
 ) -> Option<SpawnLoc> {
     match step {
-        Step::Keep => live
+        Step::Keep => live.get(&t).cloned(),
+        Step::Poll => live
             .get(&t)
             .or_else(|| ended[0].get(&t))
             .or_else(|| ended[1].get(&t))
@@ -137,9 +139,11 @@ type SpawnLoc = (u64, Option<Arc<str>>);
 /// What an enriched event means for its task's entry.
 #[derive(Clone, Copy)]
 enum Step {
-    /// `PollStart`, `PollEnd`, `WakeEvent`: the task goes on (or these
-    /// come right after its end).
+    /// `WakeEvent`: a live task's (a wake after the end names none).
     Keep,
+    /// `PollStart`, `PollEnd`: the task's own polls, also the ones after
+    /// its `TaskTerminate` (its last poll's end, tokio's shutdown poll).
+    Poll,
     /// `TaskTerminate`: the task is no longer live.
     Terminate,
 }
@@ -268,7 +272,7 @@ impl Layout {
                 (Some(task), Some(loc)) => Role::Spawn { task, loc },
                 _ => Role::Plain,
             },
-            ids::TASK_POLL_START | ids::TASK_POLL_END => enrich("task_id", Step::Keep),
+            ids::TASK_POLL_START | ids::TASK_POLL_END => enrich("task_id", Step::Poll),
             ids::TASK_WAKE => enrich("woken_task_id", Step::Keep),
             ids::TASK_TERMINATE => enrich("task_id", Step::Terminate),
             _ => Role::Plain,

@@ -61,4 +61,9 @@ fn spawn_loc_survives_terminate_until_the_last_poll_end() {
         assert_eq!(v["spawn_loc_id"], 3, "{line}");
     }
     assert_eq!(enc.live_tasks(), 0);
+    // A wake of the dead task names no location.
+    let mut out = Vec::new();
+    enc.write_event(&ev("task_wake", 9), &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["spawn_loc"], serde_json::Value::Null, "{v}");
 }
