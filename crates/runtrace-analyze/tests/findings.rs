@@ -136,12 +136,20 @@ fn healthy(sim: &mut Sim, n: u64) -> (Vec<Job>, Vec<Job>) {
     (a, b)
 }
 
+/// Every finding, the symptoms attached to a cause (`effects`) included.
+fn every(r: &Report) -> Vec<&Finding> {
+    r.findings
+        .iter()
+        .flat_map(|f| std::iter::once(f).chain(f.effects.iter()))
+        .collect()
+}
+
 fn kinds(r: &Report) -> Vec<FindingKind> {
-    r.findings.iter().map(|f| f.kind).collect()
+    every(r).iter().map(|f| f.kind).collect()
 }
 
 fn only(r: &Report, k: FindingKind) -> Vec<&Finding> {
-    r.findings_of(k).collect()
+    every(r).into_iter().filter(|f| f.kind == k).collect()
 }
 
 fn loc(l: u64) -> String {
@@ -197,7 +205,7 @@ fn long_poll_names_the_location_and_the_worst_poll() {
         );
         assert_eq!(f.evidence["worst_poll_ns"], dur);
         assert!(
-            !kinds(&r).contains(&FindingKind::CpuBound),
+            !kinds(&r).contains(&FindingKind::SlowPoll),
             "one poll is not CPU-bound"
         );
     }
@@ -220,10 +228,16 @@ fn blocked(local_q: u32) -> Report {
 fn wake_delay_names_the_victims_and_what_the_worker_ran() {
     let r = blocked(5);
     let f = only(&r, FindingKind::WakeDelay);
+    // The victim is loc5, the cause (spawn_loc) loc2.
     let v = f
         .iter()
-        .find(|f| f.spawn_loc.as_deref() == Some(loc(5).as_str()))
+        .find(|f| f.victims.iter().any(|v| v.location == loc(5)))
         .unwrap_or_else(|| panic!("no wake_delay for loc5: {:#?}", r.findings));
+    assert_eq!(v.spawn_loc.as_deref(), Some(loc(2).as_str()));
+    assert!(v.spawn_locs.contains(&loc(5)), "{:?}", v.spawn_locs);
+    let v5 = v.victims.iter().find(|v| v.location == loc(5)).unwrap();
+    assert_eq!(v5.delayed_polls, 20);
+    assert!(v5.worst_delay_ns > 59 * MS, "{v5:?}");
     assert_eq!(v.severity, Severity::Critical, "p99 ~60 ms");
     assert!(v.spawn_locs.contains(&loc(2)), "{:?}", v.spawn_locs);
     assert!(v.detail.contains(&loc(2)), "{}", v.detail);
@@ -376,7 +390,7 @@ fn cpu_bound_location() {
     sim.run(0, &a);
     sim.run(1, &b);
     let r = sim.finish();
-    let f = only(&r, FindingKind::CpuBound);
+    let f = only(&r, FindingKind::SlowPoll);
     assert_eq!(f.len(), 1, "{:#?}", r.findings);
     assert_eq!(f[0].spawn_loc.as_deref(), Some(loc(7).as_str()));
     assert_eq!(f[0].severity, Severity::Warning);
