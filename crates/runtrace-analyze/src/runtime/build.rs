@@ -130,7 +130,12 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
     let blind: Vec<String> = spawn_locations
         .iter()
         .filter(|(_, l)| l.polls >= 10 && l.uncovered_polls * 2 > l.polls)
-        .map(|(_, l)| format!("{} ({} of {} polls)", l.location, l.uncovered_polls, l.polls))
+        .map(|(_, l)| {
+            format!(
+                "{} ({} of {} polls)",
+                l.location, l.uncovered_polls, l.polls
+            )
+        })
         .collect();
     if !blind.is_empty() {
         notes.push(format!(

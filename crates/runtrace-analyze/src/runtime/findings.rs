@@ -29,20 +29,19 @@ pub(crate) fn all(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64) -> Vec<Finding
 /// The victims of location `l` as a cause: the locations whose delayed
 /// polls had `l` occupying their worker longest in the delayed window.
 fn victims_of(c: &Ctx<'_>, l: u32) -> Vec<Victim> {
-    let mut v: Vec<Victim> = c
-        .e
-        .locs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            let &(n, worst) = s.delayed.by_culprit.get(l as usize)?;
-            (n > 0).then(|| Victim {
-                location: c.loc(i as u32),
-                delayed_polls: n,
-                worst_delay_ns: worst,
+    let mut v: Vec<Victim> =
+        c.e.locs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let &(n, worst) = s.delayed.by_culprit.get(l as usize)?;
+                (n > 0).then(|| Victim {
+                    location: c.loc(i as u32),
+                    delayed_polls: n,
+                    worst_delay_ns: worst,
+                })
             })
-        })
-        .collect();
+            .collect();
     blame::sort_victims(&mut v);
     v
 }
@@ -59,7 +58,11 @@ fn spread(loc: &LocStats) -> (String, Value) {
         .collect();
     let text = format!(
         "long polls spread over {}{} of {} tasks ({}); the worst: {}",
-        if loc.bad_tasks_overflow > 0 { "over " } else { "" },
+        if loc.bad_tasks_overflow > 0 {
+            "over "
+        } else {
+            ""
+        },
         n,
         loc.tasks.max(n),
         if n <= 1 {
