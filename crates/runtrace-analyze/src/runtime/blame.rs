@@ -48,7 +48,8 @@ fn merge_victims(into: &mut Vec<Victim>, more: &[Victim]) {
 /// Groups the findings by blamed location (findings blaming no location
 /// stay alone), leads each group by its strongest finding with the rest as
 /// its effects, and orders the groups: severity, then cause before
-/// symptom, then delayed polls explained, then poll time.
+/// symptom, then delayed polls of other locations explained, then poll
+/// time.
 pub(crate) fn arrange(all: Vec<Finding>) -> Vec<Finding> {
     let mut groups: Vec<Vec<Finding>> = Vec::new();
     for f in all {
@@ -73,7 +74,12 @@ pub(crate) fn arrange(all: Vec<Finding>) -> Vec<Finding> {
             let mut lead = g.remove(0);
             for mut eff in g {
                 merge_victims(&mut lead.victims, &eff.victims);
-                lead.severity = lead.severity.max(eff.severity);
+                // A symptom only the blamed location suffered (its tasks
+                // queued behind each other) does not make it worse for
+                // anyone else.
+                if hurts_others(&eff) {
+                    lead.severity = lead.severity.max(eff.severity);
+                }
                 for e in std::mem::take(&mut eff.effects) {
                     lead.effects.push(e);
                 }
@@ -82,7 +88,13 @@ pub(crate) fn arrange(all: Vec<Finding>) -> Vec<Finding> {
             lead
         })
         .collect();
-    let explained = |f: &Finding| -> u64 { f.victims.iter().map(|v| v.delayed_polls).sum() };
+    let explained = |f: &Finding| -> u64 {
+        f.victims
+            .iter()
+            .filter(|v| Some(&v.location) != f.spawn_loc.as_ref())
+            .map(|v| v.delayed_polls)
+            .sum()
+    };
     let poll_ns = |f: &Finding| f.evidence["poll_ns_total"].as_u64().unwrap_or(0);
     out.sort_by(|a, b| {
         b.severity
@@ -93,6 +105,15 @@ pub(crate) fn arrange(all: Vec<Finding>) -> Vec<Finding> {
             .then(rank(a.kind).cmp(&rank(b.kind)))
     });
     out
+}
+
+/// Whether a finding's victims include a location other than the one it
+/// blames (or it names no victims: imbalance, idle workers).
+fn hurts_others(f: &Finding) -> bool {
+    f.victims.is_empty()
+        || f.victims
+            .iter()
+            .any(|v| Some(&v.location) != f.spawn_loc.as_ref())
 }
 
 /// True for the kinds that are causes (polls that held a worker, or the

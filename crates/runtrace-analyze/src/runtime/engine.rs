@@ -179,6 +179,7 @@ impl Engine {
             upto_victim: Vec::new(),
             buildup: Buildup::default(),
             long_since_unpark: Vec::new(),
+            last_unpark: 0,
         });
         self.threads[thread as usize].workers.push((worker, idx));
         idx
@@ -436,10 +437,15 @@ impl Engine {
         if let Some(prev) = w.last_sched_wait {
             let waited = ev.x.saturating_sub(prev);
             w.sched_wait_ns += waited;
-            // Long polls since the last unpark during which the worker was
-            // mostly runnable but not running: preempted.
+            // The long polls since the last unpark are preempted when they
+            // fill most of the stretch the worker was unparked (so the
+            // wait fell in them) and the worker waited for a CPU at least
+            // half their time. In a longer stretch the wait may have come
+            // anywhere: no verdict.
+            let end = if w.parked { w.park_start } else { ev.ticks };
+            let active = w.scale.ns(end.saturating_sub(w.last_unpark));
             let long: u64 = w.long_since_unpark.iter().map(|x| x.1).sum();
-            if long > 0 && waited.saturating_mul(2) >= long {
+            if long > 0 && long.saturating_mul(2) >= active && waited.saturating_mul(2) >= long {
                 for &(l, _) in &w.long_since_unpark {
                     self.locs[l as usize].preempted_polls += 1;
                 }
@@ -448,6 +454,7 @@ impl Engine {
         let w = &mut self.workers[wi as usize];
         w.long_since_unpark.clear();
         w.last_sched_wait = Some(ev.x);
+        w.last_unpark = ev.ticks;
         if w.parked {
             let over = w.over;
             self.worker_state(wi, ev.ticks, false, over);

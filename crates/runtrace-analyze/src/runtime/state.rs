@@ -155,6 +155,8 @@ pub(crate) struct Worker {
     /// next unpark: preempted when the scheduler wait grew by at least
     /// half their time (bounded: [`MAX_PENDING_LONG`]).
     pub(super) long_since_unpark: Vec<(u32, u64)>,
+    /// Ticks of the last unpark.
+    pub(super) last_unpark: u64,
 }
 
 /// Long polls a worker keeps between two unparks for the preemption check.
