@@ -108,8 +108,13 @@ pub(crate) fn arrange(all: Vec<Finding>) -> Vec<Finding> {
 }
 
 /// Whether a finding's victims include a location other than the one it
-/// blames (or it names no victims: imbalance, idle workers).
+/// blames, or it is idle workers beside queued work (no victims named).
+/// Imbalance alone hurts nobody: a worker busier than another is only
+/// harmful through the delays, which are findings of their own.
 fn hurts_others(f: &Finding) -> bool {
+    if f.kind == FindingKind::WorkerImbalance {
+        return false;
+    }
     f.victims.is_empty()
         || f.victims
             .iter()
@@ -157,8 +162,16 @@ mod tests {
             f(FindingKind::WakeDelay, Severity::Critical, "a", 5),
             f(FindingKind::WorkerImbalance, Severity::Critical, "hog", 0),
             f(FindingKind::LongPoll, Severity::Warning, "hog", 9),
-            f(FindingKind::WakeDelay, Severity::Warning, "hog", 12),
+            f(FindingKind::WakeDelay, Severity::Critical, "hog", 12),
+            f(FindingKind::LongPoll, Severity::Warning, "b", 0),
+            f(FindingKind::WorkerImbalance, Severity::Critical, "b", 0),
         ]);
+        let b = out.iter().find(|f| f.spawn_loc.as_deref() == Some("b"));
+        assert_eq!(b.unwrap().severity, Severity::Warning, "imbalance alone");
+        let out: Vec<Finding> = out
+            .into_iter()
+            .filter(|f| f.spawn_loc.as_deref() != Some("b"))
+            .collect();
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].kind, FindingKind::LongPoll);
         assert_eq!(out[0].severity, Severity::Critical, "its worst effect");

@@ -437,15 +437,16 @@ impl Engine {
         if let Some(prev) = w.last_sched_wait {
             let waited = ev.x.saturating_sub(prev);
             w.sched_wait_ns += waited;
-            // The long polls since the last unpark are preempted when they
-            // fill most of the stretch the worker was unparked (so the
-            // wait fell in them) and the worker waited for a CPU at least
-            // half their time. In a longer stretch the wait may have come
-            // anywhere: no verdict.
+            // The long polls since the last unpark are preempted when, even
+            // if the worker waited for a CPU during all of the rest of the
+            // stretch it was unparked (unpark to park), at least half of
+            // their time was still waiting: a poll that slept (a blocking
+            // call) is not runnable, so it never counts as waiting.
             let end = if w.parked { w.park_start } else { ev.ticks };
             let active = w.scale.ns(end.saturating_sub(w.last_unpark));
             let long: u64 = w.long_since_unpark.iter().map(|x| x.1).sum();
-            if long > 0 && long.saturating_mul(2) >= active && waited.saturating_mul(2) >= long {
+            let rest = active.saturating_sub(long);
+            if long > 0 && waited >= rest.saturating_add(long / 2) {
                 for &(l, _) in &w.long_since_unpark {
                     self.locs[l as usize].preempted_polls += 1;
                 }
