@@ -133,20 +133,34 @@ fn quickstart_findings_name_the_planted_problems() {
     let json = report.to_json();
     let top = json["findings"].as_array().unwrap();
     // Causes first: the first three findings blaming a location in the
-    // process (host starvation blames none: the test host is shared).
-    let first3: Vec<&str> = top
+    // process (host starvation blames none: the test host is shared). The
+    // fan-out is its children piling up (line 185) or its parent's poll
+    // spawning them (the `tokio::spawn(fan_out_refresh())` line).
+    let fanout_parent = line_of("tokio::spawn(fan_out_refresh())");
+    // On a host so busy that workers waited for a CPU as long as they ran
+    // (a critical host_starvation, as when tests and builds share 2
+    // cores), polls of innocent locations are long too, and not every one
+    // can be proven preempted: then the causes must be among the first
+    // five.
+    let starved = top
+        .iter()
+        .any(|f| f["kind"] == "host_starvation" && f["severity"] == "critical");
+    let n = if starved { 5 } else { 3 };
+    let first: Vec<&str> = top
         .iter()
         .filter_map(|f| f["spawn_loc"].as_str())
-        .take(3)
+        .take(n)
         .collect();
-    for (what, loc) in [
-        ("blocking sleep", &blocking),
-        ("cpu heavy", &cpu),
-        ("fan-out", &fanout_child),
+    for (what, locs) in [
+        ("blocking sleep", vec![&blocking]),
+        ("cpu heavy", vec![&cpu]),
+        ("fan-out", vec![&fanout_child, &fanout_parent]),
     ] {
         assert!(
-            first3.iter().any(|l| l.starts_with(loc.as_str())),
-            "{what} ({loc}) among the first three causes {first3:?}:\n{report}"
+            first
+                .iter()
+                .any(|l| locs.iter().any(|loc| l.starts_with(loc.as_str()))),
+            "{what} ({locs:?}) among the first {n} causes {first:?}:\n{report}"
         );
     }
     // Every finding, the symptoms attached to causes included.

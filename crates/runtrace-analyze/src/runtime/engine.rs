@@ -12,6 +12,9 @@ use crate::model::{Model, UNKNOWN_LOC};
 use crate::pass::{Pass, Wants};
 
 const NO_PENDING: u64 = u64::MAX;
+/// How stale a sampled schedstat read may be (docs/analysis.md: read at
+/// most every 4 ms per thread).
+const SCHED_SAMPLE_SLACK_NS: u64 = 4_000_000;
 /// Polls remembered per worker for the delayed-window analysis.
 const RING_CAP: usize = 1 << 14;
 /// Polls one thread may have open at once (nested executors); more means
@@ -437,17 +440,19 @@ impl Engine {
         if let Some(prev) = w.last_sched_wait {
             let waited = ev.x.saturating_sub(prev);
             w.sched_wait_ns += waited;
-            // The long polls since the last unpark are preempted when, even
-            // if the worker waited for a CPU during all of the rest of the
-            // stretch it was unparked (unpark to park), at least half of
-            // their time was still waiting: a poll that slept (a blocking
-            // call) is not runnable, so it never counts as waiting.
-            let end = if w.parked { w.park_start } else { ev.ticks };
-            let active = w.scale.ns(end.saturating_sub(w.last_unpark));
-            let long: u64 = w.long_since_unpark.iter().map(|x| x.1).sum();
-            let rest = active.saturating_sub(long);
-            if long > 0 && waited >= rest.saturating_add(long / 2) {
-                for &(l, _) in &w.long_since_unpark {
+            // A long poll since the last unpark is preempted when, even if
+            // the worker waited for a CPU during all the rest of the time
+            // from that unpark to this one (other polls and the park
+            // included: the wait to run after a wake-up ends at the
+            // unpark), plus the staleness of a sampled schedstat read, at
+            // least half of its time was still waiting. A poll that slept
+            // (a blocking call) is not runnable: it never counts as waiting.
+            let span = w.scale.ns(ev.ticks.saturating_sub(w.last_unpark));
+            for &(l, ns) in &w.long_since_unpark {
+                let rest = span
+                    .saturating_sub(ns)
+                    .saturating_add(SCHED_SAMPLE_SLACK_NS);
+                if waited >= rest.saturating_add(ns / 2) {
                     self.locs[l as usize].preempted_polls += 1;
                 }
             }
