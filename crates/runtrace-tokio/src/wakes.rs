@@ -97,15 +97,20 @@ impl Visit for Fields {
 
 impl Subscriber for TaskWakes {
     fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
-        if is_task_span(m) || is_waker_event(m) {
+        if is_task_span(m) {
             Interest::always()
+        } else if is_waker_event(m) {
+            // Asked at each wake (`enabled`): the event is not even built
+            // while nothing records.
+            Interest::sometimes()
         } else {
             Interest::never()
         }
     }
 
+    #[inline]
     fn enabled(&self, m: &Metadata<'_>) -> bool {
-        is_task_span(m) || is_waker_event(m)
+        is_task_span(m) || (is_waker_event(m) && probes::task_wake::enabled())
     }
 
     fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {

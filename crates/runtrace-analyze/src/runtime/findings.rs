@@ -104,7 +104,11 @@ fn slow_locations(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
         let h = &loc.poll;
         let long = loc.long_polls > 0;
         let preempted = long && loc.preempted_polls * 2 >= loc.long_polls;
-        let sev = if preempted {
+        // Long polls under 1% of a location's polls are outliers, not its
+        // behaviour (on a busy host mostly preemption that the sampled
+        // scheduler wait cannot prove): a warning.
+        let outliers = long && loc.long_polls * 100 < h.count();
+        let sev = if preempted || outliers {
             Severity::Warning
         } else if loc.critical_polls > 0
             || (slow_mean(loc) && h.mean() > th.cpu_bound_critical_mean_ns)
