@@ -169,7 +169,10 @@ impl RuntimeState {
 }
 
 /// Installs runtrace's hooks on a tokio runtime builder (multi-thread or
-/// current-thread), and returns it for chaining. Several runtimes in one
+/// current-thread), and returns it for chaining. The first call also
+/// installs [`wakes::TaskWakes`] as the global tracing subscriber unless
+/// one is set: set the application's own subscriber before this call (a
+/// second global subscriber cannot be set). Several runtimes in one
 /// process can be instrumented; each trace's WorkerStart events say which
 /// runtime a worker belongs to.
 ///
