@@ -48,8 +48,8 @@ fn merge_victims(into: &mut Vec<Victim>, more: &[Victim]) {
 /// Groups the findings by blamed location (findings blaming no location
 /// stay alone), leads each group by its strongest finding with the rest as
 /// its effects, and orders the groups: severity, then cause before
-/// symptom, then delayed polls of other locations explained, then poll
-/// time.
+/// symptom, then causes in the process before the host's, then delayed
+/// polls of other locations explained, then poll time.
 pub(crate) fn arrange(all: Vec<Finding>) -> Vec<Finding> {
     let mut groups: Vec<Vec<Finding>> = Vec::new();
     for f in all {
@@ -100,6 +100,8 @@ pub(crate) fn arrange(all: Vec<Finding>) -> Vec<Finding> {
         b.severity
             .cmp(&a.severity)
             .then(is_cause(b.kind).cmp(&is_cause(a.kind)))
+            // What the process can fix before what the host does to it.
+            .then(b.spawn_loc.is_some().cmp(&a.spawn_loc.is_some()))
             .then(explained(b).cmp(&explained(a)))
             .then(poll_ns(b).cmp(&poll_ns(a)))
             .then(rank(a.kind).cmp(&rank(b.kind)))
