@@ -30,17 +30,22 @@ fn record(dir: &std::path::Path, work: impl FnOnce()) -> Vec<Event> {
     v
 }
 
+/// An instrumented multi-thread runtime with 2 workers.
+fn two_workers() -> tokio::runtime::Runtime {
+    runtrace_tokio::instrument(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all(),
+    )
+    .build()
+    .unwrap()
+}
+
 #[test]
 fn multi_thread_runtime_trace_is_consistent() {
     let dir = std::env::temp_dir().join(format!("runtrace-tokio-{}", std::process::id()));
     let events = record(&dir, || {
-        let rt = runtrace_tokio::instrument(
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all(),
-        )
-        .build()
-        .unwrap();
+        let rt = two_workers();
         let rt2 =
             runtrace_tokio::instrument(tokio::runtime::Builder::new_current_thread().enable_all())
                 .build()
@@ -194,13 +199,7 @@ fn plain_tokio_spawn_tasks_get_one_wake_per_wake() {
     let dir = std::env::temp_dir().join(format!("runtrace-tokio-wakes-{}", std::process::id()));
     let ids = std::sync::Mutex::new(Vec::new());
     let events = record(&dir, || {
-        let rt = runtrace_tokio::instrument(
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all(),
-        )
-        .build()
-        .unwrap();
+        let rt = two_workers();
         assert!(runtrace_tokio::wakes::installed());
         rt.block_on(async {
             let me = |id: tokio::task::Id| runtrace_tokio::task_id(id);
