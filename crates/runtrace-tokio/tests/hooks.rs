@@ -11,6 +11,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 fn record(dir: &std::path::Path, work: impl FnOnce()) -> Vec<Event> {
+    // One recording per process at a time (tests run in parallel).
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let _ = std::fs::remove_dir_all(dir);
     let g = Recorder::builder().path(dir.join("trace")).start().unwrap();
     work();
