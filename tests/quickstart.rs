@@ -47,6 +47,18 @@ fn quickstart_check_jsonl_and_seed_snippet() {
     );
     assert!(stdout.contains("result:          OK"), "{stdout}");
     assert!(stdout.contains("PollStart"), "{stdout}");
+    // The timeline and the report, written and their paths printed.
+    for name in ["trace.pftrace", "report.html"] {
+        let p = dir.join(name);
+        assert!(
+            stdout.contains(&p.display().to_string()),
+            "{name}: {stdout}"
+        );
+        assert!(
+            std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000),
+            "{name}"
+        );
+    }
 
     let files = vec![dir.join("trace.0.bin")];
     let report = runtrace_format::check::check_files(&files);

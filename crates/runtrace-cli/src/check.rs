@@ -18,7 +18,8 @@ use std::process::ExitCode;
 /// events), `dropped_events`, `truncated`, `sealed` (files with an `END`
 /// frame), `unsealed_files` (paths of intact files without one: they
 /// make `truncated` true but are not errors), `event_counts`
-/// (name -> count) and `errors` (messages).
+/// (name -> count), `errors` (messages) and `result` (`OK`, `INCOMPLETE`:
+/// intact but some file has no `END` frame, or `DAMAGED`).
 ///
 /// ```
 /// let empty = runtrace_format::check::CheckReport::default();
@@ -38,6 +39,7 @@ pub fn to_json(report: &CheckReport) -> serde_json::Value {
         "unsealed_files": report.unsealed().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "event_counts": report.event_counts,
         "errors": report.errors,
+        "result": report.verdict(),
     })
 }
 

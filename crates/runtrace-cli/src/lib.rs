@@ -10,7 +10,16 @@
 //! - [`backlog`]: `runtrace backlog`, queues, locks, I/O, heartbeats and
 //!   the ranked root causes of each backlog trigger;
 //! - [`doctor`]: `runtrace doctor`, `runtrace_doctor`'s report on the
-//!   probes a binary carries.
+//!   probes a binary carries;
+//! - [`perfetto`]: `runtrace perfetto`, `runtrace_export::perfetto::convert`
+//!   (a timeline for ui.perfetto.dev);
+//! - [`report`]: `runtrace report`, `runtrace_export::report::write` (one
+//!   self-contained HTML page).
+//! - [`summary`]: `runtrace summary`, recordings, event counts and which
+//!   analyses apply (`runtrace_analyze::summary`);
+//! - [`outliers`]: `runtrace outliers`, statistical outliers of wake->poll
+//!   delay, poll duration and CPU share (`runtrace_analyze::outliers`);
+//! - [`mcp`]: `runtrace mcp`, the MCP server over stdio (`runtrace_mcp`).
 //!
 //! A recording's directory stands for its `trace.N.bin` files
 //! (`runtrace_format::files`).
@@ -33,7 +42,12 @@ pub mod backlog;
 pub mod check;
 pub mod doctor;
 pub mod jsonl;
+pub mod mcp;
+pub mod outliers;
 mod output;
+pub mod perfetto;
+pub mod report;
+pub mod summary;
 
 /// Command-line arguments of `runtrace`.
 #[derive(Debug, Parser)]
@@ -69,6 +83,85 @@ pub enum Command {
     /// blocking, processing slowdown) of every backlog trigger (exit 1 if a
     /// file is damaged).
     Backlog(BacklogArgs),
+    /// Convert trace files to a Perfetto timeline (open it in
+    /// ui.perfetto.dev): a slice per poll, parks, wake->poll flows, queue
+    /// counters, application events (exit 1 if a file is damaged; what was
+    /// readable is converted).
+    Perfetto(PerfettoArgs),
+    /// Write a self-contained HTML report: findings, per-worker utilisation,
+    /// wake->poll and poll-duration histograms, top spawn locations, the
+    /// backlog timeline (exit 1 if a file is damaged; the page covers what
+    /// was readable).
+    Report(ReportArgs),
+    /// Recordings, duration, event counts, and which analyses apply to the
+    /// trace and why not (exit 1 if a file is damaged).
+    Summary(SummaryArgs),
+    /// Statistical outliers of wake->poll delay, poll duration and CPU
+    /// share, per spawn location and per task (exit 1 if a file is damaged).
+    Outliers(OutliersArgs),
+    /// Serve MCP (JSON-RPC 2.0) on standard input and output: load traces
+    /// and query them from AI agents and tools (docs/mcp.md).
+    Mcp,
+}
+
+/// Arguments of `runtrace perfetto`.
+#[derive(Debug, Clone, Args)]
+pub struct PerfettoArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The Perfetto trace to write (e.g. trace.pftrace).
+    #[arg(short = 'o', long = "output", value_name = "OUT", required = true)]
+    pub output: PathBuf,
+}
+
+/// Arguments of `runtrace report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The HTML page to write (e.g. report.html).
+    #[arg(short = 'o', long = "output", value_name = "OUT", required = true)]
+    pub output: PathBuf,
+}
+
+/// Arguments of `runtrace summary`.
+#[derive(Debug, Clone, Args)]
+pub struct SummaryArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print one JSON object instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `runtrace outliers`.
+#[derive(Debug, Clone, Args)]
+pub struct OutliersArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// iqr (beyond Q1-1.5 IQR / Q3+1.5 IQR), mad (modified z-score > 3.5),
+    /// stddev (beyond 3 sigma) or percentile (above p99).
+    #[arg(long, value_name = "METHOD", default_value = "iqr", value_parser = runtrace_analyze::outliers::Method::parse)]
+    pub method: runtrace_analyze::outliers::Method,
+    /// latency (wake->poll delay), poll (poll duration), cpu (CPU share per
+    /// 10 ms window) or all.
+    #[arg(long, value_name = "CATEGORY", default_value = "all", value_parser = runtrace_analyze::outliers::Category::parse)]
+    pub category: runtrace_analyze::outliers::Category,
+    /// Print at most this many outliers per category (the strongest; the
+    /// report says how many there are).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub limit: usize,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `runtrace backlog`.
@@ -99,6 +192,10 @@ pub struct AnalyzeArgs {
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub json: bool,
+    /// Run every applicable analysis (summary, analyze, backlog, outliers)
+    /// over one read and print one JSON object.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Arguments of `runtrace check`.
@@ -145,7 +242,11 @@ pub fn run(cli: Cli) -> ExitCode {
     let mut command = cli.command;
     if let Command::Check(CheckArgs { files, .. })
     | Command::Jsonl(JsonlArgs { files, .. })
-    | Command::Analyze(AnalyzeArgs { files, .. }) = &mut command
+    | Command::Analyze(AnalyzeArgs { files, .. })
+    | Command::Perfetto(PerfettoArgs { files, .. })
+    | Command::Report(ReportArgs { files, .. })
+    | Command::Summary(SummaryArgs { files, .. })
+    | Command::Outliers(OutliersArgs { files, .. }) = &mut command
     {
         *files = runtrace_format::files::expand_lenient(std::mem::take(files));
     }
@@ -155,5 +256,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Analyze(a) => analyze::run(&a),
         Command::Doctor(a) => doctor::run(&a),
         Command::Backlog(a) => backlog::run(&a),
+        Command::Perfetto(a) => perfetto::run(&a),
+        Command::Report(a) => report::run(&a),
+        Command::Summary(a) => summary::run(&a),
+        Command::Outliers(a) => outliers::run(&a),
+        Command::Mcp => mcp::run(),
     }
 }

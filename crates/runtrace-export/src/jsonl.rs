@@ -17,7 +17,9 @@
 //! `PollStart`, `PollEnd`, `WakeEvent` (for `woken_task_id`) and
 //! `TaskTerminate` also get `"spawn_loc_id"` and `"spawn_loc"` of their
 //! task, remembered from its `TaskSpawn` (both `null` when the spawn is not
-//! in the trace). These are the names the user guide's Python snippets read.
+//! in the trace) and kept past its `TaskTerminate` for the task's own
+//! polls that follow it (the last poll's `PollEnd`; tokio's extra poll at
+//! shutdown); a wake after the end names no location. These are the names the user guide's Python snippets read.
 //!
 //! ```no_run
 //! let summary = runtrace_export::jsonl::write_jsonl(&["trace.0.bin"], std::io::stdout(), |e| eprintln!("{e}"))
@@ -62,7 +64,15 @@ pub struct JsonlEncoder {
     /// task id -> (location id, location text), from `TaskSpawn` until
     /// `TaskTerminate`, so memory follows the number of live tasks.
     spawn_locs: HashMap<u64, (u64, Option<Arc<str>>)>,
+    /// Recently terminated tasks, for their events after `TaskTerminate`:
+    /// tokio fires it inside the task's last poll (whose `PollEnd`
+    /// follows), and at runtime shutdown may poll the task once more. Two
+    /// generations of at most [`MAX_ENDED`] each: memory stays bounded.
+    ended: [HashMap<u64, SpawnLoc>; 2],
 }
+
+/// Bound on one generation of [`JsonlEncoder`]'s terminated-task table.
+const MAX_ENDED: usize = 1 << 16;
 
 /// How events of one schema are written, worked out once per schema.
 struct Layout {
@@ -86,14 +96,56 @@ enum Role {
         task: usize,
         loc: usize,
     },
-    /// Name the spawn location of the task in field `task`; `forget` once
-    /// the task is gone (`TaskTerminate`).
+    /// Name the spawn location of the task in field `task`; `step` says
+    /// what the event means for the task's lifetime.
     Enrich {
         task: usize,
-        forget: bool,
+        step: Step,
         id_key: String,
         text_key: String,
     },
+}
+
+/// The spawn location of task `t` for an event that means `step`, from
+/// the live (`live`) and terminated (`ended`) tables.
+fn lookup(
+    live: &mut HashMap<u64, SpawnLoc>,
+    ended: &mut [HashMap<u64, SpawnLoc>; 2],
+    t: u64,
+    step: Step,
+) -> Option<SpawnLoc> {
+    match step {
+        Step::Keep => live.get(&t).cloned(),
+        Step::Poll => live
+            .get(&t)
+            .or_else(|| ended[0].get(&t))
+            .or_else(|| ended[1].get(&t))
+            .cloned(),
+        Step::Terminate => {
+            let k = live.remove(&t)?;
+            if ended[0].len() >= MAX_ENDED {
+                // The older generation goes.
+                ended[1] = std::mem::take(&mut ended[0]);
+            }
+            ended[0].insert(t, k.clone());
+            Some(k)
+        }
+    }
+}
+
+/// A task's spawn location: id and text.
+type SpawnLoc = (u64, Option<Arc<str>>);
+
+/// What an enriched event means for its task's entry.
+#[derive(Clone, Copy)]
+enum Step {
+    /// `WakeEvent`: a live task's (a wake after the end names none).
+    Keep,
+    /// `PollStart`, `PollEnd`: the task's own polls, also the ones after
+    /// its `TaskTerminate` (its last poll's end, tokio's shutdown poll).
+    Poll,
+    /// `TaskTerminate`: the task is no longer live.
+    Terminate,
 }
 
 impl Default for JsonlEncoder {
@@ -108,6 +160,7 @@ impl JsonlEncoder {
         JsonlEncoder {
             layouts: PerSchema::new(),
             spawn_locs: HashMap::new(),
+            ended: [HashMap::new(), HashMap::new()],
         }
     }
 
@@ -150,16 +203,12 @@ impl JsonlEncoder {
             }
             Role::Enrich {
                 task,
-                forget,
+                step,
                 id_key,
                 text_key,
             } => {
-                let t = task_of(*task);
-                let known = if *forget {
-                    t.and_then(|t| self.spawn_locs.remove(&t))
-                } else {
-                    t.and_then(|t| self.spawn_locs.get(&t).cloned())
-                };
+                let (live, ended) = (&mut self.spawn_locs, &mut self.ended);
+                let known = task_of(*task).and_then(|t| lookup(live, ended, t, *step));
                 out.write_all(id_key.as_bytes())?;
                 match &known {
                     Some((id, _)) => CompactFormatter.write_u64(out, *id)?,
@@ -201,10 +250,10 @@ impl Layout {
             .collect();
         let field =
             |name: &str, ty: FieldType| s.fields.iter().position(|f| f.name == name && f.ty == ty);
-        let mut enrich = |name: &str, forget: bool| match field(name, FieldType::Task) {
+        let mut enrich = |name: &str, step: Step| match field(name, FieldType::Task) {
             Some(task) => Role::Enrich {
                 task,
-                forget,
+                step,
                 id_key: claim("spawn_loc_id"),
                 text_key: claim("spawn_loc"),
             },
@@ -223,9 +272,9 @@ impl Layout {
                 (Some(task), Some(loc)) => Role::Spawn { task, loc },
                 _ => Role::Plain,
             },
-            ids::TASK_POLL_START | ids::TASK_POLL_END => enrich("task_id", false),
-            ids::TASK_WAKE => enrich("woken_task_id", false),
-            ids::TASK_TERMINATE => enrich("task_id", true),
+            ids::TASK_POLL_START | ids::TASK_POLL_END => enrich("task_id", Step::Poll),
+            ids::TASK_WAKE => enrich("woken_task_id", Step::Keep),
+            ids::TASK_TERMINATE => enrich("task_id", Step::Terminate),
             _ => Role::Plain,
         };
         let head = format!(
@@ -286,6 +335,9 @@ pub struct JsonlSummary {
     /// True when the reader went away (a closed pipe, as with `| head`) and
     /// the conversion stopped early.
     pub output_closed: bool,
+    /// Things worth knowing that are not damage: the ordering bound hit
+    /// (a file without `ROUND` frames, events then possibly out of order).
+    pub notes: Vec<String>,
 }
 
 impl JsonlSummary {
@@ -378,6 +430,15 @@ pub fn write_jsonl<P: AsRef<Path>, W: Write>(
     for e in &stream.errors()[seen_errors..] {
         report(&mut summary, e.to_string());
     }
+    let st = stream.stats();
+    if st.forced_releases > 0 {
+        summary.notes.push(format!(
+            "events held for time ordering outgrew the bound ({} values) {} times (files without ROUND frames?): the oldest were written early; {} events came out of order",
+            runtrace_format::merge::MAX_PENDING_VALUES,
+            st.forced_releases,
+            st.late_events
+        ));
+    }
     let unsealed = headers.get().saturating_sub(ends.get());
     if unsealed > 0 {
         report(
@@ -423,6 +484,11 @@ pub fn convert(files: &[PathBuf], output: Option<&Path>) -> ExitCode {
             }
         }
     };
+    if let Ok(s) = &result {
+        for n in &s.notes {
+            eprintln!("runtrace: note: {n}");
+        }
+    }
     match result {
         Ok(s) if s.is_clean() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,

@@ -5,6 +5,8 @@
 //! - [`jsonl`]: JSON Lines, one object per event in timestamp order
 //!   (`runtrace jsonl`, `examples/trace_to_jsonl.rs`, the user guide's
 //!   Python snippets).
+//! - [`perfetto`]: a Perfetto TrackEvent timeline (`runtrace perfetto`).
+//! - [`report`]: a self-contained HTML report (`runtrace report`).
 //!
 //! ```no_run
 //! use std::path::{Path, PathBuf};
@@ -15,3 +17,5 @@
 #![warn(missing_docs)]
 
 pub mod jsonl;
+pub mod perfetto;
+pub mod report;

@@ -132,6 +132,39 @@ impl CheckReport {
     pub fn is_clean(&self) -> bool {
         self.errors.is_empty() && !self.truncated()
     }
+
+    /// True when some file is damaged: an error was found, or a file ends
+    /// inside a frame. An intact file that merely lacks its `END` frame
+    /// (a live or crashed recording) is incomplete, not damaged.
+    ///
+    /// ```
+    /// assert!(!runtrace_format::check::CheckReport::default().is_damaged());
+    /// ```
+    pub fn is_damaged(&self) -> bool {
+        !self.errors.is_empty()
+            || self.files.iter().any(|f| {
+                matches!(
+                    f.status,
+                    FileStatus::Truncated | FileStatus::Damaged | FileStatus::Unreadable
+                )
+            })
+    }
+
+    /// The verdict on the last line: `OK`, `INCOMPLETE` (intact, but some
+    /// file has no `END` frame) or `DAMAGED`.
+    ///
+    /// ```
+    /// assert_eq!(runtrace_format::check::CheckReport::default().verdict(), "OK");
+    /// ```
+    pub fn verdict(&self) -> &'static str {
+        if self.is_clean() {
+            "OK"
+        } else if self.is_damaged() {
+            "DAMAGED"
+        } else {
+            "INCOMPLETE"
+        }
+    }
 }
 
 impl fmt::Display for CheckReport {
@@ -167,11 +200,14 @@ impl fmt::Display for CheckReport {
             if self.truncated() { "yes" } else { "no" }
         )?;
         for p in self.unsealed() {
-            writeln!(
-                f,
-                "  {}: no END frame: the recording was cut short (or is still being written)",
-                p.display()
-            )?;
+            let why = if p.to_string_lossy().ends_with(".active") {
+                "never sealed (.active): the recording is still being written, or it was \
+                 killed or ran out of disk before sealing this file; events after its last \
+                 frame are lost and not counted"
+            } else {
+                "the recording was cut short (or is still being written)"
+            };
+            writeln!(f, "  {}: no END frame: {why}", p.display())?;
         }
         if !self.event_counts.is_empty() {
             writeln!(f, "event counts:")?;
@@ -189,11 +225,7 @@ impl fmt::Display for CheckReport {
                 writeln!(f, "  {e}")?;
             }
         }
-        write!(
-            f,
-            "result:          {}",
-            if self.is_clean() { "OK" } else { "DAMAGED" }
-        )
+        write!(f, "result:          {}", self.verdict())
     }
 }
 

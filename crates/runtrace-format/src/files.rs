@@ -22,12 +22,14 @@
 use std::path::{Path, PathBuf};
 
 /// The trace files of `inputs`: files as given, directories replaced by
-/// the `PATH.N.bin` files in them (in directory order; sort them with
-/// [`sort_trace_paths`]). A directory without any is an error message
-/// naming it.
+/// the `PATH.N.bin` and `PATH.N.bin.active` files in them (in directory
+/// order; sort them with [`sort_trace_paths`]). A directory without any is
+/// an error message naming it.
 ///
-/// Files still being written (`PATH.N.bin.active`) are not taken from a
-/// directory; name them explicitly to read them.
+/// A recording's directory means all its files: a `.active` file is one
+/// still being written, or left behind by a recording that crashed or ran
+/// out of disk, and its events are part of the recording. Readers report
+/// it as unsealed (or truncated), never silently skip it.
 ///
 /// ```
 /// let dir = std::env::temp_dir().join(format!("runtrace-files-doc-{}", std::process::id()));
@@ -49,13 +51,13 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         let before = out.len();
         for ent in rd.flatten() {
             let path = ent.path();
-            if is_trace_file(&path) {
+            if is_trace_file(&path) || is_active_trace_file(&path) {
                 out.push(path);
             }
         }
         if out.len() == before {
             return Err(format!(
-                "{}: is a directory without trace files (trace.N.bin)",
+                "{}: is a directory without trace files (trace.N.bin or trace.N.bin.active)",
                 p.display()
             ));
         }
@@ -92,6 +94,26 @@ pub fn expand_lenient(inputs: Vec<PathBuf>) -> Vec<PathBuf> {
 /// assert!(!runtrace_format::files::is_trace_file(Path::new("/nonexistent/trace.0.bin")));
 /// ```
 pub fn is_trace_file(p: &Path) -> bool {
+    is_trace_name(p) && p.is_file()
+}
+
+/// True for an existing regular file named `*.N.bin.active`: a trace file
+/// the recorder had not sealed (still recording, or it crashed).
+///
+/// ```
+/// use std::path::Path;
+/// assert!(!runtrace_format::files::is_active_trace_file(Path::new("/nonexistent/trace.0.bin.active")));
+/// ```
+pub fn is_active_trace_file(p: &Path) -> bool {
+    p.to_str()
+        .and_then(|s| s.strip_suffix(".active"))
+        .is_some_and(|sealed_name| {
+            is_trace_name(Path::new(sealed_name)) && std::fs::metadata(p).is_ok_and(|m| m.is_file())
+        })
+}
+
+/// True when the name is `*.N.bin` (whatever is on disk).
+fn is_trace_name(p: &Path) -> bool {
     let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
         return false;
     };
@@ -100,7 +122,6 @@ pub fn is_trace_file(p: &Path) -> bool {
     };
     stem.rsplit_once('.')
         .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        && p.is_file()
 }
 
 /// Sorts paths so `x.2.bin` comes before `x.10.bin` (numeric N, and
@@ -144,6 +165,12 @@ pub fn unreadable(path: &Path) -> Option<String> {
         Err(e) => Some(format!("{}: cannot open: {e}", path.display())),
         Ok(m) if m.is_dir() => Some(format!(
             "{}: is a directory, not a trace file",
+            path.display()
+        )),
+        // A FIFO or device would block or never end: refused, as `doctor`
+        // refuses non-regular binaries.
+        Ok(m) if !m.is_file() => Some(format!(
+            "{}: is not a regular file (a FIFO, socket or device), not a trace file",
             path.display()
         )),
         Ok(_) => None,

@@ -108,20 +108,28 @@ fn s11_directory_expansion() {
     }
     let mut got = expand(std::slice::from_ref(&dir.0)).unwrap();
     sort_trace_paths(&mut got);
-    // `.active` files are not taken from a directory (today's behaviour).
-    assert_eq!(got, [dir.0.join("trace.2.bin"), dir.0.join("trace.10.bin")]);
+    // A recording's directory means all its files: the `.active` one
+    // (live, or left by a crash) too, in its place (issue 17 item 1).
+    assert_eq!(
+        got,
+        [
+            dir.0.join("trace.2.bin"),
+            dir.0.join("trace.3.bin.active"),
+            dir.0.join("trace.10.bin")
+        ]
+    );
 
     let empty = TempDir::new();
     let e = expand(std::slice::from_ref(&empty.0)).unwrap_err();
     assert_eq!(
         e,
         format!(
-            "{}: is a directory without trace files (trace.N.bin)",
+            "{}: is a directory without trace files (trace.N.bin or trace.N.bin.active)",
             empty.0.display()
         )
     );
     let lenient = expand_lenient(vec![empty.0.clone(), dir.0.clone()]);
-    assert_eq!(lenient.len(), 3);
+    assert_eq!(lenient.len(), 4);
     assert_eq!(lenient[0], empty.0);
     assert!(lenient[1..]
         .iter()
@@ -141,4 +149,28 @@ fn event_counts_by_display_name() {
     for (name, n) in &one.event_counts {
         assert_eq!(two.event_counts[name], 2 * n, "{name}");
     }
+}
+
+/// Issue 17 item 8: a FIFO is refused up front, never opened (opening it
+/// would block until a writer came).
+#[test]
+fn a_fifo_is_refused_not_read() {
+    let dir = TempDir::new();
+    let fifo = dir.0.join("trace.0.bin");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let r = check_files(&[&fifo]);
+    assert!(!r.is_clean());
+    assert!(
+        r.errors.iter().any(|e| e.contains("not a regular file")),
+        "{:?}",
+        r.errors
+    );
+    let e = runtrace_format::FileReader::open(&fifo).err().unwrap();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    // A directory holding only a FIFO named like a trace holds no trace.
+    assert!(expand(std::slice::from_ref(&dir.0)).is_err());
 }
