@@ -136,12 +136,20 @@ fn healthy(sim: &mut Sim, n: u64) -> (Vec<Job>, Vec<Job>) {
     (a, b)
 }
 
+/// Every finding, the symptoms attached to a cause (`effects`) included.
+fn every(r: &Report) -> Vec<&Finding> {
+    r.findings
+        .iter()
+        .flat_map(|f| std::iter::once(f).chain(f.effects.iter()))
+        .collect()
+}
+
 fn kinds(r: &Report) -> Vec<FindingKind> {
-    r.findings.iter().map(|f| f.kind).collect()
+    every(r).iter().map(|f| f.kind).collect()
 }
 
 fn only(r: &Report, k: FindingKind) -> Vec<&Finding> {
-    r.findings_of(k).collect()
+    every(r).into_iter().filter(|f| f.kind == k).collect()
 }
 
 fn loc(l: u64) -> String {
@@ -197,7 +205,7 @@ fn long_poll_names_the_location_and_the_worst_poll() {
         );
         assert_eq!(f.evidence["worst_poll_ns"], dur);
         assert!(
-            !kinds(&r).contains(&FindingKind::CpuBound),
+            !kinds(&r).contains(&FindingKind::SlowPoll),
             "one poll is not CPU-bound"
         );
     }
@@ -220,10 +228,16 @@ fn blocked(local_q: u32) -> Report {
 fn wake_delay_names_the_victims_and_what_the_worker_ran() {
     let r = blocked(5);
     let f = only(&r, FindingKind::WakeDelay);
+    // The victim is loc5, the cause (spawn_loc) loc2.
     let v = f
         .iter()
-        .find(|f| f.spawn_loc.as_deref() == Some(loc(5).as_str()))
+        .find(|f| f.victims.iter().any(|v| v.location == loc(5)))
         .unwrap_or_else(|| panic!("no wake_delay for loc5: {:#?}", r.findings));
+    assert_eq!(v.spawn_loc.as_deref(), Some(loc(2).as_str()));
+    assert!(v.spawn_locs.contains(&loc(5)), "{:?}", v.spawn_locs);
+    let v5 = v.victims.iter().find(|v| v.location == loc(5)).unwrap();
+    assert_eq!(v5.delayed_polls, 20);
+    assert!(v5.worst_delay_ns > 59 * MS, "{v5:?}");
     assert_eq!(v.severity, Severity::Critical, "p99 ~60 ms");
     assert!(v.spawn_locs.contains(&loc(2)), "{:?}", v.spawn_locs);
     assert!(v.detail.contains(&loc(2)), "{}", v.detail);
@@ -376,7 +390,7 @@ fn cpu_bound_location() {
     sim.run(0, &a);
     sim.run(1, &b);
     let r = sim.finish();
-    let f = only(&r, FindingKind::CpuBound);
+    let f = only(&r, FindingKind::SlowPoll);
     assert_eq!(f.len(), 1, "{:#?}", r.findings);
     assert_eq!(f[0].spawn_loc.as_deref(), Some(loc(7).as_str()));
     assert_eq!(f[0].severity, Severity::Warning);
@@ -415,4 +429,58 @@ fn executor_and_tokio_workers_sharing_an_index() {
     assert_eq!(r.wake_to_poll_ns.count, 3);
     assert_eq!(r.wake_to_poll_ns.max, 3_000);
     let _ = NO_WORKER;
+}
+
+/// A 20 ms poll during which the worker mostly waited for a CPU is
+/// preempted (a warning, blaming the host), a 60 ms poll with no wait is
+/// the task's own (critical), and a worker that waited 400 ms for a CPU
+/// in a 1 s trace while busy 80 ms is critical host starvation, which
+/// blames no location and lists the preempted one as its victim.
+#[test]
+fn preempted_polls_and_host_starvation() {
+    let mut b = TraceBuilder::new();
+    b.location(8, "src/loc8.rs", 80, 5);
+    b.location(9, "src/loc9.rs", 90, 5);
+    b.spawn(1, MS / 2, 10, 0, 8, 0);
+    b.spawn(1, MS / 2, 11, 0, 9, 0);
+    b.unpark(100, 0, MS, 0, 0);
+    b.poll_start(100, 0, 2 * MS, 10, 0, 0);
+    b.poll_end(100, 0, 22 * MS, 10, true);
+    b.park(100, 0, 22 * MS + MS / 2, 0, 0);
+    // 18 ms of the 22 ms since the last unpark were spent waiting.
+    b.unpark(100, 0, 23 * MS, 0, 18 * MS);
+    b.poll_start(100, 0, 24 * MS, 11, 0, 0);
+    b.poll_end(100, 0, 84 * MS, 11, true);
+    b.park(100, 0, 85 * MS, 0, 0);
+    b.unpark(100, 0, 300 * MS, 0, 23 * MS);
+    b.park(100, 0, 301 * MS, 0, 0);
+    b.unpark(100, 0, 1000 * MS, 0, 400 * MS);
+    b.terminate(1, 1001 * MS, 10);
+    b.terminate(1, 1001 * MS, 11);
+    let p = write_trace("preempted", &b.finish());
+    let r = analyze_files(&[&p], Options::default());
+    let long = only(&r, FindingKind::LongPoll);
+    let of = |l: u64| {
+        long.iter()
+            .find(|f| f.spawn_loc.as_deref() == Some(loc(l).as_str()))
+            .unwrap_or_else(|| panic!("no long_poll for loc{l}: {:#?}", r.findings))
+    };
+    let pre = of(8);
+    assert_eq!(pre.severity, Severity::Warning);
+    assert_eq!(pre.evidence["preempted_polls"], 1);
+    assert!(pre.detail.contains("preempted"), "{}", pre.detail);
+    assert_eq!(pre.evidence["spread"]["tasks_with_long_polls"], 1);
+    let own = of(9);
+    assert_eq!(own.severity, Severity::Critical);
+    assert_eq!(own.evidence["preempted_polls"], 0);
+    assert_eq!(own.evidence["cpu_evidence"], "none");
+    let h = only(&r, FindingKind::HostStarvation);
+    assert_eq!(h.len(), 1, "{:#?}", r.findings);
+    assert_eq!(h[0].severity, Severity::Critical);
+    assert!(h[0].spawn_loc.is_none());
+    assert_eq!(h[0].evidence["worst_sched_wait_ns"], 400 * MS);
+    assert_eq!(h[0].victims.len(), 1);
+    assert_eq!(h[0].victims[0].location, loc(8));
+    // The task's own long poll comes first.
+    assert_eq!(r.findings[0].spawn_loc.as_deref(), Some(loc(9).as_str()));
 }

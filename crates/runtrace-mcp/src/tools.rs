@@ -88,7 +88,7 @@ pub fn list() -> Vec<ToolDef> {
         },
         ToolDef {
             name: "analyze_poll_times",
-            description: "Poll durations overall and by spawn location (most poll time first), and long_poll / cpu_bound findings.",
+            description: "Poll durations overall and by spawn location (most poll time first), and long_poll / slow_poll findings.",
             schema: with_limit("spawn locations and findings"),
         },
         ToolDef {

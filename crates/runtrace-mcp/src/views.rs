@@ -76,7 +76,7 @@ pub fn wakeup_latency(ix: &TraceIndex, limit: usize) -> Value {
 }
 
 /// `analyze_poll_times`: poll durations overall and by spawn location
-/// (most poll time first), and the `long_poll` and `cpu_bound` findings.
+/// (most poll time first), and the `long_poll` and `slow_poll` findings.
 pub fn poll_times(ix: &TraceIndex, limit: usize) -> Value {
     let rt = ix.runtime().to_json();
     let mut out = Map::new();
@@ -99,7 +99,7 @@ pub fn poll_times(ix: &TraceIndex, limit: usize) -> Value {
     put_list(
         &mut out,
         "findings",
-        findings(&rt, &["long_poll", "cpu_bound"]),
+        findings(&rt, &["long_poll", "slow_poll"]),
         limit,
     );
     Value::Object(out)

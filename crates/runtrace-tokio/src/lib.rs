@@ -5,8 +5,11 @@
 //! sampled: re-read at most every 10 ms per worker, see
 //! [`runtrace_core::thread_time::sampled`]), the global queue depth (at
 //! most every 10 ms from the poll hooks while a backend listens, and every
-//! 100 ms from a sampler thread while no task is polled), and,
-//! for tasks spawned through [`spawn`] / [`traced`], who woke whom.
+//! 100 ms from a sampler thread while no task is polled), and who woke
+//! whom, for every task: from tokio's own waker instrumentation (module
+//! [`wakes`], installed by [`instrument`] unless the application set its
+//! own global tracing subscriber), else for tasks spawned through
+//! [`spawn`] / [`traced`].
 //!
 //! ```
 //! // Through the facade: `runtrace::tokio::instrument` (feature `tokio`).
@@ -28,7 +31,9 @@
 //! replaces runtrace's, so call `instrument` last).
 //!
 //! With no backend listening each hook costs the probes' enabled checks (a
-//! few loads and branches, ~1.5 ns).
+//! few loads and branches, ~1.5 ns); a wake costs ~12 ns more than stock
+//! with the waker subscriber installed, ~60 ns more while recording
+//! (`cargo bench --bench tokio_wake`, docs/analysis.md).
 
 #[cfg(not(tokio_unstable))]
 compile_error!(
@@ -37,6 +42,8 @@ compile_error!(
      (if that file already has `[target.<triple>] rustflags`, add \"--cfg\", \"tokio_unstable\" there: \
      target rustflags replace build rustflags)"
 );
+
+pub mod wakes;
 
 use runtrace_core::clock::TraceClock;
 use runtrace_core::{Istr, Loc};
@@ -162,7 +169,10 @@ impl RuntimeState {
 }
 
 /// Installs runtrace's hooks on a tokio runtime builder (multi-thread or
-/// current-thread), and returns it for chaining. Several runtimes in one
+/// current-thread), and returns it for chaining. The first call also
+/// installs [`wakes::TaskWakes`] as the global tracing subscriber unless
+/// one is set: set the application's own subscriber before this call (a
+/// second global subscriber cannot be set). Several runtimes in one
 /// process can be instrumented; each trace's WorkerStart events say which
 /// runtime a worker belongs to.
 ///
@@ -173,6 +183,7 @@ impl RuntimeState {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder {
+    wakes::install();
     let clock = TraceClock::get();
     let st = Arc::new(RuntimeState {
         id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
@@ -325,7 +336,9 @@ fn sample_global_queue(st: Arc<RuntimeState>, clock: &'static TraceClock) {
 
 /// Spawns `fut` on the current tokio runtime like `tokio::spawn`, and
 /// records who wakes it (WakeEvent with the waking task, when a task wakes
-/// it). Plain `tokio::spawn` tasks get poll events but no wake events.
+/// it). Plain `tokio::spawn` tasks get wake events too while
+/// [`wakes::installed`]; then this is plain `tokio::spawn` (tokio reports
+/// the wakes, no second WakeEvent is recorded).
 #[track_caller]
 pub fn spawn<F>(fut: F) -> tokio::task::JoinHandle<F::Output>
 where
@@ -392,7 +405,8 @@ impl<F: Future> Future for Traced<F> {
         // SAFETY: `fut` is not moved while pinned (this type is !Unpin-safe
         // by only exposing it through Pin).
         let fut = unsafe { Pin::new_unchecked(&mut this.fut) };
-        if !probes::task_wake::enabled() {
+        if !probes::task_wake::enabled() || wakes::installed() {
+            // Not recording, or tokio reports this task's wakes itself.
             return fut.poll(cx);
         }
         // Reuse the wrapping waker while tokio's waker is the same one

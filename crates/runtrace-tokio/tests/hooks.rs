@@ -11,6 +11,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 fn record(dir: &std::path::Path, work: impl FnOnce()) -> Vec<Event> {
+    // One recording per process at a time (tests run in parallel).
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let _ = std::fs::remove_dir_all(dir);
     let g = Recorder::builder().path(dir.join("trace")).start().unwrap();
     work();
@@ -30,17 +33,22 @@ fn record(dir: &std::path::Path, work: impl FnOnce()) -> Vec<Event> {
     v
 }
 
+/// An instrumented multi-thread runtime with 2 workers.
+fn two_workers() -> tokio::runtime::Runtime {
+    runtrace_tokio::instrument(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all(),
+    )
+    .build()
+    .unwrap()
+}
+
 #[test]
 fn multi_thread_runtime_trace_is_consistent() {
     let dir = std::env::temp_dir().join(format!("runtrace-tokio-{}", std::process::id()));
     let events = record(&dir, || {
-        let rt = runtrace_tokio::instrument(
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all(),
-        )
-        .build()
-        .unwrap();
+        let rt = two_workers();
         let rt2 =
             runtrace_tokio::instrument(tokio::runtime::Builder::new_current_thread().enable_all())
                 .build()
@@ -183,4 +191,58 @@ fn missing_tokio_unstable_is_a_clear_compile_error() {
             && err.contains(".cargo/config.toml"),
         "{err}"
     );
+}
+
+/// Plain `tokio::spawn` tasks get WakeEvents from tokio's waker
+/// instrumentation, naming the waking task; a `runtrace_tokio::spawn` task
+/// gets exactly one WakeEvent per wake (not one from tokio and one from
+/// `traced`).
+#[test]
+fn plain_tokio_spawn_tasks_get_one_wake_per_wake() {
+    let dir = std::env::temp_dir().join(format!("runtrace-tokio-wakes-{}", std::process::id()));
+    let ids = std::sync::Mutex::new(Vec::new());
+    let events = record(&dir, || {
+        let rt = two_workers();
+        assert!(runtrace_tokio::wakes::installed());
+        rt.block_on(async {
+            let me = |id: tokio::task::Id| runtrace_tokio::task_id(id);
+            // A plain waiter woken by a plain sender, and a traced waiter
+            // woken by a plain sender.
+            let (tx1, rx1) = tokio::sync::oneshot::channel::<()>();
+            let (tx2, rx2) = tokio::sync::oneshot::channel::<()>();
+            let w1 = tokio::spawn(async move {
+                rx1.await.unwrap();
+                me(tokio::task::id())
+            });
+            let w2 = runtrace_tokio::spawn(async move {
+                rx2.await.unwrap();
+                me(tokio::task::id())
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let s = tokio::spawn(async move {
+                tx1.send(()).unwrap();
+                tx2.send(()).unwrap();
+                me(tokio::task::id())
+            });
+            let s = s.await.unwrap();
+            let (w1, w2) = (w1.await.unwrap(), w2.await.unwrap());
+            ids.lock().unwrap().extend([w1, w2, s]);
+        });
+        drop(rt);
+    });
+    let ids = ids.into_inner().unwrap();
+    let (plain, traced, sender) = (ids[0], ids[1], ids[2]);
+    let wakes_of = |t: u64| -> Vec<&Event> {
+        events
+            .iter()
+            .filter(|e| e.schema.name == "task_wake" && e.u64("woken_task_id") == Some(t))
+            .collect()
+    };
+    let p = wakes_of(plain);
+    assert_eq!(p.len(), 1, "the plain waiter was woken once: {p:?}");
+    assert_eq!(p[0].u64("waker_task_id"), Some(sender));
+    let t = wakes_of(traced);
+    assert_eq!(t.len(), 1, "the traced waiter was woken once: {t:?}");
+    assert_eq!(t[0].u64("waker_task_id"), Some(sender));
+    let _ = std::fs::remove_dir_all(&dir);
 }

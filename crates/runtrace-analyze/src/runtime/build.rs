@@ -89,6 +89,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
                     poll_ns: l.poll.summary(),
                     wake_to_poll_ns: l.wake.summary(),
                     long_polls: l.long_polls,
+                    uncovered_polls: l.uncovered_polls,
                 },
             )
         })
@@ -123,6 +124,23 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         notes.push(format!(
             "{} built-in event schemas had unexpected fields and were skipped",
             rs.unrecognised_schemas
+        ));
+    }
+    // Locations mostly without wakes: their delays are not measured.
+    let blind: Vec<String> = spawn_locations
+        .iter()
+        .filter(|(_, l)| l.polls >= 10 && l.uncovered_polls * 2 > l.polls)
+        .map(|(_, l)| {
+            format!(
+                "{} ({} of {} polls)",
+                l.location, l.uncovered_polls, l.polls
+            )
+        })
+        .collect();
+    if !blind.is_empty() {
+        notes.push(format!(
+            "polls with no wake recorded before them (their wake delay is not measured; spawn with runtrace::tokio::spawn, or let runtrace install its tokio waker subscriber): {}",
+            blind.join(", ")
         ));
     }
     if e.dropped_orphan_wakes > 0 {

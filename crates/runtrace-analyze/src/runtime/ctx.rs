@@ -115,5 +115,7 @@ pub(crate) fn finding(
         window_ns,
         detail,
         evidence,
+        victims: Vec::new(),
+        effects: Vec::new(),
     }
 }

@@ -12,6 +12,9 @@ use crate::model::{Model, UNKNOWN_LOC};
 use crate::pass::{Pass, Wants};
 
 const NO_PENDING: u64 = u64::MAX;
+/// How stale a sampled schedstat read may be (docs/analysis.md: read at
+/// most every 4 ms per thread).
+const SCHED_SAMPLE_SLACK_NS: u64 = 4_000_000;
 /// Polls remembered per worker for the delayed-window analysis.
 const RING_CAP: usize = 1 << 14;
 /// Polls one thread may have open at once (nested executors); more means
@@ -56,7 +59,9 @@ pub struct Engine {
     pub(crate) late_events: u64,
     pub(crate) dropped_orphan_wakes: u64,
     last_ticks_seen: u64,
-    scratch: Vec<(u32, u64, u64)>,
+    /// (location, victim-attributed ns, buildup-attributed ns, raw overlap
+    /// ns) of the polls in one delayed window.
+    scratch: Vec<(u32, u64, u64, u64)>,
 }
 
 impl Pass for Engine {
@@ -177,6 +182,8 @@ impl Engine {
             loc_polls: Vec::new(),
             upto_victim: Vec::new(),
             buildup: Buildup::default(),
+            long_since_unpark: Vec::new(),
+            last_unpark: 0,
         });
         self.threads[thread as usize].workers.push((worker, idx));
         idx
@@ -337,7 +344,9 @@ impl Engine {
             local_q,
         });
         // Wake -> poll delay.
-        if pending != NO_PENDING {
+        if pending == NO_PENDING {
+            self.locs[loc as usize].uncovered_polls += 1;
+        } else {
             let scale = self.procs[pi].scale;
             let delay = scale.ns(ev.ticks.saturating_sub(pending));
             self.locs[loc as usize].wake.record(delay);
@@ -393,6 +402,10 @@ impl Engine {
             if ns > self.th.long_poll_critical_ns {
                 loc.critical_polls += 1;
             }
+            long_poll_seen(loc, o.task, ns);
+            if w.long_since_unpark.len() < MAX_PENDING_LONG {
+                w.long_since_unpark.push((o.loc, ns));
+            }
         }
         if loc.worst_poll.is_none_or(|p| ns > p.ns) {
             loc.worst_poll = Some(PollRef {
@@ -436,9 +449,29 @@ impl Engine {
         let wi = self.worker_idx(ev.thread, ev.worker);
         let w = &mut self.workers[wi as usize];
         if let Some(prev) = w.last_sched_wait {
-            w.sched_wait_ns = w.sched_wait_ns.saturating_add(ev.x.saturating_sub(prev));
+            let waited = ev.x.saturating_sub(prev);
+            w.sched_wait_ns = w.sched_wait_ns.saturating_add(waited);
+            // A long poll since the last unpark is preempted when, even if
+            // the worker waited for a CPU during all the rest of the time
+            // from that unpark to this one (other polls and the park
+            // included: the wait to run after a wake-up ends at the
+            // unpark), plus the staleness of a sampled schedstat read, at
+            // least half of its time was still waiting. A poll that slept
+            // (a blocking call) is not runnable: it never counts as waiting.
+            let span = w.scale.ns(ev.ticks.saturating_sub(w.last_unpark));
+            for &(l, ns) in &w.long_since_unpark {
+                let rest = span
+                    .saturating_sub(ns)
+                    .saturating_add(SCHED_SAMPLE_SLACK_NS);
+                if waited >= rest.saturating_add(ns / 2) {
+                    self.locs[l as usize].preempted_polls += 1;
+                }
+            }
         }
+        let w = &mut self.workers[wi as usize];
+        w.long_since_unpark.clear();
         w.last_sched_wait = Some(ev.x);
+        w.last_unpark = ev.ticks;
         if w.parked {
             let over = w.over;
             self.worker_state(wi, ev.ticks, false, over);
@@ -602,14 +635,18 @@ impl Engine {
             }
             max_q = max_q.max(e.local_q);
             let hi = e.end.min(poll);
+            let raw = hi.saturating_sub(e.start.max(wake));
             let v = hi.saturating_sub(e.start.max(wake).max(upto_v));
             let b = hi.saturating_sub(e.start.max(wake).max(upto_w));
-            if v > 0 || b > 0 {
-                self.scratch.push((e.loc, w.scale.ns(v), w.scale.ns(b)));
-            } else if max_q > th_q {
+            if raw > 0 {
+                let ns = |t| w.scale.ns(t);
+                self.scratch.push((e.loc, ns(v), ns(b), ns(raw)));
+            }
+            if v == 0 && b == 0 && max_q > th_q {
                 break; // Already attributed, and the queue was deep.
             }
         }
+        let culprit = culprit(&self.scratch);
         w.upto_victim[victim as usize] = upto_v.max(poll);
         let win = Window {
             delay_ns: delay,
@@ -625,8 +662,19 @@ impl Engine {
         if d.worst.is_none_or(|x| delay > x.delay_ns) {
             d.worst = Some(win);
         }
-        for &(l, v, _) in &self.scratch {
+        for &(l, v, _, _) in &self.scratch {
             bump(&mut d.blockers, l, v);
+        }
+        match culprit {
+            Some(c) => {
+                let c = c as usize;
+                if c >= d.by_culprit.len() {
+                    d.by_culprit.resize(c + 1, (0, 0));
+                }
+                d.by_culprit[c].0 += 1;
+                d.by_culprit[c].1 = d.by_culprit[c].1.max(delay);
+            }
+            None => d.unexplained += 1,
         }
         if max_q > th_q {
             let bu = &mut w.buildup;
@@ -637,7 +685,10 @@ impl Engine {
                 bu.worst = Some(win);
             }
             bump(&mut bu.victims, victim, 1);
-            for &(l, _, b) in &self.scratch {
+            bump(&mut bu.victims_worst, victim, 0);
+            let vw = &mut bu.victims_worst[victim as usize];
+            *vw = (*vw).max(delay);
+            for &(l, _, b, _) in &self.scratch {
                 bump(&mut bu.blockers, l, b);
             }
         }
@@ -668,5 +719,37 @@ impl Engine {
                 self.idle_update(pi, end);
             }
         }
+    }
+}
+
+/// The location that occupied the worker longest in one delayed window
+/// (the sum of its polls' overlap with the window), if any ran.
+fn culprit(scratch: &[(u32, u64, u64, u64)]) -> Option<u32> {
+    let mut best: Option<(u32, u64)> = None;
+    for (i, &(l, ..)) in scratch.iter().enumerate() {
+        if scratch[..i].iter().any(|x| x.0 == l) {
+            continue; // Summed at its first entry.
+        }
+        let sum: u64 = scratch[i..].iter().filter(|x| x.0 == l).map(|x| x.3).sum();
+        if best.is_none_or(|b| sum > b.1) {
+            best = Some((l, sum));
+        }
+    }
+    best.map(|b| b.0)
+}
+
+/// Counts a long poll of `task` for the spread of its location's long
+/// polls over tasks (bounded).
+fn long_poll_seen(loc: &mut LocStats, task: u64, ns: u64) {
+    let n = loc.bad_tasks.len();
+    match loc.bad_tasks.get_mut(&task) {
+        Some(t) => {
+            t.0 += 1;
+            t.1 += ns;
+        }
+        None if n < MAX_BAD_TASKS => {
+            loc.bad_tasks.insert(task, (1, ns));
+        }
+        None => loc.bad_tasks_overflow += 1,
     }
 }

@@ -1,61 +1,172 @@
-//! The six findings of `runtrace analyze`, one function each, from the
+//! The findings of `runtrace analyze`, one function per kind, from the
 //! finished engine (docs/analysis.md defines them).
 
+use super::blame;
 use super::ctx::{finding, Ctx};
-use super::report::{fmt_at, times, Finding, FindingKind, Severity};
+use super::report::{fmt_at, times, Finding, FindingKind, Severity, Victim};
+use super::state::LocStats;
 use super::thresholds::Thresholds;
 use crate::text::fmt_ns;
 use runtrace_format::NO_WORKER;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 const MAX_PER_KIND: usize = 8;
 
-/// Every finding, critical first.
+/// Every finding, causes first, symptoms attached to the cause that
+/// explains them ([`blame::arrange`], docs/analysis.md has the rules).
 pub(crate) fn all(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64) -> Vec<Finding> {
     let mut out = Vec::new();
-    long_poll(c, th, &mut out);
+    slow_locations(c, th, &mut out);
     wake_delay(c, th, &mut out);
     local_queue_buildup(c, th, &mut out);
     worker_imbalance(c, th, &mut out);
     idle_while_queued(c, th, duration_ns, &mut out);
-    cpu_bound(c, th, &mut out);
-    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.kind.cmp(&b.kind)));
-    out
+    host_starvation(c, th, &mut out);
+    blame::arrange(out)
 }
 
-/// `long_poll`: locations with polls over the threshold, by worst poll.
-fn long_poll(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let e = c.e;
-    let mut long: Vec<u32> = (0..e.locs.len() as u32)
-        .filter(|&l| e.locs[l as usize].long_polls > 0)
+/// The victims of location `l` as a cause: the locations whose delayed
+/// polls had `l` occupying their worker longest in the delayed window.
+fn victims_of(c: &Ctx<'_>, l: u32) -> Vec<Victim> {
+    let mut v: Vec<Victim> =
+        c.e.locs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let &(n, worst) = s.delayed.by_culprit.get(l as usize)?;
+                (n > 0).then(|| Victim {
+                    location: c.loc(i as u32),
+                    delayed_polls: n,
+                    worst_delay_ns: worst,
+                })
+            })
+            .collect();
+    blame::sort_victims(&mut v);
+    v
+}
+
+/// "spread over 3 of 40 tasks; the worst: task 7 (5 long polls, 300 ms), ..."
+fn spread(loc: &LocStats) -> (String, Value) {
+    let mut t: Vec<(u64, (u64, u64))> = loc.bad_tasks.iter().map(|(&k, &v)| (k, v)).collect();
+    t.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
+    let n = t.len() as u64 + (loc.bad_tasks_overflow > 0) as u64;
+    let worst: Vec<String> = t
+        .iter()
+        .take(3)
+        .map(|(task, (p, ns))| format!("task {task} ({p} long polls, {})", fmt_ns(*ns)))
         .collect();
-    long.sort_by_key(|&l| std::cmp::Reverse(e.locs[l as usize].worst_poll.map_or(0, |p| p.ns)));
-    for &l in long.iter().take(MAX_PER_KIND) {
+    let text = format!(
+        "long polls spread over {}{} of {} tasks ({}); the worst: {}",
+        if loc.bad_tasks_overflow > 0 {
+            "over "
+        } else {
+            ""
+        },
+        n,
+        loc.tasks.max(n),
+        if n <= 1 {
+            "one task"
+        } else if n * 2 >= loc.tasks.max(n) {
+            "most tasks"
+        } else {
+            "a few tasks"
+        },
+        worst.join(", ")
+    );
+    let json = json!({
+        "tasks_with_long_polls": n,
+        "tasks": loc.tasks.max(n),
+        "worst_tasks": t.iter().take(3).map(|(task, (p, ns))| json!({"task": task, "long_polls": p, "long_poll_ns": ns})).collect::<Vec<_>>(),
+    });
+    (text, json)
+}
+
+/// `long_poll` / `slow_poll`: one finding per location whose polls hold
+/// their worker: `long_poll` when some polls exceed `long_poll_ns`, else
+/// `slow_poll` when the mean poll exceeds `cpu_bound_mean_ns`. The trace
+/// has no per-poll CPU time, so neither says CPU-bound or blocked.
+fn slow_locations(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+    let e = c.e;
+    let slow_mean = |l: &LocStats| {
+        l.poll.count() >= th.cpu_bound_min_polls && l.poll.mean() > th.cpu_bound_mean_ns
+    };
+    let mut ls: Vec<u32> = (0..e.locs.len() as u32)
+        .filter(|&l| {
+            let s = &e.locs[l as usize];
+            s.long_polls > 0 || slow_mean(s)
+        })
+        .collect();
+    ls.sort_by_key(|&l| std::cmp::Reverse(e.locs[l as usize].poll.sum()));
+    for &l in ls.iter().take(2 * MAX_PER_KIND) {
         let loc = &e.locs[l as usize];
         let Some(wp) = loc.worst_poll else { continue };
-        let sev = if loc.critical_polls > 0 {
+        let h = &loc.poll;
+        let long = loc.long_polls > 0;
+        let preempted = long && loc.preempted_polls * 2 >= loc.long_polls;
+        // Long polls under 1% of a location's polls are outliers, not its
+        // behaviour (on a busy host mostly preemption that the sampled
+        // scheduler wait cannot prove): a warning.
+        let outliers = long && loc.long_polls * 100 < h.count();
+        let sev = if preempted || outliers {
+            Severity::Warning
+        } else if loc.critical_polls > 0
+            || (slow_mean(loc) && h.mean() > th.cpu_bound_critical_mean_ns)
+        {
             Severity::Critical
         } else {
             Severity::Warning
         };
         let win = c.window(wp.worker, wp.start, wp.start);
         let win = (win.0, win.0 + wp.ns as i64);
-        let detail = format!(
-            "{} of {} polls at {} took over {} ({} over {}); the worst took {} at {} on {} (task {})",
-            loc.long_polls,
-            loc.poll.count(),
-            c.m.locs[l as usize].text,
-            fmt_ns(th.long_poll_ns),
-            loc.critical_polls,
-            fmt_ns(th.long_poll_critical_ns),
-            fmt_ns(wp.ns),
-            fmt_at(win.0),
-            c.worker_id(wp.worker),
-            wp.task
-        );
-        out.push(finding(
-            FindingKind::LongPoll,
+        let mut detail = if long {
+            format!(
+                "{} of {} polls at {} took over {} ({} over {}); the worst took {} at {} on {} (task {}); mean poll {}",
+                loc.long_polls,
+                h.count(),
+                c.loc(l),
+                fmt_ns(th.long_poll_ns),
+                loc.critical_polls,
+                fmt_ns(th.long_poll_critical_ns),
+                fmt_ns(wp.ns),
+                fmt_at(win.0),
+                c.worker_id(wp.worker),
+                wp.task,
+                fmt_ns(h.mean()),
+            )
+        } else {
+            format!(
+                "tasks spawned at {} poll for {} on average (over {}) across {} polls, {} in all ({:.1}% of all poll time); p99 {}",
+                c.loc(l),
+                fmt_ns(h.mean()),
+                fmt_ns(th.cpu_bound_mean_ns),
+                h.count(),
+                fmt_ns(h.sum()),
+                100.0 * h.sum() as f64 / e.poll.sum().max(1) as f64,
+                fmt_ns(h.quantile_permille(990))
+            )
+        };
+        let (spread_text, spread_json) = spread(loc);
+        if long {
+            let _ = write!(detail, "; {spread_text}");
+        }
+        if preempted {
+            let _ = write!(
+                detail,
+                "; {} of them preempted: the worker mostly waited for a CPU meanwhile (see host_starvation), not the task's fault",
+                loc.preempted_polls
+            );
+        } else {
+            detail.push_str(
+                "; CPU work or a blocking call: the trace has no per-poll CPU time to tell them apart",
+            );
+        }
+        let mut f = finding(
+            if long {
+                FindingKind::LongPoll
+            } else {
+                FindingKind::SlowPoll
+            },
             sev,
             c,
             &[l],
@@ -65,13 +176,21 @@ fn long_poll(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             json!({
                 "long_polls": loc.long_polls,
                 "critical_polls": loc.critical_polls,
-                "polls": loc.poll.count(),
+                "preempted_polls": loc.preempted_polls,
+                "polls": h.count(),
+                "mean_poll_ns": h.mean(),
+                "poll_ns_total": h.sum(),
+                "poll_p99_ns": h.quantile_permille(990),
                 "worst_poll_ns": wp.ns,
                 "worst_poll_at_ns": win.0,
                 "task": wp.task,
                 "worker": c.worker_json(wp.worker),
+                "cpu_evidence": "none",
+                "spread": if long { spread_json } else { Value::Null },
             }),
-        ));
+        );
+        f.victims = victims_of(c, l);
+        out.push(f);
     }
 }
 
@@ -134,9 +253,45 @@ fn wake_delay(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 c.share_list(&blockers, blocked_total)
             );
         }
-        let mut locs = vec![l];
-        locs.extend(blockers.iter().map(|b| b.0).filter(|&b| b != l));
-        out.push(finding(
+        // Blame: the location that held the worker longest in most of
+        // the delayed windows (the victim itself when it delayed itself).
+        let culprit = d
+            .by_culprit
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(&a.0)))
+            .filter(|x| x.1 .0 > 0)
+            .map(|x| x.0 as u32);
+        if let Some(cl) = culprit {
+            let _ = write!(
+                detail,
+                "; {} of those delayed polls waited mostly behind {}",
+                d.by_culprit[cl as usize].0,
+                c.loc(cl)
+            );
+        }
+        if d.unexplained > 0 {
+            let _ = write!(
+                detail,
+                "; {} waited while their worker ran nothing traced (queued elsewhere or parked)",
+                d.unexplained
+            );
+        }
+        let mut locs: Vec<u32> = culprit.into_iter().collect();
+        if !locs.contains(&l) {
+            locs.push(l);
+        }
+        for &(b, _) in &blockers {
+            if !locs.contains(&b) {
+                locs.push(b);
+            }
+        }
+        let victim = Victim {
+            location: c.loc(l),
+            delayed_polls: d.count,
+            worst_delay_ns: d.worst.map_or(0, |w| w.delay_ns),
+        };
+        let mut f = finding(
             FindingKind::WakeDelay,
             sev,
             c,
@@ -155,8 +310,11 @@ fn wake_delay(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                     "poll_ns": ns,
                     "share": ns as f64 / blocked_total.max(1) as f64,
                 })).collect::<Vec<_>>(),
+                "unexplained_polls": d.unexplained,
             }),
-        ));
+        );
+        f.victims = vec![victim];
+        out.push(f);
     }
 }
 
@@ -205,7 +363,7 @@ fn local_queue_buildup(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 locs.push(v.0);
             }
         }
-        out.push(finding(
+        let mut f = finding(
             FindingKind::LocalQueueBuildup,
             sev,
             c,
@@ -220,7 +378,17 @@ fn local_queue_buildup(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 "victims": victims.iter().map(|&(v, n)| json!({"spawn_loc": c.loc(v), "delayed_polls": n})).collect::<Vec<_>>(),
                 "blockers": blockers.iter().map(|&(l, ns)| json!({"spawn_loc": c.loc(l), "poll_ns": ns})).collect::<Vec<_>>(),
             }),
-        ));
+        );
+        f.victims = c
+            .top(&b.victims, usize::MAX)
+            .iter()
+            .map(|&(v, n)| Victim {
+                location: c.loc(v),
+                delayed_polls: n,
+                worst_delay_ns: b.victims_worst.get(v as usize).copied().unwrap_or(0),
+            })
+            .collect();
+        out.push(f);
     }
 }
 
@@ -263,14 +431,18 @@ fn worker_imbalance(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             continue;
         }
         let polls = |wi: &u32| e.workers[*wi as usize].polls;
+        let busy = |wi: &u32| e.workers[*wi as usize].busy_ns;
+        // Judged on busy time: poll counts differ whenever one worker runs
+        // long polls, which is that location's doing, not the short ones'.
         let (Some(&max_w), Some(&min_w)) = (
-            ws.iter().max_by_key(|w| polls(w)),
-            ws.iter().min_by_key(|w| polls(w)),
+            ws.iter().max_by_key(|w| (busy(w), polls(w))),
+            ws.iter().min_by_key(|w| (busy(w), polls(w))),
         ) else {
             continue;
         };
-        let (max, min) = (polls(&max_w), polls(&min_w));
-        if max < th.imbalance_min_polls || (max as f64) <= min as f64 * th.imbalance_ratio {
+        let total_polls: u64 = ws.iter().map(polls).sum();
+        let (max, min) = (busy(&max_w), busy(&min_w));
+        if total_polls < th.imbalance_min_polls || (max as f64) <= min as f64 * th.imbalance_ratio {
             continue;
         }
         let ratio = max as f64 / min.max(1) as f64;
@@ -280,15 +452,16 @@ fn worker_imbalance(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             Severity::Warning
         };
         let busiest = &e.workers[max_w as usize];
-        let by_polls: Vec<u64> = busiest.loc_polls.iter().map(|x| x.0).collect();
-        let top = c.top(&by_polls, 3);
+        let by_time: Vec<u64> = busiest.loc_polls.iter().map(|x| x.1).collect();
+        let top = c.top(&by_time, 3);
         let counts: Vec<String> = ws
             .iter()
             .map(|&w| {
                 let id = c.worker_id(w);
                 format!(
-                    "{}: {}",
+                    "{}: {} in {} polls",
                     id.worker.map_or("-".into(), |x| x.to_string()),
+                    fmt_ns(busy(&w)),
                     polls(&w)
                 )
             })
@@ -296,15 +469,15 @@ fn worker_imbalance(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
         let p = &c.m.procs[busiest.proc as usize];
         let win = (p.ns(p.first_ticks), p.ns(p.last_ticks));
         let detail = format!(
-            "{kind} workers' poll counts differ by {:.1}x: {} polled {} times, {} only {} (polls per worker: {}); the busiest ran mostly {}",
+            "{kind} workers' busy times differ by {:.1}x: {} was busy {}, {} only {} (busy time per worker: {}); the busiest by time ran mostly {}",
             ratio,
             c.worker_id(max_w),
-            max,
+            fmt_ns(max),
             c.worker_id(min_w),
-            min,
+            fmt_ns(min),
             counts.join(", "),
             top.iter()
-                .map(|&(l, n)| format!("{} ({} polls)", c.loc(l), n))
+                .map(|&(l, ns)| format!("{} ({})", c.loc(l), fmt_ns(ns)))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -319,10 +492,12 @@ fn worker_imbalance(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
             detail,
             json!({
                 "ratio": ratio,
-                "max_polls": max,
-                "min_polls": min,
-                "workers": ws.iter().map(|&w| json!({"worker": c.worker_json(w), "polls": polls(&w)})).collect::<Vec<_>>(),
-                "busiest_locations": top.iter().map(|&(l, n)| json!({"spawn_loc": c.loc(l), "polls": n})).collect::<Vec<_>>(),
+                "max_busy_ns": max,
+                "min_busy_ns": min,
+                "max_polls": polls(&max_w),
+                "min_polls": polls(&min_w),
+                "workers": ws.iter().map(|&w| json!({"worker": c.worker_json(w), "polls": polls(&w), "busy_ns": busy(&w)})).collect::<Vec<_>>(),
+                "busiest_locations": top.iter().map(|&(l, ns)| json!({"spawn_loc": c.loc(l), "poll_ns": ns, "polls": busiest.loc_polls[l as usize].0})).collect::<Vec<_>>(),
             }),
         ));
     }
@@ -394,52 +569,82 @@ fn idle_while_queued(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64, out: &mut V
     }
 }
 
-/// `cpu_bound`: locations whose mean poll is over the threshold.
-fn cpu_bound(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
+/// `host_starvation`: per process, workers that waited for a CPU (the
+/// growth of their scheduler wait) for over 100 ms and over 10% of the
+/// recording; critical when a worker waited longer than it was busy.
+fn host_starvation(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     let e = c.e;
-    let mut cpu: Vec<u32> = (0..e.locs.len() as u32)
-        .filter(|&l| {
-            let h = &e.locs[l as usize].poll;
-            h.count() >= th.cpu_bound_min_polls && h.mean() > th.cpu_bound_mean_ns
-        })
-        .collect();
-    cpu.sort_by_key(|&l| std::cmp::Reverse(e.locs[l as usize].poll.sum()));
-    for &l in cpu.iter().take(MAX_PER_KIND) {
-        let loc = &e.locs[l as usize];
-        let h = &loc.poll;
-        let sev = if h.mean() > th.cpu_bound_critical_mean_ns {
+    for (pi, p) in c.m.procs.iter().enumerate() {
+        let dur = p.scale.ns(p.last_ticks.saturating_sub(p.first_ticks));
+        let mut ws: Vec<u32> = (0..e.workers.len() as u32)
+            .filter(|&w| {
+                let w = &e.workers[w as usize];
+                w.proc as usize == pi
+                    && w.sched_wait_ns >= th.host_starvation_ns
+                    && w.sched_wait_ns * 10 >= dur
+            })
+            .collect();
+        if ws.is_empty() {
+            continue;
+        }
+        ws.sort_by_key(|&w| std::cmp::Reverse(e.workers[w as usize].sched_wait_ns));
+        let worst = &e.workers[ws[0] as usize];
+        let sev = if ws
+            .iter()
+            .any(|&w| e.workers[w as usize].sched_wait_ns > e.workers[w as usize].busy_ns)
+        {
             Severity::Critical
         } else {
             Severity::Warning
         };
+        let list: Vec<String> = ws
+            .iter()
+            .map(|&w| {
+                let x = &e.workers[w as usize];
+                format!(
+                    "{} waited {} (busy {})",
+                    c.worker_id(w),
+                    fmt_ns(x.sched_wait_ns),
+                    fmt_ns(x.busy_ns)
+                )
+            })
+            .collect();
         let detail = format!(
-            "tasks spawned at {} poll for {} on average (over {}) across {} polls, {} in all ({:.1}% of all poll time); p99 {}",
-            c.m.locs[l as usize].text,
-            fmt_ns(h.mean()),
-            fmt_ns(th.cpu_bound_mean_ns),
-            h.count(),
-            fmt_ns(h.sum()),
-            100.0 * h.sum() as f64 / e.poll.sum().max(1) as f64,
-            fmt_ns(h.quantile_permille(990))
+            "workers were runnable but not running for long: {} over a {} recording; the cause is outside the process (other processes on the host, a CPU quota); schedstat is sampled at most every 4 ms per thread",
+            list.join(", "),
+            fmt_ns(dur)
         );
-        let window = loc.worst_poll.map(|wp| {
-            let a = c.window(wp.worker, wp.start, wp.start).0;
-            (a, a + wp.ns as i64)
-        });
-        out.push(finding(
-            FindingKind::CpuBound,
+        let mut f = finding(
+            FindingKind::HostStarvation,
             sev,
             c,
-            &[l],
-            loc.worst_poll.map(|p| p.worker),
-            window,
+            &[],
+            Some(ws[0]),
+            Some((p.ns(p.first_ticks), p.ns(p.last_ticks))),
             detail,
             json!({
-                "mean_poll_ns": h.mean(),
-                "polls": h.count(),
-                "poll_ns_total": h.sum(),
-                "poll_p99_ns": h.quantile_permille(990),
+                "pid": p.pid,
+                "duration_ns": dur,
+                "workers": ws.iter().map(|&w| {
+                    let x = &e.workers[w as usize];
+                    json!({"worker": c.worker_json(w), "sched_wait_ns": x.sched_wait_ns, "busy_ns": x.busy_ns})
+                }).collect::<Vec<_>>(),
+                "worst_sched_wait_ns": worst.sched_wait_ns,
             }),
-        ));
+        );
+        // Long polls mostly preempted suffered from it.
+        f.victims = e
+            .locs
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.preempted_polls > 0)
+            .map(|(i, l)| Victim {
+                location: c.loc(i as u32),
+                delayed_polls: l.preempted_polls,
+                worst_delay_ns: l.worst_poll.map_or(0, |p| p.ns),
+            })
+            .collect();
+        blame::sort_victims(&mut f.victims);
+        out.push(f);
     }
 }

@@ -15,6 +15,7 @@
 //! assert!(report.findings.iter().any(|f| f.kind.as_str() == "long_poll"));
 //! ```
 
+mod blame;
 mod build;
 mod ctx;
 mod engine;
@@ -26,8 +27,8 @@ mod thresholds;
 
 pub use engine::Engine;
 pub use report::{
-    Finding, FindingKind, LocationReport, ProcessReport, QueueReport, Report, Severity, WorkerId,
-    WorkerReport,
+    Finding, FindingKind, LocationReport, ProcessReport, QueueReport, Report, Severity, Victim,
+    WorkerId, WorkerReport,
 };
 pub use thresholds::Thresholds;
 

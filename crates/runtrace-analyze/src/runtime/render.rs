@@ -59,26 +59,11 @@ impl Report {
                     "poll_ns": l.poll_ns.to_json(),
                     "wake_to_poll_ns": l.wake_to_poll_ns.to_json(),
                     "long_polls": l.long_polls,
+                    "uncovered_polls": l.uncovered_polls,
                 })
             })
             .collect();
-        let findings: Vec<Value> = self
-            .findings
-            .iter()
-            .map(|f| {
-                json!({
-                    "kind": f.kind.as_str(),
-                    "severity": f.severity.as_str(),
-                    "spawn_loc": f.spawn_loc,
-                    "detail": f.detail,
-                    "spawn_loc_id": f.spawn_loc_id,
-                    "spawn_locs": f.spawn_locs,
-                    "worker": f.worker.as_ref().map(|w| json!({"pid": w.pid, "tid": w.tid, "worker": w.worker, "kind": w.kind})),
-                    "window_ns": f.window_ns.map(|w| [w.0, w.1]),
-                    "evidence": f.evidence,
-                })
-            })
-            .collect();
+        let findings: Vec<Value> = self.findings.iter().map(finding_json).collect();
         let q = |q: &QueueReport| json!({"name": q.name, "samples": q.samples, "max": q.max, "mean": q.mean});
         json!({
             "events": self.events,
@@ -248,7 +233,7 @@ impl fmt::Display for Report {
         writeln!(f)?;
         writeln!(f, "=== Findings ({})", self.findings.len())?;
         if self.findings.is_empty() {
-            writeln!(f, "none: no long polls, wake delays, queue buildup, imbalance, idle workers or CPU-bound locations over the thresholds")?;
+            writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers or host starvation over the thresholds")?;
         }
         for x in &self.findings {
             let sev = match x.severity {
@@ -258,6 +243,31 @@ impl fmt::Display for Report {
             writeln!(f, "[{sev}] {}: {}", x.kind.as_str(), x.detail)?;
             if let Some(w) = x.window_ns {
                 writeln!(f, "           window {}", fmt_window(w))?;
+            }
+            if !x.victims.is_empty() {
+                let v: Vec<String> = x
+                    .victims
+                    .iter()
+                    .take(5)
+                    .map(|v| {
+                        format!(
+                            "{} ({} delayed, worst {})",
+                            v.location,
+                            v.delayed_polls,
+                            fmt_ns(v.worst_delay_ns)
+                        )
+                    })
+                    .collect();
+                let more = x.victims.len().saturating_sub(5);
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                writeln!(f, "           victims: {}{more}", v.join(", "))?;
+            }
+            for e in &x.effects {
+                writeln!(f, "           effect {}: {}", e.kind.as_str(), e.detail)?;
             }
         }
         if !self.notes.is_empty() || !self.unsealed_files.is_empty() {
@@ -287,6 +297,27 @@ impl fmt::Display for Report {
         }
         Ok(())
     }
+}
+
+/// One finding as JSON (its effects nested the same way).
+fn finding_json(f: &Finding) -> Value {
+    json!({
+        "kind": f.kind.as_str(),
+        "severity": f.severity.as_str(),
+        "spawn_loc": f.spawn_loc,
+        "detail": f.detail,
+        "spawn_loc_id": f.spawn_loc_id,
+        "spawn_locs": f.spawn_locs,
+        "worker": f.worker.as_ref().map(|w| json!({"pid": w.pid, "tid": w.tid, "worker": w.worker, "kind": w.kind})),
+        "window_ns": f.window_ns.map(|w| [w.0, w.1]),
+        "evidence": f.evidence,
+        "victims": f.victims.iter().map(|v| json!({
+            "location": v.location,
+            "delayed_polls": v.delayed_polls,
+            "worst_delay_ns": v.worst_delay_ns,
+        })).collect::<Vec<_>>(),
+        "effects": f.effects.iter().map(finding_json).collect::<Vec<_>>(),
+    })
 }
 
 fn fmt_window(w: (i64, i64)) -> String {

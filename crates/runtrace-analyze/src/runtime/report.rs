@@ -36,12 +36,16 @@ pub enum FindingKind {
     WakeDelay,
     /// A deep local queue while polls waited long.
     LocalQueueBuildup,
-    /// Poll counts of one runtime's workers differ too much.
+    /// Busy times of one runtime's workers differ too much.
     WorkerImbalance,
     /// A worker parked while another had queued work.
     IdleWhileQueued,
-    /// A location whose mean poll is long.
-    CpuBound,
+    /// A location whose mean poll is long, with no evidence whether the
+    /// polls burned CPU or blocked (the trace has no per-poll CPU time).
+    SlowPoll,
+    /// Workers runnable but not running: the host's CPUs were busy with
+    /// others (other processes, a CPU quota).
+    HostStarvation,
 }
 
 impl FindingKind {
@@ -53,7 +57,8 @@ impl FindingKind {
             FindingKind::LocalQueueBuildup => "local_queue_buildup",
             FindingKind::WorkerImbalance => "worker_imbalance",
             FindingKind::IdleWhileQueued => "idle_while_queued",
-            FindingKind::CpuBound => "cpu_bound",
+            FindingKind::SlowPoll => "slow_poll",
+            FindingKind::HostStarvation => "host_starvation",
         }
     }
 }
@@ -88,7 +93,8 @@ pub struct Finding {
     pub kind: FindingKind,
     /// How bad.
     pub severity: Severity,
-    /// The spawn location most responsible (`file:line:col`).
+    /// The spawn location responsible: the cause (`file:line:col`; None
+    /// when the cause is outside the process or unknown).
     pub spawn_loc: Option<String>,
     /// Its id in the trace (0: unknown location).
     pub spawn_loc_id: Option<u64>,
@@ -102,6 +108,23 @@ pub struct Finding {
     pub detail: String,
     /// The numbers, as JSON.
     pub evidence: Value,
+    /// The locations that suffered from it, most delayed polls first.
+    pub victims: Vec<Victim>,
+    /// Symptoms this cause explains (same blamed location, same windows
+    /// and workers), which are then not findings of their own.
+    pub effects: Vec<Finding>,
+}
+
+/// A location that suffered from a finding's cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Victim {
+    /// `file:line:col` of the delayed tasks' spawn.
+    pub location: String,
+    /// Its polls that started more than `wake_delay_ns` after their wake,
+    /// with the cause occupying the worker meanwhile.
+    pub delayed_polls: u64,
+    /// The longest of those waits.
+    pub worst_delay_ns: u64,
 }
 
 /// One worker's statistics.
@@ -155,6 +178,9 @@ pub struct LocationReport {
     pub wake_to_poll_ns: Summary,
     /// Polls over the long-poll threshold.
     pub long_polls: u64,
+    /// Polls with no wake (nor spawn) recorded before them: their delay
+    /// cannot be measured (tasks whose wakes are not traced).
+    pub uncovered_polls: u64,
 }
 
 /// Global (injection) queue depth from QueueSample events.

@@ -120,6 +120,8 @@ pub(crate) struct Buildup {
     pub max_local_q: u32,
     pub worst: Option<Window>,
     pub victims: Vec<u64>,
+    /// Worst delay ns by victim location index.
+    pub victims_worst: Vec<u64>,
     pub blockers: Vec<u64>,
     pub(super) upto: u64,
 }
@@ -153,7 +155,16 @@ pub(crate) struct Worker {
     /// Per victim location: delayed-window time already attributed.
     pub(super) upto_victim: Vec<u64>,
     pub buildup: Buildup,
+    /// Long polls (location, ns) since the last unpark, judged at the
+    /// next unpark: preempted when the scheduler wait grew by at least
+    /// half their time (bounded: [`MAX_PENDING_LONG`]).
+    pub(super) long_since_unpark: Vec<(u32, u64)>,
+    /// Ticks of the last unpark.
+    pub(super) last_unpark: u64,
 }
+
+/// Long polls a worker keeps between two unparks for the preemption check.
+pub(super) const MAX_PENDING_LONG: usize = 64;
 
 impl Worker {
     pub fn is_executor(&self) -> bool {
@@ -169,7 +180,16 @@ pub(crate) struct Delayed {
     /// Poll ns by location index that ran on the delayed task's worker
     /// during its delayed windows.
     pub blockers: Vec<u64>,
+    /// By culprit location index (the location that occupied the worker
+    /// longest during a delayed window): (delayed polls, worst delay ns).
+    pub by_culprit: Vec<(u64, u64)>,
+    /// Delayed polls during which the worker ran nothing we saw (the task
+    /// waited in another worker's queue, or the worker was parked).
+    pub unexplained: u64,
 }
+
+/// Tasks remembered per location for the spread of its long polls.
+pub(super) const MAX_BAD_TASKS: usize = 4096;
 
 /// The poll that took longest at a location.
 #[derive(Debug, Clone, Copy)]
@@ -189,6 +209,15 @@ pub(crate) struct LocStats {
     pub critical_polls: u64,
     pub worst_poll: Option<PollRef>,
     pub delayed: Delayed,
+    /// Polls with no wake (nor spawn) recorded before them: the task's
+    /// wakes are not seen, so its delays cannot be measured.
+    pub uncovered_polls: u64,
+    /// Long polls during which the worker mostly waited for a CPU.
+    pub preempted_polls: u64,
+    /// Per task: (long polls, their ns), at most [`MAX_BAD_TASKS`] tasks.
+    pub bad_tasks: FxHashMap<u64, (u64, u64)>,
+    /// Long polls of tasks not kept in `bad_tasks` (the bound was hit).
+    pub bad_tasks_overflow: u64,
 }
 
 impl LocStats {
@@ -201,6 +230,10 @@ impl LocStats {
             critical_polls: 0,
             worst_poll: None,
             delayed: Delayed::default(),
+            uncovered_polls: 0,
+            preempted_polls: 0,
+            bad_tasks: FxHashMap::default(),
+            bad_tasks_overflow: 0,
         }
     }
 }

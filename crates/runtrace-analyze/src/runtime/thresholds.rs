@@ -34,12 +34,15 @@ pub struct Thresholds {
     pub idle_min_window_ns: u64,
     /// ... critical when one lasts this long (50 ms).
     pub idle_critical_window_ns: u64,
-    /// A location whose mean poll exceeds this is `cpu_bound` (500 us).
+    /// A location whose mean poll exceeds this is `slow_poll` (500 us).
     pub cpu_bound_mean_ns: u64,
     /// ... critical above this (5 ms).
     pub cpu_bound_critical_mean_ns: u64,
     /// ... judged from this many polls on (3).
     pub cpu_bound_min_polls: u64,
+    /// A worker that waited this long for a CPU (and over 10% of the
+    /// recording) is `host_starvation` (100 ms).
+    pub host_starvation_ns: u64,
 }
 
 impl Default for Thresholds {
@@ -59,6 +62,7 @@ impl Default for Thresholds {
             cpu_bound_mean_ns: 500_000,
             cpu_bound_critical_mean_ns: 5_000_000,
             cpu_bound_min_polls: 3,
+            host_starvation_ns: 100_000_000,
         }
     }
 }

@@ -1,0 +1,154 @@
+//! WakeEvents for every tokio task, plain `tokio::spawn` included, from
+//! tokio's own waker instrumentation: with `--cfg tokio_unstable` and
+//! tokio's `tracing` feature, tokio opens a `runtime.spawn` span per task
+//! (field `task.id`: the tokio task id) and emits a `tokio::task::waker`
+//! event (`op`, `task.id`: the task span's id) on every waker operation.
+//!
+//! [`TaskWakes`] is a minimal tracing subscriber: it gives each task span
+//! the tokio task id as its span id, so a waker event names the tokio
+//! task directly (no map, no lock, no allocation), and turns
+//! `waker.wake` / `waker.wake_by_ref` into WakeEvents while a backend
+//! listens. Every other callsite is disabled once, at registration.
+//!
+//! ```
+//! // `instrument` installs it when no global tracing subscriber is set.
+//! let _ = runtrace_tokio::instrument(&mut tokio::runtime::Builder::new_current_thread());
+//! assert!(runtrace_tokio::wakes::installed());
+//! ```
+
+use runtrace_probes::builtin as probes;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
+use tracing::{Event, Metadata, Subscriber};
+
+/// True once [`TaskWakes`] is the global subscriber: tokio then reports
+/// every wake, and [`crate::traced`] records none of its own (no double
+/// WakeEvents).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether tokio's waker events are recorded (see the module docs).
+///
+/// ```
+/// let on: bool = runtrace_tokio::wakes::installed();
+/// # let _ = on;
+/// ```
+pub fn installed() -> bool {
+    INSTALLED.load(Ordering::Relaxed)
+}
+
+/// Installs [`TaskWakes`] as the process's global tracing subscriber,
+/// unless one is already set (the application's own subscriber wins: then
+/// only [`crate::spawn`] / [`crate::traced`] tasks get wakes, and
+/// `runtrace analyze` shows the rest as `uncovered_polls`).
+pub(crate) fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if tracing::dispatcher::set_global_default(tracing::Dispatch::new(TaskWakes)).is_ok() {
+            INSTALLED.store(true, Ordering::Relaxed);
+        }
+    });
+}
+
+/// Span ids of spans that are not task spans (never expected: only task
+/// spans are enabled), kept apart from task ids by the top bit.
+static OTHER_SPANS: AtomicU64 = AtomicU64::new(1 << 63);
+
+/// The tracing subscriber that turns tokio's waker events into WakeEvents
+/// (see the module docs).
+///
+/// ```
+/// use tracing::Subscriber;
+/// let s = runtrace_tokio::wakes::TaskWakes;
+/// assert!(s.max_level_hint().is_some());
+/// ```
+pub struct TaskWakes;
+
+fn is_task_span(m: &Metadata<'_>) -> bool {
+    m.is_span() && m.name() == "runtime.spawn"
+}
+
+fn is_waker_event(m: &Metadata<'_>) -> bool {
+    m.is_event() && m.target() == "tokio::task::waker"
+}
+
+/// Reads `task.id` (and `op`) of a tokio span or waker event.
+#[derive(Default)]
+struct Fields {
+    task: u64,
+    wake: bool,
+}
+
+impl Visit for Fields {
+    fn record_u64(&mut self, f: &Field, v: u64) {
+        if f.name() == "task.id" {
+            self.task = v;
+        }
+    }
+    fn record_str(&mut self, f: &Field, v: &str) {
+        if f.name() == "op" {
+            self.wake = v == "waker.wake" || v == "waker.wake_by_ref";
+        }
+    }
+    // `op` is a `&str` (record_str); nothing else is read.
+    fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+}
+
+impl Subscriber for TaskWakes {
+    fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
+        if is_task_span(m) {
+            Interest::always()
+        } else if is_waker_event(m) {
+            // Asked at each wake (`enabled`): the event is not even built
+            // while nothing records.
+            Interest::sometimes()
+        } else {
+            Interest::never()
+        }
+    }
+
+    #[inline]
+    fn enabled(&self, m: &Metadata<'_>) -> bool {
+        is_task_span(m) || (is_waker_event(m) && probes::task_wake::enabled())
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        let mut f = Fields::default();
+        attrs.record(&mut f);
+        if f.task != 0 && f.task < 1 << 63 {
+            // The task id as the span id: waker events then carry it.
+            Id::from_u64(f.task)
+        } else {
+            Id::from_u64(OTHER_SPANS.fetch_add(1, Ordering::Relaxed))
+        }
+    }
+
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    #[inline]
+    fn event(&self, ev: &Event<'_>) {
+        if !probes::task_wake::enabled() {
+            return;
+        }
+        let mut f = Fields::default();
+        ev.record(&mut f);
+        if f.wake && f.task != 0 {
+            probes::task_wake::fire(probes::task_wake::Args {
+                woken_task_id: f.task,
+                waker_task_id: crate::current_task(),
+                worker: crate::worker(),
+            });
+        }
+    }
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
+}
