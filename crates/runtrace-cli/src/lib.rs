@@ -17,6 +17,9 @@
 //! - [`doctor`]: list the runtrace probes a binary carries (USDT, perf-probe
 //!   functions, LTTng-UST) and check that tracers can attach to them
 //!   (`runtrace doctor`).
+//! - [`export`]: recordings into a Hive-partitioned Parquet dataset for
+//!   DuckDB, Spark, Trino/Athena (`runtrace export parquet`; cargo
+//!   feature `parquet`, on by default).
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -35,6 +38,8 @@ pub mod analyze;
 pub mod backlog;
 pub mod check;
 pub mod doctor;
+#[cfg(feature = "parquet")]
+pub mod export;
 pub mod jsonl;
 mod output;
 mod per_schema;
@@ -73,6 +78,45 @@ pub enum Command {
     /// blocking, processing slowdown) of every backlog trigger (exit 1 if a
     /// file is damaged).
     Backlog(BacklogArgs),
+    /// Export recordings for other tools (`runtrace export parquet`).
+    #[cfg(feature = "parquet")]
+    #[command(subcommand)]
+    Export(ExportFormat),
+}
+
+/// The formats of `runtrace export`.
+#[cfg(feature = "parquet")]
+#[derive(Debug, Subcommand)]
+pub enum ExportFormat {
+    /// Hive-partitioned Parquet tables (polls, tasks, workers, queues,
+    /// lock_events, io_events, backlog_triggers, queue_snapshots) under
+    /// DATASET/<table>/service=S/host=H/date=D/, for DuckDB, Spark,
+    /// Trino/Athena (docs/parquet.md). Exit 1 if a file is damaged (what
+    /// was readable is exported) or the export fails (nothing written).
+    Parquet(ParquetArgs),
+}
+
+/// Arguments of `runtrace export parquet`.
+#[cfg(feature = "parquet")]
+#[derive(Debug, Clone, Args)]
+pub struct ParquetArgs {
+    /// Trace files (trace.0.bin ...) in any order, or directories holding
+    /// them; several recordings may be given.
+    #[arg(required = true, value_name = "DIR|FILE")]
+    pub files: Vec<PathBuf>,
+    /// The dataset's root directory (created if missing; other exports
+    /// there are kept).
+    #[arg(short = 'o', long = "output", value_name = "DATASET", required = true)]
+    pub output: PathBuf,
+    /// The `service` partition (default: each recording's process name).
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+    /// The `host` partition (default: this machine's host name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Replace recordings already in the dataset instead of refusing them.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// Arguments of `runtrace backlog`.
@@ -164,6 +208,15 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Analyze(a) => analyze::run(&a),
         Command::Doctor(a) => doctor::run(&a),
         Command::Backlog(a) => backlog::run(&a),
+        #[cfg(feature = "parquet")]
+        Command::Export(ExportFormat::Parquet(mut a)) => {
+            a.files = a
+                .files
+                .into_iter()
+                .flat_map(|p| backlog::expand(std::slice::from_ref(&p)).unwrap_or_else(|_| vec![p]))
+                .collect();
+            export::run(&ExportFormat::Parquet(a))
+        }
     }
 }
 
