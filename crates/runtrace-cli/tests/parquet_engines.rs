@@ -161,14 +161,29 @@ fn export_fleet(dir: &Path, fleet: &[(String, PathBuf)]) -> PathBuf {
     ds
 }
 
-/// `runtrace analyze --json`'s per-location (polls, poll_ns_total,
-/// wake p99), by (host, location).
-fn analysis(fleet: &[(String, PathBuf)]) -> BTreeMap<(String, String), (u64, u64, u64)> {
+/// What `runtrace analyze --json` says of each host.
+struct Analysis {
+    /// Per location (polls, poll_ns_total, wake p99), by (host, location).
+    locs: BTreeMap<(String, String), (u64, u64, u64)>,
+    /// Hosts with a `worker_imbalance` finding.
+    imbalanced: Vec<String>,
+}
+
+fn analysis(fleet: &[(String, PathBuf)]) -> Analysis {
     let mut out = BTreeMap::new();
+    let mut imbalanced = Vec::new();
     for (host, trace) in fleet {
         let (code, json, err) = run(&["analyze", "--json", trace.to_str().unwrap()]);
         assert_eq!(code, 0, "{err}");
         let v: Value = serde_json::from_str(&json).unwrap();
+        if v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "worker_imbalance")
+        {
+            imbalanced.push(host.clone());
+        }
         for l in v["spawn_locations"].as_array().unwrap() {
             if l["polls"].as_u64().unwrap() == 0 {
                 continue;
@@ -183,7 +198,10 @@ fn analysis(fleet: &[(String, PathBuf)]) -> BTreeMap<(String, String), (u64, u64
             );
         }
     }
-    out
+    Analysis {
+        locs: out,
+        imbalanced,
+    }
 }
 
 fn query(engine: &str, ds: &Path) -> Value {
@@ -192,6 +210,7 @@ fn query(engine: &str, ds: &Path) -> Value {
         .arg(&script)
         .arg(engine)
         .arg(ds)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/parquet.md"))
         .output()
         .unwrap();
     assert!(
@@ -205,12 +224,10 @@ fn query(engine: &str, ds: &Path) -> Value {
 }
 
 /// The engine's results agree with the analysis: counts and totals
-/// exactly, p99 within the histogram's 1/128.
-fn check_against_analysis(
-    engine: &str,
-    q: &Value,
-    want: &BTreeMap<(String, String), (u64, u64, u64)>,
-) {
+/// exactly, p99 within the histogram's 1/128; and docs/parquet.md's
+/// queries for this engine run and answer as the analysis does.
+fn check_against_analysis(engine: &str, q: &Value, a: &Analysis) {
+    let want = &a.locs;
     let stats = q["poll_stats"].as_array().unwrap();
     assert_eq!(stats.len(), want.len(), "{engine}: {q}");
     for r in stats {
@@ -250,6 +267,36 @@ fn check_against_analysis(
     for (t, n) in q["rows"].as_object().unwrap() {
         assert!(n.as_u64().unwrap() > 0, "{engine}: table {t} is empty");
     }
+    check_docs(engine, &q["docs"], a);
+}
+
+/// docs/parquet.md's blocks for the engine: the view, the worst p99s, the
+/// busiest locations per host, the imbalanced hosts.
+fn check_docs(engine: &str, docs: &Value, a: &Analysis) {
+    let docs = docs.as_array().unwrap();
+    assert_eq!(docs.len(), 4, "{engine}: docs/parquet.md blocks: {docs:?}");
+    let rows = |i: usize| docs[i].as_array().unwrap();
+    let p99 = rows(1);
+    assert!(!p99.is_empty() && p99.len() <= 20, "{engine}: {p99:?}");
+    // The busiest location of each host is the analysis's.
+    let hosts: std::collections::BTreeSet<&String> = a.locs.keys().map(|k| &k.0).collect();
+    for host in &hosts {
+        let top = rows(2).iter().find(|r| r[0] == host.as_str()).unwrap();
+        let busiest = a
+            .locs
+            .iter()
+            .filter(|(k, _)| k.0.as_str() == host.as_str())
+            .max_by_key(|(_, v)| v.1)
+            .unwrap();
+        assert_eq!(top[1], busiest.0 .1.as_str(), "{engine}: busiest of {host}");
+        assert_eq!(
+            top[3],
+            busiest.1 .1.to_string(),
+            "{engine}: busiest of {host}"
+        );
+    }
+    let imbalanced: Vec<&str> = rows(3).iter().map(|r| r[0].as_str().unwrap()).collect();
+    assert_eq!(imbalanced, a.imbalanced, "{engine}: imbalanced hosts");
 }
 
 #[test]
@@ -264,7 +311,12 @@ fn duckdb_matches_analyze_across_hosts() {
     let fleet = fleet(dir.path());
     let ds = export_fleet(dir.path(), &fleet);
     let want = analysis(&fleet);
-    assert_eq!(want.len(), 18, "6 locations on each of 3 hosts");
+    assert_eq!(want.locs.len(), 18, "6 locations on each of 3 hosts");
+    assert!(
+        !want.imbalanced.is_empty() && want.imbalanced.len() < 3,
+        "{:?}",
+        want.imbalanced
+    );
     check_against_analysis("duckdb", &query("duckdb", &ds), &want);
 }
 
@@ -292,9 +344,10 @@ fn spark_agrees_with_duckdb_and_analyze() {
     let want = analysis(&fleet);
     let spark = query("spark", &ds);
     check_against_analysis("spark", &spark, &want);
-    assert_eq!(
-        spark,
-        query("duckdb", &ds),
-        "the same SQL, the same answers"
-    );
+    // The same SQL, the same answers (the docs' engine-specific queries
+    // differ: Spark's percentile interpolates).
+    let duck = query("duckdb", &ds);
+    for k in ["poll_stats", "wake_p99", "rows", "hosts"] {
+        assert_eq!(spark[k], duck[k], "{k}: the same SQL, the same answers");
+    }
 }

@@ -1,5 +1,8 @@
 """Runs the parquet tests' SQL on one engine over a runtrace dataset and
-prints the results as JSON: `python3 query.py duckdb|spark DATASET`.
+prints the results as JSON: `python3 query.py duckdb|spark DATASET DOC`,
+where DOC is docs/parquet.md: its ```sql <engine> blocks run too, as
+written (with 'dataset/ pointing at DATASET), and their results are in
+"docs".
 
 The SQL is the same text on both engines (only the view over the files
 differs), which is the point: the dataset needs no engine-specific code.
@@ -7,7 +10,15 @@ differs), which is the point: the dataset needs no engine-specific code.
 import json
 import sys
 
-engine, dataset = sys.argv[1], sys.argv[2]
+import re
+
+engine, dataset, doc = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def doc_blocks():
+    text = open(doc, encoding="utf-8").read()
+    blocks = re.findall(r"```sql " + engine + r"\n(.*?)```", text, re.S)
+    return [b.strip().rstrip(";").replace("'dataset/", "'" + dataset + "/") for b in blocks]
 
 # Per host and spawn location: polls and total poll time.
 POLL_STATS = """
@@ -41,6 +52,7 @@ def run(sql_fn, register):
         "wake_p99": [[r[0], r[1], int(r[2])] for r in sql_fn(WAKE_P99)],
         "rows": {t: int(sql_fn(f"SELECT COUNT(*) FROM {t}")[0][0]) for t in TABLES},
         "hosts": sorted(r[0] for r in sql_fn("SELECT DISTINCT host FROM polls")),
+        "docs": [[[str(v) for v in r] for r in sql_fn(b)] for b in doc_blocks()],
     }
     print(json.dumps(out))
 
