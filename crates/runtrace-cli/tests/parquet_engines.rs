@@ -299,17 +299,17 @@ fn check_docs(engine: &str, docs: &Value, a: &Analysis) {
     assert_eq!(imbalanced, a.imbalanced, "{engine}: imbalanced hosts");
 }
 
-#[test]
-fn duckdb_matches_analyze_across_hosts() {
-    if !require(
+fn have_duckdb() -> bool {
+    require(
         python_has("duckdb"),
         "python3 module duckdb (pip install duckdb)",
-    ) {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let fleet = fleet(dir.path());
-    let ds = export_fleet(dir.path(), &fleet);
+    )
+}
+
+/// The fleet exported into one dataset under `dir`, and its analysis.
+fn fleet_dataset(dir: &Path) -> (PathBuf, Analysis) {
+    let fleet = fleet(dir);
+    let ds = export_fleet(dir, &fleet);
     let want = analysis(&fleet);
     assert_eq!(want.locs.len(), 18, "6 locations on each of 3 hosts");
     assert!(
@@ -317,6 +317,16 @@ fn duckdb_matches_analyze_across_hosts() {
         "{:?}",
         want.imbalanced
     );
+    (ds, want)
+}
+
+#[test]
+fn duckdb_matches_analyze_across_hosts() {
+    if !have_duckdb() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (ds, want) = fleet_dataset(dir.path());
     check_against_analysis("duckdb", &query("duckdb", &ds), &want);
 }
 
@@ -331,17 +341,12 @@ fn spark_agrees_with_duckdb_and_analyze() {
             python_has("pyspark"),
             "python3 module pyspark (pip install pyspark)",
         )
-        || !require(
-            python_has("duckdb"),
-            "python3 module duckdb (pip install duckdb)",
-        )
+        || !have_duckdb()
     {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let fleet = fleet(dir.path());
-    let ds = export_fleet(dir.path(), &fleet);
-    let want = analysis(&fleet);
+    let (ds, want) = fleet_dataset(dir.path());
     let spark = query("spark", &ds);
     check_against_analysis("spark", &spark, &want);
     // The same SQL, the same answers (the docs' engine-specific queries
