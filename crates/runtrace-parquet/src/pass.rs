@@ -15,7 +15,73 @@ use runtrace_analyze::event::{kind, Ev};
 use runtrace_analyze::model::{Model, UNKNOWN_LOC};
 use runtrace_analyze::pass::{Pass, Wants};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
+
+/// A multiply-rotate hasher for the integer keys of the per-event maps
+/// (task ids, thread and worker indexes): SipHash's DoS resistance buys
+/// nothing on a trace file, and it was the largest cost of those maps.
+#[derive(Default, Clone, Copy)]
+struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// A recording's ticks to epoch ns: a multiply when a tick is a whole
+/// number of ns (the recorder's clocks), else the model's exact division.
+#[derive(Clone, Copy)]
+struct WallClock {
+    anchor_ticks: u64,
+    anchor_wall: i64,
+    /// ns per tick when whole, else 0.
+    whole: u64,
+}
+
+impl WallClock {
+    fn new(p: &runtrace_analyze::model::Process) -> WallClock {
+        let tps = p.ticks_per_sec.max(1);
+        WallClock {
+            anchor_ticks: p.anchor_ticks,
+            anchor_wall: p.anchor_wall_ns as i64,
+            whole: if 1_000_000_000 % tps == 0 {
+                1_000_000_000 / tps
+            } else {
+                0
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn wall(&self, p: &runtrace_analyze::model::Process, ticks: u64) -> i64 {
+        if self.whole != 0 && ticks >= self.anchor_ticks {
+            let d = (ticks - self.anchor_ticks).saturating_mul(self.whole);
+            self.anchor_wall
+                .saturating_add(d.min(i64::MAX as u64) as i64)
+        } else {
+            p.wall_ns(ticks) as i64
+        }
+    }
+}
 
 const NO_PENDING: u64 = u64::MAX;
 /// Polls one thread may have open at once (as the analysis: more means a
@@ -62,8 +128,9 @@ struct Open {
 struct Rec {
     writers: Vec<TableWriter>,
     finals: Vec<PathBuf>,
-    tasks: HashMap<u64, Task>,
-    orphan_wakes: HashMap<u64, u64>,
+    clock: WallClock,
+    tasks: IntMap<u64, Task>,
+    orphan_wakes: IntMap<u64, u64>,
 }
 
 /// A file the export wrote, under its temporary name until committed.
@@ -89,7 +156,7 @@ pub struct Exporter {
     /// Open polls by model thread index.
     open: Vec<Vec<Open>>,
     /// Parked workers: (thread, worker) -> (park ticks, local_q).
-    parked: HashMap<(u32, u32), (u64, u32)>,
+    parked: IntMap<(u32, u32), (u64, u32)>,
     /// The first write error (the export stops writing).
     pub error: Option<String>,
     written: Vec<Written>,
@@ -102,7 +169,7 @@ impl Exporter {
             target,
             recs: Vec::new(),
             open: Vec::new(),
-            parked: HashMap::new(),
+            parked: IntMap::default(),
             error: None,
             written: Vec::new(),
         }
@@ -169,8 +236,9 @@ impl Exporter {
         self.recs[p] = Some(Rec {
             writers,
             finals,
-            tasks: HashMap::new(),
-            orphan_wakes: HashMap::new(),
+            clock: WallClock::new(proc),
+            tasks: IntMap::default(),
+            orphan_wakes: IntMap::default(),
         });
         Ok(())
     }
@@ -196,7 +264,6 @@ impl Exporter {
         let p = th.proc as usize;
         let proc = &m.procs[p];
         let (pid, rid, tid) = (proc.pid, proc.recording_id, th.tid);
-        let ts = proc.wall_ns(ev.ticks) as i64;
         let worker = (ev.worker != NO_WORKER).then_some(ev.worker);
         if self.open.len() < m.threads.len() {
             self.open.resize_with(m.threads.len(), Vec::new);
@@ -204,6 +271,9 @@ impl Exporter {
         let Some(rec) = self.recs[p].as_mut() else {
             return Ok(());
         };
+        let clock = rec.clock;
+        let wall = |ticks: u64| clock.wall(proc, ticks);
+        let ts = wall(ev.ticks);
         let w = &mut rec.writers;
         match ev.kind {
             kind::SPAWN => {
@@ -218,7 +288,7 @@ impl Exporter {
                         spawn_tid: tid,
                     },
                 ) {
-                    task_row(&mut w[1], pid, rid, ev.x, &old, None, m, p)?;
+                    task_row(&mut w[1], pid, rid, ev.x, &old, None, m, wall)?;
                 }
             }
             kind::TERMINATE => {
@@ -229,7 +299,7 @@ impl Exporter {
                     spawn: NO_PENDING,
                     spawn_tid: tid,
                 });
-                task_row(&mut w[1], pid, rid, ev.x, &t, Some(ts), m, p)?;
+                task_row(&mut w[1], pid, rid, ev.x, &t, Some(ts), m, wall)?;
             }
             kind::WAKE => match rec.tasks.get_mut(&ev.x) {
                 Some(t) => {
@@ -300,7 +370,7 @@ impl Exporter {
                     .str(Some(&m.locs[o.loc as usize].text))
                     .opt_u32((o.worker != NO_WORKER).then_some(o.worker))
                     .str(None)
-                    .i64(proc.wall_ns(o.start) as i64)
+                    .i64(wall(o.start))
                     .i64(dur)
                     .opt_i64(o.wake_delay)
                     .u32(o.local_q);
@@ -318,7 +388,7 @@ impl Exporter {
                         .u64(rid)
                         .u64(tid)
                         .opt_u32(worker)
-                        .i64(proc.wall_ns(at) as i64)
+                        .i64(wall(at))
                         .opt_i64(Some(ts))
                         .opt_i64(Some(ns))
                         .u32(q);
@@ -378,12 +448,13 @@ impl Exporter {
             let th = &m.threads[thread as usize];
             let proc = &m.procs[th.proc as usize];
             if let Some(Some(rec)) = self.recs.get_mut(th.proc as usize) {
+                let at = rec.clock.wall(proc, at);
                 let w = &mut rec.writers[2];
                 w.u64(proc.pid)
                     .u64(proc.recording_id)
                     .u64(th.tid)
                     .opt_u32((worker != NO_WORKER).then_some(worker))
-                    .i64(proc.wall_ns(at) as i64)
+                    .i64(at)
                     .opt_i64(None)
                     .opt_i64(None)
                     .u32(q);
@@ -395,6 +466,7 @@ impl Exporter {
             let proc = &m.procs[p];
             let mut live: Vec<(u64, Task)> = rec.tasks.drain().collect();
             live.sort_by_key(|(id, _)| *id);
+            let clock = rec.clock;
             for (id, t) in &live {
                 // Tasks only ever polled (spawned before the recording and
                 // never terminated in it) have no task event to report.
@@ -407,7 +479,7 @@ impl Exporter {
                         t,
                         None,
                         m,
-                        p,
+                        |ticks| clock.wall(proc, ticks),
                     )?;
                 }
             }
@@ -437,9 +509,8 @@ fn task_row(
     t: &Task,
     terminate: Option<i64>,
     m: &Model,
-    p: usize,
+    wall: impl Fn(u64) -> i64,
 ) -> Result<(), String> {
-    let proc = &m.procs[p];
     let spawned = t.spawn != NO_PENDING;
     w.u64(pid)
         .u64(rid)
@@ -447,7 +518,7 @@ fn task_row(
         .u64(id)
         .str(Some(&m.locs[t.loc as usize].text))
         .opt_u64(None)
-        .opt_i64(spawned.then(|| proc.wall_ns(t.spawn) as i64))
+        .opt_i64(spawned.then(|| wall(t.spawn)))
         .opt_i64(terminate);
     w.end_row()
 }

@@ -29,7 +29,8 @@ use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -107,7 +108,17 @@ impl TableWriter {
         let file =
             File::create(&tmp).map_err(|e| format!("{}: cannot create: {e}", tmp.display()))?;
         let schema = table.arrow_schema();
-        let props = WriterProperties::builder()
+        // Dictionary encoding only for text (spawn locations, names: few
+        // distinct values); for numbers it costs a hash per value and
+        // buys nothing zstd does not. Min/max statistics per column chunk
+        // (what engines prune row groups with), not per page.
+        let mut props = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_statistics_enabled(EnabledStatistics::Chunk);
+        for c in table.columns().iter().filter(|c| c.ty == Ty::Str) {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(c.name), true);
+        }
+        let props = props
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_size(ROW_GROUP_ROWS)
             .set_key_value_metadata(Some(
