@@ -27,7 +27,7 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -109,14 +109,22 @@ impl TableWriter {
             File::create(&tmp).map_err(|e| format!("{}: cannot create: {e}", tmp.display()))?;
         let schema = table.arrow_schema();
         // Dictionary encoding only for text (spawn locations, names: few
-        // distinct values); for numbers it costs a hash per value and
-        // buys nothing zstd does not. Min/max statistics per column chunk
+        // distinct values); for numbers it costs a hash per value. Min/max statistics per column chunk
         // (what engines prune row groups with), not per page.
         let mut props = WriterProperties::builder()
             .set_dictionary_enabled(false)
             .set_statistics_enabled(EnabledStatistics::Chunk);
-        for c in table.columns().iter().filter(|c| c.ty == Ty::Str) {
-            props = props.set_column_dictionary_enabled(ColumnPath::from(c.name), true);
+        // Integers delta-encoded: ids and pids repeat, times grow, so the
+        // deltas are small and zstd gets far fewer bytes to compress.
+        for c in table.columns() {
+            let path = ColumnPath::from(c.name);
+            props = match c.ty {
+                Ty::Str => props.set_column_dictionary_enabled(path, true),
+                Ty::U64 | Ty::U32 | Ty::I64 => {
+                    props.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED)
+                }
+                Ty::F64 | Ty::Bool => props,
+            };
         }
         let props = props
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
