@@ -7,6 +7,29 @@
 //!
 //! State is bounded like the analysis's: live tasks, open polls per
 //! thread, parked workers, and one row batch per table and recording.
+//!
+//! ```
+//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_parquet::pass::{Exporter, Target};
+//! let mut b = TraceBuilder::new();
+//! b.poll_start(7, 0, 2_000, 1, 0, 0);
+//! b.poll_end(7, 0, 5_000, 1, true);
+//! let dir = tempfile::tempdir().unwrap();
+//! let trace = dir.path().join("trace.0.bin");
+//! std::fs::write(&trace, b.finish()).unwrap();
+//! let target = Target {
+//!     root: dir.path().join("ds"),
+//!     service: None,
+//!     host: "h".into(),
+//!     existing: Default::default(),
+//!     replace: false,
+//! };
+//! let mut ex = Exporter::new(target);
+//! runtrace_analyze::input::read(&[trace], &mut ex, None);
+//! let files = ex.take_written(); // under temporary names, to rename
+//! assert_eq!(files.iter().find(|f| f.table.name() == "polls").unwrap().rows, 1);
+//! assert!(files.iter().all(|f| f.tmp.exists() && !f.path.exists()));
+//! ```
 
 use crate::layout;
 use crate::schema::Table;
