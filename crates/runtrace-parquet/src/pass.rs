@@ -183,6 +183,8 @@ pub struct Exporter {
     /// The first write error (the export stops writing).
     pub error: Option<String>,
     written: Vec<Written>,
+    /// File sets started per recording id.
+    started: IntMap<u64, u32>,
 }
 
 impl Exporter {
@@ -195,6 +197,7 @@ impl Exporter {
             parked: IntMap::default(),
             error: None,
             written: Vec::new(),
+            started: IntMap::default(),
         }
     }
 
@@ -227,13 +230,13 @@ impl Exporter {
             None => layout::sanitize(&proc.process_name),
         };
         let date = layout::date_of(proc.anchor_wall_ns);
-        // Another process of the same recording id in this export: next n.
-        let n = self
-            .recs
-            .iter()
-            .flatten()
-            .filter(|r| r.finals.first().and_then(|f| layout::recording_of(f)) == Some(rid));
-        let n = n.count() as u32;
+        // The recording's n-th file set in this export (a second process
+        // with the same recording id, or the recording coming back).
+        let n = {
+            let c = self.started.entry(rid).or_insert(0);
+            *c += 1;
+            *c - 1
+        };
         let mut writers = Vec::new();
         let mut finals = Vec::new();
         for t in Table::ALL {
@@ -464,8 +467,9 @@ impl Exporter {
         Ok(())
     }
 
-    /// Writes the rows still open at the end (live tasks, parked workers)
-    /// and closes every file under its temporary name.
+    /// Writes the rows still open at the end of the recordings being
+    /// written (live tasks, parked workers) and closes their files under
+    /// their temporary names.
     fn close(&mut self, m: &Model) -> Result<(), String> {
         for ((thread, worker), (at, q)) in std::mem::take(&mut self.parked) {
             let th = &m.threads[thread as usize];
@@ -560,6 +564,13 @@ impl Pass for Exporter {
         if let Err(e) = self.step(ev, model) {
             self.error = Some(e);
         }
+    }
+
+    /// A recording is over: its files are completed (under their
+    /// temporary names), so an export of many recordings holds the
+    /// buffers of one at a time.
+    fn end_recording(&mut self, model: &Model) {
+        self.finish(model);
     }
 
     fn finish(&mut self, model: &Model) {

@@ -345,3 +345,18 @@ fn schema_stability() {
     }
     assert_eq!(from_files, golden);
 }
+
+#[test]
+fn several_recordings_in_one_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = recording(&dir.path().join("a"), 0x11, 20);
+    let b = recording(&dir.path().join("b"), 0x22, 30);
+    let ds = dir.path().join("ds");
+    let s = export(&[b, a], &ds, &opts("h")).unwrap();
+    assert_eq!(s.recordings, [0x11, 0x22]);
+    assert_eq!(s.rows("polls"), 100);
+    assert_eq!(all_files(&ds).len(), 2 * Table::ALL.len());
+    let polls = data_files(&ds, Table::Polls);
+    assert!(polls[0].ends_with("part-0000000000000011-0.parquet"));
+    assert!(polls[1].ends_with("part-0000000000000022-0.parquet"));
+}
