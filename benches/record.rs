@@ -3,6 +3,13 @@
 //!   one TSC read alone is ~20 ns there);
 //! - `record/site_not_recording`: ns per probe site when no recording runs
 //!   (target <= 1 ns), beside an empty loop for scale;
+//! - `record/event_at`: the same event with a time the caller read already
+//!   (`events::at`), i.e. what an event costs when one clock read serves
+//!   several (issue 11: TSC read + at most 3 ns);
+//! - `tokio_poll/{plain,idle_hooks,recording}`: ns per poll of a task that
+//!   yields in a loop on a current-thread tokio runtime, stock, with
+//!   `runtrace_tokio::instrument`'s hooks and nothing recording, and
+//!   recording (the per-poll cost of the hooks; docs/recorder.md);
 //! - bytes per event on the runtime event mix (target <= 6), printed and
 //!   written to `target/bench-results/record.json`.
 //!
@@ -53,6 +60,21 @@ fn bench(c: &mut Criterion) {
             rt::task_poll_start(black_box(t & 1023), 1, q, black_box(3))
         })
     });
+    g.bench_function("event_at", |b| {
+        let mut t = 0u64;
+        let q = Istr::EMPTY;
+        let ticks = runtrace_core::clock::TraceClock::get().now();
+        b.iter(|| {
+            t += 1;
+            rt::events::at::task_poll_start(
+                black_box(ticks),
+                black_box(t & 1023),
+                1,
+                q,
+                black_box(3),
+            )
+        })
+    });
     g.finish();
     let st = guard.finish().expect("finish");
     println!(
@@ -62,7 +84,67 @@ fn bench(c: &mut Criterion) {
         100.0 * st.dropped as f64 / (st.events + st.dropped).max(1) as f64
     );
     let _ = std::fs::remove_dir_all(&dir);
+    tokio_polls(c);
     bytes_per_event();
+}
+
+/// ns per poll of a task that yields in a loop, on a current-thread
+/// runtime: stock, instrumented, and instrumented while recording (a
+/// recording of its own, so no backlog of the other benches' events keeps
+/// the writer busy meanwhile).
+fn tokio_polls(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tokio_poll");
+    g.measurement_time(Duration::from_secs(3));
+    for (name, hooks, record) in [
+        ("plain", false, false),
+        ("idle_hooks", true, false),
+        ("recording", true, true),
+    ] {
+        let mut b = tokio::runtime::Builder::new_current_thread();
+        b.enable_all();
+        if hooks {
+            runtrace_tokio::instrument(&mut b);
+        }
+        let rt = b.build().expect("runtime");
+        let dir = tempdir("tokio_poll");
+        let guard = record.then(|| {
+            Recorder::builder()
+                .path(dir.join("trace"))
+                .buffer_size(32 << 20)
+                .max_file_size(256 << 20)
+                .max_total_size(512 << 20)
+                .start()
+                .expect("start recording")
+        });
+        let mut polls = 0u64;
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                polls += iters;
+                rt.block_on(async move {
+                    tokio::spawn(async move {
+                        let t = std::time::Instant::now();
+                        for _ in 0..iters {
+                            tokio::task::yield_now().await;
+                        }
+                        t.elapsed()
+                    })
+                    .await
+                    .expect("the yielding task")
+                })
+            })
+        });
+        if let Some(guard) = guard {
+            let st = guard.finish().expect("finish");
+            println!(
+                "tokio_poll/recording: {} events recorded, {} dropped, {:.2} events per poll",
+                st.events,
+                st.dropped,
+                st.events as f64 / polls.max(1) as f64
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    g.finish();
 }
 
 /// The runtime mix: per task a spawn, polls (start+end) with a wake

@@ -16,7 +16,9 @@
 //!
 //! Everything is recorded to `DIR/trace.N.bin`; then the program prints
 //! what `runtrace check` says and the `runtrace analyze` report, whose
-//! findings should name those three locations. Every event also goes
+//! findings should name those three locations, and writes
+//! `DIR/trace.pftrace` (a Perfetto timeline) and `DIR/report.html` (the
+//! HTML report) and prints their paths. Every event also goes
 //! through `runtrace::probe!`, so the same binary built with `--features
 //! usdt,perf-probe,lttng` feeds perf, bpftrace and LTTng.
 
@@ -113,12 +115,31 @@ fn main() -> ExitCode {
         stats.files,
         out.display()
     );
-    let report = runtrace_cli::check::check_files(&files);
+    let report = runtrace::format::check::check_files(&files);
     println!("$ runtrace check {}/trace.*.bin\n{report}\n", out.display());
     println!("$ runtrace analyze {}/trace.*.bin", out.display());
     let analysis = runtrace_analyze::analyze_files(&files, runtrace_analyze::Options::default());
     println!("{}", analysis.to_string().trim_end());
-    let analyzed = !analysis.is_damaged();
+    let mut analyzed = !analysis.is_damaged();
+    // The same trace to look at: a Perfetto timeline and the HTML report.
+    let pftrace = out.join("trace.pftrace");
+    match runtrace_export::perfetto::convert(&files, &pftrace) {
+        Ok(c) => analyzed &= c.errors.is_empty(),
+        Err(e) => {
+            eprintln!("{e}");
+            analyzed = false;
+        }
+    }
+    let html = out.join("report.html");
+    if let Err(e) = runtrace_export::report::write(&files, &html) {
+        eprintln!("{e}");
+        analyzed = false;
+    }
+    println!(
+        "\ntimeline (open in https://ui.perfetto.dev): {}\nreport (open in a browser):        {}",
+        pftrace.display(),
+        html.display()
+    );
     if report.is_clean() && analyzed {
         ExitCode::SUCCESS
     } else {

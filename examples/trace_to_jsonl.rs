@@ -7,7 +7,7 @@
 //! ```
 //!
 //! The last argument is the output file (`-` for standard output). This is
-//! `runtrace jsonl FILE... -o OUT`: both call `runtrace_cli::jsonl::convert`.
+//! `runtrace jsonl FILE... -o OUT`: both call `runtrace_export::jsonl::convert`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,5 +19,5 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let output = args.pop().expect("at least two arguments");
-    runtrace_cli::jsonl::convert(&args, Some(&output))
+    runtrace_export::jsonl::convert(&args, Some(&output))
 }

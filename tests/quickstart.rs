@@ -47,9 +47,21 @@ fn quickstart_check_jsonl_and_seed_snippet() {
     );
     assert!(stdout.contains("result:          OK"), "{stdout}");
     assert!(stdout.contains("PollStart"), "{stdout}");
+    // The timeline and the report, written and their paths printed.
+    for name in ["trace.pftrace", "report.html"] {
+        let p = dir.join(name);
+        assert!(
+            stdout.contains(&p.display().to_string()),
+            "{name}: {stdout}"
+        );
+        assert!(
+            std::fs::metadata(&p).is_ok_and(|m| m.len() > 1000),
+            "{name}"
+        );
+    }
 
     let files = vec![dir.join("trace.0.bin")];
-    let report = runtrace_cli::check::check_files(&files);
+    let report = runtrace_format::check::check_files(&files);
     assert!(report.is_clean(), "{report}");
     assert_eq!(report.dropped_events, 0);
     let polls = report.event_counts["PollStart"];
@@ -57,7 +69,7 @@ fn quickstart_check_jsonl_and_seed_snippet() {
 
     let jsonl = dir.join("trace.jsonl");
     assert_eq!(
-        runtrace_cli::jsonl::convert(&files, Some(&jsonl)),
+        runtrace_export::jsonl::convert(&files, Some(&jsonl)),
         std::process::ExitCode::SUCCESS
     );
 

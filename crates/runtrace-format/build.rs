@@ -63,7 +63,7 @@ fn main() {
                 out,
                 "        BuiltinField {{ name: {:?}, ty: FieldType::{}, doc: {:?} }},",
                 f.name,
-                runtrace_build::rust::field_variant(&f.ty),
+                runtrace_build::fields::field_variant(&f.ty),
                 f.doc
             );
         }

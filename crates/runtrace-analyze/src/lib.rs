@@ -18,6 +18,12 @@
 //!   responsible and the evidence.
 //! - [`backlog`] is the pass of `runtrace backlog`: queues, locks, I/O and
 //!   a root-cause verdict for every backlog trigger.
+//! - [`summary`] (event counts, which analyses apply) and [`outliers`]
+//!   (IQR, MAD, stddev, percentile over wake->poll delays, poll durations
+//!   and CPU shares) are passes too; [`kinds`] names the event kinds.
+//! - [`index`] keeps a whole trace in memory for many questions
+//!   (`runtrace mcp`): every pass can replay it, and [`query`] answers
+//!   event queries and task timelines over it.
 //!
 //! `runtime` and `backlog` do not know each other; [`analyze_with_backlog`]
 //! runs both over one read. docs/analysis.md defines every number and
@@ -42,10 +48,15 @@ pub mod backlog;
 pub mod event;
 mod fxhash;
 pub mod hist;
+pub mod index;
 pub mod input;
+pub mod kinds;
 pub mod model;
+pub mod outliers;
 pub mod pass;
+pub mod query;
 pub mod runtime;
+pub mod summary;
 pub mod synth;
 mod text;
 

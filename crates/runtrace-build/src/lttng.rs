@@ -44,7 +44,11 @@
 //! their fields to the tracepoint in a struct; the fields recorded are the
 //! same.
 
-use crate::{Catalog, Event, Field};
+use crate::catalog::{Catalog, Event, Field};
+use crate::fields::c_strings;
+use crate::symbols::{
+    lttng_lib_name, lttng_wrapper_symbol, tracepoint_ptr_symbol, tracepoint_symbol,
+};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -70,27 +74,6 @@ const C_MACRO_NAMES: &[&str] = &[
     "alignof",
     "static_assert",
 ];
-
-/// The symbol of an event's `struct lttng_ust_tracepoint`.
-pub fn tracepoint_symbol(provider: &str, event: &str) -> String {
-    format!("lttng_ust_tracepoint_{provider}___{event}")
-}
-
-/// The symbol of an event's tracepoint pointer (section
-/// `lttng_ust_tracepoints_ptrs`; `static` in the generated C).
-pub fn tracepoint_ptr_symbol(provider: &str, event: &str) -> String {
-    format!("lttng_ust_tracepoint_ptr_{provider}___{event}")
-}
-
-/// The symbol of an event's C wrapper, called from Rust when enabled.
-pub fn wrapper_symbol(provider: &str, event: &str) -> String {
-    format!("runtrace_lttng_{provider}_{event}")
-}
-
-/// The name of the static library holding a provider.
-pub fn lib_name(provider: &str) -> String {
-    format!("runtrace_lttng_{provider}")
-}
 
 /// The C type of a field's tracepoint argument.
 fn c_ty(f: &Field) -> &'static str {
@@ -276,7 +259,7 @@ pub fn source(cat: &Catalog) -> String {
          #include \"{p}_tp.h\"\n\n"
     );
     for ev in &cat.events {
-        let sym = wrapper_symbol(p, &ev.name);
+        let sym = lttng_wrapper_symbol(p, &ev.name);
         let params = if ev.fields.is_empty() {
             "void".to_string()
         } else {
@@ -337,7 +320,7 @@ pub fn build(cat: &Catalog, out: &Path) -> Result<(), String> {
     // Metadata by hand below (whole-archive); warnings stay on (the
     // generated C is -Wall -Wextra clean with GCC 12 and Clang).
     b.file(&c).include(out).out_dir(out).cargo_metadata(false);
-    if let Err(e) = b.try_compile(&lib_name(p)) {
+    if let Err(e) = b.try_compile(&lttng_lib_name(p)) {
         return Err(diagnose(out).unwrap_or_else(|| {
             format!(
                 "lttng backend: compiling the `{p}` tracepoint provider ({}) failed: {e}",
@@ -347,7 +330,10 @@ pub fn build(cat: &Catalog, out: &Path) -> Result<(), String> {
     }
     println!("cargo:rustc-link-search=native={}", out.display());
     // Whole-archive: see the module docs.
-    println!("cargo:rustc-link-lib=static:+whole-archive={}", lib_name(p));
+    println!(
+        "cargo:rustc-link-lib=static:+whole-archive={}",
+        lttng_lib_name(p)
+    );
     println!("cargo:rustc-link-lib=dylib=lttng-ust");
     println!("cargo:rustc-link-lib=dylib=dl");
     for v in ["CC", "CFLAGS", "CPATH", "C_INCLUDE_PATH"] {
@@ -443,7 +429,7 @@ pub fn rust_decls(cat: &Catalog) -> String {
             o,
             "        /// Emits `{p}:{e}` to LTTng (checks the state again).\n        \
              pub fn {}({});",
-            wrapper_symbol(p, &ev.name),
+            lttng_wrapper_symbol(p, &ev.name),
             params.join(", "),
             e = ev.name
         );
@@ -478,14 +464,14 @@ pub fn rust_on(cat: &Catalog, ev: &Event) -> String {
 
 /// The statement firing one event into LTTng.
 pub fn rust_fire(cat: &Catalog, ev: &Event) -> String {
-    let sym = wrapper_symbol(&cat.provider, &ev.name);
+    let sym = lttng_wrapper_symbol(&cat.provider, &ev.name);
     let vals: Vec<String> = ev.fields.iter().map(ffi_value).collect();
     format!(
         "        if lttng_on() {{\n{}            \
          // SAFETY: the wrapper only reads its arguments; the strings are\n            \
          // NUL-terminated and outlive the call.\n            \
          unsafe {{ super::__lttng::{sym}({}) }};\n        }}\n",
-        crate::rust::c_strings(ev, "            "),
+        c_strings(ev, "            "),
         vals.join(", ")
     )
 }

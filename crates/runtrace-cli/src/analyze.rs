@@ -9,6 +9,7 @@
 
 use crate::output::{print_report, with_progress};
 use crate::AnalyzeArgs;
+use runtrace_analyze::index::TraceIndex;
 use runtrace_analyze::{analyze_files, Options, Report};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,7 +41,22 @@ pub fn analyze(files: &[PathBuf], json: bool) -> ExitCode {
     print_report(&text, &r.errors, r.is_damaged())
 }
 
-/// `runtrace analyze FILE... [--json]`.
+/// Every applicable analysis of `files` over one read, as one JSON object
+/// (`runtrace_analyze::index::TraceIndex::run_all`). Exit code as
+/// [`analyze`].
+pub fn analyze_all(files: &[PathBuf]) -> ExitCode {
+    let ix = TraceIndex::load(files);
+    print_report(
+        &ix.run_all().to_string(),
+        &ix.stats.errors,
+        ix.stats.damaged,
+    )
+}
+
+/// `runtrace analyze FILE... [--json] [--all]`.
 pub fn run(args: &AnalyzeArgs) -> ExitCode {
+    if args.all {
+        return analyze_all(&args.files);
+    }
     analyze(&args.files, args.json)
 }

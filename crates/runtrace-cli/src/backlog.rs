@@ -11,8 +11,9 @@
 use crate::output::{print_report, with_progress};
 use crate::BacklogArgs;
 use runtrace_analyze::backlog::{analyze_files_with_progress, BacklogOptions, BacklogReport};
+use runtrace_format::files::expand;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Parses a duration: a number with a unit (`ns`, `us`, `µs`, `ms`, `s`,
@@ -47,47 +48,6 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         return Err(format!("\"{s}\" is out of range (1 ns to 31 years)"));
     }
     Ok(ns.round() as u64)
-}
-
-/// The trace files of `inputs`: files as given, directories replaced by
-/// the `trace.N.bin` files in them. A directory without any is an error
-/// message.
-pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let mut out = Vec::new();
-    for p in inputs {
-        if !p.is_dir() {
-            out.push(p.clone());
-            continue;
-        }
-        let rd = std::fs::read_dir(p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
-        let before = out.len();
-        for ent in rd.flatten() {
-            let path = ent.path();
-            if is_trace_file(&path) {
-                out.push(path);
-            }
-        }
-        if out.len() == before {
-            return Err(format!(
-                "{}: is a directory without trace files (trace.N.bin)",
-                p.display()
-            ));
-        }
-    }
-    Ok(out)
-}
-
-/// `*.N.bin`, as the recorder names its files.
-fn is_trace_file(p: &Path) -> bool {
-    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    let Some(stem) = name.strip_suffix(".bin") else {
-        return false;
-    };
-    stem.rsplit_once('.')
-        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        && p.is_file()
 }
 
 /// Analyses `files` (with a progress line on a terminal for large inputs).
@@ -146,34 +106,5 @@ mod tests {
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("3 parsecs").is_err());
         assert!(parse_duration("").is_err());
-    }
-
-    #[test]
-    fn trace_file_names() {
-        let d = std::env::temp_dir().join(format!("runtrace-cli-backlog-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        for n in [
-            "trace.0.bin",
-            "trace.12.bin",
-            "notes.txt",
-            "trace.bin",
-            "x.a.bin",
-        ] {
-            std::fs::write(d.join(n), b"").unwrap();
-        }
-        let mut got: Vec<String> = expand(std::slice::from_ref(&d))
-            .unwrap()
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        got.sort();
-        assert_eq!(got, ["trace.0.bin", "trace.12.bin"]);
-        std::fs::remove_file(d.join("trace.0.bin")).unwrap();
-        std::fs::remove_file(d.join("trace.12.bin")).unwrap();
-        assert!(expand(std::slice::from_ref(&d))
-            .unwrap_err()
-            .contains("without trace files"));
-        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -1,324 +1,59 @@
-//! `runtrace check`: validate trace files and summarise them.
-//!
-//! Every file is read to the end with [`FileReader`], which reports damage
-//! (truncation, checksum mismatches, undecodable chunks) and carries on
-//! where the format allows, so one run lists every problem. On top of the
-//! reader's checks this module verifies each sealed file's `END` totals
-//! against what its chunks and `DROPPED` frames actually held.
+//! `runtrace check`: the report of [`runtrace_format::check::check_files`]
+//! as text (its `Display`) or as one JSON object.
 //!
 //! ```no_run
-//! let report = runtrace_cli::check::check_files(&["trace.0.bin", "trace.1.bin"]);
-//! println!("{report}");
-//! std::process::exit(if report.is_clean() { 0 } else { 1 });
+//! let report = runtrace_format::check::check_files(&["trace.0.bin"]);
+//! println!("{}", runtrace_cli::check::to_json(&report));
 //! ```
 
-use crate::per_schema::PerSchema;
 use crate::CheckArgs;
-use runtrace_format::merge::sort_trace_paths;
-use runtrace_format::{ErrorKind, FileReader, Record};
+use runtrace_format::check::{check_files, CheckReport};
 use serde_json::json;
-use std::collections::BTreeMap;
-use std::fmt;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// The state a checked file was left in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileStatus {
-    /// Read to its `END` frame without damage.
-    Sealed,
-    /// Intact, but no `END` frame: cut short at a frame boundary, or still
-    /// being written (`.active`).
-    Unsealed,
-    /// Ends inside a frame.
-    Truncated,
-    /// Has corrupt frames (or an `END` whose totals do not match).
-    Damaged,
-    /// Could not be opened, or is not a runtrace file at all.
-    Unreadable,
-}
-
-impl FileStatus {
-    fn label(self) -> &'static str {
-        match self {
-            FileStatus::Sealed => "sealed",
-            FileStatus::Unsealed => "UNSEALED",
-            FileStatus::Truncated => "TRUNCATED",
-            FileStatus::Damaged => "DAMAGED",
-            FileStatus::Unreadable => "UNREADABLE",
-        }
-    }
-}
-
-/// What `check` found in one file.
-#[derive(Debug, Clone)]
-pub struct FileSummary {
-    /// The file.
-    pub path: PathBuf,
-    /// Its size on disk.
-    pub bytes: u64,
-    /// Events decoded from it.
-    pub events: u64,
-    /// It has an `END` frame (it may still be damaged before it).
-    pub sealed: bool,
-    /// How it ended.
-    pub status: FileStatus,
-}
-
-/// The result of checking a set of trace files.
-#[derive(Debug, Clone, Default)]
-pub struct CheckReport {
-    /// One entry per file, in the order checked.
-    pub files: Vec<FileSummary>,
-    /// Events decoded, over all files.
-    pub events: u64,
-    /// Bytes on disk, over all files.
-    pub bytes: u64,
-    /// Events the recorder reported lost (sum of `DROPPED` frames).
-    pub dropped_events: u64,
-    /// Events per type, by display name (`PollStart`, `provider:name`).
-    pub event_counts: BTreeMap<String, u64>,
-    /// Every problem found, each naming its file (and byte offset where
-    /// there is one).
-    pub errors: Vec<String>,
-}
-
-impl CheckReport {
-    /// True when some file ends inside a frame or lacks its `END` frame.
-    pub fn truncated(&self) -> bool {
-        self.files
-            .iter()
-            .any(|f| matches!(f.status, FileStatus::Truncated | FileStatus::Unsealed))
-    }
-
-    /// Files with an `END` frame.
-    pub fn sealed(&self) -> usize {
-        self.files.iter().filter(|f| f.sealed).count()
-    }
-
-    /// Files that are intact but have no `END` frame.
-    pub fn unsealed(&self) -> impl Iterator<Item = &Path> {
-        self.files
-            .iter()
-            .filter(|f| f.status == FileStatus::Unsealed)
-            .map(|f| f.path.as_path())
-    }
-
-    /// Average bytes per event, `None` when there are no events.
-    pub fn bytes_per_event(&self) -> Option<f64> {
-        (self.events > 0).then(|| self.bytes as f64 / self.events as f64)
-    }
-
-    /// True when nothing is wrong: no errors and nothing cut short.
-    pub fn is_clean(&self) -> bool {
-        self.errors.is_empty() && !self.truncated()
-    }
-
-    /// The report as the single JSON object `runtrace check --json` prints.
-    ///
-    /// Keys: `files`, `events`, `bytes`, `bytes_per_event` (null without
-    /// events), `dropped_events`, `truncated`, `sealed` (files with an `END`
-    /// frame), `unsealed_files` (paths of intact files without one: they
-    /// make `truncated` true but are not errors), `event_counts`
-    /// (name -> count) and `errors` (messages).
-    pub fn to_json(&self) -> serde_json::Value {
-        json!({
-            "files": self.files.len(),
-            "events": self.events,
-            "bytes": self.bytes,
-            "bytes_per_event": self.bytes_per_event(),
-            "dropped_events": self.dropped_events,
-            "truncated": self.truncated(),
-            "sealed": self.sealed(),
-            "unsealed_files": self.unsealed().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "event_counts": self.event_counts,
-            "errors": self.errors,
-        })
-    }
-}
-
-impl fmt::Display for CheckReport {
-    /// The human-readable summary `runtrace check` prints.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.files.len();
-        writeln!(f, "files:           {n} ({} sealed)", self.sealed())?;
-        let width = self
-            .files
-            .iter()
-            .map(|s| s.path.display().to_string().len())
-            .max()
-            .unwrap_or(0);
-        for s in &self.files {
-            writeln!(
-                f,
-                "  {:<width$}  {:<10} {:>10} events {:>12} bytes",
-                s.path.display(),
-                s.status.label(),
-                s.events,
-                s.bytes
-            )?;
-        }
-        writeln!(f, "events:          {}", self.events)?;
-        match self.bytes_per_event() {
-            Some(b) => writeln!(f, "bytes:           {} ({b:.2} bytes/event)", self.bytes)?,
-            None => writeln!(f, "bytes:           {}", self.bytes)?,
-        }
-        writeln!(f, "dropped events:  {}", self.dropped_events)?;
-        writeln!(
-            f,
-            "truncated:       {}",
-            if self.truncated() { "yes" } else { "no" }
-        )?;
-        for p in self.unsealed() {
-            writeln!(
-                f,
-                "  {}: no END frame: the recording was cut short (or is still being written)",
-                p.display()
-            )?;
-        }
-        if !self.event_counts.is_empty() {
-            writeln!(f, "event counts:")?;
-            // Most frequent first: that is what a reader looks for.
-            let mut counts: Vec<_> = self.event_counts.iter().collect();
-            counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            let w = counts.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-            for (name, c) in counts {
-                writeln!(f, "  {name:<w$}  {c:>12}")?;
-            }
-        }
-        if !self.errors.is_empty() {
-            writeln!(f, "errors ({}):", self.errors.len())?;
-            for e in &self.errors {
-                writeln!(f, "  {e}")?;
-            }
-        }
-        write!(
-            f,
-            "result:          {}",
-            if self.is_clean() { "OK" } else { "DAMAGED" }
-        )
-    }
-}
-
-/// Checks trace files (sorted as `trace.0.bin`, `trace.1.bin`, ...) and
-/// returns what was found. Never panics; unreadable paths become errors.
+/// The report as the single JSON object `runtrace check --json` prints.
 ///
-/// ```no_run
-/// let r = runtrace_cli::check::check_files(&["trace.0.bin"]);
-/// assert!(r.is_clean(), "{:?}", r.errors);
+/// Keys: `files`, `events`, `bytes`, `bytes_per_event` (null without
+/// events), `dropped_events`, `truncated`, `sealed` (files with an `END`
+/// frame), `unsealed_files` (paths of intact files without one: they
+/// make `truncated` true but are not errors), `event_counts`
+/// (name -> count), `errors` (messages) and `result` (`OK`, `INCOMPLETE`:
+/// intact but some file has no `END` frame, or `DAMAGED`).
+///
 /// ```
-pub fn check_files<P: AsRef<Path>>(paths: &[P]) -> CheckReport {
-    let mut paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
-    sort_trace_paths(&mut paths);
-    let mut report = CheckReport::default();
-    let mut counts = PerSchema::new();
-    for p in &paths {
-        let summary = check_one(p, &mut report, &mut counts);
-        report.events += summary.events;
-        report.bytes += summary.bytes;
-        report.files.push(summary);
-    }
-    // Different files carry their own copies of a schema: merge by name.
-    for (schema, n) in counts.iter() {
-        *report
-            .event_counts
-            .entry(schema.display_name())
-            .or_default() += *n;
-    }
-    report
-}
-
-/// Reads one file to the end, adding its errors and drops to `report`.
-fn check_one(path: &Path, report: &mut CheckReport, counts: &mut PerSchema<u64>) -> FileSummary {
-    let mut summary = FileSummary {
-        path: path.to_path_buf(),
-        bytes: 0,
-        events: 0,
-        sealed: false,
-        status: FileStatus::Unreadable,
-    };
-    if let Some(msg) = crate::unreadable(path) {
-        report.errors.push(msg);
-        return summary;
-    }
-    let mut reader = match FileReader::open(path) {
-        Ok(r) => r,
-        Err(e) => {
-            report
-                .errors
-                .push(format!("{}: cannot open: {e}", path.display()));
-            return summary;
-        }
-    };
-    summary.bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let mut dropped = 0u64;
-    let mut end = None;
-    let (mut has_header, mut cut, mut damaged) = (false, false, false);
-    for rec in reader.by_ref() {
-        match rec {
-            Ok(Record::Header(_)) => has_header = true,
-            Ok(Record::Events { events, .. }) => {
-                summary.events += events.len() as u64;
-                for ev in &events {
-                    *counts.get(&ev.schema, |_| 0) += 1;
-                }
-            }
-            Ok(Record::Dropped { count, .. }) => dropped = dropped.saturating_add(count),
-            Ok(Record::End { events, dropped }) => end = Some((events, dropped)),
-            Ok(_) => {}
-            Err(e) => {
-                match e.kind {
-                    ErrorKind::Truncated => cut = true,
-                    _ => damaged = true,
-                }
-                report.errors.push(e.to_string());
-            }
-        }
-    }
-    report.dropped_events = report.dropped_events.saturating_add(dropped);
-    // The END totals are only comparable when every frame was read: after
-    // damage the shortfall is already reported, and a second error about
-    // it would be noise.
-    if let (Some((want_events, want_dropped)), false, false) = (end, damaged, cut) {
-        if want_events != summary.events {
-            damaged = true;
-            report.errors.push(format!(
-                "{}: corrupt END frame: it says the file holds {want_events} events, but its chunks hold {}",
-                path.display(),
-                summary.events
-            ));
-        }
-        if want_dropped != dropped {
-            damaged = true;
-            report.errors.push(format!(
-                "{}: corrupt END frame: it says {want_dropped} events were dropped, but the DROPPED frames report {dropped}",
-                path.display()
-            ));
-        }
-    }
-    summary.sealed = reader.sealed();
-    summary.status = if !has_header {
-        // Bad magic or header: the reader reported why.
-        FileStatus::Unreadable
-    } else if cut {
-        FileStatus::Truncated
-    } else if !summary.sealed {
-        FileStatus::Unsealed
-    } else if damaged {
-        FileStatus::Damaged
-    } else {
-        FileStatus::Sealed
-    };
-    summary
+/// let empty = runtrace_format::check::CheckReport::default();
+/// let j = runtrace_cli::check::to_json(&empty);
+/// assert_eq!(j["files"], 0);
+/// assert!(j["bytes_per_event"].is_null());
+/// ```
+pub fn to_json(report: &CheckReport) -> serde_json::Value {
+    json!({
+        "files": report.files.len(),
+        "events": report.events,
+        "bytes": report.bytes,
+        "bytes_per_event": report.bytes_per_event(),
+        "dropped_events": report.dropped_events,
+        "truncated": report.truncated(),
+        "sealed": report.sealed(),
+        "unsealed_files": report.unsealed().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "event_counts": report.event_counts,
+        "errors": report.errors,
+        "result": report.verdict(),
+    })
 }
 
 /// `runtrace check`: prints the report (text or JSON) to standard output.
 /// Exit code 0 when every file is clean, 1 otherwise.
+///
+/// ```no_run
+/// let code = runtrace_cli::check::run(&runtrace_cli::CheckArgs { files: vec!["trace.0.bin".into()], json: true });
+/// # let _ = code;
+/// ```
 pub fn run(args: &CheckArgs) -> ExitCode {
     let report = check_files(&args.files);
     let text = if args.json {
-        report.to_json().to_string()
+        to_json(&report).to_string()
     } else {
         report.to_string()
     };

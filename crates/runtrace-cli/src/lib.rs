@@ -1,25 +1,31 @@
-//! The `runtrace` command-line tool, as a library.
+//! The `runtrace` command-line tool: argument parsing ([`Cli`]), one module
+//! per command, and shared output helpers. The work itself lives in the
+//! libraries, which examples, tests and other tools call directly:
 //!
-//! The binary (`src/main.rs`) only parses arguments and calls [`run`]; the
-//! commands live here so that other front ends (the repository's
-//! `examples/trace_to_jsonl.rs`, tests, other tools) reuse exactly the same
-//! logic:
+//! - [`check`]: `runtrace check`, rendering `runtrace_format::check`'s
+//!   report as text or JSON;
+//! - [`jsonl`]: `runtrace jsonl`, `runtrace_export::jsonl::convert`;
+//! - [`analyze`]: `runtrace analyze`, the `runtrace_analyze` report (per
+//!   worker and spawn location, findings) with a progress bar;
+//! - [`backlog`]: `runtrace backlog`, queues, locks, I/O, heartbeats and
+//!   the ranked root causes of each backlog trigger;
+//! - [`doctor`]: `runtrace doctor`, `runtrace_doctor`'s report on the
+//!   probes a binary carries;
+//! - [`perfetto`]: `runtrace perfetto`, `runtrace_export::perfetto::convert`
+//!   (a timeline for ui.perfetto.dev);
+//! - [`report`]: `runtrace report`, `runtrace_export::report::write` (one
+//!   self-contained HTML page).
+//! - [`summary`]: `runtrace summary`, recordings, event counts and which
+//!   analyses apply (`runtrace_analyze::summary`);
+//! - [`outliers`]: `runtrace outliers`, statistical outliers of wake->poll
+//!   delay, poll duration and CPU share (`runtrace_analyze::outliers`);
+//! - [`mcp`]: `runtrace mcp`, the MCP server over stdio (`runtrace_mcp`);
+//! - `export`: `runtrace export parquet`, recordings into a Hive-partitioned
+//!   Parquet dataset for DuckDB, Spark, Trino/Athena (`runtrace_parquet`;
+//!   cargo feature `parquet`, on by default).
 //!
-//! - [`check`]: validate trace files and summarise them (`runtrace check`);
-//! - [`jsonl`]: convert traces to JSON Lines in timestamp order
-//!   (`runtrace jsonl`);
-//! - [`analyze`]: per-worker and per-spawn-location statistics and
-//!   findings (long polls, wake delays, queue buildup, ...) in one streaming
-//!   pass (`runtrace analyze`);
-//! - [`backlog`]: queues, locks, I/O, heartbeats and the ranked root
-//!   causes of each backlog trigger, from runtrace-sync's events
-//!   (`runtrace backlog`);
-//! - [`doctor`]: list the runtrace probes a binary carries (USDT, perf-probe
-//!   functions, LTTng-UST) and check that tracers can attach to them
-//!   (`runtrace doctor`).
-//! - [`export`]: recordings into a Hive-partitioned Parquet dataset for
-//!   DuckDB, Spark, Trino/Athena (`runtrace export parquet`; cargo
-//!   feature `parquet`, on by default).
+//! A recording's directory stands for its `trace.N.bin` files
+//! (`runtrace_format::files`).
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -31,7 +37,7 @@
 #![warn(missing_docs)]
 
 use clap::{Args, Parser, Subcommand};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub mod analyze;
@@ -41,8 +47,12 @@ pub mod doctor;
 #[cfg(feature = "parquet")]
 pub mod export;
 pub mod jsonl;
+pub mod mcp;
+pub mod outliers;
 mod output;
-mod per_schema;
+pub mod perfetto;
+pub mod report;
+pub mod summary;
 
 /// Command-line arguments of `runtrace`.
 #[derive(Debug, Parser)]
@@ -78,6 +88,25 @@ pub enum Command {
     /// blocking, processing slowdown) of every backlog trigger (exit 1 if a
     /// file is damaged).
     Backlog(BacklogArgs),
+    /// Convert trace files to a Perfetto timeline (open it in
+    /// ui.perfetto.dev): a slice per poll, parks, wake->poll flows, queue
+    /// counters, application events (exit 1 if a file is damaged; what was
+    /// readable is converted).
+    Perfetto(PerfettoArgs),
+    /// Write a self-contained HTML report: findings, per-worker utilisation,
+    /// wake->poll and poll-duration histograms, top spawn locations, the
+    /// backlog timeline (exit 1 if a file is damaged; the page covers what
+    /// was readable).
+    Report(ReportArgs),
+    /// Recordings, duration, event counts, and which analyses apply to the
+    /// trace and why not (exit 1 if a file is damaged).
+    Summary(SummaryArgs),
+    /// Statistical outliers of wake->poll delay, poll duration and CPU
+    /// share, per spawn location and per task (exit 1 if a file is damaged).
+    Outliers(OutliersArgs),
+    /// Serve MCP (JSON-RPC 2.0) on standard input and output: load traces
+    /// and query them from AI agents and tools (docs/mcp.md).
+    Mcp,
     /// Export recordings for other tools (`runtrace export parquet`).
     #[cfg(feature = "parquet")]
     #[command(subcommand)]
@@ -119,6 +148,66 @@ pub struct ParquetArgs {
     pub replace: bool,
 }
 
+/// Arguments of `runtrace perfetto`.
+#[derive(Debug, Clone, Args)]
+pub struct PerfettoArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The Perfetto trace to write (e.g. trace.pftrace).
+    #[arg(short = 'o', long = "output", value_name = "OUT", required = true)]
+    pub output: PathBuf,
+}
+
+/// Arguments of `runtrace report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The HTML page to write (e.g. report.html).
+    #[arg(short = 'o', long = "output", value_name = "OUT", required = true)]
+    pub output: PathBuf,
+}
+
+/// Arguments of `runtrace summary`.
+#[derive(Debug, Clone, Args)]
+pub struct SummaryArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print one JSON object instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `runtrace outliers`.
+#[derive(Debug, Clone, Args)]
+pub struct OutliersArgs {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// iqr (beyond Q1-1.5 IQR / Q3+1.5 IQR), mad (modified z-score > 3.5),
+    /// stddev (beyond 3 sigma) or percentile (above p99).
+    #[arg(long, value_name = "METHOD", default_value = "iqr", value_parser = runtrace_analyze::outliers::Method::parse)]
+    pub method: runtrace_analyze::outliers::Method,
+    /// latency (wake->poll delay), poll (poll duration), cpu (CPU share per
+    /// 10 ms window) or all.
+    #[arg(long, value_name = "CATEGORY", default_value = "all", value_parser = runtrace_analyze::outliers::Category::parse)]
+    pub category: runtrace_analyze::outliers::Category,
+    /// Print at most this many outliers per category (the strongest; the
+    /// report says how many there are).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub limit: usize,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Arguments of `runtrace backlog`.
 #[derive(Debug, Clone, Args)]
 pub struct BacklogArgs {
@@ -147,6 +236,10 @@ pub struct AnalyzeArgs {
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub json: bool,
+    /// Run every applicable analysis (summary, analyze, backlog, outliers)
+    /// over one read and print one JSON object.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Arguments of `runtrace check`.
@@ -193,14 +286,13 @@ pub fn run(cli: Cli) -> ExitCode {
     let mut command = cli.command;
     if let Command::Check(CheckArgs { files, .. })
     | Command::Jsonl(JsonlArgs { files, .. })
-    | Command::Analyze(AnalyzeArgs { files, .. }) = &mut command
+    | Command::Analyze(AnalyzeArgs { files, .. })
+    | Command::Perfetto(PerfettoArgs { files, .. })
+    | Command::Report(ReportArgs { files, .. })
+    | Command::Summary(SummaryArgs { files, .. })
+    | Command::Outliers(OutliersArgs { files, .. }) = &mut command
     {
-        // A directory without any stays, for the command to report as a
-        // path that is not a trace file, beside the other paths' results.
-        *files = std::mem::take(files)
-            .into_iter()
-            .flat_map(|p| backlog::expand(std::slice::from_ref(&p)).unwrap_or_else(|_| vec![p]))
-            .collect();
+        *files = runtrace_format::files::expand_lenient(std::mem::take(files));
     }
     match command {
         Command::Check(a) => check::run(&a),
@@ -208,28 +300,15 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Analyze(a) => analyze::run(&a),
         Command::Doctor(a) => doctor::run(&a),
         Command::Backlog(a) => backlog::run(&a),
+        Command::Perfetto(a) => perfetto::run(&a),
+        Command::Report(a) => report::run(&a),
+        Command::Summary(a) => summary::run(&a),
+        Command::Outliers(a) => outliers::run(&a),
+        Command::Mcp => mcp::run(),
         #[cfg(feature = "parquet")]
         Command::Export(ExportFormat::Parquet(mut a)) => {
-            a.files = a
-                .files
-                .into_iter()
-                .flat_map(|p| backlog::expand(std::slice::from_ref(&p)).unwrap_or_else(|_| vec![p]))
-                .collect();
+            a.files = runtrace_format::files::expand_lenient(std::mem::take(&mut a.files));
             export::run(&ExportFormat::Parquet(a))
         }
-    }
-}
-
-/// Why `path` cannot be read as a trace file, as a message naming it, or
-/// `None` if it looks readable. Checked up front so that a typo in one path
-/// gives a clear message instead of a low-level read error.
-pub(crate) fn unreadable(path: &Path) -> Option<String> {
-    match std::fs::metadata(path) {
-        Err(e) => Some(format!("{}: cannot open: {e}", path.display())),
-        Ok(m) if m.is_dir() => Some(format!(
-            "{}: is a directory, not a trace file",
-            path.display()
-        )),
-        Ok(_) => None,
     }
 }

@@ -101,3 +101,28 @@ pub(crate) fn print_report(text: &str, errors: &[String], damaged: bool) -> Exit
         ExitCode::SUCCESS
     }
 }
+
+/// Ends a command that wrote a file (`perfetto`, `report`): `written` is
+/// `Err(message)` when the output could not be written, else the summary
+/// line and the damage found in the input. Prints them to standard error;
+/// exit code 1 on either.
+pub(crate) fn wrote_file(written: Result<(String, Vec<String>), String>) -> ExitCode {
+    let mut err = std::io::stderr().lock();
+    match written {
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            ExitCode::FAILURE
+        }
+        Ok((summary, errors)) => {
+            let _ = writeln!(err, "{summary}");
+            for e in &errors {
+                let _ = writeln!(err, "error: {e}");
+            }
+            if errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

@@ -644,7 +644,7 @@ fn every_truncation_of_a_probed_binary_is_handled() {
     let bin = build_sdt(&dir, "probed", "gcc", &["-fuse-ld=bfd"]);
     let elf = std::fs::read(&bin).unwrap();
     for len in (0..elf.len()).step_by(61) {
-        let r = runtrace_cli::doctor::inspect_bytes(Path::new("cut"), &elf[..len]);
+        let r = runtrace_doctor::inspect_bytes(Path::new("cut"), &elf[..len]);
         let e = r.expect_err("a cut ELF must be rejected");
         assert!(e.to_string().starts_with("cut: "), "{e}");
     }

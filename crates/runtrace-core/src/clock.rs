@@ -115,19 +115,10 @@ fn quanta_reads_tsc(clock: &quanta::Clock) -> bool {
 }
 
 /// The calling thread's CPU time and the time it spent runnable but not
-/// running (from `/proc/thread-self/schedstat`), in ns. Costs a syscall and
-/// a small file read: call it only when a listener wants the values.
+/// running (from `/proc/thread-self/schedstat`), in ns: one
+/// `clock_gettime` and one `pread` of a per-thread file kept open (see
+/// [`crate::thread_time`], whose `sampled` is cheaper on hot paths).
 pub fn thread_cpu_and_wait_ns() -> (u64, u64) {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    let cpu = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-    let wait = std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0);
-    (cpu, wait)
+    let t = crate::thread_time::read();
+    (t.cpu_ns, t.sched_wait_ns)
 }

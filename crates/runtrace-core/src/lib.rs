@@ -1,5 +1,6 @@
 //! The core every probe backend shares (the role `tracing-core` plays for
-//! `tracing`): the trace clock and thread ids ([`clock`]), and process-wide
+//! `tracing`): the trace clock and thread ids ([`clock`]), threads' CPU time
+//! and scheduler wait ([`thread_time`]), and process-wide
 //! names: interned strings (queue and lock names), spawn locations and
 //! application-defined event schemas.
 //!
@@ -18,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod thread_time;
 
 use runtrace_format::frame::LocationDef;
 use runtrace_format::schema::{FieldType, Schema, SchemaField};

@@ -140,6 +140,32 @@ pub fn walk<'s, 'a, F, S>(
     bytes: &'a [u8],
     state: &mut ChunkState,
     schema: S,
+    f: F,
+) -> Result<u64, DecodeError>
+where
+    S: Fn(u32) -> Option<&'s Schema>,
+    F: FnMut(&RawEvent<'s, '_, 'a>) -> Result<(), DecodeError>,
+{
+    walk_from(bytes, 0, state, schema, f)
+}
+
+/// [`walk`] resumed at record offset `from` of `bytes`, with `state` the
+/// registers after the record before it (what `walk` leaves in `state`
+/// when `f` stops it with an error at that record's
+/// [`offset`](RawEvent::offset)). Offsets stay relative to `bytes`, so
+/// errors read the same as from one whole walk. This is how a reader
+/// decodes a huge chunk a bounded batch at a time.
+///
+/// ```
+/// use runtrace_format::chunk::{walk_from, ChunkState};
+/// let st = &mut ChunkState { ticks: 0, task_reg: 0, worker_reg: u32::MAX };
+/// assert_eq!(walk_from(&[], 0, st, |_| None, |_| Ok(())).unwrap(), 0);
+/// ```
+pub fn walk_from<'s, 'a, F, S>(
+    bytes: &'a [u8],
+    from: usize,
+    state: &mut ChunkState,
+    schema: S,
     mut f: F,
 ) -> Result<u64, DecodeError>
 where
@@ -147,6 +173,7 @@ where
     F: FnMut(&RawEvent<'s, '_, 'a>) -> Result<(), DecodeError>,
 {
     let mut c = Cursor::new(bytes);
+    c.bytes(from.min(bytes.len()))?;
     let mut values: Vec<RawValue<'a>> = Vec::with_capacity(8);
     let mut n = 0u64;
     while !c.is_empty() {

@@ -16,15 +16,18 @@
 
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod chunk;
+pub mod files;
 pub mod frame;
 pub mod merge;
+pub mod per_schema;
 pub mod reader;
 pub mod schema;
 pub mod value;
 pub mod varint;
 
-pub use reader::{ErrorKind, FileReader, ReadError, Record};
+pub use reader::{EndTotal, ErrorKind, FileReader, ReadError, Record};
 pub use schema::{FieldType, Schema, SchemaField};
 pub use value::{Event, Value};
 

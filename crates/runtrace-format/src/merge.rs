@@ -8,7 +8,11 @@
 //! events in a heap and releases those older than the previous round's
 //! watermark when a `ROUND` arrives (a one-round lag that also absorbs a
 //! producer preempted between its clock read and its publish). Memory is
-//! bounded by about two rounds of events.
+//! bounded by about two rounds of events, and in any case by
+//! [`MAX_PENDING_VALUES`]: a file without `ROUND` frames (or with a huge
+//! round) has its oldest pending events released early, counted in
+//! [`StreamStats::forced_releases`] (events released out of order then
+//! show in [`StreamStats::late_events`]).
 //!
 //! ```no_run
 //! use runtrace_format::merge::EventStream;
@@ -28,6 +32,16 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Bound on the events held for ordering, in values (one per event plus
+/// one per field: what their memory follows, ~24 bytes each). Past it,
+/// the oldest are released down to half of it: about 100 MiB at most.
+pub const MAX_PENDING_VALUES: usize = 1 << 22;
+
+/// The weight of an event against [`MAX_PENDING_VALUES`].
+fn weight(e: &Event) -> usize {
+    1 + e.values.len()
+}
 
 struct Pending(Event, u64);
 
@@ -64,6 +78,9 @@ pub struct StreamStats {
     /// Events that arrived after later events had already been released
     /// (out of order by more than one writer round; 0 in practice).
     pub late_events: u64,
+    /// Times the pending events outgrew [`MAX_PENDING_VALUES`] and the
+    /// oldest were released without waiting for a `ROUND` frame.
+    pub forced_releases: u64,
 }
 
 /// A callback for the non-event records of a stream.
@@ -83,6 +100,10 @@ pub struct EventStream {
     ready: VecDeque<Event>,
     on_record: Option<RecordHook>,
     last_released: u64,
+    /// Weight of the events in `heap` (see [`MAX_PENDING_VALUES`]).
+    pending_values: usize,
+    /// Releasing early down to half the bound.
+    forcing: bool,
 }
 
 impl EventStream {
@@ -107,6 +128,8 @@ impl EventStream {
             ready: VecDeque::new(),
             on_record: None,
             last_released: 0,
+            pending_values: 0,
+            forcing: false,
         })
     }
 
@@ -136,6 +159,16 @@ impl EventStream {
             if let Some(e) = self.ready.pop_front() {
                 return Some(e);
             }
+            if self.pending_values > MAX_PENDING_VALUES && !self.forcing {
+                self.forcing = true;
+                self.stats.forced_releases += 1;
+            }
+            if self.forcing {
+                if self.pending_values > MAX_PENDING_VALUES / 2 {
+                    return self.release();
+                }
+                self.forcing = false;
+            }
             if let Some(Reverse(top)) = self.heap.peek() {
                 if top.0.ticks < self.release_below {
                     return self.release();
@@ -150,8 +183,9 @@ impl EventStream {
 
     fn release(&mut self) -> Option<Event> {
         let Reverse(Pending(ev, _)) = self.heap.pop()?;
+        self.pending_values -= weight(&ev);
         if ev.ticks < self.last_released {
-            self.stats.late_events += 1;
+            self.stats.late_events = self.stats.late_events.saturating_add(1);
         }
         self.last_released = self.last_released.max(ev.ticks);
         Some(ev)
@@ -182,7 +216,7 @@ impl EventStream {
             let r = self.cur.as_mut().unwrap();
             match r.next() {
                 None => {
-                    self.stats.bytes += r.offset();
+                    self.stats.bytes = self.stats.bytes.saturating_add(r.offset());
                     if r.sealed() {
                         self.stats.sealed += 1;
                     } else {
@@ -193,6 +227,7 @@ impl EventStream {
                 Some(Err(e)) => self.errors.push(e),
                 Some(Ok(Record::Events { events, .. })) => {
                     for ev in events {
+                        self.pending_values += weight(&ev);
                         self.seq += 1;
                         self.heap.push(Reverse(Pending(ev, self.seq)));
                     }
@@ -205,7 +240,9 @@ impl EventStream {
                             self.last_watermark = *watermark_ticks;
                         }
                         Record::Header(h) => self.headers.push(h.clone()),
-                        Record::Dropped { count, .. } => self.stats.dropped += count,
+                        Record::Dropped { count, .. } => {
+                            self.stats.dropped = self.stats.dropped.saturating_add(*count)
+                        }
                         _ => {}
                     }
                     if let Some(f) = self.on_record.as_mut() {
@@ -218,20 +255,13 @@ impl EventStream {
     }
 }
 
-/// Sorts paths so `x.2.bin` comes before `x.10.bin` (numeric N), keeping
-/// other names in lexical order.
-pub fn sort_trace_paths(paths: &mut [PathBuf]) {
-    fn key(p: &Path) -> (String, u64, String) {
-        let s = p.to_string_lossy().into_owned();
-        let base = s.strip_suffix(".active").unwrap_or(&s);
-        if let Some(stem) = base.strip_suffix(".bin") {
-            if let Some((pre, n)) = stem.rsplit_once('.') {
-                if let Ok(n) = n.parse::<u64>() {
-                    return (pre.to_string(), n, s.clone());
-                }
-            }
-        }
-        (s.clone(), 0, s)
-    }
-    paths.sort_by_key(|p| key(p));
-}
+/// Sorts paths so `x.2.bin` comes before `x.10.bin`; kept here for
+/// existing callers, the rules live in [`crate::files`].
+///
+/// ```
+/// use std::path::PathBuf;
+/// let mut v: Vec<PathBuf> = ["t.10.bin", "t.2.bin"].map(PathBuf::from).into();
+/// runtrace_format::merge::sort_trace_paths(&mut v);
+/// assert_eq!(v, ["t.2.bin", "t.10.bin"].map(PathBuf::from));
+/// ```
+pub use crate::files::sort_trace_paths;

@@ -16,7 +16,7 @@
 //! }
 //! ```
 
-use crate::chunk::{walk, ChunkHeader, RawValue};
+use crate::chunk::{walk_from, ChunkHeader, ChunkState, RawValue};
 use crate::frame::{FrameType, Header, FRAME_HEADER_LEN};
 use crate::schema::Schema;
 use crate::value::{Event, Value};
@@ -36,6 +36,28 @@ pub enum ErrorKind {
     Corrupt(String),
     /// The operating system failed to read.
     Io(String),
+    /// A sealed file's `END` frame disagrees with what the file holds
+    /// (docs/format.md section 2: a mismatch is corruption). Reported by
+    /// [`FileReader::end_mismatches`], never by the iterator itself.
+    EndTotals {
+        /// Which total disagrees.
+        total: EndTotal,
+        /// What the `END` frame says.
+        end_says: u64,
+        /// What the file's chunks (events) or `DROPPED` frames (drops)
+        /// hold.
+        file_holds: u64,
+    },
+}
+
+/// One of the two totals an `END` frame carries (see
+/// [`ErrorKind::EndTotals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndTotal {
+    /// `END.events`: event records in the file's chunks.
+    Events,
+    /// `END.dropped`: the sum of the file's `DROPPED` counts.
+    Dropped,
 }
 
 /// A problem in a trace file, with where it is.
@@ -62,18 +84,58 @@ impl std::fmt::Display for ReadError {
             }
             ErrorKind::Corrupt(m) => write!(f, "{file}: corrupt at byte {}: {m}", self.offset),
             ErrorKind::Io(m) => write!(f, "{file}: read error at byte {}: {m}", self.offset),
+            // No byte offset: the disagreement is between the END frame and
+            // the whole file, not at one place.
+            ErrorKind::EndTotals {
+                total: EndTotal::Events,
+                end_says,
+                file_holds,
+            } => write!(
+                f,
+                "{file}: corrupt END frame: it says the file holds {end_says} events, but its chunks hold {file_holds}"
+            ),
+            ErrorKind::EndTotals {
+                total: EndTotal::Dropped,
+                end_says,
+                file_holds,
+            } => write!(
+                f,
+                "{file}: corrupt END frame: it says {end_says} events were dropped, but the DROPPED frames report {file_holds}"
+            ),
         }
     }
 }
 
 impl std::error::Error for ReadError {}
 
+/// The most events one [`Record::Events`] holds: a bigger chunk is handed
+/// out in parts. With events of up to 32 fields that is a few MiB at most.
+pub const MAX_EVENTS_PER_RECORD: usize = 4096;
+
+/// A chunk being handed out in parts (see [`MAX_EVENTS_PER_RECORD`]).
+struct ChunkPart {
+    /// Offset of the chunk's frame in the file.
+    at: u64,
+    header: ChunkHeader,
+    /// Where the event records start in the payload.
+    body_at: usize,
+    /// Record offset (within the body) to resume at.
+    pos: usize,
+    /// Registers after the last record handed out.
+    state: ChunkState,
+    /// Events handed out so far.
+    walked: u64,
+}
+
 /// One unit of a trace file, as the reader hands it out.
 #[derive(Debug, Clone)]
 pub enum Record {
     /// The header (always first).
     Header(Arc<Header>),
-    /// The decoded events of one chunk.
+    /// The decoded events of one chunk, or of a part of it: a chunk of
+    /// more than [`MAX_EVENTS_PER_RECORD`] events comes as several records
+    /// with the same `offset`, so memory stays bounded whatever a chunk
+    /// holds (a 1 MiB chunk of zero-width events is ~500,000 events).
     Events {
         /// Byte offset of the chunk's frame.
         offset: u64,
@@ -247,12 +309,29 @@ pub struct FileReader<R> {
     pending: Option<Result<Record, ReadError>>,
     events_read: u64,
     dropped_read: u64,
+    /// Sum of the `count`s of the raw chunks handed out by `next_raw`.
+    raw_chunk_events: u64,
+    /// An error was handed out (damage, truncation, I/O).
+    damaged: bool,
+    /// The last `END` frame: its offset and totals.
+    end: Option<(u64, u64, u64)>,
+    /// A chunk whose events are being handed out in parts; its payload is
+    /// still in `payload`.
+    part: Option<ChunkPart>,
 }
 
 impl FileReader<BufReader<File>> {
-    /// Opens a file for reading.
+    /// Opens a file for reading. Anything but a regular file (a FIFO, a
+    /// device, a directory) is refused before it is opened: opening a FIFO
+    /// would block until some process writes to it.
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
         let path = path.as_ref();
+        if !std::fs::metadata(path)?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
         let f = File::open(path)?;
         Ok(FileReader::new(BufReader::with_capacity(1 << 20, f), path))
     }
@@ -274,6 +353,10 @@ impl<R: Read> FileReader<R> {
             pending: None,
             events_read: 0,
             dropped_read: 0,
+            raw_chunk_events: 0,
+            damaged: false,
+            end: None,
+            part: None,
         }
     }
 
@@ -311,9 +394,60 @@ impl<R: Read> FileReader<R> {
     }
 
     /// Sum of the `count`s of the `DROPPED` frames read so far, to compare
-    /// with `END.dropped`.
+    /// with `END.dropped` (saturating: a sum past `u64::MAX` stays there).
     pub fn dropped_read(&self) -> u64 {
         self.dropped_read
+    }
+
+    /// The check of a sealed file's `END` totals against what the file
+    /// held (docs/format.md section 2): an [`ErrorKind::EndTotals`] error
+    /// for the event total, then one for the dropped total, for each that
+    /// disagrees. Call it once the reader is exhausted.
+    ///
+    /// Empty when there is nothing to compare: no `END` frame was read, or
+    /// the reader already reported damage (its shortfall is explained by
+    /// that error, and a second one about it would be noise). Events count
+    /// as decoded records for [`Iterator::next`], and as each raw chunk's
+    /// `header.count` for [`FileReader::next_raw`]; a caller that finds a
+    /// raw chunk's events disagree with its count reports that damage
+    /// itself and so skips this check.
+    ///
+    /// ```no_run
+    /// use runtrace_format::FileReader;
+    /// let mut r = FileReader::open("trace.0.bin").unwrap();
+    /// for rec in r.by_ref() {
+    ///     if let Err(e) = rec { eprintln!("{e}"); }
+    /// }
+    /// for e in r.end_mismatches() {
+    ///     // "trace.0.bin: corrupt END frame: it says the file holds ..."
+    ///     eprintln!("{e}");
+    /// }
+    /// ```
+    pub fn end_mismatches(&self) -> Vec<ReadError> {
+        let Some((offset, end_events, end_dropped)) = self.end else {
+            return Vec::new();
+        };
+        if self.damaged {
+            return Vec::new();
+        }
+        let held = self.events_read.saturating_add(self.raw_chunk_events);
+        [
+            (EndTotal::Events, end_events, held),
+            (EndTotal::Dropped, end_dropped, self.dropped_read),
+        ]
+        .into_iter()
+        .filter(|(_, end_says, file_holds)| end_says != file_holds)
+        .map(|(total, end_says, file_holds)| {
+            self.err(
+                offset,
+                ErrorKind::EndTotals {
+                    total,
+                    end_says,
+                    file_holds,
+                },
+            )
+        })
+        .collect()
     }
 
     fn err(&self, offset: u64, kind: ErrorKind) -> ReadError {
@@ -378,7 +512,29 @@ impl<R: Read> FileReader<R> {
         }
     }
 
+    /// The next step; notes damage and raw chunk counts for
+    /// [`FileReader::end_mismatches`].
     fn advance(&mut self, raw: bool) -> Option<Result<Step, ReadError>> {
+        let step = self.step(raw);
+        match &step {
+            Some(Err(_)) => self.damaged = true,
+            Some(Ok(Step::RawChunk { header, .. })) => {
+                self.raw_chunk_events = self.raw_chunk_events.saturating_add(header.count)
+            }
+            _ => {}
+        }
+        step
+    }
+
+    fn step(&mut self, raw: bool) -> Option<Result<Step, ReadError>> {
+        if let Some(part) = self.part.take() {
+            let payload = std::mem::take(&mut self.payload);
+            let r = self.chunk_part(part, &payload);
+            self.payload = payload;
+            if let Some(rec) = r {
+                return Some(Ok(Step::Record(rec)));
+            }
+        }
         if let Some(p) = self.pending.take() {
             return Some(p.map(Step::Record));
         }
@@ -564,7 +720,7 @@ impl<R: Read> FileReader<R> {
             FrameType::Dropped => {
                 let (tid, count) = (c.varint()?, c.varint()?);
                 let (since_ticks, until_ticks) = (c.varint()?, c.varint()?);
-                self.dropped_read = self.dropped_read.wrapping_add(count);
+                self.dropped_read = self.dropped_read.saturating_add(count);
                 Record::Dropped {
                     tid,
                     count,
@@ -576,72 +732,106 @@ impl<R: Read> FileReader<R> {
                 watermark_ticks: c.varint()?,
             },
             FrameType::End => {
-                let rec = Record::End {
-                    events: c.varint()?,
-                    dropped: c.varint()?,
-                };
+                let (events, dropped) = (c.varint()?, c.varint()?);
                 self.sealed = true; // Only once the END frame decoded.
-                rec
+                self.end = Some((at, events, dropped));
+                Record::End { events, dropped }
             }
             FrameType::Chunk => {
-                let hdr = ChunkHeader::decode(&mut c)?;
-                let body_at = c.pos();
-                let body = c.rest();
-                let mut events = Vec::with_capacity(hdr.count.min(1 << 16) as usize);
-                let header = self.header.clone().expect("header read first");
-                let tables = &self.tables;
-                let mut state = hdr.state;
-                let res = walk(
-                    body,
-                    &mut state,
-                    |id| tables.schema(id).map(|s| &**s),
-                    |ev| {
-                        let schema = tables.schema(ev.schema.id).unwrap().clone();
-                        let mut values = Vec::with_capacity(ev.values.len());
-                        for v in ev.values {
-                            values.push(resolve(tables, *v).map_err(|m| {
-                                DecodeError::new(ev.offset, format!("event at +{}: {m}", ev.offset))
-                            })?);
-                        }
-                        events.push(Event {
-                            ticks: ev.ticks,
-                            ns: header.ticks_to_ns(ev.ticks),
-                            tid: hdr.tid,
-                            schema,
-                            values,
-                        });
-                        Ok(())
-                    },
-                );
-                let rec = |events| Record::Events {
-                    offset: at,
-                    frame_len: FRAME_HEADER_LEN as u64 + p.len() as u64,
-                    tid: hdr.tid,
-                    events,
+                let header = ChunkHeader::decode(&mut c)?;
+                let part = ChunkPart {
+                    at,
+                    state: header.state,
+                    header,
+                    body_at: c.pos(),
+                    pos: 0,
+                    walked: 0,
                 };
-                let problem = match res {
-                    Ok(n) if n != hdr.count => Some(DecodeError::new(
-                        body_at,
-                        format!("chunk says {} events but holds {n}", hdr.count),
-                    )),
-                    Ok(_) => None,
-                    Err(e) => Some(DecodeError::new(body_at + e.pos, e.what)),
-                };
-                if let Some(e) = problem {
-                    // Keep the good prefix; report the damage next.
-                    let off = at + FRAME_HEADER_LEN as u64 + e.pos as u64;
-                    self.pending = Some(Err(self.err(
-                        off,
-                        ErrorKind::Corrupt(format!("chunk at byte {at}: {}", e.what)),
-                    )));
-                    if events.is_empty() {
-                        return Ok(None);
-                    }
-                }
-                self.events_read += events.len() as u64;
-                rec(events)
+                return Ok(self.chunk_part(part, p));
             }
         }))
+    }
+}
+
+impl<R: Read> FileReader<R> {
+    /// Decodes the next at most [`MAX_EVENTS_PER_RECORD`] events of the
+    /// chunk `part` (its frame payload is `p`). Leaves `self.part` set when
+    /// events remain, and `self.pending` holding the damage found, if any;
+    /// `None` when there is nothing to hand out (damage right away; an
+    /// intact empty chunk is an empty record).
+    fn chunk_part(&mut self, mut part: ChunkPart, p: &[u8]) -> Option<Record> {
+        let body = &p[part.body_at..];
+        let mut events = Vec::with_capacity(
+            (part.header.count.saturating_sub(part.walked) as usize).min(MAX_EVENTS_PER_RECORD),
+        );
+        let header = self.header.clone().expect("header read first");
+        let tables = &self.tables;
+        let tid = part.header.tid;
+        let mut paused_at = None;
+        let res = walk_from(
+            body,
+            part.pos,
+            &mut part.state,
+            |id| tables.schema(id).map(|s| &**s),
+            |ev| {
+                if events.len() == MAX_EVENTS_PER_RECORD {
+                    // Enough for one record: resume here next time.
+                    paused_at = Some(ev.offset);
+                    return Err(DecodeError::new(ev.offset, "paused"));
+                }
+                let schema = tables.schema(ev.schema.id).unwrap().clone();
+                let mut values = Vec::with_capacity(ev.values.len());
+                for v in ev.values {
+                    values.push(resolve(tables, *v).map_err(|m| {
+                        DecodeError::new(ev.offset, format!("event at +{}: {m}", ev.offset))
+                    })?);
+                }
+                events.push(Event {
+                    ticks: ev.ticks,
+                    ns: header.ticks_to_ns(ev.ticks),
+                    tid,
+                    schema,
+                    values,
+                });
+                Ok(())
+            },
+        );
+        let walked = part.walked.saturating_add(events.len() as u64);
+        let problem = match (res, paused_at) {
+            (Err(_), Some(pos)) => {
+                self.part = Some(ChunkPart {
+                    pos,
+                    walked,
+                    ..part
+                });
+                None
+            }
+            (Ok(_), _) if walked != part.header.count => Some(DecodeError::new(
+                part.body_at,
+                format!("chunk says {} events but holds {walked}", part.header.count),
+            )),
+            (Ok(_), _) => None,
+            (Err(e), None) => Some(DecodeError::new(part.body_at + e.pos, e.what)),
+        };
+        let at = part.at;
+        if let Some(e) = problem {
+            // Keep the good prefix; report the damage next.
+            let off = at + FRAME_HEADER_LEN as u64 + e.pos as u64;
+            self.pending = Some(Err(self.err(
+                off,
+                ErrorKind::Corrupt(format!("chunk at byte {at}: {}", e.what)),
+            )));
+            if events.is_empty() {
+                return None;
+            }
+        }
+        self.events_read = self.events_read.saturating_add(events.len() as u64);
+        Some(Record::Events {
+            offset: at,
+            frame_len: (FRAME_HEADER_LEN + p.len()) as u64,
+            tid,
+            events,
+        })
     }
 }
 

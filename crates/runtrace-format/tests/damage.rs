@@ -767,6 +767,7 @@ fn s2_end_totals_checkable() {
     let total: u64 = s.chunks.iter().map(Chunk::event_count).sum();
     assert_eq!(end_totals(&items), (total, 17));
     assert_eq!((r.events_read(), r.dropped_read()), (total, 17));
+    assert!(r.end_mismatches().is_empty());
 
     // A writer that lied in END: the reader still reads, a checker sees it.
     let mut b = FileBuilder::new();
@@ -778,6 +779,26 @@ fn s2_end_totals_checkable() {
     let (items, r) = read_all(&b.bytes);
     assert!(errors(&items).is_empty());
     assert_ne!(end_totals(&items), (r.events_read(), r.dropped_read()));
+    // ... and the reader's own END check names both totals, in that order.
+    let found: Vec<String> = r.end_mismatches().iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        found,
+        [
+            format!("mem.bin: corrupt END frame: it says the file holds {} events, but its chunks hold {total}", total + 1),
+            "mem.bin: corrupt END frame: it says 16 events were dropped, but the DROPPED frames report 17".to_string(),
+        ]
+    );
+    assert!(r
+        .end_mismatches()
+        .iter()
+        .all(|e| matches!(e.kind, ErrorKind::EndTotals { .. })));
+    // Raw reading counts each intact chunk's header count: same verdict.
+    let mut raw = reader(&b.bytes);
+    while let Some(item) = raw.next_raw() {
+        assert!(item.is_ok());
+    }
+    let raw_found: Vec<String> = raw.end_mismatches().iter().map(|e| e.to_string()).collect();
+    assert_eq!(raw_found, found);
 
     // A chunk lost to a crc mismatch: fewer events read than END says.
     let mut bytes = s.file.bytes.clone();
@@ -792,4 +813,6 @@ fn s2_end_totals_checkable() {
     assert_eq!(errors(&items).len(), 1);
     assert_eq!(r.events_read(), total - s.chunks[0].event_count());
     assert!(r.events_read() < end_totals(&items).0);
+    // The damage explains the shortfall: no second error about END.
+    assert!(r.end_mismatches().is_empty());
 }

@@ -10,7 +10,6 @@ use runtrace_format::merge::{sort_trace_paths, EventStream};
 use runtrace_format::schema::FieldType;
 use runtrace_format::Value;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 const SEQ: u32 = 130;
 
@@ -22,34 +21,6 @@ fn file_header(index: u64) -> Header {
     )]);
     h.file_index = index;
     h
-}
-
-/// A fresh directory for one test case.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let d = std::env::temp_dir().join(format!(
-            "runtrace-format-merge-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, bytes).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// An event a thread recorded: (tid, ticks, per-thread sequence number).

@@ -68,6 +68,9 @@ impl Config {
 #[derive(Debug, Clone)]
 pub struct RecorderBuilder {
     cfg: Config,
+    /// The environment variables that overrode a setting, so that a bad
+    /// value is blamed on the variable, not on the builder call.
+    from_env: Vec<&'static str>,
 }
 
 impl RecorderBuilder {
@@ -75,6 +78,7 @@ impl RecorderBuilder {
     pub(crate) fn new() -> RecorderBuilder {
         RecorderBuilder {
             cfg: Config::default(),
+            from_env: Vec::new(),
         }
     }
 
@@ -118,56 +122,120 @@ impl RecorderBuilder {
     fn apply_env(&mut self) -> Result<(), RecordError> {
         if let Some(p) = std::env::var_os("RUNTRACE_PATH").filter(|p| !p.is_empty()) {
             self.cfg.path = p.into();
+            self.from_env.push("RUNTRACE_PATH");
         }
         if let Some(v) = env_size("RUNTRACE_MAX_FILE_SIZE")? {
             self.cfg.max_file_size = v;
+            self.from_env.push("RUNTRACE_MAX_FILE_SIZE");
         }
         if let Some(v) = env_size("RUNTRACE_MAX_TOTAL_SIZE")? {
             self.cfg.max_total_size = v;
+            self.from_env.push("RUNTRACE_MAX_TOTAL_SIZE");
         }
         if let Some(v) = env_size("RUNTRACE_BUFFER_SIZE")? {
             self.cfg.buffer_size = usize::try_from(v)
                 .map_err(|_| RecordError::Config("RUNTRACE_BUFFER_SIZE too large".into()))?;
+            self.from_env.push("RUNTRACE_BUFFER_SIZE");
         }
-        if let Ok(v) = std::env::var("RUNTRACE_FLUSH_INTERVAL_MS") {
+        if let Some(v) = env_str("RUNTRACE_FLUSH_INTERVAL_MS")? {
             let ms: u64 = v.trim().parse().map_err(|_| {
                 RecordError::Config(format!(
                     "RUNTRACE_FLUSH_INTERVAL_MS={v:?}: expected whole milliseconds"
                 ))
             })?;
             self.cfg.flush_interval = Duration::from_millis(ms);
+            self.from_env.push("RUNTRACE_FLUSH_INTERVAL_MS");
         }
         Ok(())
     }
 
+    /// How a message names `setting`: the builder method, or the
+    /// environment variable `var` with its value when that set it.
+    fn who(&self, setting: &str, var: &'static str) -> String {
+        if self.from_env.contains(&var) {
+            let v = std::env::var_os(var).unwrap_or_default();
+            format!("{var}={:?} (sets {setting})", v.to_string_lossy())
+        } else {
+            setting.to_string()
+        }
+    }
+
     fn validate(&self) -> Result<(), RecordError> {
         let c = &self.cfg;
-        let bad = |m: &str| Err(RecordError::Config(m.to_string()));
+        let bad = |setting: &str, var: &'static str, rule: &str| {
+            Err(RecordError::Config(format!(
+                "{}: {setting} {rule}",
+                self.who(setting, var)
+            )))
+        };
         if c.buffer_size < MIN_BUFFER {
-            return bad("buffer_size must be at least 64 KiB");
+            return bad(
+                "buffer_size",
+                "RUNTRACE_BUFFER_SIZE",
+                "must be at least 64 KiB",
+            );
         }
         if c.buffer_size > 1 << 30 {
-            return bad("buffer_size must be at most 1 GiB");
+            return bad(
+                "buffer_size",
+                "RUNTRACE_BUFFER_SIZE",
+                "must be at most 1 GiB",
+            );
         }
         if c.max_file_size < 4096 {
-            return bad("max_file_size must be at least 4096 bytes");
+            return bad(
+                "max_file_size",
+                "RUNTRACE_MAX_FILE_SIZE",
+                "must be at least 4096 bytes",
+            );
         }
         if c.max_total_size < c.max_file_size {
-            return bad("max_total_size must be at least max_file_size");
+            return bad(
+                "max_total_size",
+                "RUNTRACE_MAX_TOTAL_SIZE",
+                "must be at least max_file_size",
+            );
         }
         if c.flush_interval.is_zero() || c.flush_interval > Duration::from_secs(60) {
-            return bad("flush_interval must be between 1 ms and 60 s");
+            return bad(
+                "flush_interval",
+                "RUNTRACE_FLUSH_INTERVAL_MS",
+                "must be between 1 ms and 60 s",
+            );
         }
-        if c.path.as_os_str().is_empty() || c.path.file_name().is_none() {
-            return bad("path must name a file prefix, e.g. dir/trace");
+        // `dir/` or an existing directory would make files named
+        // `dir/.0.bin`: hidden, and not what was meant.
+        let ends_in_slash = c.path.as_os_str().as_encoded_bytes().last() == Some(&b'/');
+        if c.path.as_os_str().is_empty()
+            || c.path.file_name().is_none()
+            || ends_in_slash
+            || c.path.is_dir()
+        {
+            return bad(
+                "path",
+                "RUNTRACE_PATH",
+                "must name a file prefix, not a directory, e.g. dir/trace",
+            );
         }
         Ok(())
     }
 }
 
+/// The value of `var`, `None` when unset; a value that is not UTF-8 is an
+/// error naming the variable (it cannot be a size or a number).
+fn env_str(var: &str) -> Result<Option<String>, RecordError> {
+    match std::env::var(var) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(RecordError::Config(format!("{var}={v:?}: not valid UTF-8")))
+        }
+    }
+}
+
 /// Parses `123`, `64K`, `64M`, `1G` (binary multiples).
 fn env_size(var: &str) -> Result<Option<u64>, RecordError> {
-    let Ok(v) = std::env::var(var) else {
+    let Some(v) = env_str(var)? else {
         return Ok(None);
     };
     parse_size(&v).map(Some).ok_or_else(|| {

@@ -1,5 +1,7 @@
 //! Why a recording could not start or finish.
 
+use crate::stats::RecordStats;
+
 /// Why a recording could not start or finish.
 ///
 /// ```no_run
@@ -19,6 +21,33 @@ pub enum RecordError {
     AlreadyRecording,
     /// A file operation failed; names the path.
     Io(String),
+    /// Writing failed during the recording (a full disk, a removed
+    /// directory): events drained meanwhile were counted as dropped, not
+    /// written. `message` names the file and the first error; `stats` are
+    /// the recording's totals all the same (`events + dropped` is what was
+    /// emitted).
+    Incomplete {
+        /// The first write error, naming the file, and what it cost.
+        message: String,
+        /// What the recording wrote and lost.
+        stats: RecordStats,
+    },
+}
+
+impl RecordError {
+    /// The recording's totals, when the error comes from a recording that
+    /// ran (and lost part of its events).
+    ///
+    /// ```
+    /// let e = runtrace_recorder::RecordError::AlreadyRecording;
+    /// assert!(e.stats().is_none());
+    /// ```
+    pub fn stats(&self) -> Option<&RecordStats> {
+        match self {
+            RecordError::Incomplete { stats, .. } => Some(stats),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for RecordError {
@@ -29,6 +58,11 @@ impl std::fmt::Display for RecordError {
                 write!(f, "a recording is already running in this process")
             }
             RecordError::Io(m) => write!(f, "{m}"),
+            RecordError::Incomplete { message, stats } => write!(
+                f,
+                "{message} ({} events written, {} dropped)",
+                stats.events, stats.dropped
+            ),
         }
     }
 }

@@ -36,6 +36,7 @@ mod producer;
 mod ring;
 mod session;
 mod state;
+mod stats;
 mod sync;
 mod writer;
 
@@ -47,7 +48,7 @@ pub use producer::{emit, emit_at, encode_str, encode_task};
 pub use runtrace_core::{Istr, Loc, UserEventDef};
 pub use runtrace_format::schema::FieldType;
 pub use session::{Recorder, RecordingGuard};
-pub use writer::RecordStats;
+pub use stats::RecordStats;
 
 #[doc(hidden)]
 pub use runtrace_format::varint as __varint;

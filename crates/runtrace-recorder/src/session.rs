@@ -9,7 +9,8 @@
 use crate::config::RecorderBuilder;
 use crate::error::RecordError;
 use crate::state::{self, Shared};
-use crate::writer::{RecordStats, Writer};
+use crate::stats::RecordStats;
+use crate::writer::Writer;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 

@@ -14,39 +14,19 @@
 use crate::error::RecordError;
 use crate::ring::DrainPos;
 use crate::state::{RingEntry, Shared};
+use crate::stats::RecordStats;
 use crate::sync::Ordering;
 use runtrace_core as registry;
 use runtrace_core::clock::{self, TraceClock};
 use runtrace_format::chunk::{walk, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What a finished recording wrote.
-///
-/// ```no_run
-/// let guard = runtrace_recorder::Recorder::builder().path("t/trace").start()?;
-/// runtrace_recorder::task_terminate(1);
-/// let stats = guard.finish()?;
-/// assert_eq!(stats.events + stats.dropped, 1);
-/// # Ok::<(), runtrace_recorder::RecordError>(())
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RecordStats {
-    /// Events written to files.
-    pub events: u64,
-    /// Events lost to full buffers (each reported in a `DROPPED` frame).
-    pub dropped: u64,
-    /// Bytes written, over all files (including evicted ones).
-    pub bytes: u64,
-    /// Files created.
-    pub files: u64,
-}
 
 struct WRing {
     entry: RingEntry,
@@ -88,6 +68,23 @@ pub(crate) struct Writer {
     chunks: Vec<u8>,
     stats: RecordStats,
     last_clock_sync: Instant,
+    /// Events drained but not written because writing failed, per thread:
+    /// (count, tick since). Written as `DROPPED` frames by the first round
+    /// whose write succeeds; counted in `stats.dropped` then (or at the
+    /// end of a recording that never could write them).
+    unwritten: BTreeMap<u64, (u64, u64)>,
+    /// The first write error of the recording, for `finish()`'s error.
+    first_error: Option<String>,
+    /// The last write failed.
+    failing: bool,
+    /// Failing and resuming were each said once on stderr (a nearly full
+    /// disk can flap between them at every round).
+    said_failing: bool,
+    said_resumed: bool,
+    /// Events lost to write errors (not to full buffers).
+    lost_to_writes: u64,
+    /// The previous round's watermark: lost events are newer than it.
+    prev_watermark: u64,
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
@@ -136,6 +133,13 @@ impl Writer {
             chunks: Vec::with_capacity(1 << 20),
             stats: RecordStats::default(),
             last_clock_sync: Instant::now(),
+            unwritten: BTreeMap::new(),
+            first_error: None,
+            failing: false,
+            said_failing: false,
+            said_resumed: false,
+            lost_to_writes: 0,
+            prev_watermark: 0,
         };
         if let Some(dir) = w
             .shared
@@ -160,12 +164,20 @@ impl Writer {
         PathBuf::from(s)
     }
 
+    /// Drains rounds until the recording stops, then seals the last file.
+    ///
+    /// A write error does not stop it: the writer keeps draining every
+    /// ring (so producers never block and every event is accounted for),
+    /// counts what it could not write as dropped, reports the failure once
+    /// on stderr, and retries at every round; the first successful write
+    /// carries the loss in `DROPPED` frames. A recording that hit a write
+    /// error ends with [`RecordError::Incomplete`], which carries the stats.
     pub(crate) fn run(mut self) -> Result<RecordStats, RecordError> {
         let interval = self.shared.cfg.flush_interval;
         loop {
             // Acquire: pairs with the Release store in `state::end`.
             let stopping = self.shared.stop.load(Ordering::Acquire);
-            self.round()?;
+            self.round();
             if stopping {
                 break;
             }
@@ -173,11 +185,54 @@ impl Writer {
             // wakes us at its high-water mark.
             std::thread::park_timeout(interval);
         }
-        self.seal()?;
-        Ok(self.stats)
+        if !self.unwritten.is_empty() {
+            // The last round's write failed: one more try to tell its loss
+            // (a round with nothing left to drain is just DROPPED frames,
+            // small enough to fit where the round did not).
+            self.round();
+        }
+        if let Err(e) = self.seal() {
+            self.write_failed(&e);
+        }
+        // Losses no file could be told about still count.
+        let never_written: u64 = self.unwritten.values().map(|(n, _)| n).sum();
+        self.stats.dropped = self.stats.dropped.saturating_add(never_written);
+        match self.first_error.take() {
+            None => Ok(self.stats),
+            Some(first) => Err(RecordError::Incomplete {
+                message: format!(
+                    "recording incomplete: {first}; {} events could not be written (counted as dropped)",
+                    self.lost_to_writes
+                ),
+                stats: self.stats,
+            }),
+        }
     }
 
-    fn round(&mut self) -> Result<(), RecordError> {
+    /// Notes a write error: reported on stderr the first time (not at every
+    /// retry), kept for `finish()`.
+    fn write_failed(&mut self, e: &RecordError) {
+        if !self.said_failing {
+            self.said_failing = true;
+            eprintln!(
+                "runtrace: {e}: recording paused; events are counted as dropped until a write succeeds (retried every flush interval)"
+            );
+        }
+        self.failing = true;
+        self.first_error.get_or_insert_with(|| e.to_string());
+    }
+
+    /// Cuts the open file back to its last complete round, so it stays
+    /// readable (a frame boundary) and the next attempt appends cleanly.
+    fn rollback(&mut self) {
+        if let Some(f) = self.file.as_mut() {
+            let _ = f.set_len(self.file_bytes);
+            let _ = f.seek(SeekFrom::Start(self.file_bytes));
+        }
+        self.buf.clear();
+    }
+
+    fn round(&mut self) {
         let watermark = self.clock.now();
         {
             let mut new = self
@@ -198,21 +253,25 @@ impl Writer {
         self.chunks.clear();
         let mut dropped_frames = Vec::new();
         let mut thread_frames = Vec::new();
+        // (thread, events drained, drops reported) of this round, undone if
+        // its write fails.
+        let mut took: Vec<(u64, u64, u64)> = Vec::new();
         let index = self.file_index;
         let mut i = 0;
         while i < self.rings.len() {
             // Load `closed` before draining: a ring seen closed is then
             // drained to its very end (ring rule 6).
             let closed = self.rings[i].entry.ring.closed.load(Ordering::Acquire);
-            if self.drain_ring(i).is_err() {
+            let Ok(events) = self.drain_ring(i) else {
                 // An event type id the writer cannot find even after
                 // re-reading the logs: only a bug could cause it. Keep going
                 // without this thread rather than stop the recording.
                 closed_ring_warning(&self.rings[i].entry);
                 self.rings.swap_remove(i);
                 continue;
-            }
+            };
             let r = &mut self.rings[i];
+            let mut ring_drops = 0;
             if r.announced_in != Some(index) {
                 thread_frames.push(frame::thread(r.entry.tid, &r.entry.name));
                 r.announced_in = Some(index);
@@ -229,10 +288,14 @@ impl Writer {
                     since,
                     watermark,
                 ));
-                self.stats.dropped += d - r.reported_dropped;
-                self.file_dropped += d - r.reported_dropped;
+                ring_drops = d - r.reported_dropped;
+                self.stats.dropped += ring_drops;
+                self.file_dropped += ring_drops;
                 r.reported_dropped = d;
                 r.last_report = watermark;
+            }
+            if events + ring_drops > 0 {
+                took.push((r.entry.tid, events, ring_drops));
             }
             if closed {
                 self.rings.swap_remove(i);
@@ -240,10 +303,79 @@ impl Writer {
                 i += 1;
             }
         }
-        if self.chunks.is_empty() && dropped_frames.is_empty() && thread_frames.is_empty() {
+        if self.chunks.is_empty()
+            && dropped_frames.is_empty()
+            && thread_frames.is_empty()
+            && self.unwritten.is_empty()
+        {
             // An idle round writes nothing (and opens no file).
-            return Ok(());
+            self.prev_watermark = watermark;
+            return;
         }
+        // What earlier failed writes lost, told now.
+        let carried: u64 = self.unwritten.values().map(|(n, _)| n).sum();
+        for (&tid, &(n, since)) in &self.unwritten {
+            dropped_frames.push(frame::dropped(tid, n, since, watermark));
+        }
+        let defs_before = self.defs;
+        match self.write_round(&thread_frames, &dropped_frames, watermark) {
+            Ok(()) => {
+                if carried > 0 {
+                    self.stats.dropped = self.stats.dropped.saturating_add(carried);
+                    self.file_dropped = self.file_dropped.saturating_add(carried);
+                    self.unwritten.clear();
+                }
+                if std::mem::take(&mut self.failing) && !self.said_resumed {
+                    self.said_resumed = true;
+                    eprintln!(
+                        "runtrace: writing works again: recording resumed ({} events lost so far, told in DROPPED frames)",
+                        self.lost_to_writes
+                    );
+                }
+            }
+            Err(e) => {
+                // Undo the round: its events and drops become one loss per
+                // thread, told by the next round that can write.
+                self.rollback();
+                self.defs = defs_before;
+                for r in &mut self.rings {
+                    r.announced_in = None;
+                }
+                for (tid, events, drops) in took {
+                    self.stats.events -= events;
+                    self.file_events -= events;
+                    self.stats.dropped -= drops;
+                    self.file_dropped -= drops;
+                    self.lost_to_writes += events;
+                    let u = self
+                        .unwritten
+                        .entry(tid)
+                        .or_insert((0, self.prev_watermark));
+                    u.0 = u.0.saturating_add(events + drops);
+                }
+                self.write_failed(&e);
+                self.prev_watermark = watermark;
+                return;
+            }
+        }
+        self.prev_watermark = watermark;
+        if self.file_bytes >= self.shared.cfg.max_file_size {
+            if let Err(e) = self.seal() {
+                // The data is written; only the END frame or the rename is
+                // missing: the file stays `.active`, read as unsealed.
+                self.write_failed(&e);
+            }
+        }
+    }
+
+    /// Writes one round's frames to the current file, opening it first if
+    /// needed.
+    fn write_round(
+        &mut self,
+        thread_frames: &[Vec<u8>],
+        dropped_frames: &[Vec<u8>],
+        watermark: u64,
+    ) -> Result<(), RecordError> {
         // Rotation is lazy: the next file opens when there is something for
         // it, so no file ends up empty.
         if self.file.is_none() {
@@ -252,11 +384,11 @@ impl Writer {
         // Definitions first, then threads, chunks, drops, the round marker.
         self.buf.clear();
         self.write_new_defs();
-        for t in &thread_frames {
+        for t in thread_frames {
             frame::write(&mut self.buf, FrameType::Thread, t);
         }
         self.buf.extend_from_slice(&self.chunks);
-        for d in &dropped_frames {
+        for d in dropped_frames {
             frame::write(&mut self.buf, FrameType::Dropped, d);
         }
         if self.last_clock_sync.elapsed() >= Duration::from_secs(1) {
@@ -268,15 +400,13 @@ impl Writer {
             );
         }
         frame::write(&mut self.buf, FrameType::Round, &frame::round(watermark));
-        self.write_buf()?;
-        if self.file_bytes >= self.shared.cfg.max_file_size {
-            self.seal()?;
-        }
-        Ok(())
+        self.write_buf()
     }
 
-    /// Takes everything published in ring `i` and frames it into `chunks`.
-    fn drain_ring(&mut self, i: usize) -> Result<(), ()> {
+    /// Takes everything published in ring `i` and frames it into `chunks`;
+    /// returns how many events it took.
+    fn drain_ring(&mut self, i: usize) -> Result<u64, ()> {
+        let mut took = 0;
         for attempt in 0..2 {
             let schemas = &self.schemas;
             let chunks = &mut self.chunks;
@@ -309,8 +439,9 @@ impl Writer {
             );
             self.stats.events += events;
             self.file_events += events;
+            took += events;
             match res {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(took),
                 // A schema registered after our last look: re-read the logs.
                 Err(_) if attempt == 0 => self.sync_schemas(),
                 Err(_) => return Err(()),
@@ -390,7 +521,6 @@ impl Writer {
         // (The file's event and drop counters were reset when the previous
         // file was sealed: this round's may already count toward this one.)
         self.file_bytes = 0;
-        self.stats.files += 1;
         // Every file stands alone: the header carries every schema known now,
         // and all definitions so far are repeated.
         let mut schemas = builtin_schemas();
@@ -422,7 +552,15 @@ impl Writer {
             ..DefCursor::default()
         };
         self.write_new_defs();
-        self.write_buf()
+        if let Err(e) = self.write_buf() {
+            // No header, no file: leave nothing half-made behind; the next
+            // round tries again under the same name.
+            self.file = None;
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        self.stats.files += 1;
+        Ok(())
     }
 
     fn seal(&mut self) -> Result<(), RecordError> {
@@ -435,21 +573,29 @@ impl Writer {
             FrameType::End,
             &frame::end(self.file_events, self.file_dropped),
         );
-        self.write_buf()?;
+        if let Err(e) = self.write_buf() {
+            // Not sealed: cut back to the last round, keep writing to it.
+            self.rollback();
+            return Err(e);
+        }
         self.file_events = 0;
         self.file_dropped = 0;
         let active = self.path(self.file_index, true);
         let done = self.path(self.file_index, false);
-        if let Some(f) = self.file.take() {
-            f.sync_data()
-                .map_err(|e| io_err(&active, "fsync failed", e))?;
-        }
+        // The file is sealed from here on: whatever fails below, the next
+        // file gets the next index (never overwriting this one).
+        self.file_index += 1;
+        let synced = match self.file.take() {
+            Some(f) => f
+                .sync_data()
+                .map_err(|e| io_err(&active, "fsync failed", e)),
+            None => Ok(()),
+        };
         std::fs::rename(&active, &done)
             .map_err(|e| io_err(&active, "cannot rename sealed file", e))?;
         self.sealed.push_back((done, self.file_bytes));
-        self.file_index += 1;
         self.evict();
-        Ok(())
+        synced
     }
 
     /// Deletes the oldest sealed files while the total exceeds the budget

@@ -179,6 +179,50 @@ fn loc_line() -> u32 {
         + 1
 }
 
+/// Issue 17 item 8: environment values that are not UTF-8 fail `start()`;
+/// out-of-range values name the variable that set them; a path naming a
+/// directory is refused instead of writing a hidden `DIR/.0.bin`.
+#[test]
+fn environment_errors_name_the_variable() {
+    use std::os::unix::ffi::OsStrExt;
+    let _g = serial();
+    let tmp = tempdir("cfg-env");
+    let dir = tmp.path();
+    let err = |b: runtrace_recorder::RecorderBuilder| b.start().unwrap_err().to_string();
+    let b = || Recorder::builder().path(dir.join("trace"));
+    for var in ["RUNTRACE_BUFFER_SIZE", "RUNTRACE_FLUSH_INTERVAL_MS"] {
+        std::env::set_var(var, std::ffi::OsStr::from_bytes(b"64\xff"));
+        let e = err(b());
+        std::env::remove_var(var);
+        assert!(e.contains(var) && e.contains("UTF-8"), "{e}");
+    }
+    std::env::set_var("RUNTRACE_BUFFER_SIZE", "1K");
+    let e = err(b());
+    std::env::remove_var("RUNTRACE_BUFFER_SIZE");
+    assert!(
+        e.contains("RUNTRACE_BUFFER_SIZE=\"1K\"") && e.contains("buffer_size"),
+        "{e}"
+    );
+    std::env::set_var("RUNTRACE_FLUSH_INTERVAL_MS", "0");
+    let e = err(b());
+    std::env::remove_var("RUNTRACE_FLUSH_INTERVAL_MS");
+    assert!(e.contains("RUNTRACE_FLUSH_INTERVAL_MS"), "{e}");
+    // Without the environment, the builder setting is named.
+    assert!(!err(b().buffer_size(100)).contains("RUNTRACE_"));
+
+    let slash = format!("{}/", dir.display());
+    std::env::set_var("RUNTRACE_PATH", &slash);
+    let e = err(b());
+    std::env::remove_var("RUNTRACE_PATH");
+    assert!(
+        e.contains("RUNTRACE_PATH") && e.contains("directory"),
+        "{e}"
+    );
+    let e = err(Recorder::builder().path(dir));
+    assert!(e.contains("directory"), "{e}");
+    assert!(!dir.join(".0.bin").exists() && !dir.join(".0.bin.active").exists());
+}
+
 runtrace_recorder::user_events! {
     provider = "testapp";
     /// A request finished.

@@ -1,8 +1,11 @@
 //! Records a stock tokio runtime through runtrace's probes: task spawn and
 //! terminate, poll start and end (task id, worker index, interned spawn
 //! location, the worker's local queue depth), worker park and unpark (the
-//! thread's CPU time and scheduler wait from
-//! `/proc/thread-self/schedstat`), the global queue depth every 10 ms, and,
+//! thread's CPU time and scheduler wait from `/proc/thread-self/schedstat`,
+//! sampled: re-read at most every 10 ms per worker, see
+//! [`runtrace_core::thread_time::sampled`]), the global queue depth (at
+//! most every 10 ms from the poll hooks while a backend listens, and every
+//! 100 ms from a sampler thread while no task is polled), and,
 //! for tasks spawned through [`spawn`] / [`traced`], who woke whom.
 //!
 //! ```
@@ -35,15 +38,17 @@ compile_error!(
      target rustflags replace build rustflags)"
 );
 
+use runtrace_core::clock::TraceClock;
 use runtrace_core::{Istr, Loc};
 use runtrace_probes::builtin as probes;
 use std::cell::Cell;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 static NEXT_RUNTIME: AtomicU32 = AtomicU32::new(0);
 
@@ -75,35 +80,24 @@ fn current_task() -> u64 {
     tokio::task::try_id().map(task_id).unwrap_or(0)
 }
 
+/// The calling thread's worker index in its tokio runtime (one read of
+/// tokio's thread-local context: no runtime-handle lookup).
 fn worker() -> u32 {
     tokio::runtime::worker_index()
         .map(|w| w as u32)
         .unwrap_or(runtrace_format::NO_WORKER)
 }
 
-thread_local! {
-    /// This worker thread's runtime metrics (for local queue depths), and
-    /// whether its WorkerStart was fired.
-    static WORKER: std::cell::RefCell<Option<tokio::runtime::RuntimeMetrics>> = const { std::cell::RefCell::new(None) };
-    static STARTED: Cell<bool> = const { Cell::new(false) };
-}
+/// Minimum time between two schedstat reads of a worker (see
+/// [`runtrace_core::thread_time::sampled`] and docs/analysis.md): 10 ms.
+const SCHED_SAMPLE_HZ: u64 = 100;
 
-fn local_q(w: u32) -> u32 {
-    if w == runtrace_format::NO_WORKER {
-        return 0;
-    }
-    WORKER
-        .with(|m| {
-            let mut m = m.borrow_mut();
-            if m.is_none() {
-                *m = tokio::runtime::Handle::try_current()
-                    .ok()
-                    .map(|h| h.metrics());
-            }
-            m.as_ref()
-                .map(|m| m.worker_local_queue_depth(w as usize) as u32)
-        })
-        .unwrap_or(0)
+thread_local! {
+    /// Whether this worker thread's WorkerStart was fired.
+    static STARTED: Cell<bool> = const { Cell::new(false) };
+    /// The task and worker index of this thread's last PollStart, so its
+    /// PollEnd needs no second lookup.
+    static POLLING: Cell<(u64, u32)> = const { Cell::new((0, runtrace_format::NO_WORKER)) };
 }
 
 /// Per-runtime state shared by its hooks.
@@ -111,6 +105,60 @@ struct RuntimeState {
     id: u32,
     threads: AtomicUsize,
     sampler: std::sync::Once,
+    /// The runtime's metrics (for local queue depths), taken once from the
+    /// first thread or poll that runs inside the runtime.
+    metrics: OnceLock<tokio::runtime::RuntimeMetrics>,
+    /// [`SCHED_SAMPLE_HZ`] as trace ticks.
+    sched_gap: u64,
+    /// Trace ticks of the last QueueSample (0: none yet), and
+    /// [`QUEUE_SAMPLE_PERIOD`] in ticks.
+    last_queue_sample: AtomicU64,
+    queue_gap: u64,
+}
+
+impl RuntimeState {
+    /// Worker `w`'s local run queue depth (atomic loads in tokio; 0 off a
+    /// worker).
+    #[inline]
+    fn local_q(&self, w: u32) -> u32 {
+        if w == runtrace_format::NO_WORKER {
+            return 0;
+        }
+        let m = match self.metrics.get() {
+            Some(m) => m,
+            None => match tokio::runtime::Handle::try_current() {
+                Ok(h) => self.metrics.get_or_init(|| h.metrics()),
+                Err(_) => return 0,
+            },
+        };
+        m.worker_local_queue_depth(w as usize) as u32
+    }
+
+    /// Fires a QueueSample if none was fired for `min_gap` ticks (one
+    /// shared load while not due; the thread whose compare-exchange wins
+    /// fires it).
+    #[inline]
+    fn sample_queue(&self, now: u64, min_gap: u64) {
+        let last = self.last_queue_sample.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < min_gap
+            || self
+                .last_queue_sample
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        if let Some(m) = self.metrics.get() {
+            probes::queue_sample::fire_at(
+                now,
+                probes::queue_sample::Args {
+                    global_q: m.global_queue_depth() as u32,
+                    queue: Istr::EMPTY,
+                    depth: 0,
+                },
+            );
+        }
+    }
 }
 
 /// Installs runtrace's hooks on a tokio runtime builder (multi-thread or
@@ -125,12 +173,17 @@ struct RuntimeState {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder {
+    let clock = TraceClock::get();
     let st = Arc::new(RuntimeState {
         id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
         threads: AtomicUsize::new(0),
         sampler: std::sync::Once::new(),
+        metrics: OnceLock::new(),
+        sched_gap: (clock.ticks_per_sec() / SCHED_SAMPLE_HZ).max(1),
+        last_queue_sample: AtomicU64::new(0),
+        queue_gap: ticks_in(clock, QUEUE_SAMPLE_PERIOD),
     });
-    let (s1, s2, s3) = (st.clone(), st.clone(), st.clone());
+    let (s1, s2, s3, s4, s5) = (st.clone(), st.clone(), st.clone(), st.clone(), st.clone());
     b.on_thread_start(move || {
         s1.threads.fetch_add(1, Ordering::Relaxed);
         // The global queue sampler starts with the runtime's first thread
@@ -138,9 +191,10 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
         let st = s1.clone();
         s1.sampler.call_once(move || {
             if let Ok(h) = tokio::runtime::Handle::try_current() {
+                let _ = st.metrics.set(h.metrics());
                 let _ = std::thread::Builder::new()
                     .name(format!("runtrace-tokio-sampler-{}", st.id))
-                    .spawn(move || sample_global_queue(h.metrics(), st));
+                    .spawn(move || sample_global_queue(st, clock));
             }
         });
     })
@@ -153,25 +207,34 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
             });
         }
     })
-    .on_thread_park(|| {
+    .on_thread_park(move || {
         if probes::worker_park::enabled() {
+            // One clock read serves the event and the schedstat sampling.
+            let now = clock.now();
             let w = worker();
-            let (cpu_ns, _) = runtrace_core::clock::thread_cpu_and_wait_ns();
-            probes::worker_park::fire(probes::worker_park::Args {
-                worker: w,
-                local_q: local_q(w),
-                cpu_ns,
-            });
+            let t = runtrace_core::thread_time::sampled(now, s4.sched_gap);
+            probes::worker_park::fire_at(
+                now,
+                probes::worker_park::Args {
+                    worker: w,
+                    local_q: s4.local_q(w),
+                    cpu_ns: t.cpu_ns,
+                },
+            );
         }
     })
-    .on_thread_unpark(|| {
+    .on_thread_unpark(move || {
         if probes::worker_unpark::enabled() {
-            let (cpu_ns, sched_wait_ns) = runtrace_core::clock::thread_cpu_and_wait_ns();
-            probes::worker_unpark::fire(probes::worker_unpark::Args {
-                worker: worker(),
-                cpu_ns,
-                sched_wait_ns,
-            });
+            let now = clock.now();
+            let t = runtrace_core::thread_time::sampled(now, s5.sched_gap);
+            probes::worker_unpark::fire_at(
+                now,
+                probes::worker_unpark::Args {
+                    worker: worker(),
+                    cpu_ns: t.cpu_ns,
+                    sched_wait_ns: t.sched_wait_ns,
+                },
+            );
         }
     })
     .on_task_spawn(|meta| {
@@ -187,27 +250,42 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
     .on_before_task_poll(move |meta| {
         if probes::task_poll_start::enabled() {
             let w = worker();
+            let id = task_id(meta.id());
+            POLLING.set((id, w));
             if !STARTED.replace(true) && probes::worker_start::enabled() {
                 probes::worker_start::fire(probes::worker_start::Args {
                     worker: w,
                     runtime: s3.id,
                 });
             }
-            probes::task_poll_start::fire(probes::task_poll_start::Args {
-                task_id: task_id(meta.id()),
-                worker: w,
-                queue: Istr::EMPTY,
-                local_q: local_q(w),
-            });
+            // One clock read for the event and the queue sampling.
+            let now = clock.now();
+            probes::task_poll_start::fire_at(
+                now,
+                probes::task_poll_start::Args {
+                    task_id: id,
+                    worker: w,
+                    queue: Istr::EMPTY,
+                    local_q: s3.local_q(w),
+                },
+            );
+            if probes::queue_sample::enabled() {
+                s3.sample_queue(now, s3.queue_gap);
+            }
         }
     })
     .on_after_task_poll(|meta| {
         if probes::task_poll_end::enabled() {
+            let id = task_id(meta.id());
+            // The PollStart's lookup, unless another poll ran in between on
+            // this thread (a nested runtime's `block_on`).
+            let (polling, w) = POLLING.get();
+            let worker = if polling == id { w } else { worker() };
             // tokio's hook does not say whether the poll completed the
             // task: `ready` is false here; TaskTerminate marks the end.
             probes::task_poll_end::fire(probes::task_poll_end::Args {
-                task_id: task_id(meta.id()),
-                worker: worker(),
+                task_id: id,
+                worker,
                 ready: false,
             });
         }
@@ -221,19 +299,27 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
     })
 }
 
-fn sample_global_queue(m: tokio::runtime::RuntimeMetrics, st: Arc<RuntimeState>) {
-    loop {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        if st.threads.load(Ordering::Relaxed) == 0 {
-            return;
-        }
+/// Period of QueueSample events while a backend listens and the workers
+/// poll: the poll hooks fire them (a thread waking up 100 times a second
+/// to do it cost ~0.4% of a busy server's CPU in a VM).
+const QUEUE_SAMPLE_PERIOD: Duration = Duration::from_millis(10);
+/// Period of the sampler thread, which covers stretches with no polls (all
+/// workers parked, or stuck in one long poll): it samples when the hooks
+/// have not for this long. A recording's first sample thus comes within
+/// 100 ms of its start if no task is polled.
+const QUEUE_SAMPLE_IDLE_PERIOD: Duration = Duration::from_millis(100);
+
+fn ticks_in(clock: &TraceClock, d: Duration) -> u64 {
+    (clock.ticks_per_sec() as u128 * d.as_nanos() / 1_000_000_000).max(1) as u64
+}
+
+fn sample_global_queue(st: Arc<RuntimeState>, clock: &'static TraceClock) {
+    let idle_gap = ticks_in(clock, QUEUE_SAMPLE_IDLE_PERIOD);
+    while st.threads.load(Ordering::Relaxed) != 0 {
         if probes::queue_sample::enabled() {
-            probes::queue_sample::fire(probes::queue_sample::Args {
-                global_q: m.global_queue_depth() as u32,
-                queue: Istr::EMPTY,
-                depth: 0,
-            });
+            st.sample_queue(clock.now(), idle_gap);
         }
+        std::thread::sleep(QUEUE_SAMPLE_IDLE_PERIOD);
     }
 }
 
@@ -253,13 +339,21 @@ where
 /// APIs other than [`spawn`] (`JoinSet::spawn(traced(fut))`,
 /// `tokio::task::spawn_local(traced(fut))`, ...).
 pub fn traced<F: Future>(fut: F) -> Traced<F> {
-    Traced { fut, waker: None }
+    Traced {
+        fut,
+        rec: None,
+        waker: None,
+    }
 }
 
 /// A future whose wakes are recorded (see [`traced`]).
 pub struct Traced<F> {
     fut: F,
-    waker: Option<(Waker, Waker)>,
+    /// The recorder behind `waker`, kept to be reused when tokio's waker
+    /// changes (see `poll`).
+    rec: Option<Arc<WakeRecorder>>,
+    /// `rec` as a waker, handed to `fut`.
+    waker: Option<Waker>,
 }
 
 struct WakeRecorder {
@@ -301,16 +395,30 @@ impl<F: Future> Future for Traced<F> {
         if !probes::task_wake::enabled() {
             return fut.poll(cx);
         }
-        // Reuse the wrapping waker while tokio's waker is the same one.
-        let reuse = matches!(&this.waker, Some((orig, _)) if orig.will_wake(cx.waker()));
-        if !reuse {
-            let w = Waker::from(Arc::new(WakeRecorder {
-                inner: cx.waker().clone(),
-                task: current_task(),
-            }));
-            this.waker = Some((cx.waker().clone(), w));
+        // Reuse the wrapping waker while tokio's waker is the same one
+        // (for a tokio task it always is: one allocation per task).
+        let same = matches!(&this.rec, Some(r) if r.inner.will_wake(cx.waker()));
+        if !same || this.waker.is_none() {
+            // Drop our wrapped waker first: if nobody else holds a clone of
+            // it, the recorder's allocation is ours alone and is updated in
+            // place instead of allocating a new one.
+            this.waker = None;
+            let task = current_task();
+            match this.rec.as_mut().and_then(Arc::get_mut) {
+                Some(r) => {
+                    r.inner = cx.waker().clone();
+                    r.task = task;
+                }
+                None => {
+                    this.rec = Some(Arc::new(WakeRecorder {
+                        inner: cx.waker().clone(),
+                        task,
+                    }))
+                }
+            }
+            this.waker = this.rec.clone().map(Waker::from);
         }
-        let w = &this.waker.as_ref().unwrap_or_else(|| unreachable!()).1;
+        let w = this.waker.as_ref().unwrap_or_else(|| unreachable!());
         fut.poll(&mut Context::from_waker(w))
     }
 }

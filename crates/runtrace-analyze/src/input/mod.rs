@@ -58,7 +58,7 @@ pub type Progress<'a> = Option<&'a mut dyn FnMut(u64, u64)>;
 /// Sorts trace paths as `trace.0.bin`, `trace.1.bin`, ..., `trace.10.bin`.
 pub fn sorted(paths: &[impl AsRef<Path>]) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
-    runtrace_format::merge::sort_trace_paths(&mut v);
+    runtrace_format::files::sort_trace_paths(&mut v);
     v
 }
 
@@ -95,35 +95,6 @@ pub(crate) fn via_temp_file<R>(
     let r = f(Ok(&path));
     let _ = std::fs::remove_file(&path);
     r
-}
-
-/// The END frame's totals against what the file held (format.md section
-/// 10). Kept apart so it can give way to the same check in
-/// `runtrace_format::FileReader` (the CLI's `check` has a copy too).
-fn check_end_totals(
-    path: &Path,
-    end: (u64, u64),
-    file_events: u64,
-    file_dropped: u64,
-    errors: &mut Vec<String>,
-) -> bool {
-    let (want_events, want_dropped) = end;
-    let mut ok = true;
-    if want_events != file_events {
-        ok = false;
-        errors.push(format!(
-            "{}: corrupt END frame: it says the file holds {want_events} events, but its chunks hold {file_events}",
-            path.display()
-        ));
-    }
-    if want_dropped != file_dropped {
-        ok = false;
-        errors.push(format!(
-            "{}: corrupt END frame: it says {want_dropped} events were dropped, but the DROPPED frames report {file_dropped}",
-            path.display()
-        ));
-    }
-    ok
 }
 
 /// Reads `paths` (already sorted) into `model`, feeding `pass`.
@@ -177,7 +148,7 @@ fn read_files<P: Pass>(
         cache.plans.wants = wants;
         let mut proc: Option<u32> = None;
         let (mut file_events, mut file_dropped) = (0u64, 0u64);
-        let (mut end, mut file_damaged) = (None, false);
+        let mut file_damaged = false;
         let mut last_progress = 0u64;
         while let Some(item) = r.next_raw() {
             match item {
@@ -235,7 +206,6 @@ fn read_files<P: Pass>(
                             model.threads[t as usize].name = Some(name);
                         }
                     }
-                    Record::End { events, dropped } => end = Some((events, dropped)),
                     _ => {}
                 },
                 Err(err) => {
@@ -248,8 +218,11 @@ fn read_files<P: Pass>(
         st.events += file_events;
         st.unrecognised_schemas += cache.plans.unrecognised;
         st.dropped = st.dropped.saturating_add(file_dropped);
-        if let (Some(end), false) = (end, file_damaged) {
-            if !check_end_totals(path, end, file_events, file_dropped, &mut st.errors) {
+        if !file_damaged {
+            // The END frame's totals against what the file held
+            // (format.md section 10), checked by the reader.
+            for e in r.end_mismatches() {
+                st.errors.push(e.to_string());
                 file_damaged = true;
             }
         }

@@ -76,16 +76,26 @@ impl ThreadQueue {
 
 /// Orders events across threads: each thread's events are already in time
 /// order, so releasing is a k-way merge of per-thread queues.
+///
+/// The heads of the non-empty queues live in one persistent min-heap (one
+/// entry per such thread), so a ROUND costs O(log n) per event released
+/// (one sift of the heap's top, cheap for the usual handful of threads),
+/// whatever the number of threads with pending events: nothing
+/// scans all threads (issue 17 item 3: N threads each with a chunk then a
+/// ROUND was quadratic).
 #[derive(Default)]
 pub(crate) struct Orderer {
     queues: Vec<ThreadQueue>,
-    /// Threads with pending events.
-    active: Vec<u32>,
-    in_active: Vec<bool>,
+    /// Threads whose queue was empty when handed out by [`Orderer::queue`]
+    /// and so have no heap entry yet (their first event was not known).
+    fresh: Vec<u32>,
+    in_heap: Vec<bool>,
     pub pending: usize,
     last_watermark: u64,
+    /// Head key of every non-empty queue not in `fresh`.
     heap: BinaryHeap<Reverse<u128>>,
-    heads: Vec<u128>,
+    /// Heap operations done (pushes and pops), for the linear-time test.
+    pub(crate) heap_ops: u64,
 }
 
 /// Merge key: time, then wakes and spawns before other events of the same
@@ -102,17 +112,26 @@ fn key_thread(k: u128) -> u32 {
     k as u32
 }
 
+/// The smallest key of an event at tick `ticks`: keys below it are events
+/// older than `ticks`.
+#[inline(always)]
+fn tick_floor(ticks: u64) -> u128 {
+    (ticks as u128) << 64
+}
+
 impl Orderer {
-    /// The queue of engine thread `t`, marked active.
+    /// The queue of engine thread `t`, to push its events to.
     pub fn queue(&mut self, t: u32) -> &mut ThreadQueue {
         let i = t as usize;
         if i >= self.queues.len() {
             self.queues.resize_with(i + 1, ThreadQueue::default);
-            self.in_active.resize(i + 1, false);
+            self.in_heap.resize(i + 1, false);
         }
-        if !self.in_active[i] {
-            self.in_active[i] = true;
-            self.active.push(t);
+        if !self.in_heap[i] {
+            // Its head is known once the events are pushed: enter it into
+            // the heap at the next release.
+            self.in_heap[i] = true;
+            self.fresh.push(t);
         }
         &mut self.queues[i]
     }
@@ -120,62 +139,26 @@ impl Orderer {
     pub fn round<P: Pass>(&mut self, watermark: u64, e: &mut P, m: &Model) {
         let below = self.last_watermark;
         self.last_watermark = watermark;
-        self.release(e, m, below);
+        self.release(e, m, tick_floor(below));
     }
 
-    /// Processes every pending event older than `below`, in order.
-    fn release<P: Pass>(&mut self, e: &mut P, m: &Model, below: u64) {
-        self.heap.clear();
-        for &t in &self.active {
-            let q = &self.queues[t as usize];
-            if let Some(ev) = q.front() {
-                if ev.ticks < below {
+    /// Processes every pending event whose key is below `limit`, in order.
+    fn release<P: Pass>(&mut self, e: &mut P, m: &Model, limit: u128) {
+        for i in 0..self.fresh.len() {
+            let t = self.fresh[i];
+            match self.queues[t as usize].front() {
+                Some(ev) => {
                     self.heap.push(Reverse(key(ev, t)));
+                    self.heap_ops += 1;
                 }
+                None => self.in_heap[t as usize] = false,
             }
         }
-        if self.heap.len() <= 8 {
-            // Few threads (the usual case): scan for the smallest and the
-            // second smallest head, and take the smallest thread's events
-            // while they come before the second.
-            let heads = &mut self.heads;
-            heads.clear();
-            heads.extend(self.heap.drain().map(|r| r.0));
-            while !heads.is_empty() {
-                let (mut mi, mut m1, mut m2) = (0, heads[0], u128::MAX);
-                for (i, &k) in heads.iter().enumerate().skip(1) {
-                    if k < m1 {
-                        (m2, m1, mi) = (m1, k, i);
-                    } else if k < m2 {
-                        m2 = k;
-                    }
-                }
-                let t = key_thread(m1);
-                let q = &mut self.queues[t as usize];
-                loop {
-                    if let Some(ev) = q.front() {
-                        e.event(ev, m);
-                    }
-                    q.pop();
-                    self.pending -= 1;
-                    match q.front() {
-                        Some(ev) if ev.ticks < below => {
-                            let k = key(ev, t);
-                            if k > m2 {
-                                heads[mi] = k;
-                                break;
-                            }
-                        }
-                        _ => {
-                            heads.swap_remove(mi);
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        // Many threads: a heap (empty here when the scan above ran).
+        self.fresh.clear();
         while let Some(mut top) = self.heap.peek_mut() {
+            if top.0 >= limit {
+                break;
+            }
             let t = key_thread(top.0);
             let q = &mut self.queues[t as usize];
             if let Some(ev) = q.front() {
@@ -183,33 +166,20 @@ impl Orderer {
             }
             q.pop();
             self.pending -= 1;
+            self.heap_ops += 1;
             match q.front() {
-                Some(ev) if ev.ticks < below => *top = Reverse(key(ev, t)),
-                _ => {
+                Some(ev) => *top = Reverse(key(ev, t)),
+                None => {
                     std::collections::binary_heap::PeekMut::pop(top);
+                    self.in_heap[t as usize] = false;
                 }
             }
         }
-        let (queues, in_active) = (&self.queues, &mut self.in_active);
-        self.active.retain(|&t| {
-            let keep = queues[t as usize].len > 0;
-            in_active[t as usize] = keep;
-            keep
-        });
     }
 
     pub fn flush<P: Pass>(&mut self, e: &mut P, m: &Model) {
-        self.release(e, m, u64::MAX);
-        // u64::MAX itself is a valid timestamp.
-        for t in std::mem::take(&mut self.active) {
-            let q = &mut self.queues[t as usize];
-            self.in_active[t as usize] = false;
-            while let Some(ev) = q.front() {
-                e.event(ev, m);
-                q.pop();
-                self.pending -= 1;
-            }
-        }
+        // Every key is below u128::MAX (u64::MAX itself is a valid tick).
+        self.release(e, m, u128::MAX);
         self.last_watermark = 0;
     }
 
@@ -221,5 +191,91 @@ impl Orderer {
         }
         self.flush(e, m);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pass::Wants;
+
+    /// Records what it is given.
+    #[derive(Default)]
+    struct Seen(Vec<(u64, u32)>);
+    impl Pass for Seen {
+        fn wants(&self) -> Wants {
+            Wants::RUNTIME
+        }
+        fn event(&mut self, ev: &Ev, _m: &Model) {
+            self.0.push((ev.ticks, ev.thread));
+        }
+    }
+
+    fn ev(ticks: u64, thread: u32) -> Ev {
+        Ev {
+            ticks,
+            thread,
+            kind: kind::POLL_START,
+            ..EMPTY_EV
+        }
+    }
+
+    /// `n` threads, each one chunk of `per` events stamped after every
+    /// watermark so far, each followed by a ROUND (issue 17 item 3: every
+    /// thread stays pending across all rounds). Returns the heap work and
+    /// checks the order.
+    fn threads_then_rounds(n: u32, per: u64) -> u64 {
+        let m = Model::new();
+        let mut o = Orderer::default();
+        let mut seen = Seen::default();
+        for t in 0..n {
+            let q = o.queue(t);
+            for i in 0..per {
+                q.push(ev(1_000_000 + u64::from(t) * per + i, t));
+            }
+            o.pending += per as usize;
+            o.round(u64::from(t), &mut seen, &m);
+        }
+        assert!(seen.0.is_empty(), "nothing is below the watermarks yet");
+        o.flush(&mut seen, &m);
+        assert_eq!(seen.0.len() as u64, u64::from(n) * per);
+        assert!(seen.0.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(o.pending, 0);
+        o.heap_ops
+    }
+
+    #[test]
+    fn thousands_of_pending_threads_cost_linear_work() {
+        let one = threads_then_rounds(2_000, 3);
+        let four = threads_then_rounds(8_000, 3);
+        // One push per thread, one update per event: exactly linear. The
+        // old code scanned every pending thread at every ROUND (16x here).
+        assert_eq!(one, 2_000 + 2_000 * 3);
+        assert_eq!(four, 4 * one);
+    }
+
+    #[test]
+    fn interleaved_threads_merge_in_time_order() {
+        let m = Model::new();
+        let mut o = Orderer::default();
+        let mut seen = Seen::default();
+        for t in 0..3u32 {
+            let q = o.queue(t);
+            for i in 0..5u64 {
+                q.push(ev(i * 3 + u64::from(t), t));
+            }
+            o.pending += 5;
+        }
+        o.round(7, &mut seen, &m);
+        assert!(seen.0.is_empty(), "one round behind");
+        o.round(100, &mut seen, &m);
+        let ticks: Vec<u64> = seen.0.iter().map(|s| s.0).collect();
+        assert_eq!(ticks, (0..7).collect::<Vec<_>>());
+        // u64::MAX is a valid tick: flush releases it too.
+        o.queue(1).push(ev(u64::MAX, 1));
+        o.pending += 1;
+        o.flush(&mut seen, &m);
+        assert_eq!(seen.0.len(), 16);
+        assert_eq!(seen.0.last(), Some(&(u64::MAX, 1)));
     }
 }

@@ -116,6 +116,7 @@ impl Engine {
                 scale: p.scale,
                 tasks: FxHashMap::default(),
                 orphan_wakes: FxHashMap::default(),
+                ended: FxHashMap::default(),
                 last_sample_q: 0,
                 global_q: 0,
                 idle: Idle::default(),
@@ -234,7 +235,13 @@ impl Engine {
     fn terminate(&mut self, ev: &Ev) {
         let p = self.proc_of(ev.thread) as usize;
         self.terminated += 1;
-        self.procs[p].tasks.remove(&ev.x);
+        if let Some(t) = self.procs[p].tasks.remove(&ev.x) {
+            let ended = &mut self.procs[p].ended;
+            if ended.len() >= MAX_ORPHAN_WAKES {
+                ended.clear();
+            }
+            ended.insert(ev.x, t.loc);
+        }
         if !self.procs[p].orphan_wakes.is_empty() {
             self.procs[p].orphan_wakes.remove(&ev.x);
         }
@@ -273,6 +280,9 @@ impl Engine {
                 t.pending = NO_PENDING;
                 r
             }
+            // A poll after the task's TaskTerminate (tokio at shutdown):
+            // still that task, not a new one at an unknown location.
+            None if p.ended.contains_key(&ev.x) => (p.ended[&ev.x], NO_PENDING),
             None => {
                 let pending = if p.orphan_wakes.is_empty() {
                     NO_PENDING
@@ -357,13 +367,13 @@ impl Engine {
         let dt = ev.ticks.saturating_sub(o.start);
         let ns = w.scale.ns(dt);
         w.polls += 1;
-        w.busy_ns += ns;
+        w.busy_ns = w.busy_ns.saturating_add(ns);
         let li = o.loc as usize;
         if li >= w.loc_polls.len() {
             w.loc_polls.resize(li + 1, (0, 0));
         }
         w.loc_polls[li].0 += 1;
-        w.loc_polls[li].1 += ns;
+        w.loc_polls[li].1 = w.loc_polls[li].1.saturating_add(ns);
         let e = RingEntry {
             start: o.start,
             end: ev.ticks,
@@ -404,7 +414,8 @@ impl Engine {
                 if idle.cur_locs[o.loc as usize] == 0 {
                     idle.touched.push(o.loc);
                 }
-                idle.cur_locs[o.loc as usize] += n.max(1);
+                idle.cur_locs[o.loc as usize] =
+                    idle.cur_locs[o.loc as usize].saturating_add(n.max(1));
             }
         }
     }
@@ -425,7 +436,7 @@ impl Engine {
         let wi = self.worker_idx(ev.thread, ev.worker);
         let w = &mut self.workers[wi as usize];
         if let Some(prev) = w.last_sched_wait {
-            w.sched_wait_ns += ev.x.saturating_sub(prev);
+            w.sched_wait_ns = w.sched_wait_ns.saturating_add(ev.x.saturating_sub(prev));
         }
         w.last_sched_wait = Some(ev.x);
         if w.parked {
@@ -448,9 +459,11 @@ impl Engine {
                 idle.parked_tokio += tokio_like as u32;
                 idle.last_parked = wi;
             } else {
-                w.parked_ns += w.scale.ns(ticks.saturating_sub(w.park_start));
-                idle.parked -= 1;
-                idle.parked_tokio -= tokio_like as u32;
+                w.parked_ns = w
+                    .parked_ns
+                    .saturating_add(w.scale.ns(ticks.saturating_sub(w.park_start)));
+                idle.parked = idle.parked.saturating_sub(1);
+                idle.parked_tokio = idle.parked_tokio.saturating_sub(tokio_like as u32);
             }
             w.parked = parked;
         }
@@ -462,7 +475,7 @@ impl Engine {
             if over {
                 idle.over += 1;
             } else {
-                idle.over -= 1;
+                idle.over = idle.over.saturating_sub(1);
             }
             w.over = over;
         }
@@ -475,12 +488,12 @@ impl Engine {
         }
         let g = ev.a as u64;
         self.global_q.samples += 1;
-        self.global_q.sum += g;
+        self.global_q.sum = self.global_q.sum.saturating_add(g);
         self.global_q.max = self.global_q.max.max(g);
         if ev.worker != u32::MAX {
             if let Some(q) = self.queues.get_mut(ev.worker as usize) {
                 q.samples += 1;
-                q.sum += ev.x;
+                q.sum = q.sum.saturating_add(ev.x);
                 q.max = q.max.max(ev.x);
             }
         }
@@ -539,7 +552,7 @@ impl Engine {
             return;
         }
         idle.windows += 1;
-        idle.total_ns += ns;
+        idle.total_ns = idle.total_ns.saturating_add(ns);
         if idle.longest.is_none_or(|l| ns > l.ns) {
             idle.longest = Some(IdleWindow {
                 start: idle.start,
@@ -641,7 +654,7 @@ impl Engine {
             let w = &mut self.workers[wi];
             if w.parked {
                 let end = m.procs[w.proc as usize].last_ticks.max(w.park_start);
-                w.parked_ns += w.scale.ns(end - w.park_start);
+                w.parked_ns = w.parked_ns.saturating_add(w.scale.ns(end - w.park_start));
             }
         }
         for pi in 0..self.procs.len() {

@@ -13,6 +13,10 @@ pub(crate) struct ProcState {
     pub(super) scale: TickScale,
     pub(super) tasks: FxHashMap<u64, Task>,
     pub(super) orphan_wakes: FxHashMap<u64, u64>,
+    /// Locations of tasks that terminated recently: tokio can run one more
+    /// poll of a task after its TaskTerminate (at runtime shutdown, on
+    /// another worker); that poll keeps the task's identity. Bounded.
+    pub(super) ended: FxHashMap<u64, u32>,
     /// The global queue depth of the last QueueSample.
     pub(super) last_sample_q: u32,
     /// The global queue as queued work for idle-while-queued: the depth,

@@ -13,6 +13,8 @@ use runtrace_format::schema::{FieldType, Schema, SchemaField};
 use runtrace_format::varint;
 use runtrace_format::{Event, FileReader, ReadError, Record, Value, MAGIC, NO_WORKER};
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A header with the given schemas and fixed, recognisable values.
 pub fn header(schemas: Vec<Schema>) -> Header {
@@ -593,4 +595,32 @@ pub fn sample_file() -> Sample {
 /// are absorbed silently).
 pub fn yields_record(ty: u8) -> bool {
     matches!(FrameType::from_u8(ty), Some(t) if !matches!(t, FrameType::Schema | FrameType::Strings | FrameType::Locations))
+}
+
+/// A fresh directory for one test case.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let d = std::env::temp_dir().join(format!(
+            "runtrace-format-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+
+    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -1,0 +1,454 @@
+//! What recording costs a real server (issue 11): an axum (hyper) server on
+//! a 2-worker tokio runtime, driven by `wrk -t1 -c32` on loopback, in modes
+//!
+//! - `plain`: stock runtime, no hooks;
+//! - `idle_hooks`: `runtrace_tokio::instrument`ed, nothing recording;
+//! - `record`: instrumented and recording to files;
+//! - `record_all`: recording with every backend compiled into this bench
+//!   listening. Without the `usdt` feature the recorder is the only backend,
+//!   so this mode is skipped (and the bench says so); with
+//!   `--features usdt` a `bpftrace` script counting every `runtrace:*` USDT
+//!   probe is attached to the server as well.
+//!
+//! Each round runs every mode once, in a rotating order, each in a fresh
+//! child process (this binary re-executed with `RUNTRACE_HTTP_SERVER=MODE`).
+//! Per mode the bench takes the server's CPU time (user+sys from
+//! `getrusage(RUSAGE_SELF)` in the child, all its threads, including the
+//! recorder's writer) per request served, wrk's throughput and its p99
+//! latency, over a measured window after a warm-up, and prints the median
+//! over rounds of the ratio to the same round's `plain` run. The medians
+//! go to `target/bench-results/http_server.json`.
+//!
+//! Run: `cargo bench --bench http_server` (needs `wrk`: `apt-get install
+//! wrk`). `HTTP_BENCH_ROUNDS` (default 6) and `HTTP_BENCH_SECS` (measured
+//! seconds per run, default 5). `HTTP_BENCH_CONCURRENT=1` runs every
+//! round's modes at the same time instead (each server with its own wrk,
+//! all sharing whatever else the machine does; a cross-check on a busy
+//! machine), writing `target/bench-results/http_server_concurrent.json`.
+//! Not run by CI: it measures time.
+//!
+//! To profile one server by hand: `RUNTRACE_HTTP_SERVER=record
+//! target/release/deps/http_server-HASH` prints `port N`, serves until its
+//! standard input closes, and answers a `mark` line with its CPU time and
+//! request count (then `perf record -g -p PID` while `wrk` runs).
+
+use axum::{routing::get, Router};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SERVER_ENV: &str = "RUNTRACE_HTTP_SERVER";
+
+fn main() {
+    match std::env::var(SERVER_ENV) {
+        Ok(mode) => serve(&mode),
+        Err(_) => drive(),
+    }
+}
+
+// ---------------------------------------------------------------- server
+
+/// The child: serves `GET /` until stdin closes; `mark` lines are answered
+/// with `mark CPU_NS REQUESTS`.
+fn serve(mode: &str) {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    b.worker_threads(2).enable_all();
+    if mode != "plain" {
+        runtrace_tokio::instrument(&mut b);
+    }
+    let rt = b.build().expect("build the server's runtime");
+    let dir = std::env::temp_dir().join(format!("runtrace-http-bench-{}", std::process::id()));
+    let guard = mode.starts_with("record").then(|| {
+        runtrace_recorder::Recorder::builder()
+            .path(dir.join("trace"))
+            .max_file_size(64 << 20)
+            .max_total_size(256 << 20)
+            .start()
+            .expect("start recording")
+    });
+    let served = Arc::new(AtomicU64::new(0));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind a loopback port");
+    let port = listener.local_addr().expect("local address").port();
+    let counter = served.clone();
+    let app = Router::new().route(
+        "/",
+        get(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            async { "Hello, World!" }
+        }),
+    );
+    // The server runs as a spawned task: `block_on`'s own future is not
+    // polled through the runtime's task hooks.
+    rt.spawn(async move { axum::serve(listener, app).await });
+    println!("port {port}");
+    let _ = std::io::stdout().flush();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim() == "mark" {
+            println!("mark {} {}", own_cpu_ns(), served.load(Ordering::Relaxed));
+            let _ = std::io::stdout().flush();
+        }
+    }
+    rt.shutdown_timeout(Duration::from_secs(1));
+    if let Some(g) = guard {
+        let st = g.finish().expect("finish recording");
+        println!(
+            "events {} dropped {} bytes {}",
+            st.events, st.dropped, st.bytes
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// User + system CPU time of this whole process (all threads), ns.
+fn own_cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage through a valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
+}
+
+// ---------------------------------------------------------------- driver
+
+/// One measured run of one mode.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    cpu_per_request_ns: f64,
+    throughput: f64,
+    p99_us: f64,
+    events_per_request: f64,
+}
+
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    port: u16,
+}
+
+impl Server {
+    fn start(mode: &str) -> Server {
+        let exe = std::env::current_exe().expect("this bench's path");
+        let mut child = Command::new(exe)
+            .env(SERVER_ENV, mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the server child");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().expect("child stdout"));
+        let port = read_line(&mut stdout)
+            .strip_prefix("port ")
+            .and_then(|p| p.trim().parse().ok())
+            .expect("the server prints `port N` first");
+        Server {
+            child,
+            stdin,
+            stdout,
+            port,
+        }
+    }
+
+    /// The server's (CPU ns, requests served) now.
+    fn mark(&mut self) -> (u64, u64) {
+        let w = self.stdin.as_mut().expect("server stdin");
+        writeln!(w, "mark")
+            .and_then(|_| w.flush())
+            .expect("ask the server");
+        let l = read_line(&mut self.stdout);
+        let v: Vec<u64> = l
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        match v[..] {
+            [cpu, n] => (cpu, n),
+            _ => panic!("unexpected answer from the server: {l:?}"),
+        }
+    }
+
+    /// Closes stdin and waits; returns the events recorded (0 if none).
+    fn stop(mut self) -> u64 {
+        drop(self.stdin.take());
+        let mut events = 0;
+        loop {
+            let l = read_line(&mut self.stdout);
+            if l.is_empty() {
+                break;
+            }
+            if let Some(rest) = l.strip_prefix("events ") {
+                events = rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                // `events N dropped D bytes B`
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                if fields.get(2).is_some_and(|d| *d != "0") {
+                    eprintln!("  warning: the recorder dropped events: {}", l.trim());
+                }
+            }
+        }
+        let _ = self.child.wait();
+        events
+    }
+}
+
+fn read_line(r: &mut impl BufRead) -> String {
+    let mut s = String::new();
+    let _ = r.read_line(&mut s);
+    s
+}
+
+/// Runs wrk for `secs` seconds; (requests/s, p99 µs).
+fn wrk(port: u16, secs: u64) -> (f64, f64) {
+    let out = Command::new("wrk")
+        .args(["-t1", "-c32", &format!("-d{secs}s"), "--latency"])
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .output()
+        .expect("run wrk");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rps = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Requests/sec in wrk's output:\n{text}"));
+    let p99 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("99%"))
+        .and_then(|v| parse_wrk_duration_us(v.trim()))
+        .unwrap_or_else(|| panic!("no 99% latency in wrk's output:\n{text}"));
+    (rps, p99)
+}
+
+/// `812.00us`, `1.23ms`, `2.00s` -> µs.
+fn parse_wrk_duration_us(s: &str) -> Option<f64> {
+    let split = s.find(|c: char| c.is_ascii_alphabetic())?;
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().ok()?;
+    Some(match unit {
+        "us" => v,
+        "ms" => v * 1e3,
+        "s" => v * 1e6,
+        "m" => v * 60e6,
+        _ => return None,
+    })
+}
+
+/// With `--features usdt`: a bpftrace counting every runtrace USDT probe
+/// in the server (so the USDT backend is listening too).
+#[cfg(feature = "usdt")]
+fn attach_all(pid: u32) -> Option<Child> {
+    let exe = std::env::current_exe().ok()?;
+    let script = format!(
+        "usdt:{}:runtrace:* {{ @[probe] = count(); }}",
+        exe.display()
+    );
+    let child = Command::new("bpftrace")
+        .args(["-p", &pid.to_string(), "-e", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    // bpftrace attaches asynchronously; give it time before measuring.
+    std::thread::sleep(Duration::from_secs(3));
+    Some(child)
+}
+
+/// Runs one server per mode at the same time (one for an alternating
+/// round), each driven by its own wrk, and measures them over the same
+/// window.
+fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
+    let mut servers: Vec<Server> = modes.iter().map(|m| Server::start(m)).collect();
+    #[cfg(feature = "usdt")]
+    let mut tools: Vec<Child> = modes
+        .iter()
+        .zip(&servers)
+        .filter(|(m, _)| **m == "record_all")
+        .filter_map(|(_, s)| attach_all(s.child.id()))
+        .collect();
+    let ports: Vec<u16> = servers.iter().map(|s| s.port).collect();
+    let wrk_all = |secs: u64| -> Vec<(f64, f64)> {
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = ports
+                .iter()
+                .map(|&p| sc.spawn(move || wrk(p, secs)))
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("wrk thread"))
+                .collect()
+        })
+    };
+    // Warm-up: connections, allocator and caches settle.
+    wrk_all(1);
+    let m0: Vec<(u64, u64)> = servers.iter_mut().map(Server::mark).collect();
+    let w = wrk_all(secs);
+    let m1: Vec<(u64, u64)> = servers.iter_mut().map(Server::mark).collect();
+    #[cfg(feature = "usdt")]
+    for t in tools.iter_mut() {
+        let _ = t.kill();
+        let _ = t.wait();
+    }
+    let events: Vec<u64> = servers.into_iter().map(Server::stop).collect();
+    (0..modes.len())
+        .map(|i| {
+            let ((c0, n0), (c1, n1), (rps, p99)) = (m0[i], m1[i], w[i]);
+            Run {
+                cpu_per_request_ns: (c1 - c0) as f64 / (n1 - n0).max(1) as f64,
+                throughput: rps,
+                p99_us: p99,
+                // Over the whole run (warm-up included): a rough figure.
+                events_per_request: events[i] as f64 / n1.max(1) as f64,
+            }
+        })
+        .collect()
+}
+
+/// A figure of a run, by the name it has in the JSON.
+type Metric = (&'static str, fn(&Run) -> f64);
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.parse().unwrap_or_else(|_| {
+            eprintln!("{name}={v:?} is not a whole number; using {default}");
+            default
+        }),
+        Err(_) => default,
+    }
+}
+
+fn drive() {
+    if Command::new("wrk").arg("--version").output().is_err() {
+        eprintln!(
+            "http_server bench: `wrk` is not installed. Install it with `apt-get install wrk` \
+             (Debian/Ubuntu), then run `cargo bench --bench http_server` again."
+        );
+        std::process::exit(2);
+    }
+    let rounds = env_u64("HTTP_BENCH_ROUNDS", 6).max(1) as usize;
+    let secs = env_u64("HTTP_BENCH_SECS", 5).max(1);
+    let mut modes = vec!["plain", "idle_hooks", "record"];
+    if cfg!(feature = "usdt") {
+        modes.push("record_all");
+    } else {
+        println!(
+            "record_all: skipped, the recorder is the only backend compiled in \
+             (build with --features usdt to attach bpftrace to every USDT probe as well)"
+        );
+    }
+    // A cross-check for a noisy machine: all modes at once, so they share
+    // whatever else the machine does (and compete with each other alike).
+    let concurrent = env_u64("HTTP_BENCH_CONCURRENT", 0) != 0;
+    println!(
+        "http_server: {rounds} rounds x {} modes, wrk -t1 -c32 -d{secs}s, {}",
+        modes.len(),
+        if concurrent {
+            "all modes at once (HTTP_BENCH_CONCURRENT=1)"
+        } else {
+            "one at a time"
+        }
+    );
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); modes.len()];
+    let print = |round: usize, mode: &str, r: &Run| {
+        println!(
+            "round {round} {mode:<11} cpu/request {:>7.0} ns  {:>8.0} req/s  p99 {:>7.0} us  events/request {:.1}",
+            r.cpu_per_request_ns, r.throughput, r.p99_us, r.events_per_request
+        )
+    };
+    for round in 0..rounds {
+        if concurrent {
+            for (m, r) in measure(&modes, secs).into_iter().enumerate() {
+                print(round, modes[m], &r);
+                runs[m].push(r);
+            }
+            continue;
+        }
+        // Rotate the order so no mode always runs first (or after another).
+        for k in 0..modes.len() {
+            let m = (round + k) % modes.len();
+            let r = measure(&modes[m..m + 1], secs)[0];
+            print(round, modes[m], &r);
+            runs[m].push(r);
+        }
+    }
+    let mut json = String::from("{");
+    let metrics: [Metric; 3] = [
+        ("cpu_per_request", |r| r.cpu_per_request_ns),
+        ("throughput", |r| r.throughput),
+        ("p99", |r| r.p99_us),
+    ];
+    for (mi, (name, f)) in metrics.iter().enumerate() {
+        let mut parts = Vec::new();
+        for (m, mode) in modes.iter().enumerate().skip(1) {
+            let ratios: Vec<f64> = runs[m]
+                .iter()
+                .zip(&runs[0])
+                .map(|(r, p)| f(r) / f(p))
+                .collect();
+            let med = median(ratios.clone());
+            let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+            println!(
+                "{name:<16} {mode:<11} median ratio vs plain {med:.4}  (pairs: {})",
+                list.join(" ")
+            );
+            parts.push(format!("\"{mode}\": {med:.4}"));
+        }
+        json += &format!(
+            "{}\"{name}\": {{{}}}",
+            if mi > 0 { ", " } else { "" },
+            parts.join(", ")
+        );
+    }
+    json += "}\n";
+    // Per request and per event in ns: medians of the paired differences.
+    let plain_cpu = median(runs[0].iter().map(|r| r.cpu_per_request_ns).collect());
+    for (m, mode) in modes.iter().enumerate().skip(1) {
+        let diff = median(
+            runs[m]
+                .iter()
+                .zip(&runs[0])
+                .map(|(r, p)| r.cpu_per_request_ns - p.cpu_per_request_ns)
+                .collect(),
+        );
+        let epr = median(runs[m].iter().map(|r| r.events_per_request).collect());
+        println!(
+            "{mode:<11} CPU per request vs plain (median of paired differences): {diff:+.0} ns \
+             (plain's median {plain_cpu:.0} ns){}",
+            if epr > 0.0 {
+                format!(
+                    ", {epr:.1} events per request, {:+.1} ns per event",
+                    diff / epr
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
+    let _ = std::fs::create_dir_all(&out);
+    let file = out.join(if concurrent {
+        "http_server_concurrent.json"
+    } else {
+        "http_server.json"
+    });
+    match std::fs::write(&file, &json) {
+        Ok(()) => println!("wrote {}", file.display()),
+        Err(e) => eprintln!("could not write {}: {e}", file.display()),
+    }
+}

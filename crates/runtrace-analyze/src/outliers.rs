@@ -1,0 +1,466 @@
+//! `runtrace outliers`: statistical outliers of wake->poll delay
+//! (`latency`), poll duration (`poll`) and CPU share (`cpu`), judged
+//! within each spawn location and within each task.
+//!
+//! The [`Outliers`] pass collects one sample per wake->poll delay and per
+//! poll (with its task, spawn location, worker and time window), and one
+//! per task and [`CPU_WINDOW_NS`] window in which the task ran (its share
+//! of that window spent in polls). [`Outliers::report`] groups the samples
+//! by spawn location and by task, and flags in each group of at least
+//! [`MIN_SAMPLES`] the samples beyond the [bounds](bounds) of the chosen
+//! [`Method`]:
+//! - `iqr`: below Q1 - 1.5 IQR or above Q3 + 1.5 IQR (quartiles by linear
+//!   interpolation between order statistics);
+//! - `mad`: modified z-score 0.6745 |x - median| / MAD above 3.5 (a group
+//!   whose MAD is 0 is skipped: the score is undefined);
+//! - `stddev`: more than 3 population standard deviations from the mean;
+//! - `percentile`: above the 99th percentile (interpolated).
+//!
+//! ```
+//! use runtrace_analyze::outliers::{bounds, Method};
+//! let mut v: Vec<f64> = (1..=20).map(|x| x as f64).collect();
+//! v.push(1000.0);
+//! let b = bounds(Method::Iqr, &mut v).unwrap();
+//! assert!(1000.0 > b.hi && 20.0 < b.hi);
+//! ```
+
+use crate::event::{kind, Ev};
+use crate::fxhash::FxHashMap;
+use crate::model::Model;
+use crate::pass::{Pass, Wants};
+use runtrace_format::NO_WORKER;
+use serde_json::{json, Value};
+
+/// Groups with fewer samples are not judged (their statistics mean little).
+pub const MIN_SAMPLES: usize = 10;
+
+/// Width of the windows of the `cpu` category.
+pub const CPU_WINDOW_NS: i64 = 10_000_000;
+
+/// How outliers are told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Beyond Q1 - 1.5 IQR / Q3 + 1.5 IQR.
+    Iqr,
+    /// Modified z-score above 3.5.
+    Mad,
+    /// Beyond 3 standard deviations.
+    StdDev,
+    /// Above the 99th percentile.
+    Percentile,
+}
+
+impl Method {
+    /// `iqr`, `mad`, `stddev` or `percentile` (any case).
+    pub fn parse(s: &str) -> Result<Method, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "iqr" => Ok(Method::Iqr),
+            "mad" => Ok(Method::Mad),
+            "stddev" => Ok(Method::StdDev),
+            "percentile" => Ok(Method::Percentile),
+            _ => Err(format!(
+                "unknown outlier method {s:?}: expected iqr, mad, stddev or percentile"
+            )),
+        }
+    }
+
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Iqr => "iqr",
+            Method::Mad => "mad",
+            Method::StdDev => "stddev",
+            Method::Percentile => "percentile",
+        }
+    }
+}
+
+/// Which values are judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    /// Wake (or spawn) -> poll start delays.
+    Latency,
+    /// Poll durations.
+    Poll,
+    /// A task's share of a [`CPU_WINDOW_NS`] window spent in polls.
+    Cpu,
+    /// All three.
+    All,
+}
+
+impl Category {
+    /// `latency`, `poll`, `cpu` or `all` (any case).
+    pub fn parse(s: &str) -> Result<Category, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "latency" => Ok(Category::Latency),
+            "poll" => Ok(Category::Poll),
+            "cpu" => Ok(Category::Cpu),
+            "all" => Ok(Category::All),
+            _ => Err(format!(
+                "unknown outlier category {s:?}: expected latency, poll, cpu or all"
+            )),
+        }
+    }
+}
+
+/// Values beyond these are outliers: above `hi`, or below `lo` when the
+/// method has a lower bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    /// Lower bound (None: the method flags high values only).
+    pub lo: Option<f64>,
+    /// Upper bound.
+    pub hi: f64,
+}
+
+impl Bounds {
+    /// Whether `x` is an outlier.
+    pub fn outside(&self, x: f64) -> bool {
+        x > self.hi || self.lo.is_some_and(|lo| x < lo)
+    }
+}
+
+/// The `p` quantile (0..=1) of sorted values, interpolating linearly
+/// between the order statistics at positions floor/ceil of p (n - 1).
+pub fn quantile(sorted: &[f64], p: f64) -> f64 {
+    let pos = p * (sorted.len() - 1) as f64;
+    let i = pos.floor() as usize;
+    let frac = pos - i as f64;
+    match sorted.get(i + 1) {
+        Some(&next) => sorted[i] + frac * (next - sorted[i]),
+        None => sorted[i],
+    }
+}
+
+/// The bounds of `method` over `values` (sorted in place), or None when
+/// there are fewer than [`MIN_SAMPLES`] values or (MAD) no spread.
+pub fn bounds(method: Method, values: &mut [f64]) -> Option<Bounds> {
+    if values.len() < MIN_SAMPLES {
+        return None;
+    }
+    values.sort_unstable_by(f64::total_cmp);
+    match method {
+        Method::Iqr => {
+            let (q1, q3) = (quantile(values, 0.25), quantile(values, 0.75));
+            let iqr = q3 - q1;
+            Some(Bounds {
+                lo: Some(q1 - 1.5 * iqr),
+                hi: q3 + 1.5 * iqr,
+            })
+        }
+        Method::Mad => {
+            let m = quantile(values, 0.5);
+            let mut dev: Vec<f64> = values.iter().map(|x| (x - m).abs()).collect();
+            dev.sort_unstable_by(f64::total_cmp);
+            let mad = quantile(&dev, 0.5);
+            if mad <= 0.0 {
+                return None;
+            }
+            // 0.6745 |x - m| / MAD > 3.5  <=>  |x - m| > 3.5 MAD / 0.6745
+            let r = 3.5 * mad / 0.6745;
+            Some(Bounds {
+                lo: Some(m - r),
+                hi: m + r,
+            })
+        }
+        Method::StdDev => {
+            let n = values.len() as f64;
+            let mean = values.iter().sum::<f64>() / n;
+            let var = values.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+            let s = var.sqrt();
+            Some(Bounds {
+                lo: Some(mean - 3.0 * s),
+                hi: mean + 3.0 * s,
+            })
+        }
+        Method::Percentile => Some(Bounds {
+            lo: None,
+            hi: quantile(values, 0.99),
+        }),
+    }
+}
+
+/// One judged value and what it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Process index ([`Model::procs`]).
+    pub proc: u32,
+    /// Task id.
+    pub task: u64,
+    /// Spawn location index ([`Model::locs`]).
+    pub loc: u32,
+    /// Worker index (`NO_WORKER`: none).
+    pub worker: u32,
+    /// Window start, ns since the recording started.
+    pub start_ns: i64,
+    /// Window end.
+    pub end_ns: i64,
+    /// The value (ns, or a share for `cpu`).
+    pub value: f64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct TaskState {
+    loc: u32,
+    /// Ticks of the pending wake (or spawn).
+    wake: Option<u64>,
+    /// Ticks and worker of the open poll.
+    poll: Option<(u64, u32)>,
+    /// The CPU window being summed: (window index, busy ns, last worker).
+    /// A task's polls arrive in time order, so a window is done when a
+    /// later one starts (no map of all windows).
+    cpu: Option<(i64, u64, u32)>,
+}
+
+impl TaskState {
+    /// The CPU sample of the window being summed, if any, and resets it.
+    fn take_cpu(&mut self, proc: u32, task: u64) -> Option<Sample> {
+        let (w, busy, worker) = self.cpu.take()?;
+        Some(Sample {
+            proc,
+            task,
+            loc: self.loc,
+            worker,
+            start_ns: w * CPU_WINDOW_NS,
+            end_ns: (w + 1) * CPU_WINDOW_NS,
+            value: busy as f64 / CPU_WINDOW_NS as f64,
+        })
+    }
+}
+
+/// The pass of `runtrace outliers`: collects the samples.
+#[derive(Default)]
+pub struct Outliers {
+    tasks: FxHashMap<(u32, u64), TaskState>,
+    /// Wake -> poll delays.
+    pub latency: Vec<Sample>,
+    /// Poll durations.
+    pub poll: Vec<Sample>,
+    /// CPU shares of the windows done (all after [`Pass::finish`]).
+    pub cpu: Vec<Sample>,
+}
+
+impl Pass for Outliers {
+    fn wants(&self) -> Wants {
+        Wants::RUNTIME
+    }
+
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        if !crate::kinds::has_task(ev.kind) {
+            return;
+        }
+        let proc = model.threads[ev.thread as usize].proc;
+        let p = &model.procs[proc as usize];
+        let st = self.tasks.entry((proc, ev.x)).or_default();
+        match ev.kind {
+            kind::SPAWN => {
+                st.loc = ev.a;
+                st.wake = Some(ev.ticks);
+            }
+            kind::WAKE => {
+                st.wake.get_or_insert(ev.ticks);
+            }
+            kind::POLL_START => {
+                if let Some(w) = st.wake.take() {
+                    let (s, e) = (p.ns(w), p.ns(ev.ticks));
+                    self.latency.push(Sample {
+                        proc,
+                        task: ev.x,
+                        loc: st.loc,
+                        worker: ev.worker,
+                        start_ns: s,
+                        end_ns: e,
+                        value: (e - s).max(0) as f64,
+                    });
+                }
+                st.poll = Some((ev.ticks, ev.worker));
+            }
+            kind::POLL_END => {
+                if let Some((t0, worker)) = st.poll.take() {
+                    let (s, e) = (p.ns(t0), p.ns(ev.ticks).max(p.ns(t0)));
+                    let loc = st.loc;
+                    self.poll.push(Sample {
+                        proc,
+                        task: ev.x,
+                        loc,
+                        worker,
+                        start_ns: s,
+                        end_ns: e,
+                        value: (e - s) as f64,
+                    });
+                    // Split the poll over the CPU windows it spans.
+                    let mut at = s;
+                    while at < e {
+                        let w = at.div_euclid(CPU_WINDOW_NS);
+                        let until = ((w + 1) * CPU_WINDOW_NS).min(e);
+                        if st.cpu.is_some_and(|c| c.0 != w) {
+                            self.cpu.extend(st.take_cpu(proc, ev.x));
+                        }
+                        let c = st.cpu.get_or_insert((w, 0, worker));
+                        c.1 += (until - at) as u64;
+                        c.2 = worker;
+                        at = until;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, _model: &Model) {
+        for (&(proc, task), st) in self.tasks.iter_mut() {
+            self.cpu.extend(st.take_cpu(proc, task));
+        }
+        // The map's order is arbitrary: the report must not be.
+        self.cpu
+            .sort_unstable_by_key(|s| (s.proc, s.task, s.start_ns));
+    }
+}
+
+impl Outliers {
+    /// The outliers of `category` by `method`, as JSON (keys in
+    /// docs/mcp.md): per category the samples, groups judged and skipped,
+    /// and the `limit` strongest outliers (furthest beyond their bound,
+    /// relative to it), with `outliers_total` and `truncated`.
+    pub fn report(&self, model: &Model, method: Method, category: Category, limit: usize) -> Value {
+        let mut cats = serde_json::Map::new();
+        let want = |c: Category| category == c || category == Category::All;
+        if want(Category::Latency) {
+            cats.insert(
+                "latency".into(),
+                judge(model, &self.latency, method, "ns", limit),
+            );
+        }
+        if want(Category::Poll) {
+            cats.insert("poll".into(), judge(model, &self.poll, method, "ns", limit));
+        }
+        if want(Category::Cpu) {
+            cats.insert(
+                "cpu".into(),
+                judge(model, &self.cpu, method, "share", limit),
+            );
+        }
+        json!({
+            "method": method.as_str(),
+            "min_samples": MIN_SAMPLES,
+            "cpu_window_ns": CPU_WINDOW_NS,
+            "limit": limit,
+            "categories": cats,
+        })
+    }
+}
+
+/// One outlier found.
+struct Hit {
+    scope: &'static str,
+    sample: usize,
+    bound: f64,
+    high: bool,
+    group_samples: usize,
+    group_median: f64,
+    /// How far beyond its bound, relative to the bound.
+    score: f64,
+}
+
+/// Judges the groups of `samples` that share `key` (a scope), adding
+/// their outliers to `hits`; returns (groups judged, groups skipped).
+fn judge_scope(
+    samples: &[Sample],
+    scope: &'static str,
+    key: impl Fn(&Sample) -> (u32, u64),
+    method: Method,
+    hits: &mut Vec<Hit>,
+) -> (u64, u64) {
+    // Group by sorting (no map of vectors): one pass over runs of a key.
+    // Keys beside the indexes, so that the sort compares contiguous memory.
+    let mut order: Vec<((u32, u64), u32)> = samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (key(s), i as u32))
+        .collect();
+    order.sort_unstable();
+    let (mut checked, mut skipped) = (0, 0);
+    let mut vals = Vec::new();
+    for run in order.chunk_by(|a, b| a.0 == b.0) {
+        if run.len() < MIN_SAMPLES {
+            skipped += 1;
+            continue;
+        }
+        let g = run.iter().map(|&(_, i)| i);
+        vals.clear();
+        vals.extend(g.clone().map(|i| samples[i as usize].value));
+        let Some(b) = bounds(method, &mut vals) else {
+            skipped += 1;
+            continue;
+        };
+        checked += 1;
+        let median = quantile(&vals, 0.5);
+        for i in g {
+            let x = samples[i as usize].value;
+            if b.outside(x) {
+                let high = x > b.hi;
+                let bound = if high { b.hi } else { b.lo.unwrap_or(b.hi) };
+                hits.push(Hit {
+                    scope,
+                    sample: i as usize,
+                    bound,
+                    high,
+                    group_samples: run.len(),
+                    group_median: median,
+                    score: (x - bound).abs() / bound.abs().max(1e-9),
+                });
+            }
+        }
+    }
+    (checked, skipped)
+}
+
+/// Flags the outliers of `samples` by location and by task.
+fn judge(model: &Model, samples: &[Sample], method: Method, unit: &str, limit: usize) -> Value {
+    let mut hits = Vec::new();
+    let (c1, s1) = judge_scope(
+        samples,
+        "location",
+        |s| (s.proc, s.loc as u64),
+        method,
+        &mut hits,
+    );
+    let (c2, s2) = judge_scope(samples, "task", |s| (s.proc, s.task), method, &mut hits);
+    let (checked, skipped) = (c1 + c2, s1 + s2);
+    let total = hits.len();
+    // The strongest first; ties in trace order of the samples.
+    hits.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.sample.cmp(&b.sample)));
+    hits.truncate(limit);
+    let outliers: Vec<Value> = hits
+        .iter()
+        .map(|h| {
+            let s = &samples[h.sample];
+            let p = &model.procs[s.proc as usize];
+            let loc = &model.locs[s.loc as usize];
+            json!({
+                "scope": h.scope,
+                "task_id": s.task,
+                "pid": p.pid,
+                "spawn_loc": &*loc.text,
+                "spawn_loc_id": loc.trace_id,
+                "worker": (s.worker != NO_WORKER).then_some(s.worker),
+                "window_ns": [s.start_ns, s.end_ns],
+                "value": s.value,
+                "threshold": h.bound,
+                "direction": if h.high { "high" } else { "low" },
+                "unit": unit,
+                "group_samples": h.group_samples,
+                "group_median": h.group_median,
+            })
+        })
+        .collect();
+    json!({
+        "unit": unit,
+        "samples": samples.len(),
+        "groups_checked": checked,
+        "groups_skipped": skipped,
+        "outliers_total": total,
+        "truncated": total > outliers.len(),
+        "outliers": outliers,
+    })
+}

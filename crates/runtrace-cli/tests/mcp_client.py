@@ -1,0 +1,158 @@
+"""Drives `runtrace mcp` with the official MCP Python SDK (mcp.client.stdio):
+every tool on recorded traces, and the error paths. Run by tests/mcp.rs:
+
+    python3 mcp_client.py RUNTRACE QUICKSTART_DIR BACKLOG_DIR DAMAGED_FILE
+
+Prints `N passed, 0 failed` and exits 0 when every check holds; raises
+(exit 1) at the first that does not.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+TOOLS = {
+    "load_trace", "list_traces", "unload_trace", "get_trace_summary",
+    "run_all_analyzers", "analyze_wakeup_latency", "analyze_poll_times",
+    "analyze_workers", "analyze_spawn_locations", "analyze_backlog",
+    "find_scheduling_bottlenecks", "detect_outliers", "query_trace_events",
+    "get_task_timeline",
+}
+
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    if not cond:
+        raise AssertionError(what)
+    checks += 1
+
+
+async def ok(s, tool, args):
+    r = await s.call_tool(tool, args)
+    text = r.content[0].text
+    check(not r.is_error, f"{tool} {args}: unexpected error: {text}")
+    return json.loads(text)
+
+
+async def err(s, tool, args, *needles):
+    r = await s.call_tool(tool, args)
+    text = r.content[0].text
+    check(r.is_error, f"{tool} {args}: expected a tool error, got {text[:300]}")
+    for n in needles:
+        check(n in text, f"{tool} {args}: error {text!r} does not mention {n!r}")
+    return text
+
+
+async def main(runtrace, quick, backlog, damaged):
+    params = StdioServerParameters(command=runtrace, args=["mcp"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as s:
+            init = await s.initialize()
+            check(init.server_info.name == "runtrace", f"server name {init.server_info}")
+            # A current protocol version, not a fallback to an old one.
+            check(init.protocol_version >= "2025-06-18", f"protocol {init.protocol_version}")
+            names = {t.name for t in (await s.list_tools()).tools}
+            check(names == TOOLS, f"tools: {sorted(names ^ TOOLS)}")
+
+            # Loading: a directory, a second trace, a damaged file.
+            q = await ok(s, "load_trace", {"file_path": quick, "trace_id": "q"})
+            check(q["events"] == 10625 and not q["damaged"], f"load q: {q}")
+            b = await ok(s, "load_trace", {"file_path": [backlog], "trace_id": "b"})
+            check(b["events"] > 0, f"load b: {b}")
+            d = await ok(s, "load_trace", {"file_path": damaged, "trace_id": "d"})
+            check(d["damaged"] and d["events"] > 0 and d["errors"], f"damaged: {d}")
+            check("at byte" in d["errors"][0], f"damage names the offset: {d['errors']}")
+            listed = await ok(s, "list_traces", {})
+            check({t["trace_id"] for t in listed["traces"]} == {"q", "b", "d"}, f"list: {listed}")
+
+            # Summary and run-all.
+            sm = await ok(s, "get_trace_summary", {"trace_id": "q"})
+            avail = sm["capabilities"]["available_events"]
+            check("task_poll_start" in avail and "lock_wait" not in avail, f"available: {avail}")
+            an = {a["name"]: a for a in sm["capabilities"]["analyzers"]}
+            check(not an["backlog"]["applicable"] and "runtrace-sync" in an["backlog"]["reason"], f"{an['backlog']}")
+            check(not an["flamegraph"]["applicable"], "flamegraph needs CPU samples")
+            allq = await ok(s, "run_all_analyzers", {"trace_id": "q"})
+            check(allq["analyze"]["events"] == 10625 and allq["backlog"] is None, "run_all q")
+            check(allq["outliers"]["categories"]["poll"]["samples"] == 2712, "run_all outliers")
+            allb = await ok(s, "run_all_analyzers", {"trace_id": "b"})
+            check(allb["backlog"]["queues"], "run_all b has the backlog")
+
+            # The analyses.
+            wl = await ok(s, "analyze_wakeup_latency", {"trace_id": "q", "limit": 2})
+            check(wl["wake_to_poll_ns"]["count"] > 0 and len(wl["spawn_locations"]) == 2, f"{wl}")
+            check(wl["truncated"] and wl["spawn_locations_total"] == 7, "limit cuts and says so")
+            p99s = [l["wake_to_poll_ns"]["p99"] for l in wl["spawn_locations"]]
+            check(p99s == sorted(p99s, reverse=True), "worst p99 first")
+            pt = await ok(s, "analyze_poll_times", {"trace_id": "q"})
+            check(pt["poll_ns"]["count"] == 2712, f"{pt['poll_ns']}")
+            wk = await ok(s, "analyze_workers", {"trace_id": "q"})
+            check(wk["workers_total"] == 3, f"workers: {wk['workers_total']}")
+            sl = await ok(s, "analyze_spawn_locations", {"trace_id": "q"})
+            check(sum(l["tasks"] for l in sl["spawn_locations"]) >= 1307, "tasks by location")
+            bq = await ok(s, "analyze_backlog", {"trace_id": "q"})
+            check(bq["applicable"] is False and "runtrace-sync" in bq["reason"], f"{bq.get('reason')}")
+            bb = await ok(s, "analyze_backlog", {"trace_id": "b", "limit": 1})
+            check(bb["applicable"] and len(bb["queues"]) <= 1 and bb["triggers_total"] >= 0, "backlog b")
+            fb = await ok(s, "find_scheduling_bottlenecks", {"trace_id": "q"})
+            kinds = {f["kind"] for f in fb["findings"]}
+            check("long_poll" in kinds, f"findings: {kinds}")
+
+            # Outliers, every method.
+            for m in ["IQR", "MAD", "StdDev", "Percentile"]:
+                o = await ok(s, "detect_outliers", {"trace_id": "q", "method": m, "category": "poll", "limit": 5})
+                cat = o["categories"]["poll"]
+                check(list(o["categories"]) == ["poll"] and cat["samples"] == 2712, f"{m}: {list(o['categories'])}")
+                for x in cat["outliers"]:
+                    check(x["value"] > x["threshold"] if x["direction"] == "high" else x["value"] < x["threshold"], f"{m}: {x}")
+                    check(x["spawn_loc"] and "task_id" in x and len(x["window_ns"]) == 2, f"{m}: {x}")
+            o = await ok(s, "detect_outliers", {"trace_id": "q", "method": "IQR", "category": "all"})
+            check(set(o["categories"]) == {"latency", "poll", "cpu"}, "all categories")
+
+            # Queries.
+            qe = await ok(s, "query_trace_events", {"trace_id": "q"})
+            check(qe["returned"] == 100 and qe["truncated"] and qe["matched"] > 100, "default limit 100")
+            qe = await ok(s, "query_trace_events", {"trace_id": "q", "event_type": "task_poll_end", "worker": 1, "limit": 5})
+            check(all(e["event"] == "task_poll_end" and e["worker"] == 1 for e in qe["events"]), f"{qe}")
+            t = qe["events"][0]["task_id"]
+            span = await ok(s, "query_trace_events", {"trace_id": "q", "start_ns": 100_000_000, "end_ns": 200_000_000, "limit": 100000})
+            check(span["matched"] > 0 and all(100_000_000 <= e["ts_ns"] <= 200_000_000 for e in span["events"]), "time window")
+            loc = await ok(s, "query_trace_events", {"trace_id": "q", "spawn_loc": "quickstart.rs:206", "event_type": "task_spawn", "limit": 3})
+            check(loc["matched"] > 0 and all("quickstart.rs:206" in e["spawn_loc"] for e in loc["events"]), f"{loc}")
+
+            # A task's timeline.
+            tl = await ok(s, "get_task_timeline", {"trace_id": "q", "task_id": t})
+            ev = [e["event"] for e in tl["events"]]
+            check("task_poll_start" in ev and "task_poll_end" in ev, f"timeline: {ev}")
+            check(all(e["task_id"] == t for e in tl["events"]), "timeline of one task")
+            ts = [e["ts_ns"] for e in tl["events"]]
+            check(ts == sorted(ts), "timeline in order")
+
+            # Error paths: the server answers with tool errors and keeps going.
+            await err(s, "get_trace_summary", {"trace_id": "nope"}, 'unknown trace_id "nope"', "q")
+            await err(s, "load_trace", {"file_path": "/no/such/recording", "trace_id": "x"}, "/no/such/recording", "cannot open")
+            await err(s, "load_trace", {"trace_id": "x"}, "file_path")
+            await err(s, "detect_outliers", {"trace_id": "q", "method": "zscore"}, "zscore", "iqr")
+            await err(s, "detect_outliers", {"trace_id": "q", "category": "disk"}, "disk")
+            await err(s, "query_trace_events", {"trace_id": "q", "event_type": "poll"}, "poll", "task_poll_start")
+            await err(s, "query_trace_events", {"trace_id": "q", "limit": "many"}, "limit")
+            await err(s, "get_task_timeline", {"trace_id": "q", "task_id": 999999999}, "999999999")
+            await err(s, "get_task_timeline", {"trace_id": "q"}, "task_id")
+            await ok(s, "unload_trace", {"trace_id": "d"})
+            await err(s, "unload_trace", {"trace_id": "d"}, '"d"')
+            await err(s, "run_all_analyzers", {"trace_id": "d"}, '"d"')
+            listed = await ok(s, "list_traces", {})
+            check({x["trace_id"] for x in listed["traces"]} == {"q", "b"}, "unloaded")
+            # Still serving after all the errors.
+            again = await ok(s, "get_trace_summary", {"trace_id": "q"})
+            check(again["events"] == 10625, "alive")
+    print(f"{checks} passed, 0 failed")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:5]))

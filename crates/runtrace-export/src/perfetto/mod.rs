@@ -1,0 +1,79 @@
+//! Perfetto timeline export (`runtrace perfetto`): trace files to a
+//! Perfetto TrackEvent protobuf trace, the format ui.perfetto.dev opens.
+//!
+//! One process track per recording, one thread track per thread (named
+//! `tokio worker N`, `executor N` or by the thread's name), a slice per
+//! poll named by the task's spawn location (task id, local queue depth,
+//! worker as debug annotations), parked stretches as slices, a flow arrow
+//! from each spawn and each wake to the poll it caused, counter tracks for
+//! every worker's local queue, the global queue, named executor queues and
+//! runtrace-sync's queues, and the application events: lock waits and holds,
+//! I/O and processing as slices (on lanes under their thread), drops,
+//! backlog triggers and heartbeats as instants. Names are interned
+//! (`interned_data`, one sequence with incremental state).
+//!
+//! It is a [pass](runtrace_analyze::pass::Pass) over one streaming read, so
+//! memory is bounded by the trace's concurrency (live tasks, open slices,
+//! tracks), not its length; the output is written as it goes.
+//!
+//! ```
+//! use runtrace_analyze::synth::TraceBuilder;
+//! let mut b = TraceBuilder::new();
+//! b.location(1, "src/main.rs", 10, 5);
+//! b.spawn(7, 1_000, 1, 0, 1, 0);
+//! b.poll_start(7, 0, 2_000, 1, 0, 0);
+//! b.poll_end(7, 0, 5_000, 1, true);
+//! let dir = tempfile::tempdir().unwrap();
+//! let input = dir.path().join("trace.0.bin");
+//! std::fs::write(&input, b.finish()).unwrap();
+//! let out = dir.path().join("trace.pftrace");
+//! let r = runtrace_export::perfetto::convert(&[input], &out).unwrap();
+//! assert_eq!((r.stats.polls, r.stats.flows_joined), (1, 1));
+//! assert!(r.errors.is_empty());
+//! ```
+
+mod pass;
+pub mod proto;
+pub mod writer;
+
+pub use pass::{ExportStats, Exporter};
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+/// The result of a conversion.
+#[derive(Debug, Default)]
+pub struct Converted {
+    /// What was written.
+    pub stats: ExportStats,
+    /// Events read (all types).
+    pub events: u64,
+    /// Damage in the input (file and byte offset); what was readable was
+    /// converted.
+    pub errors: Vec<String>,
+}
+
+/// Converts the trace files `paths` (any order; `trace.N.bin` sorted by N)
+/// to a Perfetto trace at `out`. `Err` names the output file when it
+/// cannot be created or written; damage in the input is in
+/// [`Converted::errors`] and the readable part is converted.
+pub fn convert<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Converted, String> {
+    let file = File::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
+    let paths: Vec<PathBuf> = runtrace_analyze::input::sorted(paths);
+    let mut ex = Exporter::new(BufWriter::with_capacity(1 << 20, file));
+    let (_model, stats) = runtrace_analyze::input::read(&paths, &mut ex, None);
+    let (_out, err, written) = ex.finish_output();
+    if let Some(e) = err {
+        return Err(format!("{}: cannot write: {e}", out.display()));
+    }
+    Ok(Converted {
+        stats: written,
+        events: stats.events,
+        errors: if stats.damaged {
+            stats.errors
+        } else {
+            Vec::new()
+        },
+    })
+}

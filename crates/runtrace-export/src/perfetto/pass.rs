@@ -1,0 +1,649 @@
+//! The exporter pass: runtrace events (in time order, from
+//! `runtrace_analyze::input`) to Perfetto track events, streaming. State is
+//! per live task, per thread (its open slices) and per track, so memory is
+//! bounded by the trace's concurrency, never its length.
+
+use super::proto::{
+    CounterDescriptor, DebugAnnotation, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
+    TrackEvent, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
+};
+use super::writer::PacketWriter;
+use runtrace_analyze::event::{kind, Ev};
+use runtrace_analyze::model::{Model, UNKNOWN_LOC};
+use runtrace_analyze::pass::{Pass, Wants};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Write;
+
+/// Debug annotation names, by iid - 1 (interned once, up front).
+pub(crate) const ANNOTATIONS: &[&str] = &[
+    "task_id",
+    "local_q",
+    "worker",
+    "executor_queue",
+    "bytes",
+    "duration_ns",
+    "queue_size",
+    "cause",
+    "growth_per_s",
+    "reason",
+    "write",
+];
+const A_TASK: u64 = 1;
+const A_LOCAL_Q: u64 = 2;
+const A_WORKER: u64 = 3;
+const A_EXECUTOR: u64 = 4;
+const A_BYTES: u64 = 5;
+const A_DUR: u64 = 6;
+const A_QUEUE_SIZE: u64 = 7;
+const A_CAUSE: u64 = 8;
+const A_GROWTH: u64 = 9;
+const A_REASON: u64 = 10;
+const A_WRITE: u64 = 11;
+
+/// Name spaces of [`PacketWriter::event_name`].
+const S_LOC: usize = 0;
+const S_FIXED: usize = 1;
+/// Application names: space `S_APP + group`, index = name index.
+const S_APP: usize = 2;
+const FIXED: &[&str] = &["parked", "wake", "spawn"];
+const F_PARKED: u32 = 0;
+const F_WAKE: u32 = 1;
+const F_SPAWN: u32 = 2;
+
+/// Application event groups: name prefix and lane track name.
+const APP: &[(&str, &str)] = &[
+    ("wait ", "lock waits"),
+    ("hold ", "lock holds"),
+    ("io ", "io"),
+    ("process ", "processing"),
+    ("dropped ", ""),
+    ("backlog trigger ", ""),
+    ("heartbeat ", ""),
+];
+const G_WAIT: usize = 0;
+const G_HOLD: usize = 1;
+const G_IO: usize = 2;
+const G_PROC: usize = 3;
+const G_DROP: usize = 4;
+const G_TRIGGER: usize = 5;
+const G_HEARTBEAT: usize = 6;
+
+/// Track uuid kinds: `uuid = index << 3 | kind`, so the uuids events
+/// carry are one- or two-byte varints (the output is mostly track events).
+const U_PROC: u64 = 1;
+const U_THREAD: u64 = 2;
+const U_LOCAL_Q: u64 = 3;
+const U_GLOBAL_Q: u64 = 4;
+const U_NAMED_Q: u64 = 5;
+const U_APP_Q: u64 = 6;
+const U_LANE: u64 = 7;
+
+/// The uuid of track `index` of `kind`.
+#[inline(always)]
+fn uuid(kind: u64, index: u64) -> u64 {
+    index << 3 | kind
+}
+/// Most lanes per (thread, group); more overlapping slices are counted,
+/// not drawn.
+const MAX_LANES: usize = 255;
+
+/// A multiplicative hasher for integer keys (task ids are not adversarial).
+#[derive(Default)]
+struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// What was written: the tests compare these with `runtrace check`.
+///
+/// ```
+/// let s = runtrace_export::perfetto::ExportStats::default();
+/// assert_eq!(s.polls, 0);
+/// ```
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ExportStats {
+    /// Packets written.
+    pub packets: u64,
+    /// Poll slices (one per TaskPollStart).
+    pub polls: u64,
+    /// Parked slices (one per WorkerPark).
+    pub parks: u64,
+    /// Flows started (a spawn or the first wake before a poll).
+    pub flows: u64,
+    /// Flows that reached a poll.
+    pub flows_joined: u64,
+    /// Counter values.
+    pub counter_values: u64,
+    /// Application slices (lock waits and holds, I/O, processing).
+    pub app_slices: u64,
+    /// Instants (wakes, spawns, drops, triggers, heartbeats).
+    pub instants: u64,
+    /// Slices still open at the end of a recording, closed there.
+    pub closed_at_end: u64,
+    /// Polls that began while a poll of the same task was still open on
+    /// the thread: the open one lost its end, and was ended there.
+    pub closed_early: u64,
+    /// Poll ends and unparks with no open poll or park (skipped).
+    pub unmatched_ends: u64,
+    /// Application slices beyond [`MAX_LANES`] overlapping ones (skipped).
+    pub overlapping_skipped: u64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Open {
+    Poll(u64),
+    Park,
+}
+
+#[derive(Default)]
+struct ThreadState {
+    described: bool,
+    stack: Vec<Open>,
+    local_q: Option<u32>,
+}
+
+struct Task {
+    loc: u32,
+    /// Flow waiting for the task's next poll (0: none).
+    flow: u64,
+}
+
+/// The Perfetto exporter as a pass; [`Exporter::finish_output`] returns
+/// the output and what was written. Run it beside other passes in one
+/// read as a pair.
+///
+/// ```
+/// use runtrace_analyze::synth::TraceBuilder;
+/// use runtrace_export::perfetto::Exporter;
+/// let mut b = TraceBuilder::new();
+/// b.park(7, 0, 1_000, 0, 0);
+/// b.unpark(7, 0, 9_000, 0, 0);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// let mut ex = Exporter::new(Vec::new());
+/// runtrace_analyze::input::read(&[path], &mut ex, None);
+/// let (bytes, err, stats) = ex.finish_output();
+/// assert!(err.is_none() && !bytes.is_empty());
+/// assert_eq!(stats.parks, 1);
+/// ```
+pub struct Exporter<W: Write> {
+    w: PacketWriter<W>,
+    te: TrackEvent,
+    threads: Vec<ThreadState>,
+    procs_described: Vec<bool>,
+    tasks: IntMap<(u32, u64), Task>,
+    tracks: HashSet<u64, BuildHasherDefault<IntHasher>>,
+    lanes: IntMap<(u32, usize), Vec<u64>>,
+    next_flow: u64,
+    /// Wall-clock ns of timestamp 0: the anchor of the first recording
+    /// with an event (`u64::MAX` until then). Events of a recording that
+    /// started earlier are clamped to 0.
+    base: u64,
+    stats: ExportStats,
+}
+
+impl<W: Write> Exporter<W> {
+    /// An exporter writing to `out`.
+    pub fn new(out: W) -> Self {
+        let mut w = PacketWriter::new(out);
+        w.annotation_names(ANNOTATIONS);
+        Exporter {
+            w,
+            te: TrackEvent::default(),
+            threads: Vec::new(),
+            procs_described: Vec::new(),
+            tasks: IntMap::default(),
+            tracks: HashSet::default(),
+            lanes: IntMap::default(),
+            next_flow: 1,
+            base: u64::MAX,
+            stats: ExportStats::default(),
+        }
+    }
+
+    /// The output, the first write error and the statistics.
+    pub fn finish_output(self) -> (W, Option<std::io::Error>, ExportStats) {
+        let mut stats = self.stats;
+        stats.packets = self.w.packets;
+        let (out, err) = self.w.finish();
+        (out, err, stats)
+    }
+
+    /// The timestamp of `ticks` on thread `t`'s clock: wall-clock ns
+    /// minus [`Exporter::base`] (ns since the first recording started, so
+    /// timestamps are short varints and recordings line up).
+    #[inline]
+    fn ts(&mut self, model: &Model, t: u32, ticks: u64) -> u64 {
+        let p = model.proc_of(t);
+        if self.base == u64::MAX {
+            self.base = p.anchor_wall_ns;
+        }
+        p.anchor_wall_ns
+            .saturating_add(p.scale.ns(ticks.saturating_sub(p.anchor_ticks)))
+            .saturating_sub(self.base)
+    }
+
+    /// A fresh event on `track` (keeps the scratch vectors' capacity).
+    #[inline]
+    fn begin(&mut self, ty: i32, track: u64) -> TrackEvent {
+        let mut e = std::mem::take(&mut self.te);
+        e.debug_annotations.clear();
+        e.flow_ids.clear();
+        e.terminating_flow_ids.clear();
+        e.r#type = Some(ty);
+        e.track_uuid = Some(track);
+        e.name_iid = None;
+        e.counter_value = None;
+        e
+    }
+
+    #[inline]
+    fn emit(&mut self, ts: u64, e: TrackEvent) {
+        self.te = self.w.event(ts, e);
+    }
+
+    fn ensure_proc(&mut self, model: &Model, p: u32) -> u64 {
+        let uuid = uuid(U_PROC, p as u64);
+        if self.procs_described.len() <= p as usize {
+            self.procs_described.resize(p as usize + 1, false);
+        }
+        if !self.procs_described[p as usize] {
+            self.procs_described[p as usize] = true;
+            let pr = &model.procs[p as usize];
+            self.w.track(TrackDescriptor {
+                uuid: Some(uuid),
+                name: Some(format!("{} (pid {})", pr.process_name, pr.pid)),
+                process: Some(ProcessDescriptor {
+                    pid: Some(pr.pid as i32),
+                    process_name: Some(pr.process_name.clone()),
+                }),
+                ..Default::default()
+            });
+        }
+        uuid
+    }
+
+    /// Thread `ev.thread`'s track, described on first use with the best
+    /// name known then (worker kind and index, thread name, tid).
+    #[inline]
+    fn thread_track(&mut self, model: &Model, ev: &Ev) -> u64 {
+        let t = ev.thread as usize;
+        if t >= self.threads.len() {
+            self.threads.resize_with(t + 1, ThreadState::default);
+        }
+        if !self.threads[t].described {
+            self.describe_thread(model, ev);
+        }
+        uuid(U_THREAD, ev.thread as u64)
+    }
+
+    #[cold]
+    fn describe_thread(&mut self, model: &Model, ev: &Ev) {
+        self.threads[ev.thread as usize].described = true;
+        let th = &model.threads[ev.thread as usize];
+        // The process track comes first (thread tracks join it by pid).
+        self.ensure_proc(model, th.proc);
+        let pid = model.procs[th.proc as usize].pid;
+        let worker = match ev.kind {
+            kind::POLL_START if ev.flag == 1 => Some(format!("executor {}", ev.worker)),
+            kind::POLL_START => Some(format!("tokio worker {}", ev.worker)),
+            // Only runtrace-tokio records worker start and stop.
+            kind::WORKER_START | kind::WORKER_STOP => Some(format!("tokio worker {}", ev.worker)),
+            kind::PARK | kind::UNPARK => Some(format!("worker {}", ev.worker)),
+            _ => None,
+        };
+        let name = match (worker, &th.name) {
+            (Some(w), Some(n)) => format!("{w} ({n})"),
+            (Some(w), None) => w,
+            (None, Some(n)) => n.clone(),
+            (None, None) => format!("thread {}", th.tid),
+        };
+        self.w.track(TrackDescriptor {
+            uuid: Some(uuid(U_THREAD, ev.thread as u64)),
+            name: Some(name.clone()),
+            thread: Some(ThreadDescriptor {
+                pid: Some(pid as i32),
+                tid: Some(th.tid as i32),
+                thread_name: Some(name),
+            }),
+            ..Default::default()
+        });
+    }
+
+    /// Counter track `uuid` under `parent`, described on first use.
+    fn counter(&mut self, ts: u64, uuid: u64, parent: u64, name: impl FnOnce() -> String, v: u64) {
+        if self.tracks.insert(uuid) {
+            self.w.track(TrackDescriptor {
+                uuid: Some(uuid),
+                name: Some(name()),
+                parent_uuid: Some(parent),
+                counter: Some(CounterDescriptor {}),
+                ..Default::default()
+            });
+        }
+        let mut e = self.begin(TYPE_COUNTER, uuid);
+        e.counter_value = Some(v as i64);
+        self.emit(ts, e);
+        self.stats.counter_values += 1;
+    }
+
+    /// Adds annotation `iid`, its value set by `set`.
+    fn ann(e: &mut TrackEvent, iid: u64, set: impl FnOnce(&mut DebugAnnotation)) {
+        let mut a = DebugAnnotation {
+            name_iid: Some(iid),
+            ..Default::default()
+        };
+        set(&mut a);
+        e.debug_annotations.push(a);
+    }
+
+    /// Adds an unsigned annotation.
+    fn ann_u(e: &mut TrackEvent, iid: u64, v: u64) {
+        Self::ann(e, iid, |a| a.uint_value = Some(v));
+    }
+
+    fn app_name(&mut self, model: &Model, group: usize, name: u32) -> u64 {
+        self.w.event_name(S_APP + group, name, || {
+            format!("{}{}", APP[group].0, model.name(name))
+        })
+    }
+
+    /// An application slice [end - dur, end] on a lane of `group` under the
+    /// thread: the first lane free at its start, so no track overlaps.
+    fn app_slice(&mut self, model: &Model, ev: &Ev, group: usize, dur: u64) {
+        let thread = self.thread_track(model, ev);
+        let end = self.ts(model, ev.thread, ev.ticks);
+        let start = end.saturating_sub(dur);
+        let lanes = self.lanes.entry((ev.thread, group)).or_default();
+        let lane = match lanes.iter().position(|&e| e <= start) {
+            Some(i) => i,
+            None if lanes.len() < MAX_LANES => {
+                lanes.push(0);
+                lanes.len() - 1
+            }
+            None => {
+                self.stats.overlapping_skipped += 1;
+                return;
+            }
+        };
+        lanes[lane] = end;
+        let uuid = uuid(
+            U_LANE,
+            (ev.thread as u64) << 16 | (group as u64) << 8 | lane as u64,
+        );
+        if self.tracks.insert(uuid) {
+            let name = if lane == 0 {
+                APP[group].1.to_string()
+            } else {
+                format!("{} {}", APP[group].1, lane + 1)
+            };
+            self.w.track(TrackDescriptor {
+                uuid: Some(uuid),
+                name: Some(name),
+                parent_uuid: Some(thread),
+                ..Default::default()
+            });
+        }
+        let iid = self.app_name(model, group, ev.worker);
+        let mut e = self.begin(TYPE_SLICE_BEGIN, uuid);
+        e.name_iid = Some(iid);
+        Self::ann_u(&mut e, A_DUR, dur);
+        match ev.kind {
+            kind::IO => {
+                let bytes = if ev.flag == 1 {
+                    model.side.get(ev.a as usize).copied().unwrap_or(0)
+                } else {
+                    ev.a as u64
+                };
+                Self::ann_u(&mut e, A_BYTES, bytes);
+            }
+            kind::LOCK_WAIT | kind::LOCK_HOLD => {
+                Self::ann(&mut e, A_WRITE, |a| a.bool_value = Some(ev.flag == 1))
+            }
+            _ => {}
+        }
+        self.emit(start, e);
+        let e = self.begin(TYPE_SLICE_END, uuid);
+        self.emit(end, e);
+        self.stats.app_slices += 1;
+    }
+
+    fn instant(&mut self, ts: u64, track: u64, iid: u64, fill: impl FnOnce(&mut TrackEvent)) {
+        let mut e = self.begin(TYPE_INSTANT, track);
+        e.name_iid = Some(iid);
+        fill(&mut e);
+        self.emit(ts, e);
+        self.stats.instants += 1;
+    }
+
+    /// Ends a `target` still open on thread `t` (and what is open inside
+    /// it), counting it in [`ExportStats::closed_early`].
+    fn close_stale(&mut self, t: u32, ts: u64, target: Open) {
+        if self.threads[t as usize].stack.contains(&target) {
+            self.close_to(t, ts, target);
+            self.stats.closed_early += 1;
+        }
+    }
+
+    /// Ends open slices of thread `t` down to and including the first
+    /// `target` (innermost first); counts it unmatched when none is open.
+    fn close_to(&mut self, t: u32, ts: u64, target: Open) {
+        let stack = &mut self.threads[t as usize].stack;
+        let Some(pos) = stack.iter().rposition(|&o| o == target) else {
+            self.stats.unmatched_ends += 1;
+            return;
+        };
+        let n = stack.len() - pos;
+        stack.truncate(pos);
+        for _ in 0..n {
+            let e = self.begin(TYPE_SLICE_END, uuid(U_THREAD, t as u64));
+            self.emit(ts, e);
+        }
+    }
+
+    fn local_q(&mut self, ev: &Ev, ts: u64, q: u32) {
+        let t = ev.thread as usize;
+        if self.threads[t].local_q == Some(q) {
+            return;
+        }
+        self.threads[t].local_q = Some(q);
+        let parent = uuid(U_THREAD, ev.thread as u64);
+        self.counter(
+            ts,
+            uuid(U_LOCAL_Q, ev.thread as u64),
+            parent,
+            || format!("local queue (worker {})", ev.worker),
+            q as u64,
+        );
+    }
+
+    /// Closes every open slice at the end of its recording.
+    fn close_all(&mut self, model: &Model) {
+        for t in 0..self.threads.len() {
+            let n = self.threads[t].stack.len();
+            if n == 0 {
+                continue;
+            }
+            let last = model.proc_of(t as u32).last_ticks;
+            let ts = self.ts(model, t as u32, last);
+            self.threads[t].stack.clear();
+            for _ in 0..n {
+                let e = self.begin(TYPE_SLICE_END, uuid(U_THREAD, t as u64));
+                self.emit(ts, e);
+            }
+            self.stats.closed_at_end += n as u64;
+        }
+    }
+}
+
+impl<W: Write> Pass for Exporter<W> {
+    fn wants(&self) -> Wants {
+        Wants::RUNTIME.or(Wants::APP)
+    }
+
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        let track = self.thread_track(model, ev);
+        let ts = self.ts(model, ev.thread, ev.ticks);
+        let proc = model.threads[ev.thread as usize].proc;
+        match ev.kind {
+            kind::SPAWN => {
+                let flow = self.next_flow;
+                self.next_flow += 1;
+                self.stats.flows += 1;
+                self.tasks.insert((proc, ev.x), Task { loc: ev.a, flow });
+                let iid = self.w.event_name(S_FIXED, F_SPAWN, || FIXED[2].into());
+                self.instant(ts, track, iid, |e| {
+                    Self::ann_u(e, A_TASK, ev.x);
+                    e.flow_ids.push(flow);
+                });
+            }
+            kind::POLL_START => {
+                // A task is never polled inside its own poll: a poll of it
+                // still open lost its end (damage); end it here, so open
+                // slices stay bounded.
+                self.close_stale(ev.thread, ts, Open::Poll(ev.x));
+                self.local_q(ev, ts, ev.a);
+                let (loc, flow) = match self.tasks.get_mut(&(proc, ev.x)) {
+                    Some(t) => (t.loc, std::mem::take(&mut t.flow)),
+                    None => (UNKNOWN_LOC, 0),
+                };
+                let iid = self
+                    .w
+                    .event_name(S_LOC, loc, || model.locs[loc as usize].text.to_string());
+                let mut e = self.begin(TYPE_SLICE_BEGIN, track);
+                e.name_iid = Some(iid);
+                Self::ann_u(&mut e, A_TASK, ev.x);
+                Self::ann_u(&mut e, A_LOCAL_Q, ev.a as u64);
+                Self::ann_u(&mut e, A_WORKER, ev.worker as u64);
+                if ev.flag == 1 {
+                    Self::ann(&mut e, A_EXECUTOR, |a| a.bool_value = Some(true));
+                }
+                if flow != 0 {
+                    e.terminating_flow_ids.push(flow);
+                    self.stats.flows_joined += 1;
+                }
+                self.emit(ts, e);
+                self.threads[ev.thread as usize]
+                    .stack
+                    .push(Open::Poll(ev.x));
+                self.stats.polls += 1;
+            }
+            kind::POLL_END => self.close_to(ev.thread, ts, Open::Poll(ev.x)),
+            kind::WAKE => {
+                let task = self.tasks.entry((proc, ev.x)).or_insert(Task {
+                    loc: UNKNOWN_LOC,
+                    flow: 0,
+                });
+                // Only the first wake before a poll starts a flow: the
+                // poll answers that one.
+                let flow = if task.flow == 0 {
+                    task.flow = self.next_flow;
+                    self.next_flow += 1;
+                    self.stats.flows += 1;
+                    task.flow
+                } else {
+                    0
+                };
+                let iid = self.w.event_name(S_FIXED, F_WAKE, || FIXED[1].into());
+                self.instant(ts, track, iid, |e| {
+                    Self::ann_u(e, A_TASK, ev.x);
+                    if flow != 0 {
+                        e.flow_ids.push(flow);
+                    }
+                });
+            }
+            kind::TERMINATE => {
+                self.tasks.remove(&(proc, ev.x));
+            }
+            kind::PARK => {
+                self.local_q(ev, ts, ev.a);
+                let iid = self.w.event_name(S_FIXED, F_PARKED, || FIXED[0].into());
+                let mut e = self.begin(TYPE_SLICE_BEGIN, track);
+                e.name_iid = Some(iid);
+                self.emit(ts, e);
+                self.threads[ev.thread as usize].stack.push(Open::Park);
+                self.stats.parks += 1;
+            }
+            kind::UNPARK => self.close_to(ev.thread, ts, Open::Park),
+            kind::QUEUE_SAMPLE => {
+                let p = self.ensure_proc(model, proc);
+                self.counter(
+                    ts,
+                    uuid(U_GLOBAL_Q, proc as u64),
+                    p,
+                    || "global queue".into(),
+                    ev.a as u64,
+                );
+                if ev.worker != u32::MAX {
+                    let q = ev.worker;
+                    let name = || format!("queue {}", model.queues[q as usize]);
+                    let uuid = uuid(U_NAMED_Q, (proc as u64) << 24 | q as u64);
+                    self.counter(ts, uuid, p, name, ev.x);
+                }
+            }
+            kind::LOCK_WAIT => self.app_slice(model, ev, G_WAIT, ev.x),
+            kind::LOCK_HOLD => self.app_slice(model, ev, G_HOLD, ev.x),
+            kind::IO => self.app_slice(model, ev, G_IO, ev.x),
+            kind::PROCESSING_END => self.app_slice(model, ev, G_PROC, ev.x),
+            kind::ENQUEUE | kind::DEQUEUE | kind::QUEUE_SNAPSHOT => {
+                let p = self.ensure_proc(model, proc);
+                let uuid = uuid(U_APP_Q, (proc as u64) << 24 | ev.worker as u64);
+                let name = || format!("{} size", model.name(ev.worker));
+                self.counter(ts, uuid, p, name, ev.a as u64);
+            }
+            kind::ITEM_DROPPED => {
+                let iid = self.app_name(model, G_DROP, ev.worker);
+                let cause = model.name(ev.x as u32).to_string();
+                self.instant(ts, track, iid, |e| {
+                    Self::ann_u(e, A_QUEUE_SIZE, ev.a as u64);
+                    Self::ann(e, A_CAUSE, |a| a.string_value = Some(cause));
+                });
+            }
+            kind::BACKLOG_TRIGGER => {
+                let iid = self.app_name(model, G_TRIGGER, ev.worker);
+                let side = |i: u64| model.side.get(i as usize).copied().unwrap_or(0);
+                let growth = side(ev.x) as i64;
+                let reason = model.name(side(ev.x + 1) as u32).to_string();
+                self.instant(ts, track, iid, |e| {
+                    Self::ann_u(e, A_QUEUE_SIZE, ev.a as u64);
+                    Self::ann(e, A_GROWTH, |a| a.int_value = Some(growth));
+                    Self::ann(e, A_REASON, |a| a.string_value = Some(reason));
+                });
+            }
+            kind::HEARTBEAT => {
+                let iid = self.app_name(model, G_HEARTBEAT, ev.worker);
+                self.instant(ts, track, iid, |e| Self::ann_u(e, A_DUR, ev.x));
+            }
+            _ => {} // worker start/stop: the track is described above
+        }
+    }
+
+    fn end_recording(&mut self, model: &Model) {
+        self.close_all(model);
+    }
+
+    fn finish(&mut self, model: &Model) {
+        self.close_all(model);
+    }
+}

@@ -1,0 +1,378 @@
+//! The page: the analysis report, the backlog report and the chart data
+//! rendered as one HTML document with inline CSS and hand-written SVG (no
+//! script, nothing fetched: it opens offline and from a mail attachment).
+
+use super::charts::{Charts, BUCKETS, HIST};
+use runtrace_analyze::backlog::BacklogReport;
+use runtrace_analyze::model::Model;
+use runtrace_analyze::{fmt_ns, Report};
+use std::fmt::Write;
+
+/// Escapes text for HTML content and attribute values.
+///
+/// ```
+/// assert_eq!(runtrace_export::report::html::esc("<a href=\"x\">"), "&lt;a href=&quot;x&quot;&gt;");
+/// ```
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:1100px;color:#222}\
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;margin-top:1.6em}\
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;padding:3px 6px;text-align:left;vertical-align:top}\
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\
+.finding{border-left:5px solid #e0a800;padding:.4em .8em;margin:.6em 0;background:#fffbea}\
+.finding.critical{border-color:#d33;background:#fff0f0}.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}\
+.ok{color:#2a7}.err{color:#d33}.muted{color:#777}code{font-size:.95em}svg{display:block;margin:.4em 0}";
+
+/// Renders the page (see the [module](super) for an example through
+/// [`super::write`]).
+pub fn render(r: &Report, b: &BacklogReport, c: &Charts, model: &Model) -> String {
+    let mut h = String::with_capacity(64 << 10);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
+         <title>runtrace report</title><style>{STYLE}</style></head><body>"
+    );
+    summary(&mut h, r, b);
+    findings(&mut h, r);
+    utilisation(&mut h, c, model);
+    h.push_str("<h2 id=\"histograms\">Latency histograms</h2>");
+    histogram(&mut h, "poll-hist", "Poll duration", &c.poll_hist);
+    histogram(
+        &mut h,
+        "wake-hist",
+        "Wake (or spawn) → poll delay",
+        &c.wake_hist,
+    );
+    locations(&mut h, r);
+    h.push_str(
+        "<h2 id=\"flame\">CPU flame graphs</h2><p class=\"muted\">No CPU samples in this trace \
+         (runtrace does not record them yet).</p>",
+    );
+    backlog(&mut h, b, c, model);
+    h.push_str("</body></html>\n");
+    h
+}
+
+fn summary(h: &mut String, r: &Report, b: &BacklogReport) {
+    let _ = write!(
+        h,
+        "<h1>runtrace report</h1><section id=\"summary\"><table>\
+         <tr><th>Files</th><td>{}</td></tr><tr><th>Events</th><td>{}</td></tr>\
+         <tr><th>Duration</th><td>{}</td></tr><tr><th>Recordings</th><td>{}</td></tr>\
+         <tr><th>Tasks</th><td>{} spawned, {} terminated</td></tr>\
+         <tr><th>Polls</th><td>{} (p50 {}, p99 {}, max {})</td></tr>\
+         <tr><th>Wake → poll</th><td>p50 {}, p99 {}, max {}</td></tr>\
+         <tr><th>Dropped events</th><td>{}</td></tr></table>",
+        r.files.len(),
+        r.events,
+        fmt_ns(r.duration_ns),
+        esc(&r
+            .processes
+            .iter()
+            .map(|p| format!("{} (pid {})", p.name, p.pid))
+            .collect::<Vec<_>>()
+            .join(", ")),
+        r.tasks_spawned,
+        r.tasks_terminated,
+        r.poll_ns.count,
+        fmt_ns(r.poll_ns.p50),
+        fmt_ns(r.poll_ns.p99),
+        fmt_ns(r.poll_ns.max),
+        fmt_ns(r.wake_to_poll_ns.p50),
+        fmt_ns(r.wake_to_poll_ns.p99),
+        fmt_ns(r.wake_to_poll_ns.max),
+        r.dropped_events,
+    );
+    if r.is_damaged() || b.is_damaged() {
+        h.push_str("<p class=\"err\" id=\"damage\">The input is damaged; this report covers what was readable:</p><ul>");
+        for e in &r.errors {
+            let _ = write!(h, "<li><code>{}</code></li>", esc(e));
+        }
+        h.push_str("</ul>");
+    }
+    for n in &r.notes {
+        let _ = write!(h, "<p class=\"muted\">{}</p>", esc(n));
+    }
+    h.push_str("</section>");
+}
+
+fn findings(h: &mut String, r: &Report) {
+    let _ = write!(
+        h,
+        "<h2>Findings ({})</h2><section id=\"findings\">",
+        r.findings.len()
+    );
+    if r.findings.is_empty() {
+        h.push_str("<p class=\"ok\">No findings: nothing crossed a threshold.</p>");
+    }
+    for f in &r.findings {
+        let sev = f.severity.as_str();
+        let _ = write!(
+            h,
+            "<div class=\"finding {sev}\" data-kind=\"{}\"><span class=\"sev\">{sev}</span> <b>{}</b>",
+            f.kind.as_str(),
+            f.kind.as_str().replace('_', " ")
+        );
+        if let Some(w) = &f.worker {
+            let _ = write!(h, " on {}", esc(&w.to_string()));
+        }
+        if let Some((a, b)) = f.window_ns {
+            let _ = write!(
+                h,
+                " <span class=\"muted\">at {:.6} s – {:.6} s</span>",
+                a as f64 / 1e9,
+                b as f64 / 1e9
+            );
+        }
+        let _ = write!(h, "<p>{}</p>", esc(&f.detail));
+        if !f.spawn_locs.is_empty() {
+            h.push_str("<p>Spawn locations: ");
+            let locs: Vec<String> = f
+                .spawn_locs
+                .iter()
+                .map(|l| format!("<code>{}</code>", esc(l)))
+                .collect();
+            h.push_str(&locs.join(", "));
+            h.push_str("</p>");
+        }
+        h.push_str("</div>");
+    }
+    h.push_str("</section>");
+}
+
+/// A heat map: one row per polling thread, one cell per time bucket,
+/// darker when busier.
+fn utilisation(h: &mut String, c: &Charts, model: &Model) {
+    h.push_str("<h2>Worker utilisation over time</h2>");
+    if c.rows.is_empty() {
+        h.push_str("<p class=\"muted\" id=\"utilisation\">No polls in this trace.</p>");
+        return;
+    }
+    let (label_w, cell_w, row_h) = (220.0, 7.0, 18.0);
+    let used = ((c.end_ns / c.width_ns.max(1)) as usize + 1).min(BUCKETS);
+    let width = label_w + cell_w * used as f64 + 10.0;
+    let height = row_h * c.rows.len() as f64 + 24.0;
+    let _ = write!(
+        h,
+        "<svg id=\"utilisation\" class=\"chart\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" xmlns=\"http://www.w3.org/2000/svg\" font-size=\"12\">"
+    );
+    for (i, row) in c.rows.iter().enumerate() {
+        let y = i as f64 * row_h;
+        let th = &model.threads[row.thread as usize];
+        let name = match &th.name {
+            Some(n) => format!("{n} (tid {})", th.tid),
+            None => format!("tid {}", th.tid),
+        };
+        let _ = write!(h, "<text x=\"0\" y=\"{}\">{}</text>", y + 13.0, esc(&name));
+        for (b, &busy) in row.busy.iter().take(used).enumerate() {
+            let frac = (busy as f64 / c.width_ns as f64).min(1.0);
+            let x = label_w + b as f64 * cell_w;
+            let _ = write!(
+                h,
+                "<rect x=\"{x}\" y=\"{y}\" width=\"{cell_w}\" height=\"{}\" fill=\"rgb(30,90,200)\" \
+                 fill-opacity=\"{:.2}\"><title>{:.0}% busy at {:.3} s</title></rect>",
+                row_h - 2.0,
+                0.05 + 0.95 * frac,
+                frac * 100.0,
+                (b as u64 * c.width_ns) as f64 / 1e9
+            );
+        }
+    }
+    let _ = write!(
+        h,
+        "<text x=\"{label_w}\" y=\"{}\" class=\"muted\">each cell {} (darker = busier)</text></svg>",
+        height - 6.0,
+        fmt_ns(c.width_ns)
+    );
+}
+
+/// A bar chart of a log2 histogram (bucket i: [2^i, 2^(i+1)) ns).
+fn histogram(h: &mut String, id: &str, title: &str, counts: &[u64; HIST]) {
+    let lo = counts.iter().position(|&n| n > 0);
+    let hi = counts.iter().rposition(|&n| n > 0);
+    let _ = write!(h, "<h3>{}</h3>", esc(title));
+    let (Some(lo), Some(hi)) = (lo, hi) else {
+        let _ = write!(h, "<p class=\"muted\" id=\"{id}\">No values.</p>");
+        return;
+    };
+    let max = *counts.iter().max().unwrap_or(&1) as f64;
+    let (bar_w, ch) = (44.0, 120.0);
+    let width = bar_w * (hi - lo + 1) as f64 + 10.0;
+    let height = ch + 44.0;
+    let _ = write!(
+        h,
+        "<svg id=\"{id}\" class=\"chart\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" xmlns=\"http://www.w3.org/2000/svg\" font-size=\"10\">"
+    );
+    for (i, &n) in counts.iter().enumerate().take(hi + 1).skip(lo) {
+        let x = (i - lo) as f64 * bar_w;
+        let bh = if n == 0 {
+            0.0
+        } else {
+            (n as f64 / max * (ch - 14.0)).max(1.0)
+        };
+        let _ = write!(
+            h,
+            "<rect x=\"{x}\" y=\"{}\" width=\"{}\" height=\"{bh}\" fill=\"#4a7\"><title>{} – {}: {n}</title></rect>\
+             <text x=\"{x}\" y=\"{}\">{}</text>",
+            ch - bh,
+            bar_w - 3.0,
+            fmt_ns(1 << i),
+            fmt_ns(1 << (i + 1)),
+            ch + 14.0 + 12.0 * ((i - lo) % 2) as f64,
+            esc(&fmt_ns(1 << i))
+        );
+        if n > 0 {
+            let _ = write!(
+                h,
+                "<text x=\"{x}\" y=\"{}\" fill=\"#555\">{n}</text>",
+                ch - bh - 2.0
+            );
+        }
+    }
+    h.push_str("</svg>");
+}
+
+fn locations(h: &mut String, r: &Report) {
+    h.push_str(
+        "<h2>Top spawn locations</h2><table id=\"locations\"><tr><th>Location</th>\
+         <th class=\"n\">Tasks</th><th class=\"n\">Polls</th><th class=\"n\">Poll time</th>\
+         <th class=\"n\">Poll p99</th><th class=\"n\">Wake→poll p99</th><th class=\"n\">Long polls</th></tr>",
+    );
+    for l in r.spawn_locations.iter().take(20) {
+        let _ = write!(
+            h,
+            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&l.location),
+            l.tasks,
+            l.polls,
+            fmt_ns(l.poll_ns_total),
+            fmt_ns(l.poll_ns.p99),
+            fmt_ns(l.wake_to_poll_ns.p99),
+            l.long_polls
+        );
+    }
+    h.push_str("</table>");
+}
+
+/// Per queue: its largest size per time bucket (a line) with trigger
+/// marks, then
+/// every trigger with its verdicts.
+fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
+    if b.queues.is_empty() && b.triggers.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Backlog</h2><section id=\"backlog\">");
+    for q in &b.queues {
+        let _ =
+            write!(
+            h,
+            "<h3>Queue <code>{}</code></h3><p>{} enqueued, {} dequeued, {} dropped, max size {}; \
+             rates per {} window up to {:.0} enqueues/s and {:.0} dequeues/s; \
+             fastest growth {:+.0}/s at {:.3} s</p>",
+            esc(&q.name),
+            q.enqueued,
+            q.dequeued,
+            q.dropped,
+            q.max_size,
+            fmt_ns(b.options.window_ns),
+            q.windows.iter().map(|w| w.enqueue_per_sec).fold(0.0, f64::max),
+            q.windows.iter().map(|w| w.dequeue_per_sec).fold(0.0, f64::max),
+            q.peak_growth_per_sec,
+            q.peak_growth_at_ns as f64 / 1e9
+        );
+        let Some((_, sizes)) = c.queues.iter().find(|(n, _)| model.name(*n) == q.name) else {
+            continue;
+        };
+        let used = ((c.end_ns / c.width_ns.max(1)) as usize + 1).min(BUCKETS);
+        let (w, ch, cell) = (900.0, 120.0, 900.0 / used as f64);
+        let max = q.max_size.max(1) as f64;
+        let pts: Vec<String> = sizes
+            .iter()
+            .take(used)
+            .enumerate()
+            .map(|(i, &v)| {
+                format!(
+                    "{:.1},{:.1}",
+                    (i as f64 + 0.5) * cell,
+                    ch - v as f64 / max * ch
+                )
+            })
+            .collect();
+        let _ = write!(
+            h,
+            "<svg class=\"chart backlog\" width=\"{w}\" height=\"{}\" viewBox=\"0 0 {w} {}\" \
+             xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\"><polyline fill=\"none\" stroke=\"#36c\" \
+             stroke-width=\"2\" points=\"{}\"/><text x=\"4\" y=\"12\">max {}</text>\
+             <text x=\"4\" y=\"{}\" class=\"muted\">largest size per {} (red: triggers)</text>",
+            ch + 20.0,
+            ch + 20.0,
+            pts.join(" "),
+            q.max_size,
+            ch + 16.0,
+            fmt_ns(c.width_ns)
+        );
+        for t in b.triggers.iter().filter(|t| t.queue == q.name) {
+            let x = (t.timestamp_ns as f64 / c.width_ns as f64 * cell).clamp(0.0, w);
+            let _ = write!(
+                h,
+                "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"0\" y2=\"{ch}\" stroke=\"#d33\"><title>trigger: {}</title></line>",
+                esc(&t.reason)
+            );
+        }
+        h.push_str("</svg>");
+    }
+    if !b.triggers.is_empty() {
+        h.push_str(
+            "<table id=\"triggers\"><tr><th>At</th><th>Queue</th><th class=\"n\">Size</th>\
+             <th>Reason</th><th>Enqueues/s, dequeues/s (before → in the window)</th><th>Verdict</th></tr>",
+        );
+        for t in &b.triggers {
+            let verdict = t
+                .verdicts
+                .first()
+                .map_or("no cause above the floor".to_string(), |v| {
+                    format!(
+                        "{} ({:.0}%): {}",
+                        v.cause.as_str(),
+                        v.score * 100.0,
+                        v.evidence
+                    )
+                });
+            let rate = |before: Option<f64>, during: f64| match before {
+                Some(b) => format!("{b:.0} → {during:.0}"),
+                None => format!("{during:.0}"),
+            };
+            let _ = write!(
+                h,
+                "<tr><td>{:.3} s</td><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td>\
+                 <td>{}, {}</td><td>{}</td></tr>",
+                t.timestamp_ns as f64 / 1e9,
+                esc(&t.queue),
+                t.queue_size,
+                esc(&t.reason),
+                rate(t.enqueue_rate_before, t.enqueue_rate_during),
+                rate(t.dequeue_rate_before, t.dequeue_rate_during),
+                esc(&verdict)
+            );
+        }
+        h.push_str("</table>");
+    }
+    h.push_str("</section>");
+}

@@ -1,0 +1,73 @@
+//! The HTML report (`runtrace report`): one self-contained page for a
+//! person on call. Summary, findings first, per-worker utilisation over
+//! time, poll-duration and wake->poll histograms, the top spawn locations,
+//! and the backlog timeline with each trigger's verdict when the trace has
+//! runtrace-sync events. Inline CSS and hand-written SVG, no script, nothing
+//! loaded from the network; aggregates only, so its size does not grow with
+//! the trace.
+//!
+//! One streaming read feeds three passes: `runtrace_analyze`'s runtime
+//! engine and backlog pass, and [`charts::Charts`].
+//!
+//! ```
+//! use runtrace_analyze::synth::TraceBuilder;
+//! let mut b = TraceBuilder::new();
+//! b.location(1, "src/main.rs", 10, 5);
+//! b.spawn(7, 1_000, 1, 0, 1, 0);
+//! b.poll_start(7, 0, 2_000, 1, 0, 0);
+//! b.poll_end(7, 0, 60_000_000, 1, true); // a 60 ms poll: a finding
+//! let dir = tempfile::tempdir().unwrap();
+//! let input = dir.path().join("trace.0.bin");
+//! std::fs::write(&input, b.finish()).unwrap();
+//! let out = dir.path().join("report.html");
+//! let r = runtrace_export::report::write(&[input], &out).unwrap();
+//! assert!(r.errors.is_empty(), "{:?}", r.errors);
+//! assert!(r.findings >= 1); // the long poll
+//! assert!(std::fs::read_to_string(&out).unwrap().contains("long poll"));
+//! ```
+
+pub mod charts;
+pub mod html;
+
+use runtrace_analyze::backlog::{Backlog, BacklogOptions};
+use runtrace_analyze::runtime::Engine;
+use runtrace_analyze::Thresholds;
+use std::path::{Path, PathBuf};
+
+/// What [`write`] wrote.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Bytes of the page.
+    pub bytes: u64,
+    /// Events read.
+    pub events: u64,
+    /// Findings shown.
+    pub findings: usize,
+    /// Damage in the input (file and byte offset); the page covers what
+    /// was readable.
+    pub errors: Vec<String>,
+}
+
+/// Reads `paths` once and writes the report page to `out`. `Err` names the
+/// output file when it cannot be written.
+pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String> {
+    // Fail on an unwritable path before reading a large trace.
+    std::fs::File::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
+    let paths: Vec<PathBuf> = runtrace_analyze::input::sorted(paths);
+    let backlog_opts = BacklogOptions::default();
+    let mut passes = (
+        Engine::new(Thresholds::default()),
+        (Backlog::new(&backlog_opts), charts::Charts::default()),
+    );
+    let (model, stats) = runtrace_analyze::input::read(&paths, &mut passes, None);
+    let r = passes.0.report(&model, stats.clone());
+    let b = passes.1 .0.report(&model, stats);
+    let page = html::render(&r, &b, &passes.1 .1, &model);
+    std::fs::write(out, &page).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    Ok(Written {
+        bytes: page.len() as u64,
+        events: r.events,
+        findings: r.findings.len(),
+        errors: if r.is_damaged() { r.errors } else { Vec::new() },
+    })
+}

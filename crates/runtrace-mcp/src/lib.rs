@@ -1,0 +1,29 @@
+//! runtrace's MCP server (`runtrace mcp`): AI agents and tools load traces
+//! and ask for their summary, every analysis, outliers, events and task
+//! timelines, over stdio (JSON-RPC 2.0, on the official Rust MCP SDK,
+//! `rmcp`). docs/mcp.md lists the tools and shows how to register the
+//! server with an MCP client.
+//!
+//! Layers: [`traces`] holds the loaded traces by id; [`args`] reads tool
+//! arguments; [`views`] cuts the reports into the answers of the
+//! `analyze_*` tools; [`tools`] names and dispatches the tools;
+//! [`server`] is the `rmcp` handler. A tool that fails answers with an MCP
+//! tool error (`isError`) naming what went wrong; the server keeps running.
+//!
+//! ```
+//! use runtrace_mcp::{tools, traces::Traces};
+//! let traces = Traces::new();
+//! let err = tools::call(&traces, "get_trace_summary", &serde_json::json!({"trace_id": "t"}))
+//!     .unwrap_err();
+//! assert!(err.contains("unknown trace_id \"t\""));
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod server;
+pub mod tools;
+pub mod traces;
+pub mod views;
+
+pub use server::serve_stdio;

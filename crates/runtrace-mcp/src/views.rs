@@ -1,0 +1,187 @@
+//! The answers of the `analyze_*` tools and `find_scheduling_bottlenecks`:
+//! the parts of `runtrace analyze --json` and `runtrace backlog --json`
+//! (same keys, docs/analysis.md) each question needs, lists cut to
+//! `limit` with `<list>_total` and `truncated` saying so.
+//!
+//! ```
+//! use runtrace_mcp::views::cut;
+//! let (items, total, cut_short) = cut(vec![1.into(), 2.into(), 3.into()], 2);
+//! assert_eq!((items.len(), total, cut_short), (2, 3, true));
+//! ```
+
+use runtrace_analyze::index::TraceIndex;
+use serde_json::{json, Map, Value};
+
+/// The first `limit` items, the total and whether some were left out.
+pub fn cut(mut items: Vec<Value>, limit: usize) -> (Vec<Value>, usize, bool) {
+    let total = items.len();
+    items.truncate(limit);
+    (items, total, total > limit)
+}
+
+/// `items` cut to `limit` under `key` in `out`, with `<key>_total` and
+/// `truncated` (true if any list of `out` was cut).
+fn put_list(out: &mut Map<String, Value>, key: &str, items: Vec<Value>, limit: usize) {
+    let (items, total, was_cut) = cut(items, limit);
+    out.insert(key.into(), Value::Array(items));
+    out.insert(format!("{key}_total"), json!(total));
+    let before = out
+        .get("truncated")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    out.insert("truncated".into(), json!(before || was_cut));
+}
+
+fn array(v: &Value, key: &str) -> Vec<Value> {
+    v[key].as_array().cloned().unwrap_or_default()
+}
+
+/// Findings of the given kinds, most serious first (the report's order).
+fn findings(rt: &Value, kinds: &[&str]) -> Vec<Value> {
+    array(rt, "findings")
+        .into_iter()
+        .filter(|f| kinds.iter().any(|k| f["kind"] == *k))
+        .collect()
+}
+
+/// Sorts by the number at `path` (a JSON pointer), largest first.
+fn by_desc(mut v: Vec<Value>, path: &str) -> Vec<Value> {
+    let key = |x: &Value| x.pointer(path).and_then(Value::as_f64).unwrap_or(0.0);
+    v.sort_by(|a, b| key(b).total_cmp(&key(a)));
+    v
+}
+
+/// Pick `keys` of an object.
+fn pick(v: &Value, keys: &[&str]) -> Value {
+    Value::Object(
+        keys.iter()
+            .filter_map(|k| v.get(*k).map(|x| (k.to_string(), x.clone())))
+            .collect(),
+    )
+}
+
+/// `analyze_wakeup_latency`: wake->poll delays overall and by spawn
+/// location (worst p99 first), and the `wake_delay` findings.
+pub fn wakeup_latency(ix: &TraceIndex, limit: usize) -> Value {
+    let rt = ix.runtime().to_json();
+    let mut out = Map::new();
+    out.insert("wake_to_poll_ns".into(), rt["wake_to_poll_ns"].clone());
+    let locs = by_desc(array(&rt, "spawn_locations"), "/wake_to_poll_ns/p99")
+        .iter()
+        .map(|l| pick(l, &["location", "spawn_loc_id", "tasks", "wake_to_poll_ns"]))
+        .collect();
+    put_list(&mut out, "spawn_locations", locs, limit);
+    put_list(&mut out, "findings", findings(&rt, &["wake_delay"]), limit);
+    Value::Object(out)
+}
+
+/// `analyze_poll_times`: poll durations overall and by spawn location
+/// (most poll time first), and the `long_poll` and `cpu_bound` findings.
+pub fn poll_times(ix: &TraceIndex, limit: usize) -> Value {
+    let rt = ix.runtime().to_json();
+    let mut out = Map::new();
+    out.insert("poll_ns".into(), rt["poll_ns"].clone());
+    out.insert("poll_ns_mean".into(), rt["poll_ns_mean"].clone());
+    let keys = [
+        "location",
+        "spawn_loc_id",
+        "polls",
+        "poll_ns_total",
+        "poll_ns_mean",
+        "poll_ns",
+        "long_polls",
+    ];
+    let locs = array(&rt, "spawn_locations")
+        .iter()
+        .map(|l| pick(l, &keys))
+        .collect();
+    put_list(&mut out, "spawn_locations", locs, limit);
+    put_list(
+        &mut out,
+        "findings",
+        findings(&rt, &["long_poll", "cpu_bound"]),
+        limit,
+    );
+    Value::Object(out)
+}
+
+/// `analyze_workers`: every worker's polls, busy ratio, parks and queue
+/// depth, the queues, and the worker findings.
+pub fn workers(ix: &TraceIndex, limit: usize) -> Value {
+    let rt = ix.runtime().to_json();
+    let mut out = Map::new();
+    put_list(&mut out, "workers", array(&rt, "workers"), limit);
+    out.insert("global_queue".into(), rt["global_queue"].clone());
+    out.insert("queues".into(), rt["queues"].clone());
+    let kinds = [
+        "worker_imbalance",
+        "idle_while_queued",
+        "local_queue_buildup",
+    ];
+    put_list(&mut out, "findings", findings(&rt, &kinds), limit);
+    Value::Object(out)
+}
+
+/// `analyze_spawn_locations`: the spawn locations, most poll time first.
+pub fn spawn_locations(ix: &TraceIndex, limit: usize) -> Value {
+    let rt = ix.runtime().to_json();
+    let mut out = Map::new();
+    put_list(
+        &mut out,
+        "spawn_locations",
+        array(&rt, "spawn_locations"),
+        limit,
+    );
+    out.insert("tasks".into(), rt["tasks"].clone());
+    Value::Object(out)
+}
+
+/// `analyze_backlog`: `runtrace backlog --json` with its lists cut to
+/// `limit`, and `applicable` (false, with the reason, when the trace has
+/// no runtrace-sync events).
+pub fn backlog(ix: &TraceIndex, limit: usize) -> Value {
+    let b = ix.backlog().to_json();
+    let mut out = match &b {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    for key in [
+        "queues",
+        "locks",
+        "io",
+        "heartbeats",
+        "triggers",
+        "top_causes",
+    ] {
+        if let Some(Value::Array(a)) = b.get(key) {
+            put_list(&mut out, key, a.clone(), limit);
+        }
+    }
+    let summary = ix.summary();
+    let entry = summary["capabilities"]["analyzers"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "backlog").cloned())
+        .unwrap_or(Value::Null);
+    out.insert("applicable".into(), entry["applicable"].clone());
+    if entry["applicable"] == false {
+        out.insert("reason".into(), entry["reason"].clone());
+    }
+    Value::Object(out)
+}
+
+/// `find_scheduling_bottlenecks`: the findings of `runtrace analyze`
+/// (long polls, wake delays, queue buildup, imbalance, idle workers while
+/// work is queued, CPU-bound locations), most serious first.
+pub fn bottlenecks(ix: &TraceIndex, limit: usize) -> Value {
+    let rt = ix.runtime().to_json();
+    let mut out = Map::new();
+    put_list(&mut out, "findings", array(&rt, "findings"), limit);
+    out.insert(
+        "thresholds".into(),
+        json!({
+            "long_poll_ns": ix.runtime().thresholds.long_poll_ns,
+            "wake_delay_ns": ix.runtime().thresholds.wake_delay_ns,
+        }),
+    );
+    Value::Object(out)
+}

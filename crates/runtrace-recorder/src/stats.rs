@@ -1,0 +1,26 @@
+//! What a recording wrote: the totals the writer keeps and
+//! `RecordingGuard::finish` hands back (also inside its error).
+
+/// What a finished recording wrote.
+///
+/// ```no_run
+/// let guard = runtrace_recorder::Recorder::builder().path("t/trace").start()?;
+/// runtrace_recorder::task_terminate(1);
+/// let stats = guard.finish()?;
+/// assert_eq!(stats.events + stats.dropped, 1);
+/// # Ok::<(), runtrace_recorder::RecordError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Events written to files.
+    pub events: u64,
+    /// Events lost: to full buffers, or drained but not written because a
+    /// write failed (a full disk). Each is reported in a `DROPPED` frame
+    /// once writing works again; those still unwritten when the recording
+    /// ended are counted here only.
+    pub dropped: u64,
+    /// Bytes written, over all files (including evicted ones).
+    pub bytes: u64,
+    /// Files created.
+    pub files: u64,
+}

@@ -1,0 +1,115 @@
+//! Issue 17 item 1: a recording killed with SIGKILL, read by its
+//! directory, is never reported clean. Its `trace.N.bin.active` file is part
+//! of the recording: `check` lists it (unsealed or truncated) with its
+//! events and does not say OK; `analyze` reads its events too.
+
+mod common;
+use common::example;
+use runtrace::format::check::{check_files, FileStatus};
+use runtrace::format::files::expand;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Runs quickstart into `dir` with `env`, waits until `ready(dir)` holds,
+/// then kills it with SIGKILL.
+fn record_then_kill(dir: &Path, env: &[(&str, &str)], ready: impl Fn(&Path) -> bool) {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut cmd = Command::new(example("quickstart"));
+    cmd.args(["--out", dir.to_str().unwrap(), "--seconds", "30"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let t0 = Instant::now();
+    while !ready(dir) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(25),
+            "the recording never got going in {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no destructor, no sealing.
+    child.wait().unwrap();
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn active_len(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".bin.active"))
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
+/// What every reader must say about the killed recording's directory.
+fn assert_reported_incomplete(dir: &Path) {
+    let files: Vec<PathBuf> = expand(&[dir.to_path_buf()]).unwrap();
+    let active: Vec<&PathBuf> = files
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".active"))
+        .collect();
+    assert_eq!(active.len(), 1, "{files:?}");
+    let report = check_files(&files);
+    assert!(!report.is_clean(), "{report}");
+    assert_ne!(report.verdict(), "OK", "{report}");
+    let a = report
+        .files
+        .iter()
+        .find(|f| f.path == *active[0])
+        .expect("the .active file is checked");
+    assert!(
+        matches!(a.status, FileStatus::Unsealed | FileStatus::Truncated),
+        "{report}"
+    );
+    assert!(
+        a.events > 0,
+        "the .active file's events are counted: {report}"
+    );
+    let text = report.to_string();
+    assert!(text.contains(".active"), "{text}");
+
+    let analysis = runtrace_analyze::analyze_files(&files, runtrace_analyze::Options::default());
+    let j = analysis.to_json();
+    let unsealed = j["unsealed_files"].as_array().unwrap();
+    assert!(
+        j["damaged"] == true
+            || unsealed
+                .iter()
+                .any(|u| u.as_str().unwrap().ends_with(".active")),
+        "analyze does not mention the .active file: {j}"
+    );
+    assert!(j["files"].as_array().unwrap().len() == files.len(), "{j}");
+}
+
+#[test]
+fn killed_after_rotations_is_not_ok() {
+    let dir = std::env::temp_dir().join(format!("runtrace-killed-rot-{}", std::process::id()));
+    record_then_kill(&dir, &[("RUNTRACE_MAX_FILE_SIZE", "64K")], |d| {
+        let n = names(d);
+        n.iter().filter(|f| f.ends_with(".bin")).count() >= 2 && active_len(d) > 0
+    });
+    assert_reported_incomplete(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn killed_before_first_rotation_is_not_ok() {
+    let dir = std::env::temp_dir().join(format!("runtrace-killed-0-{}", std::process::id()));
+    record_then_kill(&dir, &[], |d| active_len(d) > 4096);
+    assert_eq!(names(&dir), ["trace.0.bin.active"]);
+    assert_reported_incomplete(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Semantic check of a `runtrace perfetto` output, decoded with the Perfetto
+project's own protos (`pip install perfetto`).
+
+Usage: check_perfetto.py OUT.pftrace CHECK.json
+  CHECK.json: `runtrace check --json` of the same trace files.
+
+Checks: the first packet clears incremental state; every name iid is
+interned before use; every event's track is described; slice begins and
+ends balance on every track (never below zero, zero at the end, in time
+order); every TaskPollStart is a slice named by a spawn location, every
+WorkerPark a "parked" slice; every flow starts once and ends at most once,
+after it starts, on a poll slice; counters carry values on counter tracks;
+counts equal `runtrace check`'s. Prints a JSON summary; exit 1 on failure.
+"""
+import json
+import sys
+from collections import defaultdict
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+TE = pb.TrackEvent
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def main():
+    trace_path, check_path = sys.argv[1], sys.argv[2]
+    trace = pb.Trace()
+    with open(trace_path, "rb") as f:
+        trace.ParseFromString(f.read())
+    counts = json.load(open(check_path))["event_counts"]
+    c = lambda k: counts.get(k, 0)
+
+    tracks = {}  # uuid -> descriptor
+    names = {}  # iid -> name
+    ann_names = {}
+    per_track = defaultdict(list)  # uuid -> [(ts, order, type, name, event)]
+    flow_start = {}
+    flow_end = {}
+    slice_names = defaultdict(int)
+    instants = defaultdict(int)
+    counter_values = 0
+    packets = trace.packet
+    if not packets:
+        fail("no packets")
+    if not packets[0].sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+        fail("first packet does not clear incremental state")
+    for order, p in enumerate(packets):
+        if p.trusted_packet_sequence_id != 1:
+            fail(f"packet {order}: sequence id {p.trusted_packet_sequence_id}")
+        if p.HasField("interned_data"):
+            for n in p.interned_data.event_names:
+                names[n.iid] = n.name
+            for n in p.interned_data.debug_annotation_names:
+                ann_names[n.iid] = n.name
+        if p.HasField("track_descriptor"):
+            d = p.track_descriptor
+            tracks[d.uuid] = d
+            if d.HasField("parent_uuid") and d.parent_uuid not in tracks:
+                fail(f"track {d.name!r} before its parent")
+        if not p.HasField("track_event"):
+            continue
+        e = p.track_event
+        if not p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE:
+            fail(f"packet {order}: event without SEQ_NEEDS_INCREMENTAL_STATE")
+        if e.track_uuid not in tracks:
+            fail(f"packet {order}: track {e.track_uuid:#x} not described before use")
+        name = None
+        if e.HasField("name_iid"):
+            if e.name_iid not in names:
+                fail(f"packet {order}: name iid {e.name_iid} not interned")
+            name = names[e.name_iid]
+        for a in e.debug_annotations:
+            if a.name_iid not in ann_names:
+                fail(f"packet {order}: annotation iid {a.name_iid} not interned")
+        per_track[e.track_uuid].append((p.timestamp, order, e.type, name, e))
+        if e.type == TE.TYPE_COUNTER:
+            if not e.HasField("counter_value"):
+                fail(f"packet {order}: counter without a value")
+            if not tracks[e.track_uuid].HasField("counter"):
+                fail(f"packet {order}: counter value on a non-counter track")
+            counter_values += 1
+        elif e.type == TE.TYPE_INSTANT:
+            instants[name] += 1
+        elif e.type == TE.TYPE_SLICE_BEGIN:
+            slice_names[name] += 1
+        for fid in e.flow_ids:
+            if fid in flow_start:
+                fail(f"flow {fid} starts twice")
+            flow_start[fid] = (p.timestamp, order)
+        for fid in e.terminating_flow_ids:
+            if fid in flow_end:
+                fail(f"flow {fid} ends twice")
+            if fid not in flow_start:
+                fail(f"flow {fid} ends before it starts (packet {order})")
+            if e.type != TE.TYPE_SLICE_BEGIN:
+                fail(f"flow {fid} ends on a non-slice")
+            if flow_start[fid][0] > p.timestamp:
+                fail(f"flow {fid} goes back in time")
+            flow_end[fid] = p.timestamp
+
+    # Balanced slices per track, in time order (file order breaks ties, as
+    # Perfetto's sorter does).
+    for uuid, evs in per_track.items():
+        depth = 0
+        for ts, order, ty, name, e in sorted(evs, key=lambda x: (x[0], x[1])):
+            if ty == TE.TYPE_SLICE_BEGIN:
+                depth += 1
+            elif ty == TE.TYPE_SLICE_END:
+                depth -= 1
+                if depth < 0:
+                    fail(f"track {tracks[uuid].name!r}: slice end without a begin at {ts}")
+        if depth != 0:
+            fail(f"track {tracks[uuid].name!r}: {depth} slices never end")
+
+    # Thread tracks hold only polls and parked stretches.
+    polls = 0
+    for uuid, evs in per_track.items():
+        if tracks[uuid].HasField("thread"):
+            polls += sum(1 for _, _, ty, name, _ in evs if ty == TE.TYPE_SLICE_BEGIN and name != "parked")
+    checks = {
+        "poll slices == PollStart": (polls, c("PollStart")),
+        "parked slices == WorkerPark": (slice_names["parked"], c("WorkerPark")),
+        "wake instants == WakeEvent": (instants["wake"], c("WakeEvent")),
+        "spawn instants == TaskSpawn": (instants["spawn"], c("TaskSpawn")),
+        "lock wait slices == LockWait": (
+            sum(n for k, n in slice_names.items() if k and k.startswith("wait ")), c("LockWait")),
+        "lock hold slices == LockHold": (
+            sum(n for k, n in slice_names.items() if k and k.startswith("hold ")), c("LockHold")),
+        "io slices == Io": (sum(n for k, n in slice_names.items() if k and k.startswith("io ")), c("Io")),
+        "processing slices == ProcessingEnd": (
+            sum(n for k, n in slice_names.items() if k and k.startswith("process ")), c("ProcessingEnd")),
+        "trigger instants == BacklogTrigger": (
+            sum(n for k, n in instants.items() if k and k.startswith("backlog trigger ")), c("BacklogTrigger")),
+        "drop instants == ItemDropped": (
+            sum(n for k, n in instants.items() if k and k.startswith("dropped ")), c("ItemDropped")),
+        "heartbeat instants == ThreadHeartbeat": (
+            sum(n for k, n in instants.items() if k and k.startswith("heartbeat ")), c("ThreadHeartbeat")),
+    }
+    for what, (got, want) in checks.items():
+        if got != want:
+            fail(f"{what}: {got} != {want}")
+    if c("PollStart") and not flow_end:
+        fail("no flow reaches a poll")
+    if (c("QueueSample") or c("Enqueue")) and not counter_values:
+        fail("queue events but no counter values")
+    thread_tracks = [d.name for d in tracks.values() if d.HasField("thread")]
+    print(json.dumps({
+        "packets": len(packets),
+        "tracks": len(tracks),
+        "thread_tracks": sorted(thread_tracks),
+        "poll_slices": polls,
+        "flows": len(flow_start),
+        "flows_joined": len(flow_end),
+        "counter_values": counter_values,
+        "instants": sum(instants.values()),
+    }))
+
+
+if __name__ == "__main__":
+    main()
