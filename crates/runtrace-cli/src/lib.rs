@@ -19,7 +19,10 @@
 //!   analyses apply (`runtrace_analyze::summary`);
 //! - [`outliers`]: `runtrace outliers`, statistical outliers of wake->poll
 //!   delay, poll duration and CPU share (`runtrace_analyze::outliers`);
-//! - [`mcp`]: `runtrace mcp`, the MCP server over stdio (`runtrace_mcp`).
+//! - [`mcp`]: `runtrace mcp`, the MCP server over stdio (`runtrace_mcp`);
+//! - `export`: `runtrace export parquet`, recordings into a Hive-partitioned
+//!   Parquet dataset for DuckDB, Spark, Trino/Athena (`runtrace_parquet`;
+//!   cargo feature `parquet`, on by default).
 //!
 //! A recording's directory stands for its `trace.N.bin` files
 //! (`runtrace_format::files`).
@@ -41,6 +44,8 @@ pub mod analyze;
 pub mod backlog;
 pub mod check;
 pub mod doctor;
+#[cfg(feature = "parquet")]
+pub mod export;
 pub mod jsonl;
 pub mod mcp;
 pub mod outliers;
@@ -102,6 +107,45 @@ pub enum Command {
     /// Serve MCP (JSON-RPC 2.0) on standard input and output: load traces
     /// and query them from AI agents and tools (docs/mcp.md).
     Mcp,
+    /// Export recordings for other tools (`runtrace export parquet`).
+    #[cfg(feature = "parquet")]
+    #[command(subcommand)]
+    Export(ExportFormat),
+}
+
+/// The formats of `runtrace export`.
+#[cfg(feature = "parquet")]
+#[derive(Debug, Subcommand)]
+pub enum ExportFormat {
+    /// Hive-partitioned Parquet tables (polls, tasks, workers, queues,
+    /// lock_events, io_events, backlog_triggers, queue_snapshots) under
+    /// DATASET/<table>/service=S/host=H/date=D/, for DuckDB, Spark,
+    /// Trino/Athena (docs/parquet.md). Exit 1 if a file is damaged (what
+    /// was readable is exported) or the export fails (nothing written).
+    Parquet(ParquetArgs),
+}
+
+/// Arguments of `runtrace export parquet`.
+#[cfg(feature = "parquet")]
+#[derive(Debug, Clone, Args)]
+pub struct ParquetArgs {
+    /// Trace files (trace.0.bin ...) in any order, or directories holding
+    /// them; several recordings may be given.
+    #[arg(required = true, value_name = "DIR|FILE")]
+    pub files: Vec<PathBuf>,
+    /// The dataset's root directory (created if missing; other exports
+    /// there are kept).
+    #[arg(short = 'o', long = "output", value_name = "DATASET", required = true)]
+    pub output: PathBuf,
+    /// The `service` partition (default: each recording's process name).
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+    /// The `host` partition (default: this machine's host name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Replace recordings already in the dataset instead of refusing them.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// Arguments of `runtrace perfetto`.
@@ -261,5 +305,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Summary(a) => summary::run(&a),
         Command::Outliers(a) => outliers::run(&a),
         Command::Mcp => mcp::run(),
+        #[cfg(feature = "parquet")]
+        Command::Export(ExportFormat::Parquet(mut a)) => {
+            a.files = runtrace_format::files::expand_lenient(std::mem::take(&mut a.files));
+            export::run(&ExportFormat::Parquet(a))
+        }
     }
 }

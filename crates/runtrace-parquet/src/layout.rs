@@ -1,0 +1,179 @@
+//! Where files go in a dataset, and what a dataset already holds:
+//! `DATASET/<table>/service=<s>/host=<h>/date=<yyyy-mm-dd>/part-<recording>-<n>.parquet`
+//! (Hive partitioning, which DuckDB, Spark, Trino/Athena and DataFusion
+//! read as the columns `service`, `host` and `date`).
+//!
+//! ```
+//! use runtrace_parquet::layout::{date_of, file_path, partition_name};
+//! use runtrace_parquet::schema::Table;
+//! assert!(partition_name("web-01.eu", "--host").is_ok());
+//! assert!(partition_name("../etc", "--host").is_err());
+//! assert_eq!(date_of(1_700_000_000_000_000_000), "2023-11-14");
+//! let p = file_path("ds".as_ref(), Table::Polls, "api", "h1", "2023-11-14", 0xab, 0);
+//! assert_eq!(p.to_str().unwrap(),
+//!     "ds/polls/service=api/host=h1/date=2023-11-14/part-00000000000000ab-0.parquet");
+//! ```
+
+use crate::schema::{Table, SCHEMA_VERSION, VERSION_KEY};
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use std::path::{Path, PathBuf};
+
+/// Longest partition value accepted.
+const MAX_NAME: usize = 128;
+
+/// `value` if it is a safe partition name (1 to 128 characters of
+/// `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`), else an error
+/// naming `flag`. Anything else could escape the dataset (`/`, `..`),
+/// need escaping in Hive paths (`=`, `%`, spaces) or be taken for an
+/// option.
+pub fn partition_name(value: &str, flag: &str) -> Result<String, String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if value.is_empty()
+        || value.len() > MAX_NAME
+        || !value.chars().all(ok_char)
+        || value.starts_with(['.', '-'])
+    {
+        return Err(format!(
+            "{flag} {value:?}: not a safe partition name (1 to {MAX_NAME} of A-Z a-z 0-9 . _ -, not starting with . or -)"
+        ));
+    }
+    Ok(value.to_string())
+}
+
+/// A default partition name made safe: unsafe characters become `_`
+/// (a process name such as `my app/1` gives `my_app_1`).
+pub fn sanitize(value: &str) -> String {
+    let mut s: String = value
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_NAME)
+        .collect();
+    if s.starts_with(['.', '-']) {
+        s.replace_range(0..1, "_");
+    }
+    if s.is_empty() {
+        s.push_str("unknown");
+    }
+    s
+}
+
+/// This machine's host name (for the default `host` partition), made safe.
+pub fn hostname() -> String {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    sanitize(h.trim())
+}
+
+/// The UTC date (`yyyy-mm-dd`) of `epoch_ns`.
+pub fn date_of(epoch_ns: u64) -> String {
+    let days = (epoch_ns / 86_400_000_000_000) as i64;
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The path of file `n` of recording `recording_id` in `table`.
+pub fn file_path(
+    root: &Path,
+    table: Table,
+    service: &str,
+    host: &str,
+    date: &str,
+    recording_id: u64,
+    n: u32,
+) -> PathBuf {
+    root.join(table.name())
+        .join(format!("service={service}"))
+        .join(format!("host={host}"))
+        .join(format!("date={date}"))
+        .join(format!("part-{recording_id:016x}-{n}.parquet"))
+}
+
+/// The recording id in a data file's name (`part-<16 hex>-<n>.parquet`).
+pub fn recording_of(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let rest = name.strip_prefix("part-")?.strip_suffix(".parquet")?;
+    let (id, _) = rest.split_once('-')?;
+    u64::from_str_radix(id, 16).ok()
+}
+
+/// The data files (`*.parquet`, not hidden) of `table` in the dataset.
+pub fn data_files(root: &Path, table: Table) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![(root.join(table.name()), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') {
+                continue;
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if depth < 3 {
+                    dirs.push((p, depth + 1));
+                }
+            } else if name.ends_with(".parquet") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Checks that an existing data file of `table` has this version's
+/// schema: the same [`SCHEMA_VERSION`] in its metadata, and the same
+/// columns and types.
+pub fn check_schema(path: &Path, table: Table) -> Result<(), String> {
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("{}: cannot open: {e}", path.display()))?;
+    let r = SerializedFileReader::new(file)
+        .map_err(|e| format!("{}: not a readable Parquet file: {e}", path.display()))?;
+    let meta = r.metadata().file_metadata();
+    let version = meta
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|k| k.key == VERSION_KEY))
+        .and_then(|k| k.value.clone());
+    if version.as_deref() != Some(&SCHEMA_VERSION.to_string()) {
+        return Err(format!(
+            "{}: schema mismatch: the dataset's {} table has schema version {}, this runtrace writes version {SCHEMA_VERSION}; export to a new dataset",
+            path.display(),
+            table.name(),
+            version.as_deref().unwrap_or("<none>")
+        ));
+    }
+    let have: Vec<String> = meta
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let want: Vec<&str> = table.columns().iter().map(|c| c.name).collect();
+    if have != want {
+        return Err(format!(
+            "{}: schema mismatch: the dataset's {} table has columns {have:?}, this runtrace writes {want:?}",
+            path.display(),
+            table.name()
+        ));
+    }
+    Ok(())
+}

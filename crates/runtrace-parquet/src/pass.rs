@@ -1,0 +1,600 @@
+//! The export as an analysis [`Pass`]: events in timestamp order become
+//! rows of the tables, written through one [`TableWriter`] per table and
+//! recording. Polls are paired, and wake->poll delays measured, exactly as
+//! `runtrace analyze` does (the same open-poll stack per thread, the same
+//! "first wake or the spawn not yet followed by a poll"), so that SQL over
+//! the dataset gives the analysis's counts and totals.
+//!
+//! State is bounded like the analysis's: live tasks, open polls per
+//! thread, parked workers, and one row batch per table and recording.
+//!
+//! ```
+//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_parquet::pass::{Exporter, Target};
+//! let mut b = TraceBuilder::new();
+//! b.poll_start(7, 0, 2_000, 1, 0, 0);
+//! b.poll_end(7, 0, 5_000, 1, true);
+//! let dir = tempfile::tempdir().unwrap();
+//! let trace = dir.path().join("trace.0.bin");
+//! std::fs::write(&trace, b.finish()).unwrap();
+//! let target = Target {
+//!     root: dir.path().join("ds"),
+//!     service: None,
+//!     host: "h".into(),
+//!     existing: Default::default(),
+//!     replace: false,
+//! };
+//! let mut ex = Exporter::new(target);
+//! runtrace_analyze::input::read(&[trace], &mut ex, None);
+//! let files = ex.take_written(); // under temporary names, to rename
+//! assert_eq!(files.iter().find(|f| f.table.name() == "polls").unwrap().rows, 1);
+//! assert!(files.iter().all(|f| f.tmp.exists() && !f.path.exists()));
+//! ```
+
+use crate::layout;
+use crate::schema::Table;
+use crate::writer::TableWriter;
+use runtrace_analyze::event::{kind, Ev};
+use runtrace_analyze::model::{Model, UNKNOWN_LOC};
+use runtrace_analyze::pass::{Pass, Wants};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::path::{Path, PathBuf};
+
+/// A multiply-rotate hasher for the integer keys of the per-event maps
+/// (task ids, thread and worker indexes): SipHash's DoS resistance buys
+/// nothing on a trace file, and it was the largest cost of those maps.
+#[derive(Default, Clone, Copy)]
+struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// A recording's ticks to epoch ns: a multiply when a tick is a whole
+/// number of ns (the recorder's clocks), else the model's exact division.
+#[derive(Clone, Copy)]
+struct WallClock {
+    anchor_ticks: u64,
+    anchor_wall: i64,
+    /// ns per tick when whole, else 0.
+    whole: u64,
+}
+
+impl WallClock {
+    fn new(p: &runtrace_analyze::model::Process) -> WallClock {
+        let tps = p.ticks_per_sec.max(1);
+        WallClock {
+            anchor_ticks: p.anchor_ticks,
+            anchor_wall: p.anchor_wall_ns as i64,
+            whole: if 1_000_000_000 % tps == 0 {
+                1_000_000_000 / tps
+            } else {
+                0
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn wall(&self, p: &runtrace_analyze::model::Process, ticks: u64) -> i64 {
+        if self.whole != 0 && ticks >= self.anchor_ticks {
+            let d = (ticks - self.anchor_ticks).saturating_mul(self.whole);
+            self.anchor_wall
+                .saturating_add(d.min(i64::MAX as u64) as i64)
+        } else {
+            p.wall_ns(ticks) as i64
+        }
+    }
+}
+
+const NO_PENDING: u64 = u64::MAX;
+/// Polls one thread may have open at once (as the analysis: more means a
+/// lost poll end).
+const MAX_OPEN: usize = 16;
+/// Wakes of tasks not seen yet kept at once (as the analysis).
+const MAX_ORPHAN_WAKES: usize = 1 << 16;
+/// `Ev::worker` of an event outside any worker.
+const NO_WORKER: u32 = u32::MAX;
+
+/// Where and how the files of one export go.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The dataset's root directory.
+    pub root: PathBuf,
+    /// `service` partition (None: each recording's process name).
+    pub service: Option<String>,
+    /// `host` partition.
+    pub host: String,
+    /// Recording ids already in the dataset, with their files.
+    pub existing: HashMap<u64, Vec<PathBuf>>,
+    /// Replace recordings already in the dataset instead of refusing.
+    pub replace: bool,
+}
+
+struct Task {
+    loc: u32,
+    pending: u64,
+    spawn: u64,
+    spawn_tid: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Open {
+    worker: u32,
+    task: u64,
+    start: u64,
+    loc: u32,
+    local_q: u32,
+    wake_delay: Option<i64>,
+}
+
+/// A recording's files and state.
+struct Rec {
+    writers: Vec<TableWriter>,
+    finals: Vec<PathBuf>,
+    clock: WallClock,
+    tasks: IntMap<u64, Task>,
+    orphan_wakes: IntMap<u64, u64>,
+}
+
+/// A file the export wrote, under its temporary name until committed.
+#[derive(Debug)]
+pub struct Written {
+    /// The table.
+    pub table: Table,
+    /// Its temporary path.
+    pub tmp: PathBuf,
+    /// Its final path.
+    pub path: PathBuf,
+    /// Rows in it.
+    pub rows: u64,
+    /// The recording.
+    pub recording_id: u64,
+}
+
+/// The exporting pass.
+pub struct Exporter {
+    target: Target,
+    /// By model process index (None: not started, or failed).
+    recs: Vec<Option<Rec>>,
+    /// Open polls by model thread index.
+    open: Vec<Vec<Open>>,
+    /// Parked workers: (thread, worker) -> (park ticks, local_q).
+    parked: IntMap<(u32, u32), (u64, u32)>,
+    /// The first write error (the export stops writing).
+    pub error: Option<String>,
+    written: Vec<Written>,
+    /// File sets started per recording id.
+    started: IntMap<u64, u32>,
+}
+
+impl Exporter {
+    /// An exporter writing to `target`.
+    pub fn new(target: Target) -> Exporter {
+        Exporter {
+            target,
+            recs: Vec::new(),
+            open: Vec::new(),
+            parked: IntMap::default(),
+            error: None,
+            written: Vec::new(),
+            started: IntMap::default(),
+        }
+    }
+
+    /// The files written (temporary names until committed).
+    pub fn written(&self) -> &[Written] {
+        &self.written
+    }
+
+    /// Takes the files written.
+    pub fn take_written(&mut self) -> Vec<Written> {
+        std::mem::take(&mut self.written)
+    }
+
+    /// Opens the writers of process `p` (cold: once per recording).
+    #[cold]
+    fn start(&mut self, p: usize, m: &Model) -> Result<(), String> {
+        let proc = &m.procs[p];
+        let rid = proc.recording_id;
+        if let Some(files) = self.target.existing.get(&rid) {
+            if !self.target.replace {
+                return Err(format!(
+                    "recording {rid:016x} (pid {}) is already in the dataset ({}); pass --replace to replace it",
+                    proc.pid,
+                    files.first().map_or_else(String::new, |f| f.display().to_string())
+                ));
+            }
+        }
+        let service = match &self.target.service {
+            Some(s) => s.clone(),
+            None => layout::sanitize(&proc.process_name),
+        };
+        let date = layout::date_of(proc.anchor_wall_ns);
+        // The recording's n-th file set in this export (a second process
+        // with the same recording id, or the recording coming back).
+        let n = {
+            let c = self.started.entry(rid).or_insert(0);
+            *c += 1;
+            *c - 1
+        };
+        let mut writers = Vec::new();
+        let mut finals = Vec::new();
+        for t in Table::ALL {
+            let path = layout::file_path(
+                &self.target.root,
+                t,
+                &service,
+                &self.target.host,
+                &date,
+                rid,
+                n,
+            );
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+            }
+            writers.push(TableWriter::create(t, &path, rid)?);
+            finals.push(path);
+        }
+        while self.recs.len() <= p {
+            self.recs.push(None);
+        }
+        self.recs[p] = Some(Rec {
+            writers,
+            finals,
+            clock: WallClock::new(proc),
+            tasks: IntMap::default(),
+            orphan_wakes: IntMap::default(),
+        });
+        Ok(())
+    }
+
+    fn rec_ready(&mut self, p: usize, m: &Model) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        if self.recs.get(p).is_some_and(|r| r.is_some()) {
+            return true;
+        }
+        match self.start(p, m) {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+
+    fn step(&mut self, ev: &Ev, m: &Model) -> Result<(), String> {
+        let th = &m.threads[ev.thread as usize];
+        let p = th.proc as usize;
+        let proc = &m.procs[p];
+        let (pid, rid, tid) = (proc.pid, proc.recording_id, th.tid);
+        let worker = (ev.worker != NO_WORKER).then_some(ev.worker);
+        if self.open.len() < m.threads.len() {
+            self.open.resize_with(m.threads.len(), Vec::new);
+        }
+        let Some(rec) = self.recs[p].as_mut() else {
+            return Ok(());
+        };
+        let clock = rec.clock;
+        let wall = |ticks: u64| clock.wall(proc, ticks);
+        let ts = wall(ev.ticks);
+        let w = &mut rec.writers;
+        match ev.kind {
+            kind::SPAWN => {
+                rec.orphan_wakes.remove(&ev.x);
+                // A task id spawned again: the old one's row goes out first.
+                if let Some(old) = rec.tasks.insert(
+                    ev.x,
+                    Task {
+                        loc: ev.a,
+                        pending: ev.ticks,
+                        spawn: ev.ticks,
+                        spawn_tid: tid,
+                    },
+                ) {
+                    task_row(&mut w[1], pid, rid, ev.x, &old, None, m, wall)?;
+                }
+            }
+            kind::TERMINATE => {
+                rec.orphan_wakes.remove(&ev.x);
+                let t = rec.tasks.remove(&ev.x).unwrap_or(Task {
+                    loc: UNKNOWN_LOC,
+                    pending: NO_PENDING,
+                    spawn: NO_PENDING,
+                    spawn_tid: tid,
+                });
+                task_row(&mut w[1], pid, rid, ev.x, &t, Some(ts), m, wall)?;
+            }
+            kind::WAKE => match rec.tasks.get_mut(&ev.x) {
+                Some(t) => {
+                    if t.pending == NO_PENDING {
+                        t.pending = ev.ticks;
+                    }
+                }
+                None => {
+                    if rec.orphan_wakes.len() >= MAX_ORPHAN_WAKES {
+                        rec.orphan_wakes.clear();
+                    }
+                    rec.orphan_wakes.entry(ev.x).or_insert(ev.ticks);
+                }
+            },
+            kind::POLL_START => {
+                let (loc, pending) = match rec.tasks.get_mut(&ev.x) {
+                    Some(t) => {
+                        let r = (t.loc, t.pending);
+                        t.pending = NO_PENDING;
+                        r
+                    }
+                    None => {
+                        let pending = rec.orphan_wakes.remove(&ev.x).unwrap_or(NO_PENDING);
+                        rec.tasks.insert(
+                            ev.x,
+                            Task {
+                                loc: UNKNOWN_LOC,
+                                pending: NO_PENDING,
+                                spawn: NO_PENDING,
+                                spawn_tid: tid,
+                            },
+                        );
+                        (UNKNOWN_LOC, pending)
+                    }
+                };
+                let open = &mut self.open[ev.thread as usize];
+                if let Some(top) = open.last() {
+                    if top.worker == ev.worker || open.len() >= MAX_OPEN {
+                        open.pop(); // Its end was lost.
+                    }
+                }
+                let wake_delay = (pending != NO_PENDING)
+                    .then(|| proc.scale.ns(ev.ticks.saturating_sub(pending)) as i64);
+                open.push(Open {
+                    worker: ev.worker,
+                    task: ev.x,
+                    start: ev.ticks,
+                    loc,
+                    local_q: ev.a,
+                    wake_delay,
+                });
+            }
+            kind::POLL_END => {
+                let open = &mut self.open[ev.thread as usize];
+                let o = match open.last() {
+                    Some(top) if top.task == ev.x => open.pop(),
+                    _ => open
+                        .iter()
+                        .rposition(|o| o.task == ev.x)
+                        .map(|i| open.remove(i)),
+                };
+                let Some(o) = o else { return Ok(()) };
+                let dur = proc.scale.ns(ev.ticks.saturating_sub(o.start)) as i64;
+                w[0].u64(pid)
+                    .u64(rid)
+                    .u64(tid)
+                    .u64(o.task)
+                    .str(Some(&m.locs[o.loc as usize].text))
+                    .opt_u32((o.worker != NO_WORKER).then_some(o.worker))
+                    .str(None)
+                    .i64(wall(o.start))
+                    .i64(dur)
+                    .opt_i64(o.wake_delay)
+                    .u32(o.local_q);
+                w[0].end_row()?;
+            }
+            kind::PARK => {
+                self.parked
+                    .entry((ev.thread, ev.worker))
+                    .or_insert((ev.ticks, ev.a));
+            }
+            kind::UNPARK => {
+                if let Some((at, q)) = self.parked.remove(&(ev.thread, ev.worker)) {
+                    let ns = proc.scale.ns(ev.ticks.saturating_sub(at)) as i64;
+                    w[2].u64(pid)
+                        .u64(rid)
+                        .u64(tid)
+                        .opt_u32(worker)
+                        .i64(wall(at))
+                        .opt_i64(Some(ts))
+                        .opt_i64(Some(ns))
+                        .u32(q);
+                    w[2].end_row()?;
+                }
+            }
+            kind::QUEUE_SAMPLE => {
+                let q = m.queues.get(ev.worker as usize).map(String::as_str);
+                w[3].u64(pid).u64(rid).u64(tid).i64(ts);
+                w[3].str(q).u32(ev.a).u32(ev.x as u32);
+                w[3].end_row()?;
+            }
+            kind::LOCK_WAIT | kind::LOCK_HOLD => {
+                let wait = ev.kind == kind::LOCK_WAIT;
+                w[4].u64(pid).u64(rid).u64(tid).i64(ts);
+                w[4].str(Some(m.name(ev.worker)))
+                    .opt_i64(wait.then_some(ev.x as i64))
+                    .opt_i64((!wait).then_some(ev.x as i64))
+                    .bool(ev.flag != 0);
+                w[4].end_row()?;
+            }
+            kind::IO => {
+                let bytes = if ev.flag != 0 {
+                    m.side.get(ev.a as usize).copied().unwrap_or(0)
+                } else {
+                    ev.a as u64
+                };
+                w[5].u64(pid).u64(rid).u64(tid).i64(ts);
+                w[5].str(Some(m.name(ev.worker)))
+                    .i64(ev.x as i64)
+                    .u64(bytes);
+                w[5].end_row()?;
+            }
+            kind::BACKLOG_TRIGGER => {
+                let side = |k: usize| m.side.get(ev.x as usize + k).copied().unwrap_or(0);
+                w[6].u64(pid).u64(rid).u64(tid).i64(ts);
+                w[6].str(Some(m.name(ev.worker)))
+                    .u32(ev.a)
+                    .i64(side(0) as i64)
+                    .str(Some(m.name(side(1) as u32)));
+                w[6].end_row()?;
+            }
+            kind::QUEUE_SNAPSHOT => {
+                w[7].u64(pid).u64(rid).u64(tid).i64(ts);
+                w[7].str(Some(m.name(ev.worker))).u32(ev.a).u64(ev.x);
+                w[7].end_row()?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes the rows still open at the end of the recordings being
+    /// written (live tasks, parked workers) and closes their files under
+    /// their temporary names.
+    fn close(&mut self, m: &Model) -> Result<(), String> {
+        for ((thread, worker), (at, q)) in std::mem::take(&mut self.parked) {
+            let th = &m.threads[thread as usize];
+            let proc = &m.procs[th.proc as usize];
+            if let Some(Some(rec)) = self.recs.get_mut(th.proc as usize) {
+                let at = rec.clock.wall(proc, at);
+                let w = &mut rec.writers[2];
+                w.u64(proc.pid)
+                    .u64(proc.recording_id)
+                    .u64(th.tid)
+                    .opt_u32((worker != NO_WORKER).then_some(worker))
+                    .i64(at)
+                    .opt_i64(None)
+                    .opt_i64(None)
+                    .u32(q);
+                w.end_row()?;
+            }
+        }
+        for (p, rec) in self.recs.iter_mut().enumerate() {
+            let Some(mut rec) = rec.take() else { continue };
+            let proc = &m.procs[p];
+            let mut live: Vec<(u64, Task)> = rec.tasks.drain().collect();
+            live.sort_by_key(|(id, _)| *id);
+            let clock = rec.clock;
+            for (id, t) in &live {
+                // Tasks only ever polled (spawned before the recording and
+                // never terminated in it) have no task event to report.
+                if t.spawn != NO_PENDING {
+                    task_row(
+                        &mut rec.writers[1],
+                        proc.pid,
+                        proc.recording_id,
+                        *id,
+                        t,
+                        None,
+                        m,
+                        |ticks| clock.wall(proc, ticks),
+                    )?;
+                }
+            }
+            for (w, path) in rec.writers.into_iter().zip(rec.finals) {
+                let (table, rows) = (w.table(), w.rows());
+                let tmp = w.finish()?;
+                self.written.push(Written {
+                    table,
+                    tmp,
+                    path,
+                    rows,
+                    recording_id: proc.recording_id,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `tasks` row.
+#[allow(clippy::too_many_arguments)]
+fn task_row(
+    w: &mut TableWriter,
+    pid: u64,
+    rid: u64,
+    id: u64,
+    t: &Task,
+    terminate: Option<i64>,
+    m: &Model,
+    wall: impl Fn(u64) -> i64,
+) -> Result<(), String> {
+    let spawned = t.spawn != NO_PENDING;
+    w.u64(pid)
+        .u64(rid)
+        .opt_u64(spawned.then_some(t.spawn_tid))
+        .u64(id)
+        .str(Some(&m.locs[t.loc as usize].text))
+        .opt_u64(None)
+        .opt_i64(spawned.then(|| wall(t.spawn)))
+        .opt_i64(terminate);
+    w.end_row()
+}
+
+impl Pass for Exporter {
+    fn wants(&self) -> Wants {
+        Wants::RUNTIME.or(Wants::APP)
+    }
+
+    #[inline]
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        let p = model.threads[ev.thread as usize].proc as usize;
+        if !self.rec_ready(p, model) {
+            return;
+        }
+        if let Err(e) = self.step(ev, model) {
+            self.error = Some(e);
+        }
+    }
+
+    /// A recording is over: its files are completed (under their
+    /// temporary names), so an export of many recordings holds the
+    /// buffers of one at a time.
+    fn end_recording(&mut self, model: &Model) {
+        self.finish(model);
+    }
+
+    fn finish(&mut self, model: &Model) {
+        if self.error.is_some() {
+            // Dropping the writers removes their temporary files.
+            self.recs.clear();
+            return;
+        }
+        if let Err(e) = self.close(model) {
+            self.error = Some(e);
+            self.recs.clear();
+        }
+    }
+}
+
+/// The recordings of `root` that already have files, by recording id.
+pub fn existing_recordings(root: &Path) -> HashMap<u64, Vec<PathBuf>> {
+    let mut out: HashMap<u64, Vec<PathBuf>> = HashMap::new();
+    for t in Table::ALL {
+        for f in layout::data_files(root, t) {
+            if let Some(id) = layout::recording_of(&f) {
+                out.entry(id).or_default().push(f);
+            }
+        }
+    }
+    out
+}
