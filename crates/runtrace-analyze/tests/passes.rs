@@ -80,3 +80,28 @@ fn a_pure_runtime_trace_gives_an_empty_backlog() {
         analyze_files(&[&*f], Options::default()).to_json()
     );
 }
+
+/// The summary line counts live tasks in words that agree with the number
+/// (issue 17 item 7: "1 tasks alive").
+#[test]
+fn live_task_count_reads_in_the_singular_and_plural() {
+    use runtrace_analyze::{analyze_bytes, synth::TraceBuilder, Options};
+    let line = |live: u64| {
+        let mut b = TraceBuilder::new();
+        b.location(1, "src/main.rs", 10, 5);
+        for task in 1..=live {
+            b.spawn(1, 1_000 + task, task, 0, 1, 0);
+        }
+        let text = analyze_bytes(&b.finish(), Options::default()).to_string();
+        text.lines()
+            .find(|l| l.starts_with("process:"))
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    assert!(line(1).ends_with(" 1 task alive at the end"), "{}", line(1));
+    assert!(
+        line(2).ends_with(" 2 tasks alive at the end"),
+        "{}",
+        line(2)
+    );
+}

@@ -124,12 +124,13 @@ impl fmt::Display for Report {
         for p in &self.processes {
             writeln!(
                 f,
-                "process:        {} (pid {}), {} events over {}, {} tasks alive at the end",
+                "process:        {} (pid {}), {} events over {}, {} task{} alive at the end",
                 p.name,
                 p.pid,
                 p.events,
                 fmt_ns(p.duration_ns),
-                p.live_tasks
+                p.live_tasks,
+                if p.live_tasks == 1 { "" } else { "s" }
             )?;
         }
         writeln!(f)?;
