@@ -42,9 +42,16 @@ pub fn installed() -> bool {
 /// unless one is already set (the application's own subscriber wins: then
 /// only [`crate::spawn`] / [`crate::traced`] tasks get wakes, and
 /// `runtrace analyze` shows the rest as `uncovered_polls`).
+/// `RUNTRACE_TOKIO_WAKES=off` (or `0`) leaves the global subscriber slot
+/// to the application, for one that sets its own only after `instrument`
+/// (tracing allows one per process, and a second `set_global_default`
+/// fails).
 pub(crate) fn install() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
+        if std::env::var_os("RUNTRACE_TOKIO_WAKES").is_some_and(|v| v == "off" || v == "0") {
+            return;
+        }
         if tracing::dispatcher::set_global_default(tracing::Dispatch::new(TaskWakes)).is_ok() {
             INSTALLED.store(true, Ordering::Relaxed);
         }
