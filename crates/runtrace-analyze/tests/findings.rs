@@ -445,14 +445,16 @@ fn preempted_polls_and_host_starvation() {
     b.spawn(1, MS / 2, 11, 0, 9, 0);
     b.unpark(100, 0, MS, 0, 0);
     b.poll_start(100, 0, 2 * MS, 10, 0, 0);
-    b.poll_end(100, 0, 22 * MS, 10, true);
-    b.park(100, 0, 22 * MS + MS / 2, 0, 0);
-    // 18 ms of the 22 ms since the last unpark were spent waiting.
-    b.unpark(100, 0, 23 * MS, 0, 18 * MS);
-    b.poll_start(100, 0, 24 * MS, 11, 0, 0);
-    b.poll_end(100, 0, 84 * MS, 11, true);
-    b.park(100, 0, 85 * MS, 0, 0);
-    b.unpark(100, 0, 300 * MS, 0, 23 * MS);
+    b.poll_end(100, 0, 42 * MS, 10, true);
+    b.park(100, 0, 42 * MS + MS / 2, 0, 0);
+    // 38 ms of the 42 ms since the last unpark were spent waiting: more
+    // than the 2 ms outside the poll, the 10 ms a sampled read may be
+    // stale and half the 40 ms poll.
+    b.unpark(100, 0, 43 * MS, 0, 38 * MS);
+    b.poll_start(100, 0, 44 * MS, 11, 0, 0);
+    b.poll_end(100, 0, 104 * MS, 11, true);
+    b.park(100, 0, 105 * MS, 0, 0);
+    b.unpark(100, 0, 300 * MS, 0, 43 * MS);
     b.park(100, 0, 301 * MS, 0, 0);
     b.unpark(100, 0, 1000 * MS, 0, 400 * MS);
     b.terminate(1, 1001 * MS, 10);

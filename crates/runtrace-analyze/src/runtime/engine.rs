@@ -13,8 +13,9 @@ use crate::pass::{Pass, Wants};
 
 const NO_PENDING: u64 = u64::MAX;
 /// How stale a sampled schedstat read may be (docs/analysis.md: read at
-/// most every 4 ms per thread).
-const SCHED_SAMPLE_SLACK_NS: u64 = 4_000_000;
+/// most every 10 ms per worker by the tokio hooks, SCHED_SAMPLE_HZ in
+/// runtrace-tokio).
+const SCHED_SAMPLE_SLACK_NS: u64 = 10_000_000;
 /// Polls remembered per worker for the delayed-window analysis.
 const RING_CAP: usize = 1 << 14;
 /// Polls one thread may have open at once (nested executors); more means
