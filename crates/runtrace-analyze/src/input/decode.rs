@@ -526,15 +526,21 @@ fn resolve_app(
         }
         n
     };
-    if id < 1 << 16 {
-        if id as usize >= cache.app.len() {
-            cache.app.resize(id as usize + 1, u32::MAX);
-        }
-        cache.app[id as usize] = n;
-    } else {
-        cache.big_app.insert(id, n);
-    }
+    remember(&mut cache.app, &mut cache.big_app, id, n);
     Ok(n)
+}
+
+/// Caches index `value` for trace id `id`: small ids in a table
+/// (`u32::MAX` marks a gap), large ones in a map.
+fn remember(small: &mut Vec<u32>, big: &mut HashMap<u64, u32>, id: u64, value: u32) {
+    if id < 1 << 16 {
+        if id as usize >= small.len() {
+            small.resize(id as usize + 1, u32::MAX);
+        }
+        small[id as usize] = value;
+    } else {
+        big.insert(id, value);
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -567,14 +573,7 @@ fn resolve_loc(
             trace_id: id,
         });
     }
-    if id < 1 << 16 {
-        if id as usize >= cache.locs.len() {
-            cache.locs.resize(id as usize + 1, u32::MAX);
-        }
-        cache.locs[id as usize] = l;
-    } else {
-        cache.big_locs.insert(id, l);
-    }
+    remember(&mut cache.locs, &mut cache.big_locs, id, l);
     Ok(l)
 }
 
