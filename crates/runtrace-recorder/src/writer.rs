@@ -191,8 +191,13 @@ impl Writer {
             // small enough to fit where the round did not).
             self.round();
         }
-        if let Err(e) = self.seal() {
-            self.write_failed(&e);
+        // A sealed file claims its losses are all told (END totals); with
+        // losses no DROPPED frame could carry, it stays unsealed
+        // (`.active`), so readers report it as incomplete.
+        if self.unwritten.is_empty() {
+            if let Err(e) = self.seal() {
+                self.write_failed(&e);
+            }
         }
         // Losses no file could be told about still count.
         let never_written: u64 = self.unwritten.values().map(|(n, _)| n).sum();
