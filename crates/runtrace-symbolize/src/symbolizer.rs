@@ -6,8 +6,8 @@
 use crate::elf;
 use crate::frame::{self, Frame, Strings};
 use crate::locate::{self, Located, SymbolizeOptions};
-use crate::mapping::Mapping;
 use blazesym::symbolize::{self, source, Input, Symbolized};
+use runtrace_format::frame::Mapping;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
