@@ -235,15 +235,17 @@ impl Symbolizer {
         let located = m.located.get_or_insert_with(|| {
             locate::locate(&m.mapping.path, &m.mapping.build_id, &self.opts)
         });
-        let Located::Found { path, .. } = located else {
+        let Located::Found { path, info } = located else {
             m.unresolved += 1;
             return vec![unknown];
         };
+        let input = match info.debug_only_text {
+            // The mapping starts at the executable segment's first page.
+            Some(text) => Input::VirtOffset(text + (lookup - m.mapping.start)),
+            None => Input::FileOffset(offset(lookup)),
+        };
         let src = source::Source::Elf(source::Elf::new(path.as_path()));
-        match self
-            .blaze
-            .symbolize_single(&src, Input::FileOffset(offset(lookup)))
-        {
+        match self.blaze.symbolize_single(&src, input) {
             Ok(Symbolized::Sym(sym)) => frame::resolved(&sym, &m.name, &mut self.strings),
             Ok(Symbolized::Unknown(_)) => {
                 m.unresolved += 1;

@@ -255,7 +255,7 @@ fn found_through_search_dirs_by_name_and_by_build_id() {
     let opts = SymbolizeOptions {
         search_dirs: vec![tree.path().to_path_buf()],
     };
-    let mut s = Symbolizer::new(&ms, opts);
+    let mut s = Symbolizer::new(&ms, opts.clone());
     let frames = s.stack(&stack);
     assert!(
         frames[1].function.ends_with("symbolize::sampled"),
@@ -263,6 +263,30 @@ fn found_through_search_dirs_by_name_and_by_build_id() {
         names(&frames)
     );
     assert!(frames.iter().all(|f| &*f.module == "renamed"));
+
+    // Only the debug file (`objcopy --only-keep-debug`, as distributions
+    // ship them) as `.build-id/xx/yyyy.debug`: the same frames, lines
+    // and inlined frame included.
+    if !have("objcopy") {
+        return;
+    }
+    std::fs::remove_file(sub.join(&hex[2..])).unwrap();
+    let out = Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&exe)
+        .arg(sub.join(format!("{}.debug", &hex[2..])))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut s = Symbolizer::new(&ms, opts);
+    let from_debug = s.stack(&stack);
+    assert_eq!(from_debug, frames, "{:#?}", names(&from_debug));
+    assert_eq!(from_debug.len(), 3, "{:#?}", names(&from_debug));
+    assert_eq!(s.problems(), Vec::<String>::new());
 }
 
 fn have(tool: &str) -> bool {
