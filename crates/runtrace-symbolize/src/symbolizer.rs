@@ -81,7 +81,7 @@ impl Symbolizer {
         for m in mappings {
             let name = Path::new(locate::recorded_path(&m.path))
                 .file_name()
-                .map_or_else(|| m.path.clone(), |n| n.to_string_lossy().into_owned());
+                .map_or_else(|| "[anon]".into(), |n| n.to_string_lossy().into_owned());
             let module = Module {
                 mapping: m.clone(),
                 name: Arc::from(name),
@@ -192,6 +192,12 @@ impl Symbolizer {
                     } else if m.unresolved > 0 {
                         out.push(format!("{shown}: {unresolved} (in no symbol)"));
                     }
+                    if m.mapping.build_id.is_empty() {
+                        out.push(format!(
+                            "{shown}: no build id recorded: symbolized with this file unverified \
+                             (it may be a different build)"
+                        ));
+                    }
                     if info.has_symtab && !info.has_debug_info && info.debuglink.is_none() {
                         out.push(format!(
                             "{shown}: no debug info: function names only, no file:line or inlined \
@@ -223,7 +229,8 @@ impl Symbolizer {
             return vec![frame::unknown_addr(addr)];
         };
         m.looked_up += 1;
-        let offset = |a: u64| a - m.mapping.start + m.mapping.file_offset;
+        // Wrapping: the numbers come from a file and may be nonsense.
+        let offset = |a: u64| (a - m.mapping.start).wrapping_add(m.mapping.file_offset);
         // A return address points after its call; the call itself (and
         // its line, and its inlining) is one byte before.
         let lookup = if is_return && addr > m.mapping.start {
@@ -241,7 +248,7 @@ impl Symbolizer {
         };
         let input = match info.debug_only_text {
             // The mapping starts at the executable segment's first page.
-            Some(text) => Input::VirtOffset(text + (lookup - m.mapping.start)),
+            Some(text) => Input::VirtOffset(text.wrapping_add(lookup - m.mapping.start)),
             None => Input::FileOffset(offset(lookup)),
         };
         let src = source::Source::Elf(source::Elf::new(path.as_path()));

@@ -419,3 +419,45 @@ fn addresses_outside_every_mapping_and_a_later_mapping_replacing_one() {
         "{p:?}"
     );
 }
+
+#[test]
+fn nonsense_mappings_never_panic() {
+    let odd = [
+        Mapping {
+            start: 0x1000,
+            end: 0x2000,
+            file_offset: u64::MAX,
+            build_id: vec![],
+            path: String::new(),
+        },
+        Mapping {
+            start: 0x5000,
+            end: 0x4000,
+            file_offset: 0,
+            build_id: vec![],
+            path: "/".into(),
+        },
+        Mapping {
+            start: 0x8000,
+            end: u64::MAX,
+            file_offset: u64::MAX - 1,
+            build_id: vec![],
+            path: me().display().to_string(),
+        },
+    ];
+    let mut s = Symbolizer::new(&odd, SymbolizeOptions::default());
+    let frames = s.stack(&[0x1800, 0x4800, 0x5000, u64::MAX - 1, 0x8000, 0]);
+    assert_eq!(frames.len(), 6, "{:#?}", names(&frames));
+    assert!(
+        frames.iter().all(Frame::is_unknown),
+        "{:#?}",
+        names(&frames)
+    );
+    assert_eq!(&*frames[0].function, "[unknown] [anon]+0x7ff");
+    let p = s.problems();
+    assert!(
+        p.iter()
+            .any(|l| l.contains(": no build id recorded: symbolized with this file unverified")),
+        "{p:#?}"
+    );
+}
