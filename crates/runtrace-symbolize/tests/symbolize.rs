@@ -461,3 +461,34 @@ fn nonsense_mappings_never_panic() {
         "{p:#?}"
     );
 }
+
+/// The way tools use it: a trace file with this process's MAPPINGS and a
+/// sampled stack, read back by `runtrace_analyze::profile::load`, then
+/// symbolized from what the file says.
+#[test]
+fn stacks_and_mappings_read_back_from_a_trace_file() {
+    use runtrace_analyze::synth::TraceBuilder;
+    let stack = sampled();
+    let mut b = TraceBuilder::new();
+    b.mappings(&self_mappings());
+    b.stacks(&[(1, &stack[..])]);
+    b.cpu_sample(9, 1_000, 77, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("trace.0.bin");
+    std::fs::write(&file, b.finish()).unwrap();
+
+    let profile = runtrace_analyze::profile::load(&[&file]).unwrap();
+    assert_eq!(profile.mappings, self_mappings());
+    assert_eq!(profile.samples.len(), 1);
+    let mut s = Symbolizer::new(&profile.mappings, SymbolizeOptions::default());
+    let frames = s.stack(&profile.samples[0].stack);
+    assert_eq!(frames.len(), 3, "{:#?}", names(&frames));
+    assert_at(&frames[0], "current_ip", line_of("// @ip"), &frames);
+    assert_at(
+        &frames[1],
+        "symbolize::sampled",
+        line_of("// @call"),
+        &frames,
+    );
+    assert_eq!(s.problems(), Vec::<String>::new());
+}
