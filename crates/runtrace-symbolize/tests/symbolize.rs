@@ -271,22 +271,27 @@ fn found_through_search_dirs_by_name_and_by_build_id() {
         return;
     }
     std::fs::remove_file(sub.join(&hex[2..])).unwrap();
-    let out = Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(&exe)
-        .arg(sub.join(format!("{}.debug", &hex[2..])))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    objcopy(
+        "--only-keep-debug",
+        &sub.join(format!("{}.debug", &hex[2..])),
     );
     let mut s = Symbolizer::new(&ms, opts);
     let from_debug = s.stack(&stack);
     assert_eq!(from_debug, frames, "{:#?}", names(&from_debug));
     assert_eq!(from_debug.len(), 3, "{:#?}", names(&from_debug));
     assert_eq!(s.problems(), Vec::<String>::new());
+}
+
+/// `objcopy FLAG <this test binary> OUT`.
+fn objcopy(flag: &str, out: &Path) {
+    let o = Command::new("objcopy")
+        .arg(flag)
+        .arg(me())
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "objcopy {flag}: {err}");
 }
 
 fn have(tool: &str) -> bool {
@@ -309,17 +314,7 @@ fn stripped_binary_says_so_and_names_nothing_wrong() {
     let stack = sampled();
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("stripped-copy");
-    let out = Command::new("objcopy")
-        .arg("--strip-all")
-        .arg(me())
-        .arg(&copy)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    objcopy("--strip-all", &copy);
     // The build id note survives stripping, so the copy is the same build.
     let ms = my_mappings(|m| m.path = copy.display().to_string());
     assert_eq!(
@@ -357,17 +352,7 @@ fn symbols_without_debug_info_name_functions_but_say_no_lines() {
     let stack = sampled();
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("nodebug-copy");
-    let out = Command::new("objcopy")
-        .arg("--strip-debug")
-        .arg(me())
-        .arg(&copy)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    objcopy("--strip-debug", &copy);
     let ms = my_mappings(|m| m.path = copy.display().to_string());
     let mut s = Symbolizer::new(&ms, SymbolizeOptions::default());
     let frames = s.stack(&stack);
