@@ -34,6 +34,10 @@ struct Module {
 /// Each distinct address is resolved once; each binary is located (and its
 /// build id checked) once, on the first address inside it.
 ///
+/// Not `Send`: blazesym's state uses `Rc`. Create it on the thread that
+/// symbolizes (in async code, inside `spawn_blocking`); the [`Frame`]s it
+/// returns are `Send` and `Sync`.
+///
 /// ```
 /// use runtrace_symbolize::{Symbolizer, SymbolizeOptions};
 /// // No mappings: every address is unknown, and problems() says why.

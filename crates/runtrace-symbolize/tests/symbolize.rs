@@ -477,3 +477,10 @@ fn stacks_and_mappings_read_back_from_a_trace_file() {
     );
     assert_eq!(s.problems(), Vec::<String>::new());
 }
+
+#[test]
+fn frames_can_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Frame>();
+    send_sync::<Mapping>();
+}
