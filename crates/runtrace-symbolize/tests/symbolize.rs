@@ -12,8 +12,11 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use runtrace_symbolize::{Frame, Mapping, SymbolizeOptions, Symbolizer};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+use support::{me, self_mappings};
+
+mod support;
 
 /// The 1-based line of this file holding `marker`.
 fn line_of(marker: &str) -> u32 {
@@ -48,36 +51,6 @@ fn sampled() -> Vec<u64> {
     // stack memory.
     unsafe { std::arch::asm!("mov {}, [rbp + 8]", out(reg) ret, options(nostack, readonly)) };
     vec![ip, ret]
-}
-
-/// The executable file-backed mappings of this process, each with its
-/// build id, as the recorder writes the MAPPINGS frame.
-fn self_mappings() -> Vec<Mapping> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    maps.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
-                return None;
-            }
-            let (start, end) = f[0].split_once('-')?;
-            let path = f[5..].join(" ");
-            Some(Mapping {
-                start: u64::from_str_radix(start, 16).ok()?,
-                end: u64::from_str_radix(end, 16).ok()?,
-                file_offset: u64::from_str_radix(f[2], 16).ok()?,
-                build_id: runtrace_symbolize::build_id(Path::new(&path))
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default(),
-                path,
-            })
-        })
-        .collect()
-}
-
-fn me() -> PathBuf {
-    std::env::current_exe().unwrap().canonicalize().unwrap()
 }
 
 /// This binary's mappings only, rewritten by `f`.
