@@ -3,9 +3,9 @@
 //!
 //! Frame pointers leave no flag in an ELF file, so the check looks at the
 //! code: the share of functions (in `.symtab`, at least
-//! [`MIN_FUNCTION_SIZE`] bytes) whose first instructions are
-//! `push %rbp; mov %rsp,%rbp` (`55 48 89 e5`, after an optional `endbr64`
-//! or 5-byte nop). Functions of the Rust standard library are left out:
+//! [`MIN_FUNCTION_SIZE`] bytes) that start with `push %rbp` and set
+//! `mov %rsp,%rbp` within the next few instructions (after an optional
+//! `endbr64` or 5-byte nop). Functions of the Rust standard library are left out:
 //! they come precompiled with the toolchain, whatever the program's own
 //! flags (rustup's 1.95 std has frame pointers: 395 of 514 such functions
 //! in a small program), and make up most of a small binary. Debug info is judged the same way: the DWARF compile units
@@ -22,8 +22,10 @@ pub const MIN_FUNCTION_SIZE: u64 = 16;
 
 /// At or above this share of checked functions with a frame-pointer
 /// prologue, the binary counts as built with frame pointers. The two
-/// cases are far apart: `tests/cpu_profile.rs`'s program at opt-level 2
-/// has 0 of 16 without `-C force-frame-pointers=yes`, 14 of 16 with it.
+/// cases are far apart: `tests/cpu_profile.rs`'s Rust program at
+/// opt-level 2 has 0 of 15 without `-C force-frame-pointers=yes`, 14 of 15
+/// with it; its C program (gcc -O2) 0 of 4 without
+/// `-fno-omit-frame-pointer`, 3 of 4 with it (a leaf function keeps none).
 pub const FRAME_POINTER_SHARE: f64 = 0.5;
 
 /// Crates of the Rust toolchain's precompiled standard library (and the
@@ -106,8 +108,8 @@ impl CpuProfileReport {
     /// the report prints it.
     pub fn share_text(&self) -> String {
         format!(
-            "{} of {} functions ({}+ bytes, outside the Rust standard library) start with \
-             push %rbp; mov %rsp,%rbp",
+            "{} of {} functions ({}+ bytes, outside the Rust standard library) set up a frame \
+             pointer at entry (push %rbp ... mov %rsp,%rbp)",
             self.with_frame_pointer, self.functions_checked, MIN_FUNCTION_SIZE
         )
     }
@@ -163,16 +165,26 @@ fn length_prefixed(s: &[u8]) -> Option<(&str, usize)> {
     Some((name, start + len))
 }
 
-/// Code of the standard library (or of its unmangled runtime hooks).
+/// Code of the Rust standard library (or of its unmangled runtime hooks)
+/// or of the C runtime's start-up files.
 fn is_sysroot(symbol: &str) -> bool {
     match rust_crate(symbol) {
         Some(c) => SYSROOT_CRATES.contains(&c),
-        None => symbol.starts_with("rust_") || symbol.starts_with("__rust_"),
+        None => {
+            symbol.starts_with("rust_")
+                || symbol.starts_with("__rust_")
+                || CRT_FUNCTIONS.contains(&symbol)
+        }
     }
 }
 
-/// `push %rbp; mov %rsp,%rbp` at the start of `code`, after an optional
-/// `endbr64` (CET) and an optional 5-byte nop (patchable entry).
+/// Bytes of a function's start that are read: `push %rbp` comes first,
+/// but compilers may schedule a few instructions before the `mov`.
+const PROLOGUE_BYTES: usize = 24;
+
+/// `push %rbp` at the start of `code` (after an optional `endbr64` (CET)
+/// and an optional 5-byte nop (patchable entry)), then `mov %rsp,%rbp`
+/// among the next bytes (gcc -O2 may put an instruction in between).
 fn has_frame_pointer_prologue(code: &[u8]) -> bool {
     let mut c = code;
     for prefix in [
@@ -183,8 +195,27 @@ fn has_frame_pointer_prologue(code: &[u8]) -> bool {
             c = rest;
         }
     }
-    c.starts_with(&[0x55, 0x48, 0x89, 0xe5]) || c.starts_with(&[0x55, 0x48, 0x8b, 0xec])
+    let Some(rest) = c.strip_prefix(&[0x55]) else {
+        return false;
+    };
+    let movs: [&[u8]; 2] = [&[0x48, 0x89, 0xe5], &[0x48, 0x8b, 0xec]];
+    rest.windows(3).take(12).any(|w| movs.contains(&w))
 }
+
+/// Start-up code the C runtime links into every executable (crt1.o,
+/// crti.o, crtbegin.o), built without frame pointers whatever the
+/// program's flags.
+const CRT_FUNCTIONS: &[&str] = &[
+    "_start",
+    "_init",
+    "_fini",
+    "deregister_tm_clones",
+    "register_tm_clones",
+    "__do_global_dtors_aux",
+    "frame_dummy",
+    "__libc_csu_init",
+    "__libc_csu_fini",
+];
 
 /// The DWARF compile units: (all, the program's own). A unit is the Rust
 /// toolchain's when its compilation directory is the one rustup's
@@ -262,7 +293,8 @@ pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
                 {
                     continue;
                 }
-                let Some(code) = img.bytes_at(s.value, 9) else {
+                let len = PROLOGUE_BYTES.min(s.size as usize);
+                let Some(code) = img.bytes_at(s.value, len) else {
                     continue;
                 };
                 r.functions_checked += 1;
@@ -343,6 +375,7 @@ mod tests {
         assert!(is_sysroot("rust_eh_personality"));
         assert!(!is_sysroot("_ZN3app4work17h0123456789abcdefE"));
         assert!(!is_sysroot("compute"));
+        assert!(is_sysroot("_start"));
     }
 
     #[test]
@@ -353,6 +386,10 @@ mod tests {
         ]));
         assert!(has_frame_pointer_prologue(&[
             0x0f, 0x1f, 0x44, 0x00, 0x00, 0x55, 0x48, 0x89, 0xe5
+        ]));
+        // gcc -O2 -fno-omit-frame-pointer: push %rbp; imul; mov %rsp,%rbp.
+        assert!(has_frame_pointer_prologue(&[
+            0x55, 0x6b, 0xff, 0x64, 0x48, 0x89, 0xe5
         ]));
         // push %rax; ... (no frame), and a frame set up later.
         assert!(!has_frame_pointer_prologue(&[0x50, 0x48, 0x89, 0xf1]));
