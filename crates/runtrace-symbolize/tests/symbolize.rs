@@ -373,7 +373,7 @@ fn addresses_outside_every_mapping_and_a_later_mapping_replacing_one() {
     );
     assert!(p[0].contains("2 of 2 addresses unresolved"), "{p:?}");
     assert!(
-        p[1].starts_with("1 addresses outside every recorded mapping"),
+        p[1].starts_with("1 address outside every recorded mapping"),
         "{p:?}"
     );
 }
