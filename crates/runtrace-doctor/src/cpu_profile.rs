@@ -67,6 +67,10 @@ pub struct CpuProfileReport {
     pub frame_pointers: Option<bool>,
     /// Has a `.symtab` (function names beyond the exported ones).
     pub symtab: bool,
+    /// The GNU build id (hex), which the recorder writes into `MAPPINGS`
+    /// so that the symbolizer can tell the right build of the binary from
+    /// another one; `None`: the file has no `.note.gnu.build-id`.
+    pub build_id: Option<String>,
     /// DWARF compile units in the file.
     pub debug_units: usize,
     /// Of those, the program's own (not the Rust toolchain's); `None` when
@@ -86,8 +90,13 @@ impl CpuProfileReport {
 
     /// The one-line verdict of this part.
     pub fn verdict(&self) -> String {
-        if self.is_ready() {
+        if self.is_ready() && self.build_id.is_some() {
             return "ready: frame pointers, symbols and debug info".into();
+        }
+        if self.is_ready() {
+            return "ready: frame pointers, symbols and debug info; but no build id, so a copy \
+                    of the binary on another machine cannot be verified"
+                .into();
         }
         let mut missing = Vec::new();
         match self.frame_pointers {
@@ -260,6 +269,29 @@ fn debug_units(img: &Image<'_>) -> Result<(usize, usize), String> {
     Ok((all, own))
 }
 
+/// The descriptor of the `.note.gnu.build-id` note (owner `GNU`, type 3),
+/// in hex.
+fn build_id(img: &Image<'_>) -> Option<String> {
+    let note = section_bytes(img, img.section(".note.gnu.build-id")?);
+    let word = |at: usize| -> Option<usize> {
+        let b: [u8; 4] = note.get(at..at + 4)?.try_into().ok()?;
+        let v = if img.little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        };
+        usize::try_from(v).ok()
+    };
+    let (namesz, descsz, kind) = (word(0)?, word(4)?, word(8)?);
+    let desc_at = 12 + namesz.div_ceil(4) * 4;
+    let name = note.get(12..12 + namesz)?;
+    if kind != 3 || name != b"GNU\0" || descsz == 0 {
+        return None;
+    }
+    let desc = note.get(desc_at..desc_at.checked_add(descsz)?)?;
+    Some(desc.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 fn section_bytes<'a>(img: &Image<'a>, s: &Section) -> &'a [u8] {
     let data = img.data;
     usize::try_from(s.offset)
@@ -273,6 +305,7 @@ fn section_bytes<'a>(img: &Image<'a>, s: &Section) -> &'a [u8] {
 pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
     let mut r = CpuProfileReport {
         symtab: img.symtab.is_some(),
+        build_id: build_id(img),
         ..Default::default()
     };
     match (&img.symtab, img.machine) {
@@ -330,6 +363,15 @@ pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
                  (or RUSTFLAGS=\"-C force-frame-pointers=yes\"; C/C++: -fno-omit-frame-pointer)",
                 img.rust_target()
             ),
+        );
+    }
+    if r.build_id.is_none() {
+        push_fix(
+            &mut r.fix,
+            "add a build id (the symbolizer checks it before trusting a binary found on \
+             another machine): link with -Wl,--build-id, e.g. in .cargo/config.toml\n\
+             rustflags = [\"-C\", \"link-arg=-Wl,--build-id\"]"
+                .into(),
         );
     }
     if !r.symtab {

@@ -44,6 +44,10 @@ fn frame_pointers_symbols_and_debug_info() {
     assert!(c.functions_checked >= 5, "{c:?}");
     assert_eq!(c.frame_pointers, Some(true), "{c:?}");
     assert!(c.symtab);
+    // The same id the symbolizer reads (and the recorder records).
+    let id = runtrace_symbolize::build_id(&fp).unwrap().unwrap();
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(c.build_id.as_deref(), Some(hex.as_str()));
     assert!(c.own_debug_units.unwrap() > 0, "{c:?}");
     assert!(c.debug_units > c.own_debug_units.unwrap(), "{c:?}");
     assert!(c.is_ready(), "{c:?}");
@@ -166,12 +170,30 @@ fn c_with_and_without_frame_pointers() {
     assert_eq!(with.frame_pointers, Some(true), "{with:?}");
     assert_eq!(with.own_debug_units, Some(1), "{with:?}");
     assert!(with.is_ready(), "{with:?}");
-    let without = cc("nofp", &[]);
+    let without = cc("nofp", &["-Wl,--build-id=none"]);
     eprintln!("without: {}", without.share_text());
     assert_eq!(without.frame_pointers, Some(false), "{without:?}");
     assert_eq!(without.debug_units, 0, "{without:?}");
     assert!(
         without.fix[0].contains("-fno-omit-frame-pointer"),
+        "{:?}",
+        without.fix
+    );
+    assert_eq!(without.build_id, None);
+    let id_less = cc(
+        "fp-noid",
+        &["-fno-omit-frame-pointer", "-g", "-Wl,--build-id=none"],
+    );
+    assert!(id_less.is_ready(), "{id_less:?}");
+    assert!(
+        id_less.verdict().ends_with(
+            "but no build id, so a copy of the binary on another machine cannot be verified"
+        ),
+        "{}",
+        id_less.verdict()
+    );
+    assert!(
+        without.fix[1].contains("-Wl,--build-id"),
         "{:?}",
         without.fix
     );
