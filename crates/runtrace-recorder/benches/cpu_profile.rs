@@ -47,7 +47,10 @@ fn named_thread_cpu_ns(name: &str) -> Option<u64> {
 fn work(iters: u64) -> u64 {
     let mut x = 1u64;
     for _ in 0..iters {
-        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
+        x = black_box(
+            x.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
     }
     x
 }
@@ -63,7 +66,9 @@ fn count_samples(dir: &Path) -> (u64, u64) {
     let (mut n, mut mode) = (0, 0);
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
-        let Ok(r) = FileReader::open(&p) else { continue };
+        let Ok(r) = FileReader::open(&p) else {
+            continue;
+        };
         let mut r = r;
         for rec in &mut r {
             if let Ok(Record::Events { events, .. }) = rec {
@@ -153,7 +158,9 @@ fn main() {
         }
     }
     if runs[1].iter().any(|r| r.mode != 1) {
-        println!("note: perf_event_open was not used in every run (mode != 1): figures mix backends");
+        println!(
+            "note: perf_event_open was not used in every run (mode != 1): figures mix backends"
+        );
     }
     for m in 1..modes.len() {
         let pairs = runs[m].iter().zip(&runs[0]);
@@ -166,12 +173,16 @@ fn main() {
         let app_per_sample = median(
             pairs
                 .clone()
-                .map(|(r, o)| (r.work_cpu_ns as f64 - o.work_cpu_ns as f64) / r.samples.max(1) as f64)
+                .map(|(r, o)| {
+                    (r.work_cpu_ns as f64 - o.work_cpu_ns as f64) / r.samples.max(1) as f64
+                })
                 .collect(),
         );
         let writer_per_sample = median(
             pairs
-                .map(|(r, o)| (r.writer_cpu_ns as f64 - o.writer_cpu_ns as f64) / r.samples.max(1) as f64)
+                .map(|(r, o)| {
+                    (r.writer_cpu_ns as f64 - o.writer_cpu_ns as f64) / r.samples.max(1) as f64
+                })
                 .collect(),
         );
         let samples = median(runs[m].iter().map(|r| r.samples as f64).collect());

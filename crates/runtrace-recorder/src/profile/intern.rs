@@ -73,11 +73,6 @@ impl Stacks {
         self.defined.iter_mut().for_each(|d| *d = false);
         self.new.clear();
     }
-
-    /// Distinct stacks so far.
-    pub(crate) fn len(&self) -> usize {
-        self.by_id.len()
-    }
 }
 
 #[cfg(test)]
@@ -104,6 +99,6 @@ mod tests {
         assert_eq!(s.intern(&[1, 2, 3]), a);
         assert_eq!(s.take_new().unwrap().1, vec![1]);
         assert_eq!(s.intern(&[]), 3);
-        assert_eq!(s.len(), 3);
+        assert_eq!(s.by_id.len(), 3);
     }
 }

@@ -206,7 +206,8 @@ fn find_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
     const NT_GNU_BUILD_ID: u32 = 3;
     let align = |n: usize| (n + 3) & !3;
     while notes.len() >= 12 {
-        let word = |o: usize| u32::from_le_bytes([notes[o], notes[o + 1], notes[o + 2], notes[o + 3]]);
+        let word =
+            |o: usize| u32::from_le_bytes([notes[o], notes[o + 1], notes[o + 2], notes[o + 3]]);
         let (namesz, descsz, ty) = (word(0) as usize, word(4) as usize, word(8));
         let name_end = 12 + align(namesz);
         let desc_end = name_end.checked_add(align(descsz))?;
@@ -227,11 +228,12 @@ mod tests {
 
     #[test]
     fn parses_maps_lines() {
-        let m = parse_line(
-            "5581a000-5581b000 r-xp 00002000 08:01 1234    /usr/bin/my prog",
-        )
-        .unwrap();
-        assert_eq!((m.start, m.end, m.file_offset), (0x5581a000, 0x5581b000, 0x2000));
+        let m =
+            parse_line("5581a000-5581b000 r-xp 00002000 08:01 1234    /usr/bin/my prog").unwrap();
+        assert_eq!(
+            (m.start, m.end, m.file_offset),
+            (0x5581a000, 0x5581b000, 0x2000)
+        );
         assert_eq!(m.path, "/usr/bin/my prog");
         assert!(parse_line("5581a000-5581b000 r--p 00000000 08:01 1234 /usr/bin/x").is_none());
         let v = parse_line("7ffd1000-7ffd3000 r-xp 00000000 00:00 0 [vdso]").unwrap();
@@ -242,7 +244,7 @@ mod tests {
     #[test]
     fn own_binary_is_mapped_with_its_build_id() {
         let m = Maps::read();
-        let here = own_binary_is_mapped_with_its_build_id as usize as u64;
+        let here = own_binary_is_mapped_with_its_build_id as *const () as usize as u64;
         assert!(m.covers(here));
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let mine = m

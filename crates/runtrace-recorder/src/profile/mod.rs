@@ -35,12 +35,10 @@ use runtrace_format::schema::ids;
 use runtrace_format::varint;
 use signal::SignalSampler;
 
-/// `PROFILE` modes (docs/format.md, PROFILE).
-const MODE_NONE: u64 = 0;
-const MODE_PERF: u64 = 1;
-const MODE_SIGNAL: u64 = 2;
-/// `PROFILE` flags bit 0: off-CPU stacks recorded.
-const FLAG_OFF_CPU: u64 = 1;
+const MODE_NONE: u64 = ProfileInfo::MODE_NONE;
+const MODE_PERF: u64 = ProfileInfo::MODE_PERF;
+const MODE_SIGNAL: u64 = ProfileInfo::MODE_SIGNAL;
+const FLAG_OFF_CPU: u64 = ProfileInfo::FLAG_OFF_CPU;
 
 enum Backend {
     Perf(PerfSampler),
@@ -97,7 +95,7 @@ impl Profiler {
             }
         }
         if matches!(backend, Backend::None) && choice != CpuBackend::Off {
-            match SignalSampler::new(hz, clock) {
+            match SignalSampler::new(hz) {
                 Ok(s) => backend = Backend::Signal(s),
                 Err(e) => why_not.push(format!("signal fallback: {e}")),
             }
@@ -105,7 +103,10 @@ impl Profiler {
         if choice == CpuBackend::Off {
             why_not.push("disabled by RUNTRACE_CPU_FALLBACK=off".into());
         } else if choice == CpuBackend::Signal {
-            why_not.insert(0, "perf_event_open not tried (RUNTRACE_CPU_FALLBACK=signal)".into());
+            why_not.insert(
+                0,
+                "perf_event_open not tried (RUNTRACE_CPU_FALLBACK=signal)".into(),
+            );
         }
         let (mode, flags, message) = match &backend {
             Backend::Perf(p) => (

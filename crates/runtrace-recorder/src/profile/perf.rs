@@ -148,7 +148,8 @@ impl PerfSampler {
                 Err(e) => return Err(refused(&e)),
             }
         };
-        Ring::map(probe, &CPU_PAGES).map_err(|e| format!("perf_event_open works but its ring cannot be mapped: {e}"))?;
+        Ring::map(probe, &CPU_PAGES)
+            .map_err(|e| format!("perf_event_open works but its ring cannot be mapped: {e}"))?;
         let mut off_cpu_problem = None;
         if setup.exclude_kernel {
             off_cpu_problem = Some(
@@ -159,8 +160,9 @@ impl PerfSampler {
             match open(&setup, tid, Kind::Switches) {
                 Ok(_) => setup.off_cpu = true,
                 Err(e) => {
-                    off_cpu_problem =
-                        Some(format!("no off-CPU stacks: context-switch event refused: {e}"))
+                    off_cpu_problem = Some(format!(
+                        "no off-CPU stacks: context-switch event refused: {e}"
+                    ))
                 }
             }
         }
@@ -404,7 +406,9 @@ impl Ring {
         // naturally aligned u64 the kernel updates concurrently, so it is
         // read atomically. Acquire pairs with the kernel's barrier before
         // it publishes `data_head`: the records below it are written.
-        let head = unsafe { (*std::ptr::addr_of!((*hdr).data_head).cast::<AtomicU64>()).load(Ordering::Acquire) };
+        let head = unsafe {
+            (*std::ptr::addr_of!((*hdr).data_head).cast::<AtomicU64>()).load(Ordering::Acquire)
+        };
         // SAFETY: only we write `data_tail`; the kernel only reads it.
         let tail_ptr = unsafe { std::ptr::addr_of_mut!((*hdr).data_tail).cast::<AtomicU64>() };
         // SAFETY: as above, a valid aligned u64 in the mapping.
@@ -467,7 +471,7 @@ fn parse_sample(rec: &[u8]) -> Option<(u64, Vec<u64>)> {
         let ip = u64_at(rec, 24 + 8 * k)?;
         // PERF_CONTEXT_* markers (USER, KERNEL, ...) are the top 4095
         // values; the frames we asked for are user addresses.
-        if ip >= sys::PERF_CONTEXT_MAX as u64 {
+        if ip >= sys::PERF_CONTEXT_MAX {
             continue;
         }
         if stack.len() == MAX_DEPTH {
@@ -511,7 +515,7 @@ mod tests {
         r.extend_from_slice(&7u32.to_ne_bytes());
         r.extend_from_slice(&8u32.to_ne_bytes());
         r.extend_from_slice(&123u64.to_ne_bytes());
-        let ips = [sys::PERF_CONTEXT_USER as u64, 0x1000, 0x2000];
+        let ips = [sys::PERF_CONTEXT_USER, 0x1000, 0x2000];
         r.extend_from_slice(&(ips.len() as u64).to_ne_bytes());
         for ip in ips {
             r.extend_from_slice(&ip.to_ne_bytes());

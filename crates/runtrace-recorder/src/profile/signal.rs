@@ -2,13 +2,12 @@
 //! (branch w3-sig owns this file): the fallback always reports itself
 //! unavailable, so a refused perf_event_open gives mode 0.
 
-use super::sample::RawSample;
-use runtrace_core::clock::TraceClock;
+use super::RawSample;
 
 pub(crate) struct SignalSampler;
 
 impl SignalSampler {
-    pub(crate) fn new(_hz: u32, _clock: &'static TraceClock) -> Result<SignalSampler, String> {
+    pub(crate) fn new(_hz: u32) -> Result<SignalSampler, String> {
         Err("not built in this version".into())
     }
     pub(crate) fn add_thread(&mut self, _tid: u64) -> Result<(), String> {
