@@ -33,6 +33,7 @@
 mod config;
 mod error;
 mod producer;
+mod profile;
 mod ring;
 mod session;
 mod state;
