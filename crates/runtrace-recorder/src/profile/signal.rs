@@ -26,25 +26,30 @@
 //! # Protocol
 //! The handler finds its ring through a fixed table of slots (`SLOTS`),
 //! by the key its timer carries in `si_value`: `(generation << 16) |
-//! slot index`.
+//! slot index`, 48 bits, never 0. A slot's `state` word holds the key
+//! that may enter it (`state >> 16`, 0: none) and how many handlers are
+//! inside (`state & 0xffff`): one word, so entering, leaving and retiring
+//! are each one atomic operation on it and need no ordering between two
+//! variables.
 //! 1. A sampler claims a free slot (`owned` 0 -> 1, compare-exchange),
-//!    stores its new ring's address in `ring`, then publishes its key in
-//!    `key` (`SeqCst`), and only then creates the thread's timer.
-//! 2. The handler increments `busy` (`SeqCst`), then loads `key`
-//!    (`SeqCst`). Only if it equals the key its signal carries does it use
-//!    `ring`, and only if the ring's thread is the one running the handler
-//!    (so each ring has one producer). It decrements `busy` (`Release`)
-//!    when done.
+//!    stores its new ring's address in `ring`, then publishes `state =
+//!    key << 16` (`Release`; no handler is inside a slot that has no key),
+//!    and only then creates the thread's timer.
+//! 2. The handler enters by a compare-exchange of `state` to `state + 1`
+//!    (`Acquire`: it then sees `ring`) that succeeds only while the key in
+//!    `state` is the one its signal carries. It writes to the ring only if
+//!    the ring's thread is the one running the handler (so each ring has
+//!    one producer), and leaves by decrementing `state` (`Release`).
 //! 3. To stop sampling a thread, the sampler deletes its timer, then
-//!    stores `key = 0` (`SeqCst`). A signal still queued, or a handler
-//!    starting later, sees a key that does not match and leaves.
-//! 4. The slot is *quiescent* once `busy` is loaded as 0 (`SeqCst`) after
-//!    rule 3's store: by the total order of `SeqCst` operations, a handler
-//!    that saw the old key had incremented `busy` before that store, so a 0
-//!    means it has left (its `Release` decrement pairs with the load). The
-//!    writer drains a quiescent ring to its end, then frees it and the slot
-//!    (`owned` 1 -> 0, `Release`). A slot's generation changes with every
-//!    claim, so a stale signal never matches a later owner.
+//!    clears the key (`fetch_and`, keeping the count). A signal still
+//!    queued, or a handler starting later, finds no key and leaves.
+//! 4. The slot is *quiescent* once its key is cleared and `state` is
+//!    loaded as 0 (`Acquire`, pairing with the last handler's `Release`
+//!    decrement, so its writes to the ring are visible): the count can
+//!    only fall once the key is gone. The writer drains a quiescent ring
+//!    to its end, then frees it and the slot (`owned` 1 -> 0, `Release`).
+//!    A slot's generation changes with every claim, so a stale signal
+//!    never matches a later owner.
 //! 5. Each ring is single-producer (the handler on its thread: `SIGPROF`
 //!    is blocked while its own handler runs, so it cannot nest) and
 //!    single-consumer (the writer): `tail` is published with `Release`
@@ -210,23 +215,26 @@ impl SampleRing {
 #[derive(Debug)]
 struct Slot {
     owned: AtomicU64,
-    key: AtomicU64,
-    busy: AtomicU64,
+    /// `key << 16 | handlers inside` (see the module docs).
+    state: AtomicU64,
     /// Address of the slot's `SampleRing` while owned.
     ring: AtomicU64,
 }
 
-/// A handler inside a slot (rule 2); leaving it decrements `busy`.
+/// Bits of `Slot::state` counting the handlers inside.
+const INSIDE_MASK: u64 = 0xffff;
+
+/// A handler inside a slot (rule 2); dropping it leaves.
 struct Visit<'a> {
     slot: &'a Slot,
-    ring: Option<&'a SampleRing>,
+    ring: &'a SampleRing,
 }
 
 impl Drop for Visit<'_> {
     fn drop(&mut self) {
         // Release: our writes to the ring happen before a quiescence check
         // that reads 0 (rule 4).
-        self.slot.busy.fetch_sub(1, Ordering::Release);
+        self.slot.state.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -235,44 +243,66 @@ impl Slot {
     const fn new() -> Slot {
         Slot {
             owned: AtomicU64::new(0),
-            key: AtomicU64::new(0),
-            busy: AtomicU64::new(0),
+            state: AtomicU64::new(0),
             ring: AtomicU64::new(0),
         }
     }
 
     /// Rule 1 (after the claim): makes `ring` the slot's, under `key`.
     fn publish(&self, key: u64, ring: NonNull<SampleRing>) {
+        debug_assert!(key != 0 && key >> 48 == 0);
         self.ring
             .store(ring.as_ptr().expose_provenance() as u64, Ordering::Relaxed);
-        // SeqCst: publishes `ring` (release) and takes part in rule 4's order.
-        self.key.store(key, Ordering::SeqCst);
+        // Release: publishes `ring` to handlers that enter (rule 2).
+        self.state.store(key << 16, Ordering::Release);
     }
 
-    /// Rule 2: the handler enters; `ring` is set if `key` is current.
-    fn enter(&self, key: u64) -> Visit<'_> {
-        self.busy.fetch_add(1, Ordering::SeqCst);
-        let ring = if key != 0 && self.key.load(Ordering::SeqCst) == key {
-            let p = self.ring.load(Ordering::Relaxed) as usize;
-            // SAFETY: the key matched after `busy` was raised, so the ring
-            // published with it (rule 1) is not freed before we leave
-            // (rule 4); its address came from a live `Box`.
-            NonNull::new(std::ptr::with_exposed_provenance_mut::<SampleRing>(p))
-                .map(|p| unsafe { &*p.as_ptr() })
-        } else {
-            None
-        };
-        Visit { slot: self, ring }
+    /// The key handlers may enter with (0: none).
+    fn key(&self) -> u64 {
+        self.state.load(Ordering::Relaxed) >> 16
     }
 
-    /// Rule 3: no handler uses the ring from now on, once quiescent.
+    /// Rule 2: the handler enters if `key` is the slot's current key.
+    fn enter(&self, key: u64) -> Option<Visit<'_>> {
+        let mut cur = self.state.load(Ordering::Relaxed);
+        loop {
+            if key == 0 || cur >> 16 != key || cur & INSIDE_MASK == INSIDE_MASK {
+                return None;
+            }
+            // Acquire: pairs with `publish`, making `ring` visible.
+            match self.state.compare_exchange_weak(
+                cur,
+                cur + 1,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        let p = self.ring.load(Ordering::Relaxed) as usize;
+        let visit = NonNull::new(std::ptr::with_exposed_provenance_mut::<SampleRing>(p)).map(|p| {
+            // SAFETY: we entered under the key the ring was published with
+            // (rule 1), and it is not freed while we are inside (rule 4);
+            // the address came from a live `Box`.
+            let ring = unsafe { &*p.as_ptr() };
+            Visit { slot: self, ring }
+        });
+        if visit.is_none() {
+            // Unreachable (a key is published with its ring): just leave.
+            self.state.fetch_sub(1, Ordering::Release);
+        }
+        visit
+    }
+
+    /// Rule 3: no handler enters from now on.
     fn retire(&self) {
-        self.key.store(0, Ordering::SeqCst);
+        self.state.fetch_and(INSIDE_MASK, Ordering::Relaxed);
     }
 
-    /// Rule 4: no handler is inside the slot with its old key.
+    /// Rule 4: no handler is inside, and none can enter.
     fn quiescent(&self) -> bool {
-        self.busy.load(Ordering::SeqCst) == 0
+        self.state.load(Ordering::Acquire) == 0
     }
 
     /// Rule 4: gives the slot back (its ring already freed by the caller).
@@ -295,7 +325,7 @@ fn table() -> &'static [Slot] {
     &[]
 }
 
-/// Generations for keys (rule 4); starts at 1 so no key is 0.
+/// Generations for keys (rule 4).
 static NEXT_GENERATION: StaticAtomicU64 = StaticAtomicU64::new(1);
 /// This process's id, for `process_vm_readv` (glibc no longer caches
 /// `getpid`, and the handler should make as few syscalls as it can).
@@ -428,10 +458,10 @@ unsafe fn sample(info: *const libc::siginfo_t, ctx: *const c_void) {
     // The sample's time: first, so it is the interrupt's. The clock was
     // initialized before the handler was installed; `get` is then one load.
     let ticks = TraceClock::get().now();
-    let visit = slot.enter(info.value);
-    let Some(ring) = visit.ring else {
+    let Some(visit) = slot.enter(info.value) else {
         return;
     };
+    let ring = visit.ring;
     if ring.tid != runtrace_core::clock::gettid() {
         return;
     }
@@ -598,7 +628,9 @@ impl SignalSampler {
                 "thread {tid}: all {TABLE_SIZE} signal-sampler slots are in use"
             ));
         };
-        let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
+        // 32 bits of generation: a key fits `Slot::state` (48 bits) and is
+        // never 0.
+        let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) % 0xffff_ffff + 1;
         let key = (generation << INDEX_BITS) | index as u64;
         let ring = NonNull::from(Box::leak(Box::new(SampleRing::new(tid, RING_CAPACITY))));
         slot.publish(key, ring);
@@ -1017,7 +1049,7 @@ mod tests {
     /// The slot and key of a sampled thread (test helper).
     fn key_of(s: &SignalSampler, tid: u64) -> u64 {
         let t = s.threads.iter().find(|t| t.tid == tid && t.timer.is_some());
-        t.unwrap().slot.key.load(Ordering::Relaxed)
+        t.unwrap().slot.key()
     }
 
     #[inline(never)]
@@ -1118,7 +1150,7 @@ mod tests {
         let mut spec: libc::itimerspec = unsafe { std::mem::zeroed() };
         // SAFETY: querying a timer id; a deleted one gives EINVAL.
         assert_eq!(unsafe { libc::timer_gettime(timer, &mut spec) }, -1);
-        assert_ne!(slot.key.load(Ordering::Relaxed), key);
+        assert_ne!(slot.key(), key);
         h.join().unwrap();
         let mut s = SignalSampler::new(1000).unwrap();
         let me = runtrace_core::clock::gettid();
@@ -1217,17 +1249,13 @@ mod loom_tests {
         loom::model(|| {
             let slot = Arc::new(Slot {
                 owned: AtomicU64::new(1),
-                key: AtomicU64::new(0),
-                busy: AtomicU64::new(0),
+                state: AtomicU64::new(0),
                 ring: AtomicU64::new(0),
             });
             let ring = NonNull::from(Box::leak(Box::new(SampleRing::new(1, 2))));
             slot.publish(5, ring);
             let s = slot.clone();
-            let handler = loom::thread::spawn(move || {
-                let visit = s.enter(5);
-                visit.ring.is_some_and(|r| push(r, 1))
-            });
+            let handler = loom::thread::spawn(move || s.enter(5).is_some_and(|v| push(v.ring, 1)));
             slot.retire();
             while !slot.quiescent() {
                 loom::thread::yield_now();
