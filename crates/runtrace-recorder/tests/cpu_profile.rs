@@ -209,6 +209,19 @@ pub extern "C" fn rt_cpu_test_sleeper(ms: u64) {
     }
 }
 
+/// Whether the sample's stack goes through the function at `range`:
+/// frame 0 is the sampled instruction, the others return addresses, which
+/// lie in (start, end].
+fn through(s: &Sample, range: &std::ops::Range<u64>) -> bool {
+    s.stack.iter().enumerate().any(|(k, &a)| {
+        if k == 0 {
+            range.contains(&a)
+        } else {
+            a > range.start && a <= range.end
+        }
+    })
+}
+
 fn all_samples(files: &[FileProfile]) -> Vec<Sample> {
     files.iter().flat_map(|f| f.samples.clone()).collect()
 }
@@ -232,24 +245,14 @@ fn hot_function_holds_most_samples_of_its_thread() {
     assert!(mine.len() >= 20, "only {} on-CPU samples", mine.len());
     // The function is the leaf (optimised builds) or a caller (debug
     // builds call `wrapping_mul` and `black_box`; the clock read) of
-    // nearly every sample: frame 0 is the sampled instruction, the others
-    // return addresses, which lie in (start, end].
-    let in_hot = |s: &&Sample| {
-        s.stack.iter().enumerate().any(|(k, &a)| {
-            if k == 0 {
-                range.contains(&a)
-            } else {
-                a > range.start && a <= range.end
-            }
-        })
-    };
-    let n_in = mine.iter().filter(in_hot).count();
+    // nearly every sample.
+    let n_in = mine.iter().filter(|s| through(s, &range)).count();
     assert!(
         n_in * 10 >= mine.len() * 8,
         "{n_in} of {} samples through rt_cpu_test_hot {range:x?}; outside: {:x?}",
         mine.len(),
         mine.iter()
-            .filter(|s| !in_hot(s))
+            .filter(|s| !through(s, &range))
             .take(5)
             .map(|s| s.stack.iter().take(6).collect::<Vec<_>>())
             .collect::<Vec<_>>()
@@ -280,11 +283,9 @@ fn sleep_gives_an_off_cpu_stack_through_its_caller() {
         .into_iter()
         .filter(|s| s.tid == tid && s.off_ns.is_some())
         .collect();
-    // Return addresses into the caller are in (start, end].
-    let through = |s: &Sample| s.stack.iter().any(|&a| a > range.start && a <= range.end);
     let long: Vec<&Sample> = off
         .iter()
-        .filter(|s| s.off_ns.unwrap() >= 25_000_000 && through(s))
+        .filter(|s| s.off_ns.unwrap() >= 25_000_000 && through(s, &range))
         .collect();
     assert!(
         long.len() >= 3,
@@ -295,6 +296,38 @@ fn sleep_gives_an_off_cpu_stack_through_its_caller() {
             .collect::<Vec<_>>()
     );
     assert!(long.iter().all(|s| s.off_ns.unwrap() < 1_000_000_000));
+}
+
+#[test]
+fn signal_fallback_samples_the_hot_function() {
+    let _s = serial();
+    std::env::set_var("RUNTRACE_CPU_FALLBACK", "signal");
+    let (tid, files) = record("signal", 499, || {
+        black_box(rt_cpu_test_hot(400));
+    });
+    std::env::remove_var("RUNTRACE_CPU_FALLBACK");
+    let info = files[0].info.as_ref().expect("PROFILE frame");
+    assert_eq!(info.mode, 2, "{}", info.message);
+    assert!(!info.off_cpu());
+    assert!(
+        info.message.contains("RUNTRACE_CPU_FALLBACK=signal"),
+        "{}",
+        info.message
+    );
+    let mine: Vec<Sample> = all_samples(&files)
+        .into_iter()
+        .filter(|s| s.tid == tid)
+        .collect();
+    assert!(mine.iter().all(|s| s.off_ns.is_none()));
+    assert!(mine.len() >= 20, "only {} samples", mine.len());
+    let range = function_range("rt_cpu_test_hot", rt_cpu_test_hot as *const () as usize);
+    let n_in = mine.iter().filter(|s| through(s, &range)).count();
+    assert!(
+        n_in * 10 >= mine.len() * 8,
+        "{n_in} of {} samples through rt_cpu_test_hot",
+        mine.len()
+    );
+    assert!(files.iter().all(|f| f.samples.is_empty() || f.mappings > 0));
 }
 
 #[test]
