@@ -17,7 +17,7 @@
 use runtrace_format::{FileReader, Record};
 use std::hint::black_box;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -135,11 +135,12 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
-    // Calibrate: about 400 ms of work.
-    let t = Instant::now();
+    // Calibrate: about 1 s of CPU time of work per run (CPU time, not
+    // wall time: other processes may share the machine).
+    let t = thread_cpu_ns();
     work(50_000_000);
-    let per_iter = t.elapsed().as_secs_f64() / 50_000_000.0;
-    let iters = (0.4 / per_iter) as u64;
+    let per_iter = (thread_cpu_ns() - t) as f64 / 1e9 / 50_000_000.0;
+    let iters = (1.0 / per_iter) as u64;
     let modes = [0u32, 99, 999];
     let mut runs: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {

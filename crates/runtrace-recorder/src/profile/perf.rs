@@ -14,11 +14,13 @@
 //! them, the writer thread reads.
 
 use super::sample::{RawKind, RawSample};
+// std's atomics under loom too: these words live in memory the kernel
+// shares with us, outside every model (see `sync.rs`).
+use crate::sync::{Ordering, StaticAtomicU64 as AtomicU64};
 use perf_event_open_sys::bindings as sys;
 use runtrace_core::clock::TraceClock;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most frames kept per stack (docs/format.md, STACKS: depth <= 128).
 const MAX_DEPTH: usize = 128;
