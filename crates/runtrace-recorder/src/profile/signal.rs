@@ -61,7 +61,7 @@
 //! retired; the handler stays installed (a handler cannot be removed safely
 //! while signals may be queued) and does nothing for keys it does not find.
 
-use super::{RawKind, RawSample};
+use super::sample::{RawKind, RawSample};
 use crate::sync::{AtomicU64, CachePadded, Mutex, Ordering, StaticAtomicU64, UnsafeCell};
 use runtrace_core::clock::TraceClock;
 use std::ffi::{c_int, c_void};
