@@ -9,6 +9,10 @@
 //! drains the rings (`SignalSampler::drain`). On-CPU samples only: a
 //! CPU-time clock does not advance while the thread is off CPU.
 //!
+//! Like every `SIGPROF` profiler, it can make a blocking system call that
+//! `SA_RESTART` does not restart (`epoll_wait`, `nanosleep`, ...) return
+//! `EINTR` when a sample falls just before it; std and tokio retry those.
+//!
 //! # The handler is async-signal-safe
 //! It allocates nothing, takes no lock and calls only `gettid` and
 //! `process_vm_readv`; it saves and restores `errno`. It never faults:
@@ -60,6 +64,9 @@
 //! When the sampler is dropped, its timers are deleted and its slots
 //! retired; the handler stays installed (a handler cannot be removed safely
 //! while signals may be queued) and does nothing for keys it does not find.
+
+// The handler, and what only it uses, exist on x86_64 alone.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
 use super::sample::{RawKind, RawSample};
 use crate::sync::{AtomicU64, CachePadded, Mutex, Ordering, StaticAtomicU64, UnsafeCell};
