@@ -778,6 +778,20 @@ impl Drop for SignalSampler {
     }
 }
 
+/// The tests' producer: one record at `ticks` whose one frame is
+/// `ticks * 10`. The caller must be the ring's only producer.
+#[cfg(test)]
+fn test_push(ring: &SampleRing, ticks: u64) -> bool {
+    // SAFETY: the caller is the ring's only producer (see above).
+    unsafe {
+        ring.push(|r, _| {
+            r.ticks = ticks;
+            r.depth = 1;
+            r.frames[0] = ticks * 10;
+        })
+    }
+}
+
 #[cfg(all(test, not(loom), target_arch = "x86_64"))]
 mod tests {
     use super::*;
@@ -848,27 +862,16 @@ mod tests {
         assert_eq!(w.block, NO_BLOCK);
     }
 
-    fn record(ring: &SampleRing, ticks: u64) -> bool {
-        // SAFETY: the test thread is the ring's only producer.
-        unsafe {
-            ring.push(|r, _| {
-                r.ticks = ticks;
-                r.depth = 1;
-                r.frames[0] = ticks * 10;
-            })
-        }
-    }
-
     #[test]
     fn ring_hands_out_samples_up_to_the_cutoff_and_counts_losses() {
         let ring = SampleRing::new(7, 3);
-        assert!(record(&ring, 10) && record(&ring, 20) && record(&ring, 30));
-        assert!(!record(&ring, 40), "full");
+        assert!(test_push(&ring, 10) && test_push(&ring, 20) && test_push(&ring, 30));
+        assert!(!test_push(&ring, 40), "full");
         assert_eq!(ring.lost.load(Ordering::Relaxed), 1);
         let mut got = Vec::new();
         assert_eq!(ring.pop_until(25, |r| got.push(r.ticks)), 2);
         assert_eq!(got, [10, 20]);
-        assert!(record(&ring, 50) && record(&ring, 60));
+        assert!(test_push(&ring, 50) && test_push(&ring, 60));
         assert_eq!(ring.pop_until(u64::MAX, |r| got.push(r.frames[0] / 10)), 3);
         assert_eq!(got, [10, 20, 30, 50, 60]);
         assert!(ring.is_empty());
@@ -1237,17 +1240,6 @@ mod loom_tests {
     use super::*;
     use loom::sync::Arc;
 
-    fn push(ring: &SampleRing, ticks: u64) -> bool {
-        // SAFETY: the calling model thread is the ring's only producer.
-        unsafe {
-            ring.push(|r, _| {
-                r.ticks = ticks;
-                r.depth = 1;
-                r.frames[0] = ticks * 10;
-            })
-        }
-    }
-
     /// Rule 5: a handler pushes three samples into a two-record ring while
     /// the writer drains with a cutoff: every sample is received once, in
     /// order and intact, or counted lost; no record is read while written.
@@ -1257,7 +1249,7 @@ mod loom_tests {
             let ring = Arc::new(SampleRing::new(1, 2));
             let r = ring.clone();
             let producer =
-                loom::thread::spawn(move || (1..=3).filter(|&t| push(&r, t)).count() as u64);
+                loom::thread::spawn(move || (1..=3).filter(|&t| test_push(&r, t)).count() as u64);
             let mut got = Vec::new();
             ring.pop_until(2, |r| got.push((r.ticks, r.frames[0])));
             assert!(got.iter().all(|&(t, _)| t <= 2));
@@ -1284,7 +1276,8 @@ mod loom_tests {
             let ring = NonNull::from(Box::leak(Box::new(SampleRing::new(1, 2))));
             slot.publish(5, ring);
             let s = slot.clone();
-            let handler = loom::thread::spawn(move || s.enter(5).is_some_and(|v| push(v.ring, 1)));
+            let handler =
+                loom::thread::spawn(move || s.enter(5).is_some_and(|v| test_push(v.ring, 1)));
             slot.retire();
             while !slot.quiescent() {
                 loom::thread::yield_now();
