@@ -284,6 +284,7 @@ impl Slot {
     }
 
     /// The key handlers may enter with (0: none).
+    #[cfg(test)]
     fn key(&self) -> u64 {
         self.state.load(Ordering::Relaxed) >> 16
     }
