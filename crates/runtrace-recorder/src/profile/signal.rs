@@ -284,7 +284,7 @@ impl Slot {
     }
 
     /// The key handlers may enter with (0: none).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn key(&self) -> u64 {
         self.state.load(Ordering::Relaxed) >> 16
     }
@@ -772,7 +772,7 @@ impl SignalSampler {
     }
 
     /// Threads with a ring (sampled, or retired but not yet freed).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn rings(&self) -> usize {
         self.threads.len()
     }
