@@ -45,7 +45,9 @@
 #![warn(missing_docs)]
 
 pub mod backlog;
+pub mod blocked;
 pub mod event;
+pub mod functions;
 mod fxhash;
 pub mod hist;
 pub mod index;

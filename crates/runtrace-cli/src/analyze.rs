@@ -9,7 +9,9 @@
 
 use crate::output::{print_report, with_progress};
 use crate::AnalyzeArgs;
+use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::index::TraceIndex;
+use runtrace_symbolize::{SymbolizeOptions, Symbolizer};
 use runtrace_analyze::{analyze_files, Options, Report};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,13 +34,30 @@ pub fn report(files: &[PathBuf]) -> Report {
 /// output and damage to standard error. Exit code 0, or 1 when a file was
 /// damaged or cut short (the report still covers what was readable).
 pub fn analyze(files: &[PathBuf], json: bool) -> ExitCode {
-    let r = report(files);
+    let mut r = report(files);
+    add_functions(&mut r, files);
     let text = if json {
         r.to_json().to_string()
     } else {
         r.to_string()
     };
     print_report(&text, &r.errors, r.is_damaged())
+}
+
+/// Adds the functions of the blamed locations' polls to the findings
+/// when the trace has CPU samples (`Report::add_functions`; symbolized
+/// with the recorded mappings, problems printed once on standard error).
+pub fn add_functions(r: &mut Report, files: &[PathBuf]) {
+    let profile = match runtrace_analyze::profile::load(files) {
+        Ok(p) if !p.samples.is_empty() => p,
+        // No samples (or no profile to read): the report is as without
+        // profiling; damage is already in the report's errors.
+        _ => return,
+    };
+    let sym = Symbolizer::new(&profile.mappings, SymbolizeOptions::default());
+    let mut names = StackNames::new(sym);
+    r.add_functions(&profile, &mut names);
+    crate::flamegraph::print_notes(&names.problems());
 }
 
 /// Every applicable analysis of `files` over one read, as one JSON object

@@ -1,0 +1,156 @@
+//! The CPU profile in the findings: for every finding that blames a spawn
+//! location, the functions that location's polls ran (on-CPU samples) or
+//! blocked in (off-CPU switch-outs), and whether they mostly burned CPU or
+//! mostly blocked ([`Report::add_functions`]). Stacks are symbolized once
+//! per report ([`StackNames`] caches them), not per finding.
+
+use super::findings::NO_CPU_TIME;
+use super::report::{CpuFunctions, Finding, FindingKind, FunctionShare, Report};
+use crate::functions::{blocking_frame, FunctionStat, StackNames, Tally};
+use crate::profile::{Profile, SampleKind};
+use crate::text::fmt_ns;
+use serde_json::json;
+use std::collections::HashMap;
+
+/// On-CPU functions listed per finding.
+const TOP_ON: usize = 5;
+/// Off-CPU functions listed per finding.
+const TOP_OFF: usize = 3;
+/// The sampling rate assumed when no PROFILE frame gives one.
+const DEFAULT_HZ: u64 = 99;
+
+#[derive(Default)]
+struct LocCpu {
+    on: Tally,
+    /// Weighted by off-CPU ns.
+    off: Tally,
+}
+
+impl Report {
+    /// Adds [`Finding::functions`] to every finding that blames a spawn
+    /// location (not to its effects: they blame the same one), from `profile`'s samples taken inside
+    /// polls of that location; a `long_poll` / `slow_poll` finding's
+    /// detail then says "burning CPU in F" or "blocked in F" instead of
+    /// that the trace cannot tell. Does nothing when the profile has no
+    /// samples (the report stays as without a profile).
+    ///
+    /// ```
+    /// use runtrace_analyze::{analyze_bytes, functions::StackNames, profile::Profile, synth::TraceBuilder};
+    /// use runtrace_symbolize::Symbolizer;
+    /// let mut b = TraceBuilder::new();
+    /// b.location(1, "src/main.rs", 10, 5);
+    /// b.spawn(7, 1_000, 1, 0, 1, 0);
+    /// b.poll_start(7, 0, 2_000, 1, 0, 0);
+    /// b.poll_end(7, 0, 60_000_000, 1, true);
+    /// let mut r = analyze_bytes(&b.finish(), Default::default());
+    /// let mut names = StackNames::new(Symbolizer::new(&[], Default::default()));
+    /// r.add_functions(&Profile::default(), &mut names); // no samples: no change
+    /// assert!(r.findings.iter().all(|f| f.functions.is_none()));
+    /// ```
+    pub fn add_functions(&mut self, profile: &Profile, names: &mut StackNames) {
+        if profile.samples.is_empty() {
+            return;
+        }
+        let hz = profile
+            .info
+            .iter()
+            .map(|(_, i)| i.hz)
+            .find(|&h| h > 0)
+            .unwrap_or(DEFAULT_HZ);
+        let period_ns = 1_000_000_000 / hz.max(1);
+        let mut locs: HashMap<&str, LocCpu> = HashMap::new();
+        for s in &profile.samples {
+            let Some(l) = s.location.as_deref() else {
+                continue;
+            };
+            let frames = names.frames(&s.stack);
+            let lc = locs.entry(l).or_default();
+            match s.kind {
+                SampleKind::OnCpu => lc.on.add(&frames, 0, 1),
+                SampleKind::OffCpu { off_ns } => {
+                    lc.off.add(&frames, blocking_frame(&frames), off_ns.max(1))
+                }
+            }
+        }
+        for f in &mut self.findings {
+            attach(f, &locs, period_ns);
+        }
+    }
+}
+
+fn attach(f: &mut Finding, locs: &HashMap<&str, LocCpu>, period_ns: u64) {
+    let Some(loc) = f.spawn_loc.as_deref() else {
+        return;
+    };
+    let empty = LocCpu::default();
+    let lc = locs.get(loc).unwrap_or(&empty);
+    let on_cpu_ns = lc.on.samples().saturating_mul(period_ns);
+    let off_cpu_ns = lc.off.total();
+    let mostly_off_cpu = off_cpu_ns > on_cpu_ns;
+    let on = lc.on.top_self(TOP_ON);
+    let off = lc.off.top_self(TOP_OFF);
+    let share = |x: &FunctionStat, off_cpu: bool| FunctionShare {
+        function: x.function.to_string(),
+        file: x.file.as_deref().map(str::to_string),
+        line: x.line,
+        samples: x.samples,
+        share: x.share,
+        off_cpu,
+        off_ns: if off_cpu { x.weight } else { 0 },
+    };
+    let on_list = on.iter().map(|x| share(x, false));
+    let off_list = off.iter().map(|x| share(x, true));
+    let functions: Vec<FunctionShare> = if mostly_off_cpu {
+        off_list.chain(on_list).collect()
+    } else {
+        on_list.chain(off_list).collect()
+    };
+    if matches!(f.kind, FindingKind::LongPoll | FindingKind::SlowPoll) {
+        if f.detail.ends_with(NO_CPU_TIME) {
+            let n = f.detail.len() - NO_CPU_TIME.len();
+            f.detail.truncate(n);
+            f.detail.push_str("; ");
+            f.detail
+                .push_str(&verdict(lc, mostly_off_cpu, &on, &off, off_cpu_ns));
+        }
+        f.evidence["cpu_evidence"] = json!("samples");
+    }
+    f.functions = Some(CpuFunctions {
+        on_cpu_samples: lc.on.samples(),
+        on_cpu_ns,
+        off_cpu_ns,
+        off_cpu_switches: lc.off.samples(),
+        mostly_off_cpu,
+        functions,
+    });
+}
+
+/// "burning CPU in F (file:line): 62% of its 40 on-CPU samples" or
+/// "blocked in F (file:line): 95% of its 1.2 s off-CPU over 12
+/// switch-outs".
+fn verdict(
+    lc: &LocCpu,
+    mostly_off_cpu: bool,
+    on: &[FunctionStat],
+    off: &[FunctionStat],
+    off_cpu_ns: u64,
+) -> String {
+    match (mostly_off_cpu, on.first(), off.first()) {
+        (true, _, Some(top)) => format!(
+            "blocked in {}: {:.0}% of its {} off-CPU over {} switch-outs (CPU samples: {})",
+            top.label(),
+            100.0 * top.share,
+            fmt_ns(off_cpu_ns),
+            lc.off.samples(),
+            lc.on.samples()
+        ),
+        (false, Some(top), _) => format!(
+            "burning CPU in {}: {:.0}% of its {} on-CPU samples (off-CPU: {})",
+            top.label(),
+            100.0 * top.share,
+            lc.on.samples(),
+            fmt_ns(off_cpu_ns)
+        ),
+        _ => "no CPU samples were taken in its polls".to_string(),
+    }
+}
