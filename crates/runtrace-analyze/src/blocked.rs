@@ -373,7 +373,13 @@ impl fmt::Display for BlockedReport {
             writeln!(f, "  delayed: {}", v.join(", "))?;
             writeln!(f, "  self:")?;
             for x in &c.functions_self {
-                writeln!(f, "    {:>5.1}% {:>7}  {}", 100.0 * x.share, x.samples, x.label())?;
+                writeln!(
+                    f,
+                    "    {:>5.1}% {:>7}  {}",
+                    100.0 * x.share,
+                    x.samples,
+                    x.label()
+                )?;
             }
             writeln!(f, "  inclusive:")?;
             for x in &c.functions_inclusive {

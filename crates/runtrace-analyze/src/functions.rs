@@ -23,7 +23,8 @@
 //! assert_eq!(t.top_inclusive(1)[0].inclusive, 4);
 //! ```
 
-use runtrace_symbolize::{Frame, Symbolizer};
+use runtrace_format::frame::Mapping;
+use runtrace_symbolize::{Frame, SymbolizeOptions, Symbolizer};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -62,7 +63,26 @@ impl StackNames {
     /// assert!(names.problems().is_empty());
     /// ```
     pub fn recorded(profile: &crate::profile::Profile) -> StackNames {
-        StackNames::new(Symbolizer::new(&profile.mappings, Default::default()))
+        StackNames::for_mappings(&profile.mappings, SymbolizeOptions::default())
+    }
+
+    /// Names stacks of a process with these executable `mappings` (a
+    /// profile's), binaries also looked up as `opts` says.
+    pub fn for_mappings(mappings: &[Mapping], opts: SymbolizeOptions) -> StackNames {
+        // TEMPORARY (w3-sym's own copy of the contract's Mapping type):
+        // the same fields, converted until runtrace-symbolize takes
+        // runtrace_format's.
+        let m: Vec<runtrace_symbolize::Mapping> = mappings
+            .iter()
+            .map(|m| runtrace_symbolize::Mapping {
+                start: m.start,
+                end: m.end,
+                file_offset: m.file_offset,
+                build_id: m.build_id.clone(),
+                path: m.path.clone(),
+            })
+            .collect();
+        StackNames::new(Symbolizer::new(&m, opts))
     }
 
     /// The frames of `stack` (addresses leaf first), leaf first, inlined

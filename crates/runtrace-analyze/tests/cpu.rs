@@ -169,7 +169,13 @@ fn blocked_blames_the_culprit_location_and_names_its_hot_function() {
     let top_incl = &c.functions_inclusive[0];
     assert!(top_incl.function.contains("run_handler"), "{r}");
     assert_eq!(top_incl.inclusive, 39);
-    assert!(top_incl.file.as_deref().is_some_and(|f| f.ends_with("cpu.rs")), "{top_incl:?}");
+    assert!(
+        top_incl
+            .file
+            .as_deref()
+            .is_some_and(|f| f.ends_with("cpu.rs")),
+        "{top_incl:?}"
+    );
     // The JSON has the documented keys.
     let j = r.to_json();
     assert_eq!(j["culprits"][0]["location"], "src/hot.rs:10:5");
@@ -178,7 +184,10 @@ fn blocked_blames_the_culprit_location_and_names_its_hot_function() {
     assert_eq!(j["worst"][0]["culprit"], "src/hot.rs:10:5");
     // The text names them too.
     let text = r.to_string();
-    assert!(text.contains("src/hot.rs:10:5") && text.contains("hot_parse"), "{text}");
+    assert!(
+        text.contains("src/hot.rs:10:5") && text.contains("hot_parse"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -194,7 +203,11 @@ fn blocked_over_a_higher_threshold_finds_no_wait() {
     let r = analyze_files(&paths, &p, &mut names, &opts);
     assert_eq!((r.waits, r.samples), (0, 0));
     assert!(r.culprits.is_empty());
-    assert!(r.notes.iter().any(|n| n.contains("no task waited")), "{:?}", r.notes);
+    assert!(
+        r.notes.iter().any(|n| n.contains("no task waited")),
+        "{:?}",
+        r.notes
+    );
 }
 
 #[test]

@@ -11,7 +11,6 @@ use crate::output::{print_report, with_progress};
 use crate::AnalyzeArgs;
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::index::TraceIndex;
-use runtrace_symbolize::{SymbolizeOptions, Symbolizer};
 use runtrace_analyze::{analyze_files, Options, Report};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,8 +53,7 @@ pub fn add_functions(r: &mut Report, files: &[PathBuf]) {
         // profiling; damage is already in the report's errors.
         _ => return,
     };
-    let sym = Symbolizer::new(&profile.mappings, SymbolizeOptions::default());
-    let mut names = StackNames::new(sym);
+    let mut names = StackNames::recorded(&profile);
     r.add_functions(&profile, &mut names);
     crate::flamegraph::print_notes(&names.problems());
 }

@@ -19,7 +19,7 @@ use runtrace_analyze::blocked::{analyze_files, BlockedOptions, BlockedReport};
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::profile::Profile;
 use runtrace_export::flamegraph::{fold, named};
-use runtrace_symbolize::{SymbolizeOptions, Symbolizer};
+use runtrace_symbolize::SymbolizeOptions;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -89,7 +89,7 @@ pub fn run(args: &BlockedArgs) -> ExitCode {
     let sym = SymbolizeOptions {
         search_dirs: args.binary_dirs.clone(),
     };
-    let mut names = StackNames::new(Symbolizer::new(&profile.mappings, sym));
+    let mut names = StackNames::for_mappings(&profile.mappings, sym);
     let r = analyze_files(&files, &profile, &mut names, &opts);
     if let Some(out) = &args.folded_out {
         let text = folded(&r, &profile, &mut names);

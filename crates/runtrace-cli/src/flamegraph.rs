@@ -13,7 +13,7 @@
 use clap::{ArgGroup, Args};
 use runtrace_analyze::functions::StackNames;
 use runtrace_export::flamegraph::{fold, stacks, svg, why_empty, Selection};
-use runtrace_symbolize::{SymbolizeOptions, Symbolizer};
+use runtrace_symbolize::SymbolizeOptions;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -111,13 +111,12 @@ pub fn run(args: &FlamegraphArgs) -> ExitCode {
         Err(e) => return fail(&e.to_string()),
     };
     let sel = args.selection();
-    let sym = Symbolizer::new(
+    let mut names = StackNames::for_mappings(
         &profile.mappings,
         SymbolizeOptions {
             search_dirs: args.binary_dirs.clone(),
         },
     );
-    let mut names = StackNames::new(sym);
     let folded = fold(stacks(&profile, &sel, &mut names));
     print_notes(&profile.notes);
     print_notes(&names.problems());

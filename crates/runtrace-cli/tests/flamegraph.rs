@@ -191,7 +191,10 @@ fn folded_stacks_are_root_first_with_the_hot_function_on_top() {
     assert!(top.0[0].contains("dispatch"), "root first: {lines:?}");
     assert_eq!(top.1, 19);
     // Deterministic: the same bytes twice.
-    assert_eq!(stdout(&runtrace(&["flamegraph", "--folded"], &dir)), stdout(&o));
+    assert_eq!(
+        stdout(&runtrace(&["flamegraph", "--folded"], &dir)),
+        stdout(&o)
+    );
 }
 
 #[test]
@@ -202,7 +205,10 @@ fn location_worker_and_time_filter_the_samples() {
         &dir,
     )));
     assert_eq!(total(&by_loc), 9);
-    assert!(by_loc.iter().all(|l| leaf_is(l, "crunch_batch")), "{by_loc:?}");
+    assert!(
+        by_loc.iter().all(|l| leaf_is(l, "crunch_batch")),
+        "{by_loc:?}"
+    );
     let by_worker = folded(&stdout(&runtrace(
         &["flamegraph", "--folded", "--worker", "1"],
         &dir,
@@ -214,9 +220,16 @@ fn location_worker_and_time_filter_the_samples() {
         &dir,
     )));
     assert_eq!(total(&by_time), 7, "{by_time:?}");
-    let none = runtrace(&["flamegraph", "--folded", "--location", "nowhere.rs"], &dir);
+    let none = runtrace(
+        &["flamegraph", "--folded", "--location", "nowhere.rs"],
+        &dir,
+    );
     assert_eq!(none.status.code(), Some(1));
-    assert!(stderr(&none).contains("match the selection"), "{}", stderr(&none));
+    assert!(
+        stderr(&none).contains("match the selection"),
+        "{}",
+        stderr(&none)
+    );
 }
 
 #[test]
@@ -257,11 +270,21 @@ fn no_samples_says_why() {
     let (_d, dir) = trace(Profiling::Off);
     let o = runtrace(&["flamegraph", "--folded"], &dir);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("without CPU profiling"), "{}", stderr(&o));
-    let (_d, dir) = trace(Profiling::Impossible("perf_event_open: EACCES (perf_event_paranoid 4)"));
+    assert!(
+        stderr(&o).contains("without CPU profiling"),
+        "{}",
+        stderr(&o)
+    );
+    let (_d, dir) = trace(Profiling::Impossible(
+        "perf_event_open: EACCES (perf_event_paranoid 4)",
+    ));
     let o = runtrace(&["flamegraph", "--folded"], &dir);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("perf_event_paranoid 4"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("perf_event_paranoid 4"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -278,7 +301,10 @@ fn bad_arguments_name_the_flag() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(stderr(&o).contains(flag), "{args:?}: {}", stderr(&o));
     }
-    let o = runtrace(&["flamegraph", "--folded", "--from", "2", "--to", "1"], &dir);
+    let o = runtrace(
+        &["flamegraph", "--folded", "--from", "2", "--to", "1"],
+        &dir,
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--from"), "{}", stderr(&o));
     let o = runtrace(&["flamegraph", "--folded"], &dir.join("missing"));
@@ -300,14 +326,32 @@ fn blocked_names_the_culprit_and_its_function() {
     assert_eq!(r["samples"], 19, "{r}");
     let c = &r["culprits"][0];
     assert_eq!(c["location"], "src/api.rs:5:9");
-    assert!(c["functions_self"][0]["function"].as_str().unwrap().contains("hot_api"), "{c}");
-    assert!(c["functions_inclusive"][0]["function"].as_str().unwrap().contains("dispatch"), "{c}");
+    assert!(
+        c["functions_self"][0]["function"]
+            .as_str()
+            .unwrap()
+            .contains("hot_api"),
+        "{c}"
+    );
+    assert!(
+        c["functions_inclusive"][0]["function"]
+            .as_str()
+            .unwrap()
+            .contains("dispatch"),
+        "{c}"
+    );
     assert_eq!(c["victims"][0]["location"], "src/victim.rs:9:1");
     let lines = folded(&std::fs::read_to_string(&out).unwrap());
     assert_eq!(total(&lines), 19);
-    assert!(lines.iter().all(|l| l.0[0] == "src/api.rs:5:9"), "{lines:?}");
+    assert!(
+        lines.iter().all(|l| l.0[0] == "src/api.rs:5:9"),
+        "{lines:?}"
+    );
     let text = stdout(&runtrace(&["blocked"], &dir));
-    assert!(text.contains("src/api.rs:5:9") && text.contains("hot_api"), "{text}");
+    assert!(
+        text.contains("src/api.rs:5:9") && text.contains("hot_api"),
+        "{text}"
+    );
     let none: Value = serde_json::from_str(&stdout(&runtrace(
         &["blocked", "--json", "--threshold-ms", "30"],
         &dir,
@@ -321,7 +365,10 @@ fn analyze_says_which_function_burns_cpu() {
     let (_d, dir) = trace(Profiling::Sampled);
     let o = runtrace(&["analyze"], &dir);
     let text = stdout(&o);
-    assert!(text.contains("burning CPU in") && text.contains("hot_api"), "{text}");
+    assert!(
+        text.contains("burning CPU in") && text.contains("hot_api"),
+        "{text}"
+    );
     let j: Value = serde_json::from_str(&stdout(&runtrace(&["analyze", "--json"], &dir))).unwrap();
     let f = j["findings"]
         .as_array()
@@ -329,9 +376,19 @@ fn analyze_says_which_function_burns_cpu() {
         .iter()
         .find(|f| f["spawn_loc"] == "src/api.rs:5:9")
         .expect("a finding blaming src/api.rs");
-    assert!(f["functions"][0]["function"].as_str().unwrap().contains("hot_api"), "{f}");
+    assert!(
+        f["functions"][0]["function"]
+            .as_str()
+            .unwrap()
+            .contains("hot_api"),
+        "{f}"
+    );
     // Without samples: no `functions` key anywhere.
     let (_d, dir) = trace(Profiling::Off);
     let j: Value = serde_json::from_str(&stdout(&runtrace(&["analyze", "--json"], &dir))).unwrap();
-    assert!(j["findings"].as_array().unwrap().iter().all(|f| f.get("functions").is_none()));
+    assert!(j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f.get("functions").is_none()));
 }

@@ -57,7 +57,9 @@ impl Selection {
         };
         kind_ok
             && self.location.as_ref().is_none_or(|want| {
-                s.location.as_deref().is_some_and(|l| l.contains(want.as_str()))
+                s.location
+                    .as_deref()
+                    .is_some_and(|l| l.contains(want.as_str()))
             })
             && self.worker.is_none_or(|w| s.worker == Some(w))
             && self.from_ns.is_none_or(|t| s.ts_ns >= t)
@@ -120,7 +122,11 @@ pub fn named<'a>(
         .into_iter()
         .map(|stack| {
             let frames = names.frames(stack);
-            let root_first = frames.iter().rev().map(|f| f.function.to_string()).collect();
+            let root_first = frames
+                .iter()
+                .rev()
+                .map(|f| f.function.to_string())
+                .collect();
             (root_first, sums[stack])
         })
         .collect()
@@ -244,9 +250,8 @@ pub fn svg(folded: &str, title: &str, count_name: &str, out: impl Write) -> Resu
     opts.count_name = count_name.to_string();
     opts.deterministic = true;
     opts.hash = true;
-    opts.colors = inferno::flamegraph::color::Palette::Multi(
-        inferno::flamegraph::color::MultiPalette::Rust,
-    );
+    opts.colors =
+        inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Rust);
     inferno::flamegraph::from_lines(&mut opts, folded.lines(), out)
         .map_err(|e| format!("cannot draw the flame graph: {e}"))
 }

@@ -29,8 +29,8 @@ mod waits;
 
 pub use engine::Engine;
 pub use report::{
-    CpuFunctions, Finding, FunctionShare, FindingKind, LocationReport, ProcessReport, QueueReport, Report, Severity, Victim,
-    WorkerId, WorkerReport,
+    CpuFunctions, Finding, FindingKind, FunctionShare, LocationReport, ProcessReport, QueueReport,
+    Report, Severity, Victim, WorkerId, WorkerReport,
 };
 pub use thresholds::Thresholds;
 pub use waits::Wait;

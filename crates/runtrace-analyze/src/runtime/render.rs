@@ -1,9 +1,7 @@
 //! The text and JSON forms of a [`Report`] (`runtrace analyze` and
 //! `runtrace analyze --json`; the JSON keys are in docs/analysis.md).
 
-use super::report::{
-    fmt_at, CpuFunctions, Finding, FindingKind, QueueReport, Report, Severity,
-};
+use super::report::{fmt_at, CpuFunctions, Finding, FindingKind, QueueReport, Report, Severity};
 use crate::hist::Summary;
 use crate::text::fmt_ns;
 use serde_json::{json, Value};
