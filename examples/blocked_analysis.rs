@@ -12,7 +12,6 @@
 //! with `--json` and `--folded-out`).
 
 use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
-use runtrace_analyze::functions::StackNames;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,15 +32,7 @@ fn main() -> ExitCode {
         }
     }
     let files = runtrace_format::files::expand_lenient(vec![PathBuf::from(path)]);
-    let profile = match runtrace_analyze::profile::load(&files) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut names = StackNames::recorded(&profile);
-    let report = analyze_files(&files, &profile, &mut names, &opts);
+    let (report, _profile, _names) = analyze_files(&files, &opts, Default::default());
     print!("{report}");
     if report.damaged {
         ExitCode::FAILURE

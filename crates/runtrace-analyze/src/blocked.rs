@@ -14,20 +14,16 @@
 //!
 //! ```no_run
 //! use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
-//! use runtrace_analyze::{functions::StackNames, profile};
-//! use runtrace_symbolize::Symbolizer;
-//! let paths = ["trace.0.bin".into()];
-//! let profile = profile::load(&paths).unwrap();
-//! let mut names = StackNames::new(Symbolizer::new(&profile.mappings, Default::default()));
-//! let r = analyze_files(&paths, &profile, &mut names, &BlockedOptions::default());
+//! let (r, _profile, _names) = analyze_files(&["trace.0.bin"], &BlockedOptions::default(), Default::default());
 //! println!("{r}");
 //! ```
 
 use crate::functions::{FunctionStat, StackNames, Tally};
+use crate::input;
 use crate::profile::{Profile, SampleKind};
-use crate::runtime::{Engine, Thresholds, Wait};
+use crate::runtime::{Engine, Thresholds, Wait, WhenProfiled};
 use crate::text::fmt_ns;
-use crate::{input, model::Model};
+use runtrace_symbolize::SymbolizeOptions;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::fmt;
@@ -123,43 +119,45 @@ pub struct BlockedReport {
     pub damaged: bool,
 }
 
-/// The waits over `threshold_ns` of `paths` (one read, the runtime
-/// engine's pairing), how many more there were than kept, the model and
-/// read statistics.
-pub fn waits<P: AsRef<Path>>(
+/// The waits over `threshold_ns` of `paths` (the runtime engine's
+/// pairing), how many more there were than kept, and the CPU profile, over
+/// one read.
+pub fn read<P: AsRef<Path>>(
     paths: &[P],
     threshold_ns: u64,
     progress: input::Progress<'_>,
-) -> (Vec<Wait>, u64, Model, input::ReadStats) {
+) -> (Vec<Wait>, u64, Profile) {
     let paths = input::sorted(paths);
     let mut e = Engine::new(Thresholds {
         wake_delay_ns: threshold_ns,
         ..Thresholds::default()
     });
     e.keep_waits(MAX_WAITS);
-    let (model, stats) = input::read(&paths, &mut e, progress);
-    let (w, lost) = e.waits(&model);
-    (w, lost, model, stats)
+    let mut passes = (e, WhenProfiled::default());
+    let (model, stats) = input::read(&paths, &mut passes, progress);
+    let (w, lost) = passes.0.waits(&model);
+    (w, lost, passes.1 .0.profile(&model, stats))
 }
 
-/// The blocked analysis of trace files: their waits ([`waits`]) against
-/// their `profile` ([`crate::profile::load`] of the same files), stacks
-/// named by `names`; the profile's notes and the symbolizer's problems
-/// become the report's notes.
+/// The blocked analysis of trace files ([`read`], then [`attribute`]),
+/// symbolized with the recorded mappings and `sym`; also returns the
+/// profile and the named stacks (for folded stacks of
+/// [`BlockedReport::selected`]). The profile's notes and the
+/// symbolizer's problems are the report's notes.
 pub fn analyze_files<P: AsRef<Path>>(
     paths: &[P],
-    profile: &Profile,
-    names: &mut StackNames,
     opts: &BlockedOptions,
-) -> BlockedReport {
-    let (ws, lost, _, stats) = waits(paths, opts.threshold_ns, None);
-    let mut r = attribute(&ws, profile, names, opts);
+    sym: SymbolizeOptions,
+) -> (BlockedReport, Profile, StackNames) {
+    let (ws, lost, profile) = read(paths, opts.threshold_ns, None);
+    let mut names = StackNames::for_mappings(&profile.mappings, sym);
+    let mut r = attribute(&ws, &profile, &mut names, opts);
     r.notes.extend(profile.notes.iter().cloned());
     r.notes.extend(names.problems());
     r.waits_lost = lost;
-    r.errors.extend(stats.errors);
-    r.damaged |= stats.damaged;
-    r
+    r.errors.extend(profile.stats.errors.iter().cloned());
+    r.damaged |= profile.stats.damaged;
+    (r, profile, names)
 }
 
 /// Blames the on-CPU samples of `profile` taken during `waits` on the

@@ -19,6 +19,7 @@
 
 use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
 use runtrace_analyze::functions::StackNames;
+use runtrace_analyze::runtime::analyze_files_profiled;
 use runtrace_analyze::synth::TraceBuilder;
 use runtrace_analyze::{analyze_files as analyze, profile, FindingKind, Options};
 use runtrace_format::frame::{Mapping, ProfileInfo};
@@ -150,9 +151,7 @@ fn the_sample_counts_of_the_scenario_are_as_described() {
 fn blocked_blames_the_culprit_location_and_names_its_hot_function() {
     let dir = tempfile::tempdir().unwrap();
     let paths = write(&dir, &scenario(true));
-    let p = profile::load(&paths).unwrap();
-    let mut names = StackNames::recorded(&p);
-    let r = analyze_files(&paths, &p, &mut names, &BlockedOptions::default());
+    let (r, _, _) = analyze_files(&paths, &BlockedOptions::default(), Default::default());
     assert!(!r.damaged, "{:?}", r.errors);
     assert_eq!(r.waits, 1, "{r}");
     assert_eq!(r.waits_with_samples, 1);
@@ -194,13 +193,11 @@ fn blocked_blames_the_culprit_location_and_names_its_hot_function() {
 fn blocked_over_a_higher_threshold_finds_no_wait() {
     let dir = tempfile::tempdir().unwrap();
     let paths = write(&dir, &scenario(true));
-    let p = profile::load(&paths).unwrap();
-    let mut names = StackNames::recorded(&p);
     let opts = BlockedOptions {
         threshold_ns: 50 * MS,
         ..BlockedOptions::default()
     };
-    let r = analyze_files(&paths, &p, &mut names, &opts);
+    let (r, _, _) = analyze_files(&paths, &opts, Default::default());
     assert_eq!((r.waits, r.samples), (0, 0));
     assert!(r.culprits.is_empty());
     assert!(
@@ -214,8 +211,8 @@ fn blocked_over_a_higher_threshold_finds_no_wait() {
 fn findings_name_the_function_burning_cpu_and_the_one_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let paths = write(&dir, &scenario(true));
-    let mut r = analyze(&paths, Options::default());
-    let p = profile::load(&paths).unwrap();
+    let (mut r, p) = analyze_files_profiled(&paths, Options::default());
+    assert_eq!(p.samples.len(), 42);
     r.add_functions(&p, &mut StackNames::recorded(&p));
     let hot = r
         .findings_of(FindingKind::LongPoll)

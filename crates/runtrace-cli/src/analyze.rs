@@ -11,15 +11,17 @@ use crate::output::{print_report, with_progress};
 use crate::AnalyzeArgs;
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::index::TraceIndex;
-use runtrace_analyze::{analyze_files, Options, Report};
+use runtrace_analyze::profile::Profile;
+use runtrace_analyze::runtime::analyze_files_profiled;
+use runtrace_analyze::{Options, Report};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Analyses `files` with a progress bar when standard error is a terminal
-/// and the input is large.
-pub fn report(files: &[PathBuf]) -> Report {
+/// and the input is large; with the CPU profile read in the same pass.
+pub fn report_profiled(files: &[PathBuf]) -> (Report, Profile) {
     with_progress("analyzing", files, |progress| {
-        analyze_files(
+        analyze_files_profiled(
             files,
             Options {
                 progress,
@@ -29,33 +31,30 @@ pub fn report(files: &[PathBuf]) -> Report {
     })
 }
 
+/// The report of [`report_profiled`], without the profile.
+pub fn report(files: &[PathBuf]) -> Report {
+    report_profiled(files).0
+}
+
 /// Prints the report of `files` (text, or JSON with `json`) to standard
-/// output and damage to standard error. Exit code 0, or 1 when a file was
-/// damaged or cut short (the report still covers what was readable).
+/// output and damage to standard error. With CPU samples in the trace,
+/// findings name the functions of the blamed locations' polls
+/// (`Report::add_functions`; symbolization problems are printed once on
+/// standard error). Exit code 0, or 1 when a file was damaged or cut short
+/// (the report still covers what was readable).
 pub fn analyze(files: &[PathBuf], json: bool) -> ExitCode {
-    let mut r = report(files);
-    add_functions(&mut r, files);
+    let (mut r, profile) = report_profiled(files);
+    if !profile.samples.is_empty() {
+        let mut names = StackNames::recorded(&profile);
+        r.add_functions(&profile, &mut names);
+        crate::flamegraph::print_notes(&names.problems());
+    }
     let text = if json {
         r.to_json().to_string()
     } else {
         r.to_string()
     };
     print_report(&text, &r.errors, r.is_damaged())
-}
-
-/// Adds the functions of the blamed locations' polls to the findings
-/// when the trace has CPU samples (`Report::add_functions`; symbolized
-/// with the recorded mappings, problems printed once on standard error).
-pub fn add_functions(r: &mut Report, files: &[PathBuf]) {
-    let profile = match runtrace_analyze::profile::load(files) {
-        Ok(p) if !p.samples.is_empty() => p,
-        // No samples (or no profile to read): the report is as without
-        // profiling; damage is already in the report's errors.
-        _ => return,
-    };
-    let mut names = StackNames::recorded(&profile);
-    r.add_functions(&profile, &mut names);
-    crate::flamegraph::print_notes(&names.problems());
 }
 
 /// Every applicable analysis of `files` over one read, as one JSON object

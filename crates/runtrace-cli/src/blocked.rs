@@ -82,15 +82,10 @@ pub fn run(args: &BlockedArgs) -> ExitCode {
         threshold_ns: (args.threshold_ms * 1e6) as u64,
         ..BlockedOptions::default()
     };
-    let profile = match runtrace_analyze::profile::load(&files) {
-        Ok(p) => p,
-        Err(e) => return fail(&e.to_string()),
-    };
     let sym = SymbolizeOptions {
         search_dirs: args.binary_dirs.clone(),
     };
-    let mut names = StackNames::for_mappings(&profile.mappings, sym);
-    let r = analyze_files(&files, &profile, &mut names, &opts);
+    let (r, profile, mut names) = analyze_files(&files, &opts, sym);
     if let Some(out) = &args.folded_out {
         let text = folded(&r, &profile, &mut names);
         if let Err(e) = std::fs::write(out, text) {

@@ -46,10 +46,10 @@ pub struct FlamegraphArgs {
     #[arg(long, value_name = "N")]
     pub worker: Option<u32>,
     /// Only samples from S seconds after the recording started on.
-    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, value_name = "S", value_parser = parse_seconds, allow_hyphen_values = true)]
     pub from: Option<f64>,
     /// Only samples up to S seconds after the recording started.
-    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, value_name = "S", value_parser = parse_seconds, allow_hyphen_values = true)]
     pub to: Option<f64>,
     /// A directory to look for the recorded binaries in (by file name or
     /// build id) when they are not at their recorded paths; repeatable.

@@ -4,13 +4,20 @@
 //! mostly blocked ([`Report::add_functions`]). Stacks are symbolized once
 //! per report ([`StackNames`] caches them), not per finding.
 
+use super::engine::Engine;
 use super::findings::NO_CPU_TIME;
 use super::report::{CpuFunctions, Finding, FindingKind, FunctionShare, Report};
+use super::Options;
+use crate::event::Ev;
 use crate::functions::{blocking_frame, FunctionStat, StackNames, Tally};
-use crate::profile::{Profile, SampleKind};
+use crate::input;
+use crate::model::Model;
+use crate::pass::{Pass, Wants};
+use crate::profile::{Profile, ProfilePass, SampleKind};
 use crate::text::fmt_ns;
 use serde_json::json;
 use std::collections::HashMap;
+use std::path::Path;
 
 /// On-CPU functions listed per finding.
 const TOP_ON: usize = 5;
@@ -18,6 +25,51 @@ const TOP_ON: usize = 5;
 const TOP_OFF: usize = 3;
 /// The sampling rate assumed when no PROFILE frame gives one.
 const DEFAULT_HZ: u64 = 99;
+
+/// [`ProfilePass`] for recordings made with CPU profiling only (a
+/// PROFILE frame precedes their first chunk): a trace without one costs
+/// `runtrace analyze` one branch per event, not the pass's poll tracking.
+#[derive(Default)]
+pub struct WhenProfiled(pub ProfilePass);
+
+impl Pass for WhenProfiled {
+    fn wants(&self) -> Wants {
+        self.0.wants()
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        if !model.profiles.is_empty() {
+            self.0.event(ev, model);
+        }
+    }
+
+    fn end_recording(&mut self, model: &Model) {
+        self.0.end_recording(model);
+    }
+
+    fn finish(&mut self, model: &Model) {
+        self.0.finish(model);
+    }
+}
+
+/// [`super::analyze_files`] and the CPU profile ([`crate::profile`]) over
+/// one read: the report, and the profile to pass to
+/// [`Report::add_functions`] (empty for recordings made without CPU
+/// profiling).
+///
+/// ```
+/// use runtrace_analyze::runtime::analyze_files_profiled;
+/// let (r, p) = analyze_files_profiled(&["no-such/trace.0.bin"], Default::default());
+/// assert!(r.damaged && p.samples.is_empty());
+/// ```
+pub fn analyze_files_profiled<P: AsRef<Path>>(paths: &[P], opts: Options<'_>) -> (Report, Profile) {
+    let paths = input::sorted(paths);
+    let mut passes = (Engine::new(opts.thresholds), WhenProfiled::default());
+    let (model, stats) = input::read(&paths, &mut passes, opts.progress);
+    let report = passes.0.report(&model, stats.clone());
+    (report, passes.1 .0.profile(&model, stats))
+}
 
 #[derive(Default)]
 struct LocCpu {

@@ -27,6 +27,7 @@ mod state;
 mod thresholds;
 mod waits;
 
+pub use cpu::{analyze_files_profiled, WhenProfiled};
 pub use engine::Engine;
 pub use report::{
     CpuFunctions, Finding, FindingKind, FunctionShare, LocationReport, ProcessReport, QueueReport,

@@ -354,7 +354,7 @@ fn finding_json(f: &Finding) -> Value {
 }
 
 /// The `functions:` line of a finding with CPU samples: "burning CPU in"
-/// or "blocked in" its top function, then the others with their shares.
+/// or "blocked in", then the functions with their shares, the top first.
 fn functions_line(c: &CpuFunctions) -> String {
     let Some(top) = c.functions.first() else {
         return "no CPU samples in its polls".to_string();
@@ -376,13 +376,12 @@ fn functions_line(c: &CpuFunctions) -> String {
         })
         .collect();
     format!(
-        "{} {}: {}",
+        "{} {}",
         if top.off_cpu {
             "blocked in"
         } else {
             "burning CPU in"
         },
-        top.function,
         list.join(", ")
     )
 }
