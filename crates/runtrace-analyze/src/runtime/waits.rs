@@ -35,9 +35,9 @@ impl Engine {
     /// use runtrace_analyze::{input, runtime::Engine, synth::TraceBuilder};
     /// let mut b = TraceBuilder::new();
     /// b.location(1, "src/main.rs", 3, 1);
-    /// b.spawn(7, 0, 1, 0, 1, 0);
-    /// b.poll_start(1, 0, 30_000_000, 7, 0, 0); // 30 ms after its spawn
-    /// b.poll_end(1, 0, 31_000_000, 7, true);
+    /// b.spawn(7, 0, 1, 0, 1, 0); // task 1 at location 1, on tid 7
+    /// b.poll_start(7, 0, 30_000_000, 1, 0, 0); // 30 ms after its spawn
+    /// b.poll_end(7, 0, 31_000_000, 1, true);
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("trace.0.bin");
     /// std::fs::write(&path, b.finish()).unwrap();
