@@ -184,6 +184,9 @@ fn short_path(p: &str) -> &str {
     }
 }
 
+/// A source position: (file, line).
+type Line = (Option<Arc<str>>, Option<u32>);
+
 #[derive(Default)]
 struct Entry {
     samples: u64,
@@ -191,7 +194,7 @@ struct Entry {
     inclusive: u64,
     /// Weight by (file, line) where the function was the reported frame,
     /// or anywhere when never reported.
-    lines: BTreeMap<(Option<Arc<str>>, Option<u32>), u64>,
+    lines: BTreeMap<Line, u64>,
     self_lines: bool,
 }
 
@@ -243,7 +246,7 @@ impl Tally {
 
     fn stat(&self, name: &Arc<str>, e: &Entry) -> FunctionStat {
         // The most frequent line; ties: the first in (file, line) order.
-        let mut best: Option<(&(Option<Arc<str>>, Option<u32>), u64)> = None;
+        let mut best: Option<(&Line, u64)> = None;
         for (k, &w) in &e.lines {
             if best.is_none_or(|b| w > b.1) {
                 best = Some((k, w));
