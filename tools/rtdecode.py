@@ -221,6 +221,15 @@ class Event:
         }
 
 
+def _defined_id(buf: _Payload, frame: str, what: str) -> int:
+    """The id of a definition; id 0 is reserved in every table (§7.5)."""
+    at = buf.at()
+    value = buf.varint()
+    if value == 0:
+        raise DecodeError(f"{frame} defines the reserved {what} id 0", at)
+    return value
+
+
 class TraceFile:
     """Decoder state and results for one trace file.
 
@@ -390,19 +399,13 @@ class TraceFile:
         elif ftype == STRINGS:
             entries = []
             for _ in range(buf.varint()):
-                at = buf.at()
-                sid = buf.varint()
-                if sid == 0:
-                    raise DecodeError("STRINGS defines the reserved string id 0", at)
+                sid = _defined_id(buf, "STRINGS", "string")
                 entries.append((sid, buf.str()))
             self.strings.update(entries)
         elif ftype == LOCATIONS:
             entries = []
             for _ in range(buf.varint()):
-                at = buf.at()
-                lid = buf.varint()
-                if lid == 0:
-                    raise DecodeError("LOCATIONS defines the reserved location id 0", at)
+                lid = _defined_id(buf, "LOCATIONS", "location")
                 file = buf.str()
                 line = buf.varint()
                 col = buf.varint()
@@ -425,10 +428,7 @@ class TraceFile:
         elif ftype == STACKS:
             entries = []
             for _ in range(buf.varint()):
-                at = buf.at()
-                sid = buf.varint()
-                if sid == 0:
-                    raise DecodeError("STACKS defines the reserved stack id 0", at)
+                sid = _defined_id(buf, "STACKS", "stack")
                 at = buf.at()
                 depth = buf.varint()
                 if depth > MAX_STACK_DEPTH:

@@ -158,16 +158,20 @@ fn off_cpu_belongs_to_the_poll_it_switched_out_in() {
     assert_eq!(p.samples[0].location.as_deref(), Some("src/hot.rs:12:5"));
 }
 
+fn assert_note(p: &Profile, text: &str) {
+    assert!(
+        p.notes.iter().any(|n| n.contains(text)),
+        "{text:?} in {:?}",
+        p.notes
+    );
+}
+
 #[test]
 fn notes_say_what_was_not_recorded() {
     // No PROFILE frame at all.
     let p = load(TraceBuilder::new().finish());
     assert!(p.samples.is_empty());
-    assert!(
-        p.notes.iter().any(|n| n.contains("no PROFILE frame")),
-        "{:?}",
-        p.notes
-    );
+    assert_note(&p, "no PROFILE frame");
     // Profiling refused: the message is passed on.
     let mut b = TraceBuilder::new();
     b.profile(&ProfileInfo {
@@ -177,13 +181,7 @@ fn notes_say_what_was_not_recorded() {
         message: "perf_event_open: EACCES; SIGPROF timer: EPERM".into(),
     });
     let p = load(b.finish());
-    assert!(
-        p.notes
-            .iter()
-            .any(|n| n.contains("not possible: perf_event_open: EACCES")),
-        "{:?}",
-        p.notes
-    );
+    assert_note(&p, "not possible: perf_event_open: EACCES");
     // A stack id no STACKS frame defined, and no MAPPINGS: empty stack,
     // both noted.
     let mut b = TraceBuilder::new();
@@ -193,18 +191,8 @@ fn notes_say_what_was_not_recorded() {
     let p = load(b.finish());
     assert_eq!(p.samples.len(), 2);
     assert!(p.samples.iter().all(|s| s.stack.is_empty()));
-    assert!(
-        p.notes
-            .iter()
-            .any(|n| n.starts_with("1 samples name a stack")),
-        "{:?}",
-        p.notes
-    );
-    assert!(
-        p.notes.iter().any(|n| n.contains("no MAPPINGS")),
-        "{:?}",
-        p.notes
-    );
+    assert_note(&p, "1 samples name a stack");
+    assert_note(&p, "no MAPPINGS");
     // Nothing readable at all is an error naming the file.
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("trace.0.bin");

@@ -310,8 +310,11 @@ pub fn stacks<'a>(list: impl ExactSizeIterator<Item = (u64, &'a [u64])>) -> Vec<
     p
 }
 
+/// A decoded stack definition: its id and its addresses, leaf first.
+pub type StackDef = (u64, Arc<[u64]>);
+
 /// Decodes a `STACKS` payload: `(id, addresses leaf first)` in frame order.
-pub fn decode_stacks(payload: &[u8]) -> Result<Vec<(u64, Arc<[u64]>)>, DecodeError> {
+pub fn decode_stacks(payload: &[u8]) -> Result<Vec<StackDef>, DecodeError> {
     let mut c = Cursor::new(payload);
     let n = c.varint()?;
     // Every stack takes at least two bytes: no allocation beyond the payload.
