@@ -84,6 +84,8 @@ pub enum Command {
     /// Report the runtrace probes a binary carries (USDT/SDT, perf-probe
     /// functions, LTTng-UST) and whether tracers can attach to them, with the
     /// exact fix when not (exit 1 on any problem).
+    /// Also reports CPU-profile readiness (frame pointers, symbols, debug
+    /// info), advisory: it does not change the exit code.
     Doctor(DoctorArgs),
     /// Analyse trace files: workers, spawn locations, wake->poll delays and
     /// poll durations, and findings naming the spawn locations responsible

@@ -65,8 +65,17 @@
 //! # Ok::<(), runtrace_doctor::DoctorError>(())
 //! ```
 //!
+//! # CPU profiles
+//!
+//! Whether stacks sampled in the binary can be walked and named: frame
+//! pointers (judged from the prologues of its own functions, x86-64),
+//! a symbol table, and debug info of its own (DWARF compile units other
+//! than the Rust standard library's). Advisory: a separate verdict and
+//! fixes, not counted as a probe problem.
+//!
 //! The crate is split by job: `elf` loads the parts of the file the checks
-//! need; `usdt`, `perf_probe` and `lttng` check one backend each, taking the
+//! need; `cpu_profile` checks CPU-profile readiness;
+//! `usdt`, `perf_probe` and `lttng` check one backend each, taking the
 //! names to look for from [`runtrace_build::symbols`] (the names the
 //! generators write); [`Report`] gathers their findings and renders them as
 //! text (`Display`) or JSON ([`Report::to_json`]).
@@ -77,6 +86,7 @@ use object::Endianness;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod cpu_profile;
 mod elf;
 mod fix;
 mod hex;
@@ -85,6 +95,7 @@ mod perf_probe;
 mod report;
 mod usdt;
 
+pub use cpu_profile::{CpuProfileReport, FRAME_POINTER_SHARE, MIN_FUNCTION_SIZE};
 pub use lttng::{LttngReport, Tracepoint};
 pub use perf_probe::{PerfProbeReport, ProbeFunction};
 pub use report::{LoadSegment, Report};

@@ -2,6 +2,7 @@
 //! verdict, and its two renderings (text for people, one JSON object for
 //! tools).
 
+use crate::cpu_profile::{self, CpuProfileReport};
 use crate::elf::Image;
 use crate::hex::{hex, hex_opt, signed_hex};
 use crate::lttng::{self, LttngReport};
@@ -64,6 +65,10 @@ pub struct Report {
     pub perf_probe: PerfProbeReport,
     /// LTTng-UST tracepoints.
     pub lttng: LttngReport,
+    /// Readiness for CPU profiles (frame pointers, symbols, debug info).
+    /// Advisory: it has its own verdict and fixes and does not make the
+    /// probes unsound.
+    pub cpu_profile: CpuProfileReport,
     /// Exact fixes for the problems found.
     pub fix: Vec<String>,
 }
@@ -231,6 +236,18 @@ impl Report {
                 "warnings": self.lttng.warnings,
             },
             "fix": self.fix,
+            "cpu_profile": {
+                "ready": self.cpu_profile.is_ready(),
+                "verdict": self.cpu_profile.verdict(),
+                "frame_pointers": self.cpu_profile.frame_pointers,
+                "functions_checked": self.cpu_profile.functions_checked,
+                "with_frame_pointer": self.cpu_profile.with_frame_pointer,
+                "symtab": self.cpu_profile.symtab,
+                "debug_units": self.cpu_profile.debug_units,
+                "own_debug_units": self.cpu_profile.own_debug_units,
+                "notes": self.cpu_profile.notes,
+                "fix": self.cpu_profile.fix,
+            },
         })
     }
 }
@@ -418,6 +435,44 @@ impl fmt::Display for Report {
         list(f, "PROBLEM", &l.problems)?;
         list(f, "warning", &l.warnings)?;
 
+        // CPU profiles.
+        writeln!(f)?;
+        let c = &self.cpu_profile;
+        writeln!(f, "CPU profiles (frame pointers, symbols, debug info):")?;
+        let yes_no = |b: bool| if b { "yes" } else { "NO" };
+        if c.functions_checked > 0 {
+            writeln!(
+                f,
+                "  frame pointers: {} ({})",
+                c.frame_pointers.map_or("unknown", yes_no),
+                c.share_text()
+            )?;
+        } else {
+            writeln!(f, "  frame pointers: unknown (see note)")?;
+        }
+        writeln!(
+            f,
+            "  symbol table (.symtab): {}",
+            if c.symtab { "yes" } else { "NO (stripped)" }
+        )?;
+        match c.own_debug_units {
+            Some(_) if c.debug_units == 0 => writeln!(f, "  debug info of its own: NO (no DWARF)")?,
+            Some(own) => writeln!(
+                f,
+                "  debug info of its own: {} ({own} of {} DWARF compile units; the rest are the Rust toolchain's)",
+                yes_no(own > 0),
+                c.debug_units
+            )?,
+            None => writeln!(f, "  debug info of its own: unknown")?,
+        }
+        list(f, "note", &c.notes)?;
+        for fix in &c.fix {
+            for (i, line) in fix.lines().enumerate() {
+                writeln!(f, "  {} {line}", if i == 0 { "fix:" } else { "    " })?;
+            }
+        }
+        writeln!(f, "  CPU profile verdict: {}", c.verdict())?;
+
         if !self.fix.is_empty() {
             writeln!(f)?;
             writeln!(f, "Fix:")?;
@@ -452,6 +507,7 @@ pub(crate) fn analyse(path: &Path, img: &Image<'_>) -> Report {
     let usdt = usdt::check(img, &mut fix);
     let perf_probe = perf_probe::check(img, &mut fix);
     let lttng = lttng::check(img, &mut fix);
+    let cpu_profile = cpu_profile::check(img);
     let mut read_problems = img.read_problems.clone();
     if img.sections.is_empty() {
         read_problems.push(
@@ -475,6 +531,7 @@ pub(crate) fn analyse(path: &Path, img: &Image<'_>) -> Report {
         usdt,
         perf_probe,
         lttng,
+        cpu_profile,
         fix,
     }
 }

@@ -3,7 +3,7 @@
 //! be hundreds of megabytes and most of a recording's mappings are never
 //! hit by a sample.
 
-use object::{Object, ObjectSection, ReadCache};
+use object::{Object, ObjectSection, ObjectSegment, ReadCache, SegmentFlags};
 use std::fs::File;
 use std::path::Path;
 
@@ -21,6 +21,12 @@ pub(crate) struct ElfInfo {
     /// `.gnu_debuglink`: the debug info lives in a separate file that
     /// blazesym looks for in its debug directories.
     pub(crate) debuglink: Option<String>,
+    /// For a debug-only file (`objcopy --only-keep-debug`, the
+    /// `.build-id/xx/yyyy.debug` files): the page-aligned virtual address
+    /// of its one executable segment. Such a file keeps the segments'
+    /// addresses but not their file offsets, so a mapping's address is
+    /// turned into a virtual offset from this instead of a file offset.
+    pub(crate) debug_only_text: Option<u64>,
 }
 
 /// Reads the build id and the symbol/debug sections of the ELF file at
@@ -39,11 +45,20 @@ pub(crate) fn read(path: &Path) -> Result<ElfInfo, String> {
         .ok()
         .flatten()
         .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
+    let exec: Vec<_> = obj
+        .segments()
+        .filter(|seg| matches!(seg.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0))
+        .collect();
+    let debug_only_text = match exec.as_slice() {
+        [text] if text.file_range().1 == 0 && text.size() > 0 => Some(text.address() & !0xfff),
+        _ => None,
+    };
     Ok(ElfInfo {
         build_id,
         has_symtab: obj.symbol_table().is_some(),
         has_debug_info: has_section(".debug_info") || has_section(".zdebug_info"),
         debuglink,
+        debug_only_text,
     })
 }
 

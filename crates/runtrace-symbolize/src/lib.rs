@@ -38,14 +38,13 @@
 mod elf;
 mod frame;
 mod locate;
-mod mapping;
 mod symbolizer;
 
 pub use frame::Frame;
 pub use locate::SymbolizeOptions;
 /// A recorded executable mapping (the `MAPPINGS` frame's entries), as
 /// [`Symbolizer::new`] takes them.
-pub use mapping::Mapping;
+pub use runtrace_format::frame::Mapping;
 pub use symbolizer::Symbolizer;
 
 /// The GNU build id of the ELF file at `path` (`None`: it has none), as a

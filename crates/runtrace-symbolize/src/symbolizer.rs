@@ -6,8 +6,8 @@
 use crate::elf;
 use crate::frame::{self, Frame, Strings};
 use crate::locate::{self, Located, SymbolizeOptions};
-use crate::mapping::Mapping;
 use blazesym::symbolize::{self, source, Input, Symbolized};
+use runtrace_format::frame::Mapping;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -33,6 +33,10 @@ struct Module {
 ///
 /// Each distinct address is resolved once; each binary is located (and its
 /// build id checked) once, on the first address inside it.
+///
+/// Not `Send`: blazesym's state uses `Rc`. Create it on the thread that
+/// symbolizes (in async code, inside `spawn_blocking`); the [`Frame`]s it
+/// returns are `Send` and `Sync`.
 ///
 /// ```
 /// use runtrace_symbolize::{Symbolizer, SymbolizeOptions};
@@ -81,7 +85,7 @@ impl Symbolizer {
         for m in mappings {
             let name = Path::new(locate::recorded_path(&m.path))
                 .file_name()
-                .map_or_else(|| m.path.clone(), |n| n.to_string_lossy().into_owned());
+                .map_or_else(|| "[anon]".into(), |n| n.to_string_lossy().into_owned());
             let module = Module {
                 mapping: m.clone(),
                 name: Arc::from(name),
@@ -192,6 +196,12 @@ impl Symbolizer {
                     } else if m.unresolved > 0 {
                         out.push(format!("{shown}: {unresolved} (in no symbol)"));
                     }
+                    if m.mapping.build_id.is_empty() {
+                        out.push(format!(
+                            "{shown}: no build id recorded: symbolized with this file unverified \
+                             (it may be a different build)"
+                        ));
+                    }
                     if info.has_symtab && !info.has_debug_info && info.debuglink.is_none() {
                         out.push(format!(
                             "{shown}: no debug info: function names only, no file:line or inlined \
@@ -223,7 +233,8 @@ impl Symbolizer {
             return vec![frame::unknown_addr(addr)];
         };
         m.looked_up += 1;
-        let offset = |a: u64| a - m.mapping.start + m.mapping.file_offset;
+        // Wrapping: the numbers come from a file and may be nonsense.
+        let offset = |a: u64| (a - m.mapping.start).wrapping_add(m.mapping.file_offset);
         // A return address points after its call; the call itself (and
         // its line, and its inlining) is one byte before.
         let lookup = if is_return && addr > m.mapping.start {
@@ -235,15 +246,17 @@ impl Symbolizer {
         let located = m.located.get_or_insert_with(|| {
             locate::locate(&m.mapping.path, &m.mapping.build_id, &self.opts)
         });
-        let Located::Found { path, .. } = located else {
+        let Located::Found { path, info } = located else {
             m.unresolved += 1;
             return vec![unknown];
         };
+        let input = match info.debug_only_text {
+            // The mapping starts at the executable segment's first page.
+            Some(text) => Input::VirtOffset(text.wrapping_add(lookup - m.mapping.start)),
+            None => Input::FileOffset(offset(lookup)),
+        };
         let src = source::Source::Elf(source::Elf::new(path.as_path()));
-        match self
-            .blaze
-            .symbolize_single(&src, Input::FileOffset(offset(lookup)))
-        {
+        match self.blaze.symbolize_single(&src, input) {
             Ok(Symbolized::Sym(sym)) => frame::resolved(&sym, &m.name, &mut self.strings),
             Ok(Symbolized::Unknown(_)) => {
                 m.unresolved += 1;

@@ -12,8 +12,11 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use runtrace_symbolize::{Frame, Mapping, SymbolizeOptions, Symbolizer};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+use support::{me, self_mappings};
+
+mod support;
 
 /// The 1-based line of this file holding `marker`.
 fn line_of(marker: &str) -> u32 {
@@ -48,36 +51,6 @@ fn sampled() -> Vec<u64> {
     // stack memory.
     unsafe { std::arch::asm!("mov {}, [rbp + 8]", out(reg) ret, options(nostack, readonly)) };
     vec![ip, ret]
-}
-
-/// The executable file-backed mappings of this process, each with its
-/// build id, as the recorder writes the MAPPINGS frame.
-fn self_mappings() -> Vec<Mapping> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    maps.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
-                return None;
-            }
-            let (start, end) = f[0].split_once('-')?;
-            let path = f[5..].join(" ");
-            Some(Mapping {
-                start: u64::from_str_radix(start, 16).ok()?,
-                end: u64::from_str_radix(end, 16).ok()?,
-                file_offset: u64::from_str_radix(f[2], 16).ok()?,
-                build_id: runtrace_symbolize::build_id(Path::new(&path))
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default(),
-                path,
-            })
-        })
-        .collect()
-}
-
-fn me() -> PathBuf {
-    std::env::current_exe().unwrap().canonicalize().unwrap()
 }
 
 /// This binary's mappings only, rewritten by `f`.
@@ -255,7 +228,7 @@ fn found_through_search_dirs_by_name_and_by_build_id() {
     let opts = SymbolizeOptions {
         search_dirs: vec![tree.path().to_path_buf()],
     };
-    let mut s = Symbolizer::new(&ms, opts);
+    let mut s = Symbolizer::new(&ms, opts.clone());
     let frames = s.stack(&stack);
     assert!(
         frames[1].function.ends_with("symbolize::sampled"),
@@ -263,13 +236,42 @@ fn found_through_search_dirs_by_name_and_by_build_id() {
         names(&frames)
     );
     assert!(frames.iter().all(|f| &*f.module == "renamed"));
+
+    // Only the debug file (`objcopy --only-keep-debug`, as distributions
+    // ship them) as `.build-id/xx/yyyy.debug`: the same frames, lines
+    // and inlined frame included.
+    if !have("objcopy") {
+        return;
+    }
+    std::fs::remove_file(sub.join(&hex[2..])).unwrap();
+    objcopy(
+        "--only-keep-debug",
+        &sub.join(format!("{}.debug", &hex[2..])),
+    );
+    let mut s = Symbolizer::new(&ms, opts);
+    let from_debug = s.stack(&stack);
+    assert_eq!(from_debug, frames, "{:#?}", names(&from_debug));
+    assert_eq!(from_debug.len(), 3, "{:#?}", names(&from_debug));
+    assert_eq!(s.problems(), Vec::<String>::new());
+}
+
+/// `objcopy FLAG <this test binary> OUT`.
+fn objcopy(flag: &str, out: &Path) {
+    let o = Command::new("objcopy")
+        .arg(flag)
+        .arg(me())
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "objcopy {flag}: {err}");
 }
 
 fn have(tool: &str) -> bool {
     let found = Command::new(tool).arg("--version").output().is_ok();
     if !found {
         assert!(
-            std::env::var_os("CI").is_none(),
+            std::env::var("CI").map_or(true, |v| v != "true"),
             "{tool} (binutils) is needed in CI"
         );
         eprintln!("skipped: {tool} not installed (binutils)");
@@ -285,17 +287,7 @@ fn stripped_binary_says_so_and_names_nothing_wrong() {
     let stack = sampled();
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("stripped-copy");
-    let out = Command::new("objcopy")
-        .arg("--strip-all")
-        .arg(me())
-        .arg(&copy)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    objcopy("--strip-all", &copy);
     // The build id note survives stripping, so the copy is the same build.
     let ms = my_mappings(|m| m.path = copy.display().to_string());
     assert_eq!(
@@ -333,17 +325,7 @@ fn symbols_without_debug_info_name_functions_but_say_no_lines() {
     let stack = sampled();
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("nodebug-copy");
-    let out = Command::new("objcopy")
-        .arg("--strip-debug")
-        .arg(me())
-        .arg(&copy)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    objcopy("--strip-debug", &copy);
     let ms = my_mappings(|m| m.path = copy.display().to_string());
     let mut s = Symbolizer::new(&ms, SymbolizeOptions::default());
     let frames = s.stack(&stack);
@@ -394,4 +376,84 @@ fn addresses_outside_every_mapping_and_a_later_mapping_replacing_one() {
         p[1].starts_with("1 addresses outside every recorded mapping"),
         "{p:?}"
     );
+}
+
+#[test]
+fn nonsense_mappings_never_panic() {
+    let odd = [
+        Mapping {
+            start: 0x1000,
+            end: 0x2000,
+            file_offset: u64::MAX,
+            build_id: vec![],
+            path: String::new(),
+        },
+        Mapping {
+            start: 0x5000,
+            end: 0x4000,
+            file_offset: 0,
+            build_id: vec![],
+            path: "/".into(),
+        },
+        Mapping {
+            start: 0x8000,
+            end: u64::MAX,
+            file_offset: u64::MAX - 1,
+            build_id: vec![],
+            path: me().display().to_string(),
+        },
+    ];
+    let mut s = Symbolizer::new(&odd, SymbolizeOptions::default());
+    let frames = s.stack(&[0x1800, 0x4800, 0x5000, u64::MAX - 1, 0x8000, 0]);
+    assert_eq!(frames.len(), 6, "{:#?}", names(&frames));
+    assert!(
+        frames.iter().all(Frame::is_unknown),
+        "{:#?}",
+        names(&frames)
+    );
+    assert_eq!(&*frames[0].function, "[unknown] [anon]+0x7ff");
+    let p = s.problems();
+    assert!(
+        p.iter()
+            .any(|l| l.contains(": no build id recorded: symbolized with this file unverified")),
+        "{p:#?}"
+    );
+}
+
+/// The way tools use it: a trace file with this process's MAPPINGS and a
+/// sampled stack, read back by `runtrace_analyze::profile::load`, then
+/// symbolized from what the file says.
+#[test]
+fn stacks_and_mappings_read_back_from_a_trace_file() {
+    use runtrace_analyze::synth::TraceBuilder;
+    let stack = sampled();
+    let mut b = TraceBuilder::new();
+    b.mappings(&self_mappings());
+    b.stacks(&[(1, &stack[..])]);
+    b.cpu_sample(9, 1_000, 77, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("trace.0.bin");
+    std::fs::write(&file, b.finish()).unwrap();
+
+    let profile = runtrace_analyze::profile::load(&[&file]).unwrap();
+    assert_eq!(profile.mappings, self_mappings());
+    assert_eq!(profile.samples.len(), 1);
+    let mut s = Symbolizer::new(&profile.mappings, SymbolizeOptions::default());
+    let frames = s.stack(&profile.samples[0].stack);
+    assert_eq!(frames.len(), 3, "{:#?}", names(&frames));
+    assert_at(&frames[0], "current_ip", line_of("// @ip"), &frames);
+    assert_at(
+        &frames[1],
+        "symbolize::sampled",
+        line_of("// @call"),
+        &frames,
+    );
+    assert_eq!(s.problems(), Vec::<String>::new());
+}
+
+#[test]
+fn frames_can_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Frame>();
+    send_sync::<Mapping>();
 }

@@ -1,0 +1,127 @@
+//! `runtrace doctor`'s CPU-profile checks on binaries built here with
+//! rustc (opt-level 2), with and without `-C force-frame-pointers=yes`,
+//! with and without line tables, and a stripped copy.
+
+use runtrace_doctor::inspect;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Builds `tests/fixtures/fp_app.rs` into `dir/name` with extra rustc flags.
+fn build(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fp_app.rs");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let o = Command::new(rustc)
+        .args(["--edition", "2021", "-C", "opt-level=2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(flags)
+        .output()
+        .expect("cannot run rustc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+#[test]
+fn frame_pointers_symbols_and_debug_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let fp = build(
+        dir.path(),
+        "fp",
+        &[
+            "-C",
+            "force-frame-pointers=yes",
+            "-C",
+            "debuginfo=line-tables-only",
+        ],
+    );
+    let nofp = build(dir.path(), "nofp", &["-C", "force-frame-pointers=no"]);
+
+    let r = inspect(&fp).unwrap();
+    let c = &r.cpu_profile;
+    eprintln!("with: {}", c.share_text());
+    assert!(c.functions_checked >= 5, "{c:?}");
+    assert_eq!(c.frame_pointers, Some(true), "{c:?}");
+    assert!(c.symtab);
+    assert!(c.own_debug_units.unwrap() > 0, "{c:?}");
+    assert!(c.debug_units > c.own_debug_units.unwrap(), "{c:?}");
+    assert!(c.is_ready(), "{c:?}");
+    assert_eq!(c.fix, Vec::<String>::new());
+    let text = r.to_string();
+    assert!(text.contains("  frame pointers: yes ("), "{text}");
+    assert!(text.contains("CPU profile verdict: ready"), "{text}");
+    // Advisory: the probe verdict and exit status do not change.
+    assert!(r.is_sound());
+    let j = r.to_json();
+    assert_eq!(j["cpu_profile"]["ready"], true);
+    assert_eq!(j["cpu_profile"]["frame_pointers"], true);
+
+    let r = inspect(&nofp).unwrap();
+    let c = &r.cpu_profile;
+    eprintln!("without: {}", c.share_text());
+    assert!(c.functions_checked >= 5, "{c:?}");
+    assert_eq!(c.frame_pointers, Some(false), "{c:?}");
+    // No -g: only the standard library's DWARF is in the file.
+    assert_eq!(c.own_debug_units, Some(0), "{c:?}");
+    assert!(c.debug_units > 0, "{c:?}");
+    assert!(!c.is_ready());
+    assert_eq!(c.fix.len(), 2, "{:?}", c.fix);
+    assert!(c.fix[0].contains("force-frame-pointers=yes"), "{:?}", c.fix);
+    assert!(c.fix[0].contains(".cargo/config.toml"), "{:?}", c.fix);
+    assert!(
+        c.fix[1].contains("debug = \"line-tables-only\""),
+        "{:?}",
+        c.fix
+    );
+    let text = r.to_string();
+    assert!(text.contains("  frame pointers: NO ("), "{text}");
+    assert!(
+        text.contains("CPU profile verdict: NOT READY: no frame pointers"),
+        "{text}"
+    );
+    assert!(r.is_sound(), "{text}");
+    assert_eq!(r.to_json()["fix"], serde_json::json!([]));
+}
+
+#[test]
+fn stripped_binary_cannot_tell_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(
+        dir.path(),
+        "stripped",
+        &["-C", "force-frame-pointers=yes", "-C", "strip=symbols"],
+    );
+    let r = inspect(&bin).unwrap();
+    let c = &r.cpu_profile;
+    assert!(!c.symtab);
+    assert_eq!(c.frame_pointers, None);
+    assert_eq!(c.functions_checked, 0);
+    assert!(
+        c.notes[0].starts_with("no .symtab (stripped)"),
+        "{:?}",
+        c.notes
+    );
+    assert_eq!(c.own_debug_units, Some(0), "{c:?}");
+    assert!(
+        c.fix.iter().any(|f| f.contains("strip = false")),
+        "{:?}",
+        c.fix
+    );
+    let text = r.to_string();
+    assert!(
+        text.contains("  frame pointers: unknown (see note)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  debug info of its own: NO (no DWARF)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  symbol table (.symtab): NO (stripped)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("no symbol table (functions show as [unknown])"),
+        "{text}"
+    );
+}
