@@ -69,20 +69,7 @@ impl StackNames {
     /// Names stacks of a process with these executable `mappings` (a
     /// profile's), binaries also looked up as `opts` says.
     pub fn for_mappings(mappings: &[Mapping], opts: SymbolizeOptions) -> StackNames {
-        // TEMPORARY (w3-sym's own copy of the contract's Mapping type):
-        // the same fields, converted until runtrace-symbolize takes
-        // runtrace_format's.
-        let m: Vec<runtrace_symbolize::Mapping> = mappings
-            .iter()
-            .map(|m| runtrace_symbolize::Mapping {
-                start: m.start,
-                end: m.end,
-                file_offset: m.file_offset,
-                build_id: m.build_id.clone(),
-                path: m.path.clone(),
-            })
-            .collect();
-        StackNames::new(Symbolizer::new(&m, opts))
+        StackNames::new(Symbolizer::new(mappings, opts))
     }
 
     /// The frames of `stack` (addresses leaf first), leaf first, inlined

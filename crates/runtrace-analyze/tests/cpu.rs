@@ -70,12 +70,17 @@ fn mapping_of(addr: u64) -> Mapping {
             u64::from_str_radix(b, 16).unwrap(),
         );
         if perms.contains('x') && a <= addr && addr < b {
+            let path = f[5..].join(" ");
             return Mapping {
                 start: a,
                 end: b,
                 file_offset: u64::from_str_radix(off, 16).unwrap(),
-                build_id: Vec::new(),
-                path: f[5..].join(" "),
+                // What the recorder writes: the ELF's GNU build id.
+                build_id: runtrace_symbolize::build_id(std::path::Path::new(&path))
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default(),
+                path,
             };
         }
     }

@@ -59,12 +59,17 @@ fn mapping_of(addr: u64) -> Mapping {
             u64::from_str_radix(b, 16).unwrap(),
         );
         if f[1].contains('x') && a <= addr && addr < b {
+            let path = f[5..].join(" ");
             return Mapping {
                 start: a,
                 end: b,
                 file_offset: u64::from_str_radix(f[2], 16).unwrap(),
-                build_id: Vec::new(),
-                path: f[5..].join(" "),
+                // What the recorder writes: the ELF's GNU build id.
+                build_id: runtrace_symbolize::build_id(std::path::Path::new(&path))
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default(),
+                path,
             };
         }
     }
@@ -186,6 +191,8 @@ fn folded_stacks_are_root_first_with_the_hot_function_on_top() {
     assert!(o.status.success(), "{}", stderr(&o));
     let lines = folded(&stdout(&o));
     assert_eq!(total(&lines), 19 + 9, "{}", stdout(&o));
+    // The binary and its build id were found: nothing to say.
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
     let top = lines.iter().max_by_key(|l| l.1).unwrap();
     assert!(leaf_is(top, "hot_api"), "{lines:?}");
     assert!(top.0[0].contains("dispatch"), "root first: {lines:?}");
