@@ -4,6 +4,9 @@
 //! - `plain`: stock runtime, no hooks;
 //! - `idle_hooks`: `runtrace_tokio::instrument`ed, nothing recording;
 //! - `record`: instrumented and recording to files;
+//! - `record_cpu`: `record` plus CPU profiling at 99 Hz
+//!   (`Recorder::builder().cpu_profile(99)`, issue 13; target: at most 1%
+//!   more CPU per request than `record`);
 //! - `record_all`: recording with every backend compiled into this bench
 //!   listening. Without the `usdt` feature the recorder is the only backend,
 //!   so this mode is skipped (and the bench says so); with
@@ -65,6 +68,7 @@ fn serve(mode: &str) {
             .path(dir.join("trace"))
             .max_file_size(64 << 20)
             .max_total_size(256 << 20)
+            .cpu_profile(if mode == "record_cpu" { 99 } else { 0 })
             .start()
             .expect("start recording")
     });
@@ -343,7 +347,7 @@ fn drive() {
     }
     let rounds = env_u64("HTTP_BENCH_ROUNDS", 6).max(1) as usize;
     let secs = env_u64("HTTP_BENCH_SECS", 5).max(1);
-    let mut modes = vec!["plain", "idle_hooks", "record"];
+    let mut modes = vec!["plain", "idle_hooks", "record", "record_cpu"];
     if cfg!(feature = "usdt") {
         modes.push("record_all");
     } else {
@@ -438,6 +442,21 @@ fn drive() {
             } else {
                 String::new()
             }
+        );
+    }
+    // CPU profiling's own cost: record_cpu against the same round's record.
+    let at = |name: &str| modes.iter().position(|m| *m == name);
+    if let (Some(rec), Some(cpu)) = (at("record"), at("record_cpu")) {
+        let ratios: Vec<f64> = runs[cpu]
+            .iter()
+            .zip(&runs[rec])
+            .map(|(c, r)| c.cpu_per_request_ns / r.cpu_per_request_ns)
+            .collect();
+        let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        println!(
+            "record_cpu  CPU per request vs record (median ratio): {:.4}  (pairs: {})",
+            median(ratios),
+            list.join(" ")
         );
     }
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");

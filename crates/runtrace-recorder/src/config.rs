@@ -25,7 +25,26 @@ pub struct Config {
     pub(crate) max_total_size: u64,
     pub(crate) flush_interval: Duration,
     pub(crate) buffer_size: usize,
+    /// CPU samples per second per thread; 0: no CPU profile.
+    pub(crate) cpu_hz: u32,
+    pub(crate) cpu_backend: CpuBackend,
 }
+
+/// Which CPU sampler a profiling recording may use
+/// (`RUNTRACE_CPU_FALLBACK`, a switch for tests and for hosts where
+/// `perf_event_open` misbehaves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CpuBackend {
+    /// `perf_event_open`, else the timer + signal fallback (unset).
+    Auto,
+    /// The timer + signal fallback only (`signal`).
+    Signal,
+    /// No sampling: the trace says profiling was asked for but off (`off`).
+    Off,
+}
+
+/// Most samples per second per thread `cpu_profile` accepts.
+pub(crate) const MAX_CPU_HZ: u32 = 1000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -35,6 +54,8 @@ impl Default for Config {
             max_total_size: 1 << 30,
             flush_interval: Duration::from_millis(50),
             buffer_size: 1 << 20,
+            cpu_hz: 0,
+            cpu_backend: CpuBackend::Auto,
         }
     }
 }
@@ -54,7 +75,7 @@ impl Config {
 /// Settings for a recording. Environment variables, when set, override
 /// what the program chose (see `docs/recorder.md`):
 /// `RUNTRACE_PATH`, `RUNTRACE_MAX_FILE_SIZE`, `RUNTRACE_MAX_TOTAL_SIZE`,
-/// `RUNTRACE_FLUSH_INTERVAL_MS`, `RUNTRACE_BUFFER_SIZE`.
+/// `RUNTRACE_FLUSH_INTERVAL_MS`, `RUNTRACE_BUFFER_SIZE`, `RUNTRACE_CPU_HZ`.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -111,6 +132,27 @@ impl RecorderBuilder {
         self
     }
 
+    /// Samples every recording thread's user stack `hz` times per second
+    /// of its CPU time, and at every switch-out (off-CPU), into the trace
+    /// (`cpu_sample` / `off_cpu` events; see `docs/recorder.md`, CPU
+    /// profiles). 0 (the default) records no CPU profile; at most 1000.
+    /// Stacks are walked through frame pointers: build with
+    /// `-C force-frame-pointers=yes`. Where sampling is impossible the
+    /// recording goes on without it, and says why (stderr and the trace).
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .path("/tmp/rt/trace")
+    ///     .cpu_profile(99)
+    ///     .start()?;
+    /// guard.finish()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn cpu_profile(mut self, hz: u32) -> Self {
+        self.cfg.cpu_hz = hz;
+        self
+    }
+
     /// The settings to record with: the builder's, overridden by the
     /// environment, checked.
     pub(crate) fn resolve(mut self) -> Result<Config, RecordError> {
@@ -145,6 +187,26 @@ impl RecorderBuilder {
             })?;
             self.cfg.flush_interval = Duration::from_millis(ms);
             self.from_env.push("RUNTRACE_FLUSH_INTERVAL_MS");
+        }
+        if let Some(v) = env_str("RUNTRACE_CPU_HZ")?.filter(|v| !v.trim().is_empty()) {
+            self.cfg.cpu_hz = v.trim().parse().map_err(|_| {
+                RecordError::Config(format!(
+                    "RUNTRACE_CPU_HZ={v:?}: expected samples per second, 0 to {MAX_CPU_HZ} (0: off)"
+                ))
+            })?;
+            self.from_env.push("RUNTRACE_CPU_HZ");
+        }
+        if let Some(v) = env_str("RUNTRACE_CPU_FALLBACK")? {
+            self.cfg.cpu_backend = match v.trim() {
+                "" => CpuBackend::Auto,
+                "signal" => CpuBackend::Signal,
+                "off" => CpuBackend::Off,
+                _ => {
+                    return Err(RecordError::Config(format!(
+                        "RUNTRACE_CPU_FALLBACK={v:?}: expected `signal` or `off` (or unset)"
+                    )))
+                }
+            };
         }
         Ok(())
     }
@@ -201,6 +263,13 @@ impl RecorderBuilder {
                 "flush_interval",
                 "RUNTRACE_FLUSH_INTERVAL_MS",
                 "must be between 1 ms and 60 s",
+            );
+        }
+        if c.cpu_hz > MAX_CPU_HZ {
+            return bad(
+                "cpu_profile",
+                "RUNTRACE_CPU_HZ",
+                "must be at most 1000 samples per second (0: off)",
             );
         }
         // `dir/` or an existing directory would make files named

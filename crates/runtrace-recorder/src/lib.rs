@@ -23,7 +23,8 @@
 
 // Module dependencies (a DAG: nothing imports back):
 //   session  -> config, error, state, writer
-//   writer   -> error, ring, state, sync
+//   writer   -> error, profile, ring, state, sync
+//   profile  -> config (its submodules: only profile/mod.rs uses them)
 //   producer -> config, ring, state, sync
 //   state    -> config, error, ring, sync
 //   ring     -> sync
@@ -33,6 +34,7 @@
 mod config;
 mod error;
 mod producer;
+mod profile;
 mod ring;
 mod session;
 mod state;

@@ -12,12 +12,15 @@
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordStats {
-    /// Events written to files.
+    /// Events written to files (CPU samples included: `cpu_sample` and
+    /// `off_cpu` events, when `cpu_profile` is on).
     pub events: u64,
     /// Events lost: to full buffers, or drained but not written because a
     /// write failed (a full disk). Each is reported in a `DROPPED` frame
     /// once writing works again; those still unwritten when the recording
-    /// ended are counted here only.
+    /// ended are counted here only. CPU samples the kernel (or the signal
+    /// sampler) could not keep count here too, in `DROPPED` frames of the
+    /// writer thread.
     pub dropped: u64,
     /// Bytes written, over all files (including evicted ones).
     pub bytes: u64,

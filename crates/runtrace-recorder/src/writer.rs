@@ -12,6 +12,7 @@
 //! back from `RecordingGuard::finish`.
 
 use crate::error::RecordError;
+use crate::profile::{Profiler, RawSample, Undo};
 use crate::ring::DrainPos;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
@@ -85,6 +86,18 @@ pub(crate) struct Writer {
     lost_to_writes: u64,
     /// The previous round's watermark: lost events are newer than it.
     prev_watermark: u64,
+    /// The CPU profiler, when the recording asked for one.
+    profiler: Option<Profiler>,
+    /// This round's CPU samples (time order), written in a chunk of the
+    /// writer thread.
+    samples: Vec<RawSample>,
+    /// What the profile frames of the round being written defined, undone
+    /// if the write fails.
+    profile_undo: Option<Undo>,
+    /// The writer thread's OS tid (its chunks carry the CPU samples).
+    tid: u64,
+    /// The file index whose THREAD frame announced the writer thread.
+    announced_in: Option<u64>,
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
@@ -140,7 +153,20 @@ impl Writer {
             said_resumed: false,
             lost_to_writes: 0,
             prev_watermark: 0,
+            profiler: None,
+            samples: Vec::new(),
+            profile_undo: None,
+            tid: 0,
+            announced_in: None,
         };
+        if w.shared.cfg.cpu_hz > 0 {
+            // Before the first file opens: it starts with the PROFILE frame.
+            w.profiler = Some(Profiler::start(
+                w.shared.cfg.cpu_hz,
+                w.shared.cfg.cpu_backend,
+                clock,
+            ));
+        }
         if let Some(dir) = w
             .shared
             .cfg
@@ -173,6 +199,7 @@ impl Writer {
     /// carries the loss in `DROPPED` frames. A recording that hit a write
     /// error ends with [`RecordError::Incomplete`], which carries the stats.
     pub(crate) fn run(mut self) -> Result<RecordStats, RecordError> {
+        self.tid = registry::clock::gettid();
         let interval = self.shared.cfg.flush_interval;
         loop {
             // Acquire: pairs with the Release store in `state::end`.
@@ -246,6 +273,9 @@ impl Writer {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             for entry in new.drain(..) {
+                if let Some(p) = self.profiler.as_mut() {
+                    p.add_thread(entry.tid);
+                }
                 self.rings.push(WRing {
                     entry,
                     pos: DrainPos::default(),
@@ -303,12 +333,45 @@ impl Writer {
                 took.push((r.entry.tid, events, ring_drops));
             }
             if closed {
-                self.rings.swap_remove(i);
+                let tid = self.rings.swap_remove(i).entry.tid;
+                // (A new thread may already reuse the tid.)
+                if !self.rings.iter().any(|r| r.entry.tid == tid) {
+                    if let Some(p) = self.profiler.as_mut() {
+                        p.remove_thread(tid);
+                    }
+                }
             } else {
                 i += 1;
             }
         }
+        self.samples.clear();
+        if let Some(p) = self.profiler.as_mut() {
+            let lost = p.collect(watermark, &mut self.samples);
+            let n = self.samples.len() as u64;
+            if n + lost > 0 && self.announced_in != Some(index) {
+                thread_frames.push(frame::thread(self.tid, "runtrace-writer"));
+                self.announced_in = Some(index);
+            }
+            if lost > 0 {
+                // Samples the kernel or the signal ring could not keep:
+                // told like any other lost events (END totals count them).
+                dropped_frames.push(frame::dropped(
+                    self.tid,
+                    lost,
+                    self.prev_watermark,
+                    watermark,
+                ));
+                self.stats.dropped += lost;
+                self.file_dropped += lost;
+            }
+            self.stats.events += n;
+            self.file_events += n;
+            if n + lost > 0 {
+                took.push((self.tid, n, lost));
+            }
+        }
         if self.chunks.is_empty()
+            && self.samples.is_empty()
             && dropped_frames.is_empty()
             && thread_frames.is_empty()
             && self.unwritten.is_empty()
@@ -345,6 +408,10 @@ impl Writer {
                 self.defs = defs_before;
                 for r in &mut self.rings {
                     r.announced_in = None;
+                }
+                self.announced_in = None;
+                if let (Some(p), Some(u)) = (self.profiler.as_mut(), self.profile_undo.take()) {
+                    p.undo(u);
                 }
                 for (tid, events, drops) in took {
                     self.stats.events -= events;
@@ -383,16 +450,26 @@ impl Writer {
     ) -> Result<(), RecordError> {
         // Rotation is lazy: the next file opens when there is something for
         // it, so no file ends up empty.
+        self.profile_undo = None;
         if self.file.is_none() {
             self.open_file()?;
         }
         // Definitions first, then threads, chunks, drops, the round marker.
         self.buf.clear();
         self.write_new_defs();
+        // Stacks and mappings are defined for the file being written, so
+        // only once it is open (a rotation resets what it defines).
+        let profile = match self.profiler.as_mut() {
+            Some(p) => p.encode(&self.samples, self.tid),
+            None => Default::default(),
+        };
+        self.buf.extend_from_slice(&profile.defs);
+        self.profile_undo = Some(profile.undo);
         for t in thread_frames {
             frame::write(&mut self.buf, FrameType::Thread, t);
         }
         self.buf.extend_from_slice(&self.chunks);
+        self.buf.extend_from_slice(&profile.chunk);
         for d in dropped_frames {
             frame::write(&mut self.buf, FrameType::Dropped, d);
         }
@@ -557,6 +634,9 @@ impl Writer {
             ..DefCursor::default()
         };
         self.write_new_defs();
+        if let Some(p) = self.profiler.as_mut() {
+            p.file_start(&mut self.buf);
+        }
         if let Err(e) = self.write_buf() {
             // No header, no file: leave nothing half-made behind; the next
             // round tries again under the same name.

@@ -1,0 +1,266 @@
+//! CPU profiles (issue 13): samples every recording thread's user stack
+//! on-CPU at `hz`, and off-CPU at each switch-out, and turns the samples
+//! into `cpu_sample` / `off_cpu` events, `STACKS`, `MAPPINGS` and `PROFILE`
+//! frames (docs/format.md, format 1.1) for the writer to write.
+//!
+//! Backends, picked once at start: `perf_event_open` (`perf.rs`), else the
+//! CPU-time timer + SIGPROF fallback (`signal.rs`, on-CPU only), else
+//! nothing, said once on stderr and in every file's `PROFILE` frame.
+//! `RUNTRACE_CPU_FALLBACK=signal|off` forces the second or the third.
+//!
+//! Everything here runs on the writer thread: the application's threads
+//! are sampled by the kernel (or by the signal handler), never slowed by
+//! this module.
+//!
+//! Modules: `sample` (the raw sample type), `perf` and `signal` (backends),
+//! `maps` (executable mappings and build ids), `intern` (stack ids). Only
+//! this one uses the others.
+
+mod intern;
+mod maps;
+mod perf;
+mod sample;
+mod signal;
+
+pub(crate) use sample::{RawKind, RawSample};
+
+use crate::config::CpuBackend;
+use intern::Stacks;
+use maps::Maps;
+use perf::PerfSampler;
+use runtrace_core::clock::TraceClock;
+use runtrace_format::chunk::{ChunkHeader, ChunkState};
+use runtrace_format::frame::{self, FrameType, ProfileInfo};
+use runtrace_format::schema::ids;
+use runtrace_format::varint;
+use signal::SignalSampler;
+
+const MODE_NONE: u64 = ProfileInfo::MODE_NONE;
+const MODE_PERF: u64 = ProfileInfo::MODE_PERF;
+const MODE_SIGNAL: u64 = ProfileInfo::MODE_SIGNAL;
+const FLAG_OFF_CPU: u64 = ProfileInfo::FLAG_OFF_CPU;
+
+enum Backend {
+    Perf(PerfSampler),
+    Signal(SignalSampler),
+    None,
+}
+
+/// The profiler of one recording, owned by its writer thread.
+///
+/// ```ignore
+/// let mut p = Profiler::start(99, CpuBackend::Auto, TraceClock::get());
+/// p.add_thread(runtrace_core::clock::gettid());
+/// let mut samples = Vec::new();
+/// let lost = p.collect(clock.now(), &mut samples);
+/// let out = p.encode(&samples, writer_tid);
+/// ```
+pub(crate) struct Profiler {
+    backend: Backend,
+    info: ProfileInfo,
+    maps: Maps,
+    stacks: Stacks,
+    /// A thread that could not be sampled was reported (once).
+    said_thread_problem: bool,
+}
+
+/// What `encode` made for one round: definition frames to write before the
+/// chunks, the writer thread's CHUNK frame, and how to undo the per-file
+/// bookkeeping if writing them fails.
+#[derive(Default)]
+pub(crate) struct Encoded {
+    pub(crate) defs: Vec<u8>,
+    pub(crate) chunk: Vec<u8>,
+    pub(crate) undo: Undo,
+}
+
+/// Which definitions an unwritten round would have told its file.
+#[derive(Default)]
+pub(crate) struct Undo {
+    stacks: Vec<u64>,
+    maps: Vec<usize>,
+}
+
+impl Profiler {
+    /// Starts profiling at `hz` with the backend `choice` allows; never
+    /// fails: what is not possible becomes the `PROFILE` message (and one
+    /// stderr line when no sampling at all is possible).
+    pub(crate) fn start(hz: u32, choice: CpuBackend, clock: &'static TraceClock) -> Profiler {
+        let mut why_not: Vec<String> = Vec::new();
+        let mut backend = Backend::None;
+        if choice == CpuBackend::Auto {
+            match PerfSampler::new(hz, clock) {
+                Ok(p) => backend = Backend::Perf(p),
+                Err(e) => why_not.push(e),
+            }
+        }
+        if matches!(backend, Backend::None) && choice != CpuBackend::Off {
+            match SignalSampler::new(hz) {
+                Ok(s) => backend = Backend::Signal(s),
+                Err(e) => why_not.push(format!("signal fallback: {e}")),
+            }
+        }
+        if choice == CpuBackend::Off {
+            why_not.push("disabled by RUNTRACE_CPU_FALLBACK=off".into());
+        } else if choice == CpuBackend::Signal {
+            why_not.insert(
+                0,
+                "perf_event_open not tried (RUNTRACE_CPU_FALLBACK=signal)".into(),
+            );
+        }
+        let (mode, flags, message) = match &backend {
+            Backend::Perf(p) => (
+                MODE_PERF,
+                if p.off_cpu() { FLAG_OFF_CPU } else { 0 },
+                p.off_cpu_problem.clone().unwrap_or_default(),
+            ),
+            Backend::Signal(_) => (
+                MODE_SIGNAL,
+                0,
+                format!(
+                    "{}; timer + signal fallback: on-CPU samples only",
+                    why_not.join("; ")
+                ),
+            ),
+            Backend::None => {
+                let m = format!("no CPU samples: {}", why_not.join("; "));
+                eprintln!("runtrace: CPU profiling at {hz} Hz is not possible: {m}");
+                (MODE_NONE, 0, m)
+            }
+        };
+        let maps = if matches!(backend, Backend::None) {
+            Maps::default()
+        } else {
+            Maps::read()
+        };
+        Profiler {
+            backend,
+            info: ProfileInfo {
+                mode,
+                hz: hz as u64,
+                flags,
+                message,
+            },
+            maps,
+            stacks: Stacks::default(),
+            said_thread_problem: false,
+        }
+    }
+
+    /// Starts sampling a thread that joined the recording.
+    pub(crate) fn add_thread(&mut self, tid: u64) {
+        let r = match &mut self.backend {
+            Backend::Perf(p) => p.add_thread(tid),
+            Backend::Signal(s) => s.add_thread(tid),
+            Backend::None => Ok(()),
+        };
+        if let Err(e) = r {
+            if !std::mem::replace(&mut self.said_thread_problem, true) {
+                eprintln!("runtrace: CPU profiling: a thread is not sampled: {e}");
+            }
+        }
+    }
+
+    /// Stops sampling a thread whose ring closed.
+    pub(crate) fn remove_thread(&mut self, tid: u64) {
+        match &mut self.backend {
+            Backend::Perf(p) => p.remove_thread(tid),
+            Backend::Signal(s) => s.remove_thread(tid),
+            Backend::None => {}
+        }
+    }
+
+    /// Takes every sample up to `cutoff` (the round's watermark) into
+    /// `out`, in time order; returns samples lost since the last call.
+    /// Re-reads the mappings (at most once per call) when a sample's leaf
+    /// is outside every known one.
+    pub(crate) fn collect(&mut self, cutoff: u64, out: &mut Vec<RawSample>) -> u64 {
+        let lost = match &mut self.backend {
+            Backend::Perf(p) => p.drain(cutoff, out),
+            Backend::Signal(s) => s.drain(cutoff, out),
+            Backend::None => 0,
+        };
+        out.sort_by_key(|s| s.ticks);
+        for s in out.iter() {
+            if let Some(&leaf) = s.stack.first() {
+                self.maps.ensure(leaf, cutoff);
+            }
+        }
+        lost
+    }
+
+    /// The frames a new file starts with: `PROFILE` and every known
+    /// mapping; the file defines no stack yet.
+    pub(crate) fn file_start(&mut self, out: &mut Vec<u8>) {
+        frame::write(out, FrameType::Profile, &frame::profile(&self.info));
+        self.stacks.reset_file();
+        self.maps.reset_file();
+        if let Some((payload, _)) = self.maps.take_unwritten() {
+            frame::write(out, FrameType::Mappings, &payload);
+        }
+    }
+
+    /// Encodes `samples` (time order) as events of the writer thread
+    /// `writer_tid`, with the `MAPPINGS`/`STACKS` frames the current file
+    /// still needs for them.
+    pub(crate) fn encode(&mut self, samples: &[RawSample], writer_tid: u64) -> Encoded {
+        let mut undo = Undo::default();
+        let mut defs = Vec::new();
+        let mut chunk = Vec::new();
+        if samples.is_empty() {
+            return Encoded { defs, chunk, undo };
+        }
+        let mut events = Vec::with_capacity(samples.len() * 8);
+        let mut prev = samples[0].ticks;
+        for s in samples {
+            let stack = if s.stack.is_empty() {
+                0
+            } else {
+                self.stacks.intern(&s.stack)
+            };
+            let (id, off_ns) = match s.kind {
+                RawKind::OnCpu => (ids::CPU_SAMPLE, None),
+                RawKind::OffCpu { off_ns } => (ids::OFF_CPU, Some(off_ns)),
+            };
+            // Built-in ids are below TAG_ESCAPE: one tag byte.
+            events.push(id as u8);
+            let ticks = s.ticks.max(prev);
+            varint::put(&mut events, ticks - prev);
+            prev = ticks;
+            varint::put(&mut events, s.tid);
+            varint::put(&mut events, stack);
+            if let Some(n) = off_ns {
+                varint::put(&mut events, n);
+            }
+        }
+        if let Some((payload, taken)) = self.maps.take_unwritten() {
+            frame::write(&mut defs, FrameType::Mappings, &payload);
+            undo.maps = taken;
+        }
+        if let Some((payload, taken)) = self.stacks.take_new() {
+            frame::write(&mut defs, FrameType::Stacks, &payload);
+            undo.stacks = taken;
+        }
+        let mut payload = Vec::with_capacity(events.len() + 32);
+        ChunkHeader {
+            tid: writer_tid,
+            state: ChunkState {
+                ticks: samples[0].ticks,
+                task_reg: 0,
+                worker_reg: runtrace_format::NO_WORKER,
+            },
+            count: samples.len() as u64,
+        }
+        .encode(&mut payload);
+        payload.extend_from_slice(&events);
+        frame::write(&mut chunk, FrameType::Chunk, &payload);
+        Encoded { defs, chunk, undo }
+    }
+
+    /// The round `encode` was for was not written: its file does not have
+    /// those definitions.
+    pub(crate) fn undo(&mut self, undo: Undo) {
+        self.stacks.undo(&undo.stacks);
+        self.maps.undo(undo.maps);
+    }
+}

@@ -1,0 +1,531 @@
+//! CPU sampling with `perf_event_open`: per recorded thread, a software
+//! `cpu-clock` event sampling its user stack (frame-pointer callchain) at
+//! `hz`, and a context-switch event sampling the stack at every switch-out,
+//! with `PERF_RECORD_SWITCH` records telling when it ran again (off-CPU).
+//!
+//! Each event has its own mmap ring, written by the kernel and read by the
+//! writer thread only (the perf ring protocol: `data_head` loaded with
+//! Acquire, pairing with the kernel's store after it wrote the records;
+//! `data_tail` stored with Release, so the kernel reuses the space only
+//! after we copied it). Times are `CLOCK_MONOTONIC` (`use_clockid`),
+//! converted to trace ticks with one pair of clock reads per drain.
+//!
+//! Nothing here runs on the application's threads: the kernel samples
+//! them, the writer thread reads.
+
+use super::sample::{RawKind, RawSample};
+// std's atomics under loom too: these words live in memory the kernel
+// shares with us, outside every model (see `sync.rs`).
+use crate::sync::{Ordering, StaticAtomicU64 as AtomicU64};
+use perf_event_open_sys::bindings as sys;
+use runtrace_core::clock::TraceClock;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// Most frames kept per stack (docs/format.md, STACKS: depth <= 128).
+const MAX_DEPTH: usize = 128;
+/// Data pages per ring, tried in order (a smaller ring if the locked-memory
+/// limit refuses a larger one): on-CPU samples, then context switches.
+const CPU_PAGES: [usize; 3] = [16, 4, 1];
+const SWITCH_PAGES: [usize; 3] = [64, 16, 4];
+
+/// How the events are opened, decided once by probing the calling thread.
+#[derive(Clone, Copy)]
+struct Setup {
+    hz: u32,
+    /// Kernel-mode samples are refused (`perf_event_paranoid` >= 2 without
+    /// CAP_PERFMON): sample user time only.
+    exclude_kernel: bool,
+    /// Context-switch sampling works (it needs kernel samples).
+    off_cpu: bool,
+    /// `sample_max_stack` accepted.
+    max_stack: bool,
+}
+
+/// The perf backend of the profiler (same interface as the signal one).
+pub(crate) struct PerfSampler {
+    setup: Setup,
+    clock: &'static TraceClock,
+    threads: Vec<Thread>,
+    /// Converted samples newer than the last cutoff.
+    pending: Vec<RawSample>,
+    lost: u64,
+    scratch: Vec<u8>,
+    /// Why off-CPU stacks are missing, if they are.
+    pub(crate) off_cpu_problem: Option<String>,
+}
+
+struct Thread {
+    tid: u64,
+    cpu: Ring,
+    switches: Option<Ring>,
+    /// The last switch-out not yet matched by a switch-in:
+    /// (CLOCK_MONOTONIC ns, stack).
+    out: Option<(u64, Vec<u64>)>,
+}
+
+/// One event's fd and its mmap ring.
+struct Ring {
+    fd: OwnedFd,
+    base: *mut u8,
+    len: usize,
+    page: usize,
+}
+
+// SAFETY: the mapping belongs to this `Ring` alone (unmapped in Drop); only
+// the writer thread that owns the sampler reads or writes it.
+unsafe impl Send for Ring {}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are the mapping made in `Ring::map`, not yet
+        // unmapped, and no reference into it outlives `self`.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+/// A clock pair read at one instant: trace ticks and CLOCK_MONOTONIC ns.
+#[derive(Clone, Copy)]
+struct ClockPair {
+    ticks: u64,
+    mono_ns: u64,
+    ticks_per_sec: u64,
+}
+
+impl ClockPair {
+    fn read(clock: &TraceClock) -> ClockPair {
+        let t1 = clock.now();
+        let m = mono_ns();
+        let t2 = clock.now();
+        ClockPair {
+            ticks: t1 + (t2 - t1) / 2,
+            mono_ns: m,
+            ticks_per_sec: clock.ticks_per_sec(),
+        }
+    }
+
+    /// A CLOCK_MONOTONIC time as trace ticks.
+    fn ticks(&self, ns: u64) -> u64 {
+        let d = |n: u64| (n as u128 * self.ticks_per_sec as u128 / 1_000_000_000) as u64;
+        if ns <= self.mono_ns {
+            self.ticks.saturating_sub(d(self.mono_ns - ns))
+        } else {
+            self.ticks.saturating_add(d(ns - self.mono_ns))
+        }
+    }
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl PerfSampler {
+    /// Probes `perf_event_open` on the calling thread; Err(reason) when it
+    /// is refused (the profiler then tries the signal fallback).
+    pub(crate) fn new(hz: u32, clock: &'static TraceClock) -> Result<PerfSampler, String> {
+        let tid = runtrace_core::clock::gettid();
+        let mut setup = Setup {
+            hz,
+            exclude_kernel: false,
+            off_cpu: false,
+            max_stack: true,
+        };
+        // Kernel samples first (a thread busy in syscalls is sampled too,
+        // with its user stack), user-only where that is refused.
+        let probe = loop {
+            match open(&setup, tid, Kind::Cpu) {
+                Ok(fd) => break fd,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && setup.max_stack => {
+                    setup.max_stack = false
+                }
+                Err(e) if is_permission(&e) && !setup.exclude_kernel => setup.exclude_kernel = true,
+                Err(e) => return Err(refused(&e)),
+            }
+        };
+        Ring::map(probe, &CPU_PAGES)
+            .map_err(|e| format!("perf_event_open works but its ring cannot be mapped: {e}"))?;
+        let mut off_cpu_problem = None;
+        if setup.exclude_kernel {
+            off_cpu_problem = Some(
+                "no off-CPU stacks: context-switch samples need kernel events (perf_event_paranoid <= 1 or CAP_PERFMON)"
+                    .to_string(),
+            );
+        } else {
+            match open(&setup, tid, Kind::Switches) {
+                Ok(_) => setup.off_cpu = true,
+                Err(e) => {
+                    off_cpu_problem = Some(format!(
+                        "no off-CPU stacks: context-switch event refused: {e}"
+                    ))
+                }
+            }
+        }
+        Ok(PerfSampler {
+            setup,
+            clock,
+            threads: Vec::new(),
+            pending: Vec::new(),
+            lost: 0,
+            scratch: Vec::new(),
+            off_cpu_problem,
+        })
+    }
+
+    /// Whether off-CPU (context-switch) stacks are recorded.
+    pub(crate) fn off_cpu(&self) -> bool {
+        self.setup.off_cpu
+    }
+
+    /// Starts sampling thread `tid` of this process.
+    pub(crate) fn add_thread(&mut self, tid: u64) -> Result<(), String> {
+        if self.threads.iter().any(|t| t.tid == tid) {
+            return Ok(());
+        }
+        let cpu = match open(&self.setup, tid, Kind::Cpu) {
+            // The thread already exited: nothing left to sample.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(()),
+            r => r
+                .and_then(|fd| Ring::map(fd, &CPU_PAGES))
+                .map_err(|e| format!("thread {tid}: cpu-clock sampling: {e}"))?,
+        };
+        let switches = if self.setup.off_cpu {
+            Some(
+                open(&self.setup, tid, Kind::Switches)
+                    .and_then(|fd| Ring::map(fd, &SWITCH_PAGES))
+                    .map_err(|e| format!("thread {tid}: context-switch sampling: {e}"))?,
+            )
+        } else {
+            None
+        };
+        self.threads.push(Thread {
+            tid,
+            cpu,
+            switches,
+            out: None,
+        });
+        Ok(())
+    }
+
+    /// Stops sampling a thread (after taking what its rings still hold).
+    pub(crate) fn remove_thread(&mut self, tid: u64) {
+        let Some(i) = self.threads.iter().position(|t| t.tid == tid) else {
+            return;
+        };
+        let pair = ClockPair::read(self.clock);
+        let mut t = self.threads.swap_remove(i);
+        self.read_thread(&mut t, &pair);
+    }
+
+    /// Moves every sample with ticks <= `cutoff_ticks` into `out` (any
+    /// order); returns the samples lost since the last call.
+    pub(crate) fn drain(&mut self, cutoff_ticks: u64, out: &mut Vec<RawSample>) -> u64 {
+        let pair = ClockPair::read(self.clock);
+        let mut threads = std::mem::take(&mut self.threads);
+        for t in &mut threads {
+            self.read_thread(t, &pair);
+        }
+        self.threads = threads;
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].ticks <= cutoff_ticks {
+                out.push(self.pending.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        std::mem::take(&mut self.lost)
+    }
+
+    fn read_thread(&mut self, t: &mut Thread, pair: &ClockPair) {
+        let tid = t.tid;
+        let pending = &mut self.pending;
+        let lost = &mut self.lost;
+        t.cpu.read(&mut self.scratch, |ty, misc, rec| {
+            let _ = misc;
+            match ty {
+                sys::PERF_RECORD_SAMPLE => {
+                    if let Some((time, stack)) = parse_sample(rec) {
+                        pending.push(RawSample {
+                            tid,
+                            ticks: pair.ticks(time),
+                            kind: RawKind::OnCpu,
+                            stack,
+                        });
+                    }
+                }
+                sys::PERF_RECORD_LOST => *lost += lost_count(rec),
+                _ => {}
+            }
+        });
+        let Some(sw) = t.switches.as_mut() else {
+            return;
+        };
+        let out = &mut t.out;
+        sw.read(&mut self.scratch, |ty, misc, rec| match ty {
+            // The switch-out: where the thread blocked (or was preempted).
+            sys::PERF_RECORD_SAMPLE => *out = parse_sample(rec),
+            sys::PERF_RECORD_SWITCH if misc & sys::PERF_RECORD_MISC_SWITCH_OUT as u16 == 0 => {
+                // The switch-in ends the interval the last switch-out began.
+                if let (Some((t_out, stack)), Some(t_in)) = (out.take(), switch_time(rec)) {
+                    pending.push(RawSample {
+                        tid,
+                        ticks: pair.ticks(t_in),
+                        kind: RawKind::OffCpu {
+                            off_ns: t_in.saturating_sub(t_out),
+                        },
+                        stack,
+                    });
+                }
+            }
+            sys::PERF_RECORD_LOST => *lost += lost_count(rec),
+            _ => {}
+        });
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Cpu,
+    Switches,
+}
+
+fn is_permission(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
+/// Why perf_event_open cannot be used, for the PROFILE message.
+fn refused(e: &io::Error) -> String {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    match e.raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::ENOENT) => {
+            format!("perf_event_open is not available ({e})")
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            "perf_event_open refused ({e}; kernel.perf_event_paranoid={paranoid}; containers often forbid it via seccomp)"
+        ),
+        _ => format!("perf_event_open failed: {e}"),
+    }
+}
+
+fn open(s: &Setup, tid: u64, kind: Kind) -> io::Result<OwnedFd> {
+    // SAFETY: perf_event_attr is a plain C struct for which all-zero is the
+    // documented "nothing requested" value.
+    let mut a: sys::perf_event_attr = unsafe { std::mem::zeroed() };
+    a.type_ = sys::PERF_TYPE_SOFTWARE;
+    a.size = std::mem::size_of::<sys::perf_event_attr>() as u32;
+    a.sample_type =
+        (sys::PERF_SAMPLE_TID | sys::PERF_SAMPLE_TIME | sys::PERF_SAMPLE_CALLCHAIN) as u64;
+    a.set_exclude_hv(1);
+    a.set_exclude_callchain_kernel(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a.set_sample_id_all(1);
+    if s.max_stack {
+        a.sample_max_stack = (MAX_DEPTH - 1) as u16;
+    }
+    match kind {
+        Kind::Cpu => {
+            a.config = sys::PERF_COUNT_SW_CPU_CLOCK as u64;
+            a.set_freq(1);
+            a.__bindgen_anon_1.sample_freq = s.hz as u64;
+            a.set_exclude_kernel(s.exclude_kernel as u64);
+        }
+        Kind::Switches => {
+            // Every switch-out is a sample (the callchain is where it
+            // blocked); `context_switch` adds the switch-in records.
+            a.config = sys::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
+            a.__bindgen_anon_1.sample_period = 1;
+            a.set_context_switch(1);
+        }
+    }
+    let pid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: `a` is a fully initialised attr of the size it states; the
+    // kernel may write back `size` only.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(&mut a, pid, -1, -1, sys::PERF_FLAG_FD_CLOEXEC as _)
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+impl Ring {
+    /// Maps the fd's ring: one header page and a power of two of data
+    /// pages, the first size in `pages` that the kernel accepts.
+    fn map(fd: OwnedFd, pages: &[usize]) -> io::Result<Ring> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let mut last = io::Error::from_raw_os_error(libc::ENOMEM);
+        for &n in pages {
+            let len = (n + 1) * page;
+            // SAFETY: a fresh shared mapping of the perf fd; the kernel
+            // checks the length.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if base != libc::MAP_FAILED {
+                return Ok(Ring {
+                    fd,
+                    base: base.cast(),
+                    len,
+                    page,
+                });
+            }
+            last = io::Error::last_os_error();
+        }
+        Err(last)
+    }
+
+    fn header(&self) -> *mut sys::perf_event_mmap_page {
+        self.base.cast()
+    }
+
+    /// Hands every complete record to `f(type, misc, body)` (body without
+    /// the 8-byte header), then frees their space.
+    fn read(&mut self, scratch: &mut Vec<u8>, mut f: impl FnMut(u32, u16, &[u8])) {
+        let _ = &self.fd;
+        let hdr = self.header();
+        // SAFETY: `hdr` points to the mapped header page; `data_head` is a
+        // naturally aligned u64 the kernel updates concurrently, so it is
+        // read atomically. Acquire pairs with the kernel's barrier before
+        // it publishes `data_head`: the records below it are written.
+        let head = unsafe {
+            (*std::ptr::addr_of!((*hdr).data_head).cast::<AtomicU64>()).load(Ordering::Acquire)
+        };
+        // SAFETY: only we write `data_tail`; the kernel only reads it.
+        let tail_ptr = unsafe { std::ptr::addr_of_mut!((*hdr).data_tail).cast::<AtomicU64>() };
+        // SAFETY: as above, a valid aligned u64 in the mapping.
+        let mut tail = unsafe { (*tail_ptr).load(Ordering::Relaxed) };
+        let size = (self.len - self.page) as u64;
+        // SAFETY: the data area follows the header page inside the mapping.
+        let data = unsafe { self.base.add(self.page) };
+        while head.wrapping_sub(tail) >= 8 {
+            let off = (tail % size) as usize;
+            let mut h = [0u8; 8];
+            // SAFETY: records are 8-byte aligned and the data size is a
+            // multiple of 8, so the header does not wrap; it lies below
+            // `head`, so the kernel wrote it.
+            unsafe { std::ptr::copy_nonoverlapping(data.add(off), h.as_mut_ptr(), 8) };
+            let ty = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]);
+            let misc = u16::from_ne_bytes([h[4], h[5]]);
+            let rec_size = u16::from_ne_bytes([h[6], h[7]]) as u64;
+            if rec_size < 8 || rec_size > head.wrapping_sub(tail) {
+                // Not a record the kernel could have written: drop the rest
+                // rather than loop or misread.
+                tail = head;
+                break;
+            }
+            let body = (rec_size - 8) as usize;
+            let start = (off + 8) % size as usize;
+            scratch.clear();
+            scratch.resize(body, 0);
+            let first = body.min(size as usize - start);
+            // SAFETY: both pieces lie inside the data area (wrapping at its
+            // end) and below `head`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.add(start), scratch.as_mut_ptr(), first);
+                std::ptr::copy_nonoverlapping(data, scratch.as_mut_ptr().add(first), body - first);
+            }
+            f(ty, misc, scratch);
+            tail = tail.wrapping_add(rec_size);
+        }
+        // SAFETY: `tail_ptr` is valid (above). Release: our copies of the
+        // records happen before the kernel may overwrite their space.
+        unsafe { (*tail_ptr).store(tail, Ordering::Release) };
+    }
+}
+
+fn u32_at(b: &[u8], o: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(o..o + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], o: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(o..o + 8)?.try_into().ok()?))
+}
+
+/// A PERF_RECORD_SAMPLE body for TID|TIME|CALLCHAIN: pid, tid, time, nr,
+/// ips[nr]. Returns (time, user frames leaf first, markers removed).
+fn parse_sample(rec: &[u8]) -> Option<(u64, Vec<u64>)> {
+    let _tid = u32_at(rec, 4)?;
+    let time = u64_at(rec, 8)?;
+    let nr = u64_at(rec, 16)? as usize;
+    let mut stack = Vec::with_capacity(nr.min(MAX_DEPTH));
+    for k in 0..nr {
+        let ip = u64_at(rec, 24 + 8 * k)?;
+        // PERF_CONTEXT_* markers (USER, KERNEL, ...) are the top 4095
+        // values; the frames we asked for are user addresses.
+        if ip >= sys::PERF_CONTEXT_MAX {
+            continue;
+        }
+        if stack.len() == MAX_DEPTH {
+            break;
+        }
+        stack.push(ip);
+    }
+    Some((time, stack))
+}
+
+/// The time in a PERF_RECORD_SWITCH's sample_id (pid, tid, time).
+fn switch_time(rec: &[u8]) -> Option<u64> {
+    u64_at(rec, 8)
+}
+
+/// PERF_RECORD_LOST: id, lost.
+fn lost_count(rec: &[u8]) -> u64 {
+    u64_at(rec, 8).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_pair_converts_both_ways() {
+        let p = ClockPair {
+            ticks: 1_000_000,
+            mono_ns: 5_000_000_000,
+            ticks_per_sec: 100_000_000,
+        };
+        assert_eq!(p.ticks(5_000_000_000), 1_000_000);
+        assert_eq!(p.ticks(4_999_000_000), 900_000); // 1 ms earlier = 100k ticks
+        assert_eq!(p.ticks(5_000_010_000), 1_001_000);
+        assert_eq!(p.ticks(0), 0); // saturates, never wraps
+    }
+
+    #[test]
+    fn sample_records_parse_and_drop_markers() {
+        let mut r = Vec::new();
+        r.extend_from_slice(&7u32.to_ne_bytes());
+        r.extend_from_slice(&8u32.to_ne_bytes());
+        r.extend_from_slice(&123u64.to_ne_bytes());
+        let ips = [sys::PERF_CONTEXT_USER, 0x1000, 0x2000];
+        r.extend_from_slice(&(ips.len() as u64).to_ne_bytes());
+        for ip in ips {
+            r.extend_from_slice(&ip.to_ne_bytes());
+        }
+        assert_eq!(parse_sample(&r), Some((123, vec![0x1000, 0x2000])));
+        // Truncated records are refused, never read past.
+        for cut in 0..r.len() {
+            assert_eq!(parse_sample(&r[..cut]), None, "cut at {cut}");
+        }
+    }
+}
