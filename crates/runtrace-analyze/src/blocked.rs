@@ -133,10 +133,10 @@ pub fn read<P: AsRef<Path>>(
         ..Thresholds::default()
     });
     e.keep_waits(MAX_WAITS);
-    let mut passes = (e, WhenProfiled::default());
+    let mut passes = (e, WhenProfiled::new(&paths));
     let (model, stats) = input::read(&paths, &mut passes, progress);
     let (w, lost) = passes.0.waits(&model);
-    (w, lost, passes.1 .0.profile(&model, stats))
+    (w, lost, passes.1.pass.profile(&model, stats))
 }
 
 /// The blocked analysis of trace files ([`read`], then [`attribute`]),

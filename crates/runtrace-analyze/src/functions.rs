@@ -89,28 +89,41 @@ impl StackNames {
     }
 }
 
-/// The frame an off-CPU stack blocked in, as the application called it:
-/// the first frame (from the leaf) outside shared libraries (`*.so*`:
-/// libc's syscall wrappers and the like), else the leaf.
+/// The application's own frame of a stack: the first frame (from the
+/// leaf) that is neither in a shared library (`*.so*`: libc's syscall
+/// wrappers, the vDSO's clock), nor in Rust's standard library (source
+/// under `/rustc/`: `std::thread::sleep`, `core::hint::black_box`), nor
+/// unresolved; the leaf when there is none. Findings name the functions
+/// of a poll by it: "blocked in `my_fn`", not in `clock_nanosleep`.
 ///
 /// ```
-/// use runtrace_analyze::functions::blocking_frame;
+/// use runtrace_analyze::functions::own_frame;
 /// use runtrace_symbolize::Frame;
 /// use std::sync::Arc;
-/// let f = |name: &str, module: &str| Frame {
+/// let f = |name: &str, file: &str, module: &str| Frame {
 ///     function: Arc::from(name),
-///     file: None,
+///     file: Some(Arc::from(file)),
 ///     line: None,
 ///     inlined: false,
 ///     module: Arc::from(module),
 /// };
-/// let stack = [f("clock_nanosleep", "libc.so.6"), f("std::thread::sleep", "app"), f("main", "app")];
-/// assert_eq!(blocking_frame(&stack), 1);
+/// let stack = [
+///     f("clock_nanosleep", "clock_nanosleep.c", "libc.so.6"),
+///     f("std::thread::sleep", "/rustc/17067e9/library/std/src/thread/mod.rs", "app"),
+///     f("app::audit", "/src/app/src/audit.rs", "app"),
+///     f("main", "/src/app/src/main.rs", "app"),
+/// ];
+/// assert_eq!(own_frame(&stack), 2);
+/// assert_eq!(own_frame(&stack[..2]), 0); // none: the leaf
 /// ```
-pub fn blocking_frame(frames: &[Frame]) -> usize {
+pub fn own_frame(frames: &[Frame]) -> usize {
     frames
         .iter()
-        .position(|f| !f.module.contains(".so") && !f.is_unknown())
+        .position(|f| {
+            !f.is_unknown()
+                && !f.module.contains(".so")
+                && !f.file.as_deref().is_some_and(|p| p.starts_with("/rustc/"))
+        })
         .unwrap_or(0)
 }
 
@@ -133,6 +146,9 @@ pub struct FunctionStat {
     pub share: f64,
     /// `inclusive` over the tally's total.
     pub inclusive_share: f64,
+    /// The function it was most often in when it was the reported frame
+    /// but not the leaf (the call it made: `std::thread::sleep`), if any.
+    pub via: Option<Arc<str>>,
 }
 
 impl FunctionStat {
@@ -153,13 +169,19 @@ impl FunctionStat {
         v
     }
 
-    /// `name (file:line)`, the file's last two path components.
+    /// `name (dir/file.rs:line)` (the file's last two path components),
+    /// then ` via callee` when it has one.
     pub fn label(&self) -> String {
-        match (&self.file, self.line) {
+        let mut s = match (&self.file, self.line) {
             (Some(f), Some(l)) => format!("{} ({}:{l})", self.function, short_path(f)),
             (Some(f), None) => format!("{} ({})", self.function, short_path(f)),
             _ => self.function.to_string(),
+        };
+        if let Some(v) = &self.via {
+            s.push_str(" via ");
+            s.push_str(v);
         }
+        s
     }
 }
 
@@ -183,6 +205,8 @@ struct Entry {
     /// or anywhere when never reported.
     lines: BTreeMap<Line, u64>,
     self_lines: bool,
+    /// Weight by the function it called, when reported above the leaf.
+    vias: BTreeMap<Arc<str>, u64>,
 }
 
 /// Samples by function: self (the reported frame of each sample) and
@@ -208,6 +232,9 @@ impl Tally {
             }
             let key = (f.file.clone(), f.line);
             if i == reported {
+                if i > 0 {
+                    *e.vias.entry(frames[i - 1].function.clone()).or_insert(0) += weight;
+                }
                 e.samples += 1;
                 e.weight = e.weight.saturating_add(weight);
                 if !e.self_lines {
@@ -240,6 +267,12 @@ impl Tally {
             }
         }
         let (file, line) = best.map_or((None, None), |b| b.0.clone());
+        let mut via: Option<(&Arc<str>, u64)> = None;
+        for (k, &w) in &e.vias {
+            if via.is_none_or(|b| w > b.1) {
+                via = Some((k, w));
+            }
+        }
         let t = self.total.max(1) as f64;
         FunctionStat {
             function: name.clone(),
@@ -250,6 +283,7 @@ impl Tally {
             inclusive: e.inclusive,
             share: e.weight as f64 / t,
             inclusive_share: e.inclusive as f64 / t,
+            via: via.map(|v| v.0.clone()),
         }
     }
 

@@ -9,7 +9,7 @@ use super::findings::NO_CPU_TIME;
 use super::report::{CpuFunctions, Finding, FindingKind, FunctionShare, Report};
 use super::Options;
 use crate::event::Ev;
-use crate::functions::{blocking_frame, FunctionStat, StackNames, Tally};
+use crate::functions::{own_frame, FunctionStat, StackNames, Tally};
 use crate::input;
 use crate::model::Model;
 use crate::pass::{Pass, Wants};
@@ -17,7 +17,7 @@ use crate::profile::{Profile, ProfilePass, SampleKind};
 use crate::text::fmt_ns;
 use serde_json::json;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// On-CPU functions listed per finding.
 const TOP_ON: usize = 5;
@@ -26,30 +26,70 @@ const TOP_OFF: usize = 3;
 /// The sampling rate assumed when no PROFILE frame gives one.
 const DEFAULT_HZ: u64 = 99;
 
-/// [`ProfilePass`] for recordings made with CPU profiling only (a
-/// PROFILE frame precedes their first chunk): a trace without one costs
+/// A [`ProfilePass`] that runs only when [`WhenProfiled::new`] found a
+/// PROFILE frame: a trace recorded without CPU profiling costs
 /// `runtrace analyze` one branch per event, not the pass's poll tracking.
 #[derive(Default)]
-pub struct WhenProfiled(pub ProfilePass);
+pub struct WhenProfiled {
+    on: bool,
+    /// The pass (fed only when on).
+    pub pass: ProfilePass,
+}
+
+impl WhenProfiled {
+    /// On when some file of `paths` has a PROFILE frame before its first
+    /// chunk (where the recorder writes it, format 1.1): only the frames
+    /// before each file's first chunk are read.
+    pub fn new(paths: &[PathBuf]) -> WhenProfiled {
+        WhenProfiled {
+            on: paths.iter().any(|p| profiled(p)),
+            pass: ProfilePass::default(),
+        }
+    }
+}
+
+/// Whether the file at `path` has a PROFILE frame before its first chunk.
+fn profiled(path: &Path) -> bool {
+    let Ok(mut r) = runtrace_format::FileReader::open(path) else {
+        return false;
+    };
+    while let Some(Ok(rec)) = r.next() {
+        if r.tables().profile().is_some() {
+            return true;
+        }
+        if matches!(rec, runtrace_format::Record::Events { .. }) {
+            return false;
+        }
+    }
+    r.tables().profile().is_some()
+}
 
 impl Pass for WhenProfiled {
     fn wants(&self) -> Wants {
-        self.0.wants()
+        if self.on {
+            self.pass.wants()
+        } else {
+            Wants::default()
+        }
     }
 
     #[inline(always)]
     fn event(&mut self, ev: &Ev, model: &Model) {
-        if !model.profiles.is_empty() {
-            self.0.event(ev, model);
+        if self.on {
+            self.pass.event(ev, model);
         }
     }
 
     fn end_recording(&mut self, model: &Model) {
-        self.0.end_recording(model);
+        if self.on {
+            self.pass.end_recording(model);
+        }
     }
 
     fn finish(&mut self, model: &Model) {
-        self.0.finish(model);
+        if self.on {
+            self.pass.finish(model);
+        }
     }
 }
 
@@ -65,17 +105,30 @@ impl Pass for WhenProfiled {
 /// ```
 pub fn analyze_files_profiled<P: AsRef<Path>>(paths: &[P], opts: Options<'_>) -> (Report, Profile) {
     let paths = input::sorted(paths);
-    let mut passes = (Engine::new(opts.thresholds), WhenProfiled::default());
+    let mut passes = (Engine::new(opts.thresholds), WhenProfiled::new(&paths));
     let (model, stats) = input::read(&paths, &mut passes, opts.progress);
     let report = passes.0.report(&model, stats.clone());
-    (report, passes.1 .0.profile(&model, stats))
+    (report, passes.1.pass.profile(&model, stats))
 }
 
 #[derive(Default)]
 struct LocCpu {
     on: Tally,
-    /// Weighted by off-CPU ns.
+    /// Blocking switch-outs, weighted by off-CPU ns.
     off: Tally,
+    /// Preemptions: switch-outs outside syscalls, and their off-CPU ns.
+    preempted: u64,
+    preempted_ns: u64,
+}
+
+/// Whether an off-CPU stack switched out in a system call: its leaf (the
+/// user-space instruction the thread left from) is in a shared library,
+/// where libc's syscall wrappers are (`clock_nanosleep`, `futex`,
+/// `epoll_wait`, `read`). A thread preempted while computing left from its
+/// own code (or the vDSO's clock), so that time was spent waiting for a
+/// CPU, not blocked.
+fn in_syscall(frames: &[runtrace_symbolize::Frame]) -> bool {
+    frames.first().is_some_and(|f| f.module.contains(".so"))
 }
 
 impl Report {
@@ -118,9 +171,15 @@ impl Report {
             let frames = names.frames(&s.stack);
             let lc = locs.entry(l).or_default();
             match s.kind {
-                SampleKind::OnCpu => lc.on.add(&frames, 0, 1),
+                SampleKind::OnCpu => lc.on.add(&frames, own_frame(&frames), 1),
+                // A switch-out in a syscall wrapper blocked; one anywhere
+                // else was a preemption (runnable, waiting for a CPU).
+                SampleKind::OffCpu { off_ns } if in_syscall(&frames) => {
+                    lc.off.add(&frames, own_frame(&frames), off_ns.max(1))
+                }
                 SampleKind::OffCpu { off_ns } => {
-                    lc.off.add(&frames, blocking_frame(&frames), off_ns.max(1))
+                    lc.preempted_ns = lc.preempted_ns.saturating_add(off_ns);
+                    lc.preempted += 1;
                 }
             }
         }
@@ -149,6 +208,9 @@ fn attach(f: &mut Finding, locs: &HashMap<&str, LocCpu>, period_ns: u64) {
         share: x.share,
         off_cpu,
         off_ns: if off_cpu { x.weight } else { 0 },
+        // What a blocking call went through; on-CPU it would name
+        // whatever helper the leaf was in (debug builds: iterator code).
+        via: x.via.as_deref().filter(|_| off_cpu).map(str::to_string),
     };
     let on_list = on.iter().map(|x| share(x, false));
     let off_list = off.iter().map(|x| share(x, true));
@@ -172,6 +234,8 @@ fn attach(f: &mut Finding, locs: &HashMap<&str, LocCpu>, period_ns: u64) {
         on_cpu_ns,
         off_cpu_ns,
         off_cpu_switches: lc.off.samples(),
+        preempted_ns: lc.preempted_ns,
+        preempted_switches: lc.preempted,
         mostly_off_cpu,
         functions,
     });
@@ -198,7 +262,11 @@ fn verdict(
         ),
         (false, Some(top), _) => format!(
             "burning CPU in {}: {:.0}% of its {} on-CPU samples (off-CPU: {})",
-            top.label(),
+            FunctionStat {
+                via: None,
+                ..top.clone()
+            }
+            .label(),
             100.0 * top.share,
             lc.on.samples(),
             fmt_ns(off_cpu_ns)

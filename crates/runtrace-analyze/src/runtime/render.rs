@@ -339,6 +339,9 @@ fn finding_json(f: &Finding) -> Value {
                 if x.off_cpu {
                     e["off_ns"] = json!(x.off_ns);
                 }
+                if let Some(v) = &x.via {
+                    e["via"] = json!(v);
+                }
                 e
             })
             .collect();
@@ -347,6 +350,8 @@ fn finding_json(f: &Finding) -> Value {
             "on_cpu_ns": c.on_cpu_ns,
             "off_cpu_ns": c.off_cpu_ns,
             "off_cpu_switches": c.off_cpu_switches,
+            "preempted_ns": c.preempted_ns,
+            "preempted_switches": c.preempted_switches,
             "mostly_off_cpu": c.mostly_off_cpu,
         });
     }
@@ -372,7 +377,11 @@ fn functions_line(c: &CpuFunctions) -> String {
             } else {
                 format!("{} samples", x.samples)
             };
-            format!("{}{at} ({:.0}%, {what})", x.function, 100.0 * x.share)
+            let via = x
+                .via
+                .as_ref()
+                .map_or(String::new(), |v| format!(" via {v}"));
+            format!("{}{at}{via} ({:.0}%, {what})", x.function, 100.0 * x.share)
         })
         .collect();
     format!(

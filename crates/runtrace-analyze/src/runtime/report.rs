@@ -128,19 +128,28 @@ pub struct CpuFunctions {
     /// Those samples times the sampling period: the CPU time they stand
     /// for.
     pub on_cpu_ns: u64,
-    /// Time its polls' threads were switched out inside them.
+    /// Time its polls' threads were blocked inside them: switched out in
+    /// a system call (the stack's leaf in a shared library: libc's
+    /// wrappers).
     pub off_cpu_ns: u64,
-    /// Switch-outs inside its polls.
+    /// Those blocking switch-outs.
     pub off_cpu_switches: u64,
+    /// Time its polls' threads were preempted inside them (switched out
+    /// anywhere else: runnable, waiting for a CPU); not counted as
+    /// blocked.
+    pub preempted_ns: u64,
+    /// Those preemptions.
+    pub preempted_switches: u64,
     /// `off_cpu_ns` exceeds `on_cpu_ns`: the polls mostly blocked.
     pub mostly_off_cpu: bool,
     /// The top functions: off-CPU first when mostly off-CPU.
     pub functions: Vec<FunctionShare>,
 }
 
-/// A function a location's polls ran in (on-CPU: the sampled leaf
-/// function) or blocked in (off-CPU: the first frame outside shared
-/// libraries, the call the application made).
+/// A function of the application a location's polls ran in (on-CPU) or
+/// blocked in (off-CPU): each sample's first frame from the leaf outside
+/// shared libraries and Rust's standard library
+/// ([`crate::functions::own_frame`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FunctionShare {
     /// Demangled name, or `[unknown] ...`.
@@ -157,6 +166,9 @@ pub struct FunctionShare {
     pub off_cpu: bool,
     /// Off-CPU time in it (0 for on-CPU entries).
     pub off_ns: u64,
+    /// What it was calling, when that was a library or std function
+    /// (`std::thread::sleep`, `memcpy`): the most frequent.
+    pub via: Option<String>,
 }
 
 /// A location that suffered from a finding's cause.
