@@ -15,7 +15,9 @@
 //! - task 2 (`src/victim.rs:20:5`) is spawned at 2 ms and first polled at
 //!   42 ms on worker 0: a 40 ms wait;
 //! - task 3 (`src/sleepy.rs:30:5`) polls 50..110 ms on worker 1, off-CPU
-//!   55 ms in `sleepy_wait` (switch-in at 108 ms), 2 on-CPU samples.
+//!   55 ms in libc's `nanosleep` called by `sleepy_wait` (switch-in at
+//!   108 ms), preempted 1 ms in `hot_parse` (switch-in at 53 ms), 2 on-CPU
+//!   samples.
 
 use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
 use runtrace_analyze::functions::StackNames;
@@ -42,6 +44,17 @@ fn cold_helper(x: u64) -> u64 {
 #[inline(never)]
 fn run_handler(x: u64) -> u64 {
     hot_parse(x) + cold_helper(x)
+}
+
+extern "C" {
+    /// libc's, where the thread of a blocking sleep leaves user space.
+    fn nanosleep(req: *const u8, rem: *mut u8) -> i32;
+}
+
+/// An address inside libc's `nanosleep` (a shared library: an off-CPU
+/// stack whose leaf is there blocked in a system call).
+fn in_libc() -> u64 {
+    nanosleep as usize as u64 + 4
 }
 
 #[inline(never)]
@@ -103,11 +116,13 @@ fn scenario(samples: bool) -> Vec<u8> {
             flags: 1,
             message: String::new(),
         });
-        b.mappings(&[mapping_of(handler)]);
+        b.mappings(&[mapping_of(handler), mapping_of(in_libc())]);
         b.stacks(&[
             (1, &[inside(hot_parse), handler][..]),
             (2, &[inside(cold_helper), handler][..]),
-            (3, &[inside(sleepy_wait), handler][..]),
+            (3, &[in_libc(), inside(sleepy_wait), handler][..]),
+            // Preempted while computing: the leaf is in its own code.
+            (4, &[inside(hot_parse), inside(sleepy_wait), handler][..]),
         ]);
     }
     b.spawn(100, 500_000, 1, 0, 1, 0);
@@ -127,6 +142,7 @@ fn scenario(samples: bool) -> Vec<u8> {
         }
         b.cpu_sample(WRITER, 51 * MS, 101, 1);
         b.cpu_sample(WRITER, 52 * MS, 101, 1);
+        b.off_cpu(WRITER, 53 * MS, 101, 4, MS);
         b.off_cpu(WRITER, 108 * MS, 101, 3, 55 * MS);
     }
     b.finish()
@@ -143,7 +159,7 @@ fn the_sample_counts_of_the_scenario_are_as_described() {
     let dir = tempfile::tempdir().unwrap();
     let paths = write(&dir, &scenario(true));
     let p = profile::load(&paths).unwrap();
-    assert_eq!(p.samples.len(), 39 + 2 + 1);
+    assert_eq!(p.samples.len(), 39 + 2 + 2);
     let in_hot = p
         .samples
         .iter()
@@ -217,7 +233,7 @@ fn findings_name_the_function_burning_cpu_and_the_one_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let paths = write(&dir, &scenario(true));
     let (mut r, p) = analyze_files_profiled(&paths, Options::default());
-    assert_eq!(p.samples.len(), 42);
+    assert_eq!(p.samples.len(), 43);
     r.add_functions(&p, &mut StackNames::recorded(&p));
     let hot = r
         .findings_of(FindingKind::LongPoll)
@@ -242,6 +258,17 @@ fn findings_name_the_function_burning_cpu_and_the_one_blocking() {
     assert_eq!(c.off_cpu_ns, 55 * MS);
     assert!(c.functions[0].off_cpu);
     assert!(c.functions[0].function.contains("sleepy_wait"), "{c:?}");
+    // Named by the application's frame, with the libc call it blocked in.
+    assert!(
+        c.functions[0]
+            .via
+            .as_deref()
+            .is_some_and(|v| v.contains("sleep")),
+        "{c:?}"
+    );
+    // The switch-out in its own code was a preemption, not blocking.
+    assert_eq!((c.preempted_switches, c.preempted_ns), (1, MS));
+    assert_eq!(c.off_cpu_switches, 1);
     assert!(sleepy.detail.contains("blocked in"), "{}", sleepy.detail);
 
     // JSON: `functions` entries with the documented keys.

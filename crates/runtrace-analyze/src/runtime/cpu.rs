@@ -241,9 +241,10 @@ fn attach(f: &mut Finding, locs: &HashMap<&str, LocCpu>, period_ns: u64) {
     });
 }
 
-/// "burning CPU in F (file:line): 62% of its 40 on-CPU samples" or
-/// "blocked in F (file:line): 95% of its 1.2 s off-CPU over 12
-/// switch-outs".
+/// "burning CPU in F (file:line): 62% of its 40 on-CPU samples (blocked:
+/// 0 ns, preempted: 3 ms)" or
+/// "blocked in F (file:line) via G: 95% of its 1.2 s off-CPU over 12
+/// switch-outs (CPU samples: 3)".
 fn verdict(
     lc: &LocCpu,
     mostly_off_cpu: bool,
@@ -261,7 +262,7 @@ fn verdict(
             lc.on.samples()
         ),
         (false, Some(top), _) => format!(
-            "burning CPU in {}: {:.0}% of its {} on-CPU samples (off-CPU: {})",
+            "burning CPU in {}: {:.0}% of its {} on-CPU samples (blocked: {}, preempted: {})",
             FunctionStat {
                 via: None,
                 ..top.clone()
@@ -269,7 +270,8 @@ fn verdict(
             .label(),
             100.0 * top.share,
             lc.on.samples(),
-            fmt_ns(off_cpu_ns)
+            fmt_ns(off_cpu_ns),
+            fmt_ns(lc.preempted_ns)
         ),
         _ => "no CPU samples were taken in its polls".to_string(),
     }
