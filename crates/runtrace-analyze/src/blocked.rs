@@ -369,26 +369,29 @@ impl fmt::Display for BlockedReport {
                 .map(|(l, n)| format!("{l} ({n})"))
                 .collect();
             writeln!(f, "  delayed: {}", v.join(", "))?;
-            writeln!(f, "  self:")?;
-            for x in &c.functions_self {
-                writeln!(
-                    f,
-                    "    {:>5.1}% {:>7}  {}",
-                    100.0 * x.share,
-                    x.samples,
-                    x.label()
-                )?;
-            }
-            writeln!(f, "  inclusive:")?;
-            for x in &c.functions_inclusive {
-                writeln!(
-                    f,
-                    "    {:>5.1}% {:>7}  {}",
-                    100.0 * x.inclusive_share,
-                    x.inclusive,
-                    x.label()
-                )?;
-            }
+            let list = |f: &mut fmt::Formatter<'_>, what: &str, v: &[(f64, u64, String)]| {
+                writeln!(f, "  {what}:")?;
+                for (share, n, label) in v {
+                    writeln!(f, "    {:>5.1}% {n:>7}  {label}", 100.0 * share)?;
+                }
+                Ok::<(), fmt::Error>(())
+            };
+            let by_self = c.functions_self.iter();
+            list(
+                f,
+                "self",
+                &by_self
+                    .map(|x| (x.share, x.samples, x.label()))
+                    .collect::<Vec<_>>(),
+            )?;
+            let by_incl = c.functions_inclusive.iter();
+            list(
+                f,
+                "inclusive",
+                &by_incl
+                    .map(|x| (x.inclusive_share, x.inclusive, x.label()))
+                    .collect::<Vec<_>>(),
+            )?;
         }
         if !self.worst.is_empty() {
             writeln!(f)?;
@@ -417,17 +420,6 @@ impl fmt::Display for BlockedReport {
                 writeln!(f, "{n}")?;
             }
         }
-        if !self.errors.is_empty() {
-            writeln!(f)?;
-            writeln!(
-                f,
-                "=== Errors ({}): the report covers what was readable",
-                self.errors.len()
-            )?;
-            for e in &self.errors {
-                writeln!(f, "{e}")?;
-            }
-        }
-        Ok(())
+        crate::text::errors_section(f, &self.errors)
     }
 }

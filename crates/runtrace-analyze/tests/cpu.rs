@@ -24,9 +24,12 @@ use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::runtime::analyze_files_profiled;
 use runtrace_analyze::synth::TraceBuilder;
 use runtrace_analyze::{analyze_files as analyze, profile, FindingKind, Options};
-use runtrace_format::frame::{Mapping, ProfileInfo};
+use runtrace_format::frame::ProfileInfo;
+use self_maps::{inside, mapping_of};
 use std::hint::black_box;
 use std::path::PathBuf;
+
+mod self_maps;
 
 const MS: u64 = 1_000_000;
 const WRITER: u64 = 999;
@@ -61,43 +64,6 @@ fn in_libc() -> u64 {
 fn sleepy_wait(x: u64) -> u64 {
     std::thread::sleep(std::time::Duration::from_nanos(black_box(x) % 2));
     x
-}
-
-/// An address inside function `f` (a few bytes past its entry: a sampled
-/// instruction or a return address, which the symbolizer looks up at
-/// `addr - 1`).
-fn inside(f: fn(u64) -> u64) -> u64 {
-    f as usize as u64 + 4
-}
-
-/// This test binary's executable mapping that holds `addr`, from
-/// /proc/self/maps (what the recorder records).
-fn mapping_of(addr: u64) -> Mapping {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (range, perms, off) = (f[0], f[1], f[2]);
-        let (a, b) = range.split_once('-').unwrap();
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        if perms.contains('x') && a <= addr && addr < b {
-            let path = f[5..].join(" ");
-            return Mapping {
-                start: a,
-                end: b,
-                file_offset: u64::from_str_radix(off, 16).unwrap(),
-                // What the recorder writes: the ELF's GNU build id.
-                build_id: runtrace_symbolize::build_id(std::path::Path::new(&path))
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default(),
-                path,
-            };
-        }
-    }
-    panic!("no executable mapping holds {addr:#x}");
 }
 
 /// The scenario above; `samples`: with the profile (else the same events

@@ -13,11 +13,15 @@
 //!   25 ms on worker 0: a 23 ms wait behind `src/api.rs`.
 
 use runtrace_analyze::synth::TraceBuilder;
-use runtrace_format::frame::{Mapping, ProfileInfo};
+use runtrace_format::frame::ProfileInfo;
+use self_maps::{inside, mapping_of};
 use serde_json::Value;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+#[path = "../../runtrace-analyze/tests/self_maps/mod.rs"]
+mod self_maps;
 
 const MS: u64 = 1_000_000;
 const WRITER: u64 = 999;
@@ -41,39 +45,6 @@ fn nap(x: u64) -> u64 {
 #[inline(never)]
 fn dispatch(x: u64) -> u64 {
     hot_api(x) + crunch_batch(x) + nap(x)
-}
-
-/// An address a few bytes into function `f`.
-fn inside(f: fn(u64) -> u64) -> u64 {
-    f as usize as u64 + 4
-}
-
-/// This test binary's executable mapping that holds `addr`.
-fn mapping_of(addr: u64) -> Mapping {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (a, b) = f[0].split_once('-').unwrap();
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        if f[1].contains('x') && a <= addr && addr < b {
-            let path = f[5..].join(" ");
-            return Mapping {
-                start: a,
-                end: b,
-                file_offset: u64::from_str_radix(f[2], 16).unwrap(),
-                // What the recorder writes: the ELF's GNU build id.
-                build_id: runtrace_symbolize::build_id(std::path::Path::new(&path))
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default(),
-                path,
-            };
-        }
-    }
-    panic!("no executable mapping holds {addr:#x}");
 }
 
 /// How the trace says CPU profiling went.

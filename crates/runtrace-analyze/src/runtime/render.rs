@@ -288,18 +288,7 @@ impl fmt::Display for Report {
                 writeln!(f, "{n}")?;
             }
         }
-        if !self.errors.is_empty() {
-            writeln!(f)?;
-            writeln!(
-                f,
-                "=== Errors ({}): the report covers what was readable",
-                self.errors.len()
-            )?;
-            for e in &self.errors {
-                writeln!(f, "{e}")?;
-            }
-        }
-        Ok(())
+        crate::text::errors_section(f, &self.errors)
     }
 }
 
