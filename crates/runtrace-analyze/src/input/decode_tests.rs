@@ -34,6 +34,10 @@ enum Rec {
     /// (queue, size, growth, reason): `runtrace backlog`'s events.
     Enqueue(u64, u64, u64),
     Trigger(u64, u64, i64, u64),
+    /// `cpu_sample` (tid, stack id) and `off_cpu` (tid, stack id, off_ns):
+    /// CPU profile samples; stack 3 is never defined.
+    CpuSample(u64, u64),
+    OffCpu(u64, u64, u64),
 }
 
 fn rec() -> impl Strategy<Value = Rec> {
@@ -56,6 +60,8 @@ fn rec() -> impl Strategy<Value = Rec> {
         1 => (id.clone(), any::<u64>(), 0u64..1000).prop_map(|(a, b, c)| Rec::Enqueue(a, b, c)),
         1 => (id.clone(), 0u64..1000, any::<i64>(), id.clone())
             .prop_map(|(a, b, c, r)| Rec::Trigger(a, b, c, r)),
+        1 => (0u64..3, id.clone()).prop_map(|(t, s)| Rec::CpuSample(t, s)),
+        1 => (0u64..3, id.clone(), any::<u64>()).prop_map(|(t, s, o)| Rec::OffCpu(t, s, o)),
         1 => proptest::collection::vec(any::<u8>(), 1..6).prop_map(Rec::Garbage),
     ]
 }
@@ -156,10 +162,24 @@ fn encode(recs: &[Rec], dts: &[u64]) -> Vec<u8> {
                 put(&mut b, zigzag(*growth));
                 put(&mut b, *reason);
             }
+            Rec::CpuSample(tid, stack) => {
+                ev(ids::CPU_SAMPLE, &mut b);
+                put(&mut b, *tid);
+                put(&mut b, *stack);
+            }
+            Rec::OffCpu(tid, stack, off) => {
+                ev(ids::OFF_CPU, &mut b);
+                put(&mut b, *tid);
+                put(&mut b, *stack);
+                put(&mut b, *off);
+            }
         }
     }
     b
 }
+
+/// The stacks [`file`] defines (3 is not).
+const STACKS: [(u64, [u64; 2]); 2] = [(1, [0x40_1000, 0x40_0100]), (2, [0x7f00_0000_0010, 0x10])];
 
 /// A file with the definitions and one chunk holding `body`.
 fn file(body: &[u8], worker: u32) -> Vec<u8> {
@@ -217,6 +237,11 @@ fn file(body: &[u8], worker: u32) -> Vec<u8> {
         FrameType::Locations,
         &frame::locations(locs.iter()),
     );
+    frame::write(
+        &mut out,
+        FrameType::Stacks,
+        &frame::stacks(STACKS.iter().map(|(id, a)| (*id, &a[..]))),
+    );
     let mut p = Vec::new();
     ChunkHeader {
         tid: 9,
@@ -255,6 +280,7 @@ proptest! {
             let mut st = c.header.state;
             let mut want = Vec::new();
             let mut want_app = Vec::new();
+            let mut want_profile = Vec::new();
             let mut walked = 0u64;
             let res = walk(c.body, &mut st, |id| tables.schema(id).map(|s| &**s), |ev| {
                 for v in ev.values {
@@ -282,22 +308,41 @@ proptest! {
                 {
                     want_app.push((ev.ticks, ev.schema.id as u8));
                 }
+                // The profile pass's samples: tid, stack (empty when not
+                // defined), off_ns.
+                if ev.schema.provider == "runtrace"
+                    && (ev.schema.id == ids::CPU_SAMPLE || ev.schema.id == ids::OFF_CPU)
+                {
+                    let u = |i: usize| match ev.values[i] {
+                        RawValue::U(x) => x,
+                        ref v => panic!("{v:?}"),
+                    };
+                    let stack = tables.stack(u(1)).map_or(Vec::new(), |s| s.to_vec());
+                    let off = if ev.schema.id == ids::OFF_CPU { u(2) } else { 0 };
+                    want_profile.push((ev.ticks, ev.schema.id as u8, u(0), stack, off));
+                }
                 walked += 1;
                 Ok(())
             });
-            for backlog in [false, true] {
+            for wants in [Wants::RUNTIME, Wants::APP, Wants::PROFILE] {
                 let mut model = Model::new();
                 let p = model.add_proc(Process::new(&Header::decode(&bytes[17..]).unwrap_or_else(|_| unreachable!())));
                 let t = model.add_thread(p, 9);
                 let mut cache = FileCache::default();
-                cache.plans.wants = if backlog { Wants::APP } else { Wants::RUNTIME };
+                cache.plans.wants = wants;
                 let mut names = Names::default();
                 let mut q = ThreadQueue::default();
                 let mut state = c.header.state;
                 let got = decode_events(c.body, tables, &mut state, &mut cache, &mut names, &mut model, t, &mut q);
                 let mut evs = Vec::new();
                 let mut app = Vec::new();
+                let mut profile = Vec::new();
                 while let Some(ev) = q.front() {
+                    if kind::is_profile(ev.kind) {
+                        let tid = model.threads[ev.worker as usize].tid;
+                        let stack = model.stacks[ev.a as usize].to_vec();
+                        profile.push((ev.ticks, ev.kind, tid, stack, ev.x));
+                    }
                     // Spawn/terminate/polls/wakes carry the task in `x`.
                     let task = match ev.kind {
                         kind::SPAWN | kind::POLL_START | kind::POLL_END | kind::WAKE | kind::TERMINATE => ev.x,
@@ -307,8 +352,10 @@ proptest! {
                     app.push((ev.ticks, ev.kind));
                     q.pop();
                 }
-                if backlog {
+                if wants == Wants::APP {
                     prop_assert_eq!(&app, &want_app);
+                } else if wants == Wants::PROFILE {
+                    prop_assert_eq!(&profile, &want_profile);
                 } else {
                     prop_assert_eq!(&evs, &want);
                 }
