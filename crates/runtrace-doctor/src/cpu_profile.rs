@@ -3,9 +3,9 @@
 //!
 //! Frame pointers leave no flag in an ELF file, so the check looks at the
 //! code: the share of functions (in `.symtab`, at least
-//! [`MIN_FUNCTION_SIZE`] bytes) whose first instructions are
-//! `push %rbp; mov %rsp,%rbp` (`55 48 89 e5`, after an optional `endbr64`
-//! or 5-byte nop). Functions of the Rust standard library are left out:
+//! [`MIN_FUNCTION_SIZE`] bytes) that start with `push %rbp` and set
+//! `mov %rsp,%rbp` within the next few instructions (after an optional
+//! `endbr64` or 5-byte nop). Functions of the Rust standard library are left out:
 //! they come precompiled with the toolchain, whatever the program's own
 //! flags (rustup's 1.95 std has frame pointers: 395 of 514 such functions
 //! in a small program), and make up most of a small binary. Debug info is judged the same way: the DWARF compile units
@@ -22,8 +22,10 @@ pub const MIN_FUNCTION_SIZE: u64 = 16;
 
 /// At or above this share of checked functions with a frame-pointer
 /// prologue, the binary counts as built with frame pointers. The two
-/// cases are far apart: `tests/cpu_profile.rs`'s program at opt-level 2
-/// has 0 of 16 without `-C force-frame-pointers=yes`, 14 of 16 with it.
+/// cases are far apart: `tests/cpu_profile.rs`'s Rust program at
+/// opt-level 2 has 0 of 15 without `-C force-frame-pointers=yes`, 14 of 15
+/// with it; its C program (gcc -O2) 0 of 4 without
+/// `-fno-omit-frame-pointer`, 3 of 4 with it (a leaf function keeps none).
 pub const FRAME_POINTER_SHARE: f64 = 0.5;
 
 /// Crates of the Rust toolchain's precompiled standard library (and the
@@ -65,6 +67,10 @@ pub struct CpuProfileReport {
     pub frame_pointers: Option<bool>,
     /// Has a `.symtab` (function names beyond the exported ones).
     pub symtab: bool,
+    /// The GNU build id (hex), which the recorder writes into `MAPPINGS`
+    /// so that the symbolizer can tell the right build of the binary from
+    /// another one; `None`: the file has no `.note.gnu.build-id`.
+    pub build_id: Option<String>,
     /// DWARF compile units in the file.
     pub debug_units: usize,
     /// Of those, the program's own (not the Rust toolchain's); `None` when
@@ -84,8 +90,13 @@ impl CpuProfileReport {
 
     /// The one-line verdict of this part.
     pub fn verdict(&self) -> String {
-        if self.is_ready() {
+        if self.is_ready() && self.build_id.is_some() {
             return "ready: frame pointers, symbols and debug info".into();
+        }
+        if self.is_ready() {
+            return "ready: frame pointers, symbols and debug info; but no build id, so a copy \
+                    of the binary on another machine cannot be verified"
+                .into();
         }
         let mut missing = Vec::new();
         match self.frame_pointers {
@@ -106,8 +117,8 @@ impl CpuProfileReport {
     /// the report prints it.
     pub fn share_text(&self) -> String {
         format!(
-            "{} of {} functions ({}+ bytes, outside the Rust standard library) start with \
-             push %rbp; mov %rsp,%rbp",
+            "{} of {} functions ({}+ bytes, outside the Rust standard library) set up a frame \
+             pointer at entry (push %rbp ... mov %rsp,%rbp)",
             self.with_frame_pointer, self.functions_checked, MIN_FUNCTION_SIZE
         )
     }
@@ -163,16 +174,26 @@ fn length_prefixed(s: &[u8]) -> Option<(&str, usize)> {
     Some((name, start + len))
 }
 
-/// Code of the standard library (or of its unmangled runtime hooks).
+/// Code of the Rust standard library (or of its unmangled runtime hooks)
+/// or of the C runtime's start-up files.
 fn is_sysroot(symbol: &str) -> bool {
     match rust_crate(symbol) {
         Some(c) => SYSROOT_CRATES.contains(&c),
-        None => symbol.starts_with("rust_") || symbol.starts_with("__rust_"),
+        None => {
+            symbol.starts_with("rust_")
+                || symbol.starts_with("__rust_")
+                || CRT_FUNCTIONS.contains(&symbol)
+        }
     }
 }
 
-/// `push %rbp; mov %rsp,%rbp` at the start of `code`, after an optional
-/// `endbr64` (CET) and an optional 5-byte nop (patchable entry).
+/// Bytes of a function's start that are read: `push %rbp` comes first,
+/// but compilers may schedule a few instructions before the `mov`.
+const PROLOGUE_BYTES: usize = 24;
+
+/// `push %rbp` at the start of `code` (after an optional `endbr64` (CET)
+/// and an optional 5-byte nop (patchable entry)), then `mov %rsp,%rbp`
+/// among the next bytes (gcc -O2 may put an instruction in between).
 fn has_frame_pointer_prologue(code: &[u8]) -> bool {
     let mut c = code;
     for prefix in [
@@ -183,8 +204,27 @@ fn has_frame_pointer_prologue(code: &[u8]) -> bool {
             c = rest;
         }
     }
-    c.starts_with(&[0x55, 0x48, 0x89, 0xe5]) || c.starts_with(&[0x55, 0x48, 0x8b, 0xec])
+    let Some(rest) = c.strip_prefix(&[0x55]) else {
+        return false;
+    };
+    let movs: [&[u8]; 2] = [&[0x48, 0x89, 0xe5], &[0x48, 0x8b, 0xec]];
+    rest.windows(3).take(12).any(|w| movs.contains(&w))
 }
+
+/// Start-up code the C runtime links into every executable (crt1.o,
+/// crti.o, crtbegin.o), built without frame pointers whatever the
+/// program's flags.
+const CRT_FUNCTIONS: &[&str] = &[
+    "_start",
+    "_init",
+    "_fini",
+    "deregister_tm_clones",
+    "register_tm_clones",
+    "__do_global_dtors_aux",
+    "frame_dummy",
+    "__libc_csu_init",
+    "__libc_csu_fini",
+];
 
 /// The DWARF compile units: (all, the program's own). A unit is the Rust
 /// toolchain's when its compilation directory is the one rustup's
@@ -229,6 +269,29 @@ fn debug_units(img: &Image<'_>) -> Result<(usize, usize), String> {
     Ok((all, own))
 }
 
+/// The descriptor of the `.note.gnu.build-id` note (owner `GNU`, type 3),
+/// in hex.
+fn build_id(img: &Image<'_>) -> Option<String> {
+    let note = section_bytes(img, img.section(".note.gnu.build-id")?);
+    let word = |at: usize| -> Option<usize> {
+        let b: [u8; 4] = note.get(at..at + 4)?.try_into().ok()?;
+        let v = if img.little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        };
+        usize::try_from(v).ok()
+    };
+    let (namesz, descsz, kind) = (word(0)?, word(4)?, word(8)?);
+    let desc_at = 12 + namesz.div_ceil(4) * 4;
+    let name = note.get(12..12 + namesz)?;
+    if kind != 3 || name != b"GNU\0" || descsz == 0 {
+        return None;
+    }
+    let desc = note.get(desc_at..desc_at.checked_add(descsz)?)?;
+    Some(desc.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 fn section_bytes<'a>(img: &Image<'a>, s: &Section) -> &'a [u8] {
     let data = img.data;
     usize::try_from(s.offset)
@@ -242,6 +305,7 @@ fn section_bytes<'a>(img: &Image<'a>, s: &Section) -> &'a [u8] {
 pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
     let mut r = CpuProfileReport {
         symtab: img.symtab.is_some(),
+        build_id: build_id(img),
         ..Default::default()
     };
     match (&img.symtab, img.machine) {
@@ -262,7 +326,8 @@ pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
                 {
                     continue;
                 }
-                let Some(code) = img.bytes_at(s.value, 9) else {
+                let len = PROLOGUE_BYTES.min(s.size as usize);
+                let Some(code) = img.bytes_at(s.value, len) else {
                     continue;
                 };
                 r.functions_checked += 1;
@@ -298,6 +363,15 @@ pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
                  (or RUSTFLAGS=\"-C force-frame-pointers=yes\"; C/C++: -fno-omit-frame-pointer)",
                 img.rust_target()
             ),
+        );
+    }
+    if r.build_id.is_none() {
+        push_fix(
+            &mut r.fix,
+            "add a build id (the symbolizer checks it before trusting a binary found on \
+             another machine): link with -Wl,--build-id, e.g. in .cargo/config.toml\n\
+             rustflags = [\"-C\", \"link-arg=-Wl,--build-id\"]"
+                .into(),
         );
     }
     if !r.symtab {
@@ -343,6 +417,7 @@ mod tests {
         assert!(is_sysroot("rust_eh_personality"));
         assert!(!is_sysroot("_ZN3app4work17h0123456789abcdefE"));
         assert!(!is_sysroot("compute"));
+        assert!(is_sysroot("_start"));
     }
 
     #[test]
@@ -353,6 +428,10 @@ mod tests {
         ]));
         assert!(has_frame_pointer_prologue(&[
             0x0f, 0x1f, 0x44, 0x00, 0x00, 0x55, 0x48, 0x89, 0xe5
+        ]));
+        // gcc -O2 -fno-omit-frame-pointer: push %rbp; imul; mov %rsp,%rbp.
+        assert!(has_frame_pointer_prologue(&[
+            0x55, 0x6b, 0xff, 0x64, 0x48, 0x89, 0xe5
         ]));
         // push %rax; ... (no frame), and a frame set up later.
         assert!(!has_frame_pointer_prologue(&[0x50, 0x48, 0x89, 0xf1]));

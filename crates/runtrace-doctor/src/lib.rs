@@ -69,8 +69,8 @@
 //!
 //! Whether stacks sampled in the binary can be walked and named: frame
 //! pointers (judged from the prologues of its own functions, x86-64),
-//! a symbol table, and debug info of its own (DWARF compile units other
-//! than the Rust standard library's). Advisory: a separate verdict and
+//! a symbol table, debug info of its own (DWARF compile units other
+//! than the Rust standard library's) and a build id. Advisory: a separate verdict and
 //! fixes, not counted as a probe problem.
 //!
 //! The crate is split by job: `elf` loads the parts of the file the checks

@@ -243,6 +243,7 @@ impl Report {
                 "functions_checked": self.cpu_profile.functions_checked,
                 "with_frame_pointer": self.cpu_profile.with_frame_pointer,
                 "symtab": self.cpu_profile.symtab,
+                "build_id": self.cpu_profile.build_id,
                 "debug_units": self.cpu_profile.debug_units,
                 "own_debug_units": self.cpu_profile.own_debug_units,
                 "notes": self.cpu_profile.notes,
@@ -454,6 +455,13 @@ impl fmt::Display for Report {
             f,
             "  symbol table (.symtab): {}",
             if c.symtab { "yes" } else { "NO (stripped)" }
+        )?;
+        writeln!(
+            f,
+            "  build id: {}",
+            c.build_id
+                .as_deref()
+                .unwrap_or("NO (.note.gnu.build-id missing)")
         )?;
         match c.own_debug_units {
             Some(_) if c.debug_units == 0 => writeln!(f, "  debug info of its own: NO (no DWARF)")?,

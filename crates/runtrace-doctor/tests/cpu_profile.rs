@@ -1,6 +1,7 @@
 //! `runtrace doctor`'s CPU-profile checks on binaries built here with
 //! rustc (opt-level 2), with and without `-C force-frame-pointers=yes`,
-//! with and without line tables, and a stripped copy.
+//! with and without line tables, a stripped one, and C built by gcc -O2
+//! with and without `-fno-omit-frame-pointer`.
 
 use runtrace_doctor::inspect;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,10 @@ fn frame_pointers_symbols_and_debug_info() {
     assert!(c.functions_checked >= 5, "{c:?}");
     assert_eq!(c.frame_pointers, Some(true), "{c:?}");
     assert!(c.symtab);
+    // The same id the symbolizer reads (and the recorder records).
+    let id = runtrace_symbolize::build_id(&fp).unwrap().unwrap();
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(c.build_id.as_deref(), Some(hex.as_str()));
     assert!(c.own_debug_units.unwrap() > 0, "{c:?}");
     assert!(c.debug_units > c.own_debug_units.unwrap(), "{c:?}");
     assert!(c.is_ready(), "{c:?}");
@@ -123,5 +128,73 @@ fn stripped_binary_cannot_tell_and_says_why() {
     assert!(
         text.contains("no symbol table (functions show as [unknown])"),
         "{text}"
+    );
+}
+
+/// gcc (`-O2` omits frame pointers on x86-64) is needed in CI; elsewhere
+/// its absence skips the test.
+fn have_gcc() -> bool {
+    let found = Command::new("gcc").arg("--version").output().is_ok();
+    if !found {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "gcc is needed in CI"
+        );
+        eprintln!("skipped: gcc not installed");
+    }
+    found
+}
+
+#[test]
+fn c_with_and_without_frame_pointers() {
+    if !have_gcc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fp_app.c");
+    let cc = |name: &str, flags: &[&str]| {
+        let out = dir.path().join(name);
+        let o = Command::new("gcc")
+            .arg("-O2")
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        inspect(&out).unwrap().cpu_profile
+    };
+    let with = cc("fp", &["-fno-omit-frame-pointer", "-g"]);
+    eprintln!("with: {}", with.share_text());
+    assert_eq!(with.frame_pointers, Some(true), "{with:?}");
+    assert_eq!(with.own_debug_units, Some(1), "{with:?}");
+    assert!(with.is_ready(), "{with:?}");
+    let without = cc("nofp", &["-Wl,--build-id=none"]);
+    eprintln!("without: {}", without.share_text());
+    assert_eq!(without.frame_pointers, Some(false), "{without:?}");
+    assert_eq!(without.debug_units, 0, "{without:?}");
+    assert!(
+        without.fix[0].contains("-fno-omit-frame-pointer"),
+        "{:?}",
+        without.fix
+    );
+    assert_eq!(without.build_id, None);
+    let id_less = cc(
+        "fp-noid",
+        &["-fno-omit-frame-pointer", "-g", "-Wl,--build-id=none"],
+    );
+    assert!(id_less.is_ready(), "{id_less:?}");
+    assert!(
+        id_less.verdict().ends_with(
+            "but no build id, so a copy of the binary on another machine cannot be verified"
+        ),
+        "{}",
+        id_less.verdict()
+    );
+    assert!(
+        without.fix[1].contains("-Wl,--build-id"),
+        "{:?}",
+        without.fix
     );
 }

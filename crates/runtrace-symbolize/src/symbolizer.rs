@@ -213,9 +213,12 @@ impl Symbolizer {
         }
         if self.outside > 0 {
             out.push(format!(
-                "{} addresses outside every recorded mapping (JIT code, the vDSO, or a library \
-                 loaded after the last MAPPINGS frame)",
-                self.outside
+                "{} outside every recorded mapping (JIT code, the vDSO, or a library loaded \
+                 after the last MAPPINGS frame)",
+                match self.outside {
+                    1 => "1 address".to_string(),
+                    n => format!("{n} addresses"),
+                }
             ));
         }
         out

@@ -373,7 +373,7 @@ fn addresses_outside_every_mapping_and_a_later_mapping_replacing_one() {
     );
     assert!(p[0].contains("2 of 2 addresses unresolved"), "{p:?}");
     assert!(
-        p[1].starts_with("1 addresses outside every recorded mapping"),
+        p[1].starts_with("1 address outside every recorded mapping"),
         "{p:?}"
     );
 }
@@ -421,25 +421,39 @@ fn nonsense_mappings_never_panic() {
 }
 
 /// The way tools use it: a trace file with this process's MAPPINGS and a
-/// sampled stack, read back by `runtrace_analyze::profile::load`, then
+/// sampled stack, read back by `runtrace_format::FileReader`, then
 /// symbolized from what the file says.
 #[test]
 fn stacks_and_mappings_read_back_from_a_trace_file() {
-    use runtrace_analyze::synth::TraceBuilder;
+    use runtrace_format::frame::{self, FrameType, Header};
+    use runtrace_format::FileReader;
     let stack = sampled();
-    let mut b = TraceBuilder::new();
-    b.mappings(&self_mappings());
-    b.stacks(&[(1, &stack[..])]);
-    b.cpu_sample(9, 1_000, 77, 1);
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("trace.0.bin");
-    std::fs::write(&file, b.finish()).unwrap();
+    let header = Header {
+        version_major: runtrace_format::VERSION_MAJOR,
+        version_minor: runtrace_format::VERSION_MINOR,
+        ticks_per_sec: 1_000_000_000,
+        anchor_ticks: 0,
+        anchor_wall_ns: 0,
+        pid: std::process::id().into(),
+        process_name: "symbolize".into(),
+        recording_id: 1,
+        file_index: 0,
+        schemas: Vec::new(),
+    };
+    let mut file = runtrace_format::MAGIC.to_vec();
+    frame::write(&mut file, FrameType::Header, &header.encode());
+    let maps = self_mappings();
+    frame::write(&mut file, FrameType::Mappings, &frame::mappings(&maps));
+    let stacks = frame::stacks([(1, &stack[..])].into_iter());
+    frame::write(&mut file, FrameType::Stacks, &stacks);
 
-    let profile = runtrace_analyze::profile::load(&[&file]).unwrap();
-    assert_eq!(profile.mappings, self_mappings());
-    assert_eq!(profile.samples.len(), 1);
-    let mut s = Symbolizer::new(&profile.mappings, SymbolizeOptions::default());
-    let frames = s.stack(&profile.samples[0].stack);
+    let mut r = FileReader::new(&file[..], "mem");
+    for rec in r.by_ref() {
+        rec.unwrap();
+    }
+    assert_eq!(r.tables().mappings(), &maps[..]);
+    let mut s = Symbolizer::new(r.tables().mappings(), SymbolizeOptions::default());
+    let frames = s.stack(r.tables().stack(1).unwrap());
     assert_eq!(frames.len(), 3, "{:#?}", names(&frames));
     assert_at(&frames[0], "current_ip", line_of("// @ip"), &frames);
     assert_at(
