@@ -57,7 +57,8 @@ extern "C" {
 /// An address inside libc's `nanosleep` (a shared library: an off-CPU
 /// stack whose leaf is there blocked in a system call).
 fn in_libc() -> u64 {
-    nanosleep as usize as u64 + 4
+    let f: unsafe extern "C" fn(*const u8, *mut u8) -> i32 = nanosleep;
+    f as usize as u64 + 4
 }
 
 #[inline(never)]
