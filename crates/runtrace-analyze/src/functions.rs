@@ -19,7 +19,7 @@
 //! t.add(&[f("handle"), f("main")], 0, 1);
 //! assert_eq!(&*t.top_self(1)[0].function, "parse");
 //! assert_eq!(t.top_self(1)[0].share, 0.75);
-//! assert_eq!(&*t.top_inclusive(1)[0].function, "handle"); // then "main": ties by name
+//! assert_eq!(&*t.top_inclusive(1)[0].function, "handle"); // then "main": the deeper first
 //! assert_eq!(t.top_inclusive(1)[0].inclusive, 4);
 //! ```
 
@@ -117,14 +117,15 @@ impl StackNames {
 /// assert_eq!(own_frame(&stack[..2]), 0); // none: the leaf
 /// ```
 pub fn own_frame(frames: &[Frame]) -> usize {
-    frames
-        .iter()
-        .position(|f| {
-            !f.is_unknown()
-                && !f.module.contains(".so")
-                && !f.file.as_deref().is_some_and(|p| p.starts_with("/rustc/"))
-        })
-        .unwrap_or(0)
+    frames.iter().position(is_own).unwrap_or(0)
+}
+
+/// A frame of the application's code ([`own_frame`]'s rule): resolved,
+/// outside shared libraries and Rust's standard library.
+pub fn is_own(f: &Frame) -> bool {
+    !f.is_unknown()
+        && !f.module.contains(".so")
+        && !f.file.as_deref().is_some_and(|p| p.starts_with("/rustc/"))
 }
 
 /// One function of a [`Tally`].
@@ -207,6 +208,10 @@ struct Entry {
     self_lines: bool,
     /// Weight by the function it called, when reported above the leaf.
     vias: BTreeMap<Arc<str>, u64>,
+    /// Its deepest position, counted from the root (thread start: 0).
+    depth: usize,
+    /// Application code ([`is_own`]).
+    own: bool,
 }
 
 /// Samples by function: self (the reported frame of each sample) and
@@ -227,6 +232,8 @@ impl Tally {
         for (i, f) in frames.iter().enumerate() {
             let first = !frames[..i].iter().any(|g| g.function == f.function);
             let e = self.by_fn.entry(f.function.clone()).or_default();
+            e.depth = e.depth.max(frames.len() - 1 - i);
+            e.own |= is_own(f);
             if first {
                 e.inclusive = e.inclusive.saturating_add(weight);
             }
@@ -287,22 +294,41 @@ impl Tally {
         }
     }
 
-    fn top(&self, n: usize, key: impl Fn(&Entry) -> u64) -> Vec<FunctionStat> {
+    /// The `n` functions with the most self weight, most first (ties by
+    /// name).
+    pub fn top_self(&self, n: usize) -> Vec<FunctionStat> {
         let mut v: Vec<(&Arc<str>, &Entry)> =
-            self.by_fn.iter().filter(|(_, e)| key(e) > 0).collect();
-        v.sort_by(|a, b| key(b.1).cmp(&key(a.1)).then(a.0.cmp(b.0)));
+            self.by_fn.iter().filter(|(_, e)| e.weight > 0).collect();
+        v.sort_by(|a, b| b.1.weight.cmp(&a.1.weight).then(a.0.cmp(b.0)));
         v.truncate(n);
         v.into_iter().map(|(k, e)| self.stat(k, e)).collect()
     }
 
-    /// The `n` functions with the most self weight, most first (ties by
-    /// name).
-    pub fn top_self(&self, n: usize) -> Vec<FunctionStat> {
-        self.top(n, |e| e.weight)
-    }
-
-    /// The `n` functions with the most inclusive weight, most first.
+    /// The `n` functions of the application ([`is_own`]; all when none
+    /// is) with the most inclusive weight, most first; among equals the
+    /// deepest first. The trunk of functions every sample goes through
+    /// (the thread's start, the runtime's poll loop, the task) is listed
+    /// as its deepest function only.
     pub fn top_inclusive(&self, n: usize) -> Vec<FunctionStat> {
-        self.top(n, |e| e.inclusive)
+        let any_own = self.by_fn.values().any(|e| e.own && e.inclusive > 0);
+        let mut v: Vec<(&Arc<str>, &Entry)> = self
+            .by_fn
+            .iter()
+            .filter(|(_, e)| e.inclusive > 0 && (e.own || !any_own))
+            .collect();
+        // The trunk every sample goes through is one entry: its deepest.
+        let trunk = v
+            .iter()
+            .filter(|(_, e)| e.inclusive == self.total)
+            .map(|(_, e)| e.depth)
+            .max();
+        v.retain(|(_, e)| e.inclusive < self.total || Some(e.depth) == trunk);
+        v.sort_by(|a, b| {
+            (b.1.inclusive, b.1.depth)
+                .cmp(&(a.1.inclusive, a.1.depth))
+                .then(a.0.cmp(b.0))
+        });
+        v.truncate(n);
+        v.into_iter().map(|(k, e)| self.stat(k, e)).collect()
     }
 }

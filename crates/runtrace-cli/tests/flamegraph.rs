@@ -311,13 +311,14 @@ fn blocked_names_the_culprit_and_its_function() {
             .contains("hot_api"),
         "{c}"
     );
+    // Every sample is dispatch < hot_api: one trunk, named by its deepest.
+    let incl = c["functions_inclusive"].as_array().unwrap();
+    assert_eq!(incl.len(), 1, "{c}");
     assert!(
-        c["functions_inclusive"][0]["function"]
-            .as_str()
-            .unwrap()
-            .contains("dispatch"),
+        incl[0]["function"].as_str().unwrap().contains("hot_api"),
         "{c}"
     );
+    assert_eq!(incl[0]["inclusive"], 19);
     assert_eq!(c["victims"][0]["location"], "src/victim.rs:9:1");
     let lines = folded(&std::fs::read_to_string(&out).unwrap());
     assert_eq!(total(&lines), 19);

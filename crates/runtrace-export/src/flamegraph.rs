@@ -175,7 +175,23 @@ pub fn why_empty(profile: &Profile, sel: &Selection) -> String {
             }
         );
     }
-    format!("none of the trace's {of_kind} {kind} samples match the selection (--location, --worker, --from/--to)")
+    let other = Selection {
+        off_cpu: !sel.off_cpu,
+        ..sel.clone()
+    };
+    let hint = match profile.samples.iter().filter(|s| other.matches(s)).count() {
+        0 => String::new(),
+        n => format!(
+            "; {n} {} samples do: try {}",
+            if sel.off_cpu { "on-CPU" } else { "off-CPU" },
+            if sel.off_cpu {
+                "without --off-cpu"
+            } else {
+                "--off-cpu"
+            }
+        ),
+    };
+    format!("none of the trace's {of_kind} {kind} samples match the selection (--location, --worker, --from/--to){hint}")
 }
 
 /// Folded stacks: one line `root;...;leaf COUNT` per distinct stack,

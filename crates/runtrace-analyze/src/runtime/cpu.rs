@@ -125,10 +125,12 @@ struct LocCpu {
 /// user-space instruction the thread left from) is in a shared library,
 /// where libc's syscall wrappers are (`clock_nanosleep`, `futex`,
 /// `epoll_wait`, `read`). A thread preempted while computing left from its
-/// own code (or the vDSO's clock), so that time was spent waiting for a
+/// own code (or the vDSO's clock, `linux-vdso.so.1`), so that time was spent waiting for a
 /// CPU, not blocked.
 fn in_syscall(frames: &[runtrace_symbolize::Frame]) -> bool {
-    frames.first().is_some_and(|f| f.module.contains(".so"))
+    frames
+        .first()
+        .is_some_and(|f| f.module.contains(".so") && !f.module.contains("vdso"))
 }
 
 impl Report {
