@@ -33,7 +33,7 @@ pub struct FlamegraphArgs {
     /// Write an SVG flame graph here.
     #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
     pub output: Option<PathBuf>,
-    /// Off-CPU stacks (where threads blocked), each weighted by its time
+    /// Off-CPU stacks (where threads blocked or were preempted), each weighted by its time
     /// off-CPU in microseconds, instead of on-CPU samples (each counting
     /// 1).
     #[arg(long)]
