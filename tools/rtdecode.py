@@ -639,7 +639,7 @@ def profile_json(tf: TraceFile) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rtdecode.py",
-        description="Decode runtrace trace files (format version 1, docs/format.md).")
+        description="Decode runtrace trace files (format version 1.1, docs/format.md).")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--summary", action="store_true",
                       help="print one JSON object summarising all FILEs")
