@@ -4,6 +4,10 @@
 //!   of work while sampled at 99 Hz and 999 Hz, against not sampled (the
 //!   kernel's timer interrupt, callchain walk and ring write are charged
 //!   to the sampled thread);
+//! - context switches: the CPU time of a thread that blocks 20,000 times
+//!   (1 µs sleeps), whose every switch-out is an off-CPU sample (the
+//!   kernel walks its stack in the scheduler, with interrupts off, so a
+//!   sampling profiler does not see this cost);
 //! - writer side: the writer thread's CPU time per recorded sample (perf
 //!   ring drain, sort, interning, encoding, writing), against the same
 //!   recording without profiling.
@@ -57,13 +61,18 @@ fn work(iters: u64) -> u64 {
 
 struct Run {
     work_cpu_ns: u64,
+    switch_cpu_ns: u64,
     writer_cpu_ns: u64,
+    /// `cpu_sample` + `off_cpu` events.
     samples: u64,
+    /// `cpu_sample` events.
+    on_cpu: u64,
     mode: u64,
 }
 
-fn count_samples(dir: &Path) -> (u64, u64) {
-    let (mut n, mut mode) = (0, 0);
+/// (samples, on-CPU samples, PROFILE mode).
+fn count_samples(dir: &Path) -> (u64, u64, u64) {
+    let (mut n, mut on, mut mode) = (0, 0, 0);
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         let Ok(r) = FileReader::open(&p) else {
@@ -76,14 +85,20 @@ fn count_samples(dir: &Path) -> (u64, u64) {
                     .iter()
                     .filter(|e| matches!(e.schema.name.as_str(), "cpu_sample" | "off_cpu"))
                     .count() as u64;
+                on += events
+                    .iter()
+                    .filter(|e| e.schema.name == "cpu_sample")
+                    .count() as u64;
             }
         }
         if let Some(p) = r.tables().profile() {
             mode = p.mode;
         }
     }
-    (n, mode)
+    (n, on, mode)
 }
+
+const SWITCHES: u64 = 20_000;
 
 fn run(hz: u32, iters: u64) -> Run {
     let dir = tempfile::tempdir().unwrap();
@@ -93,23 +108,29 @@ fn run(hz: u32, iters: u64) -> Run {
         .start()
         .unwrap();
     let w0 = named_thread_cpu_ns("runtrace-writer").unwrap_or(0);
-    let work_cpu_ns = std::thread::spawn(move || {
+    let (work_cpu_ns, switch_cpu_ns) = std::thread::spawn(move || {
         runtrace_recorder::task_terminate(1);
         // Let the writer start sampling this thread.
         std::thread::sleep(Duration::from_millis(120));
         let t0 = thread_cpu_ns();
         black_box(work(iters));
-        thread_cpu_ns() - t0
+        let t1 = thread_cpu_ns();
+        for _ in 0..SWITCHES {
+            std::thread::sleep(Duration::from_micros(1));
+        }
+        (t1 - t0, thread_cpu_ns() - t1)
     })
     .join()
     .unwrap();
     let w1 = named_thread_cpu_ns("runtrace-writer").unwrap_or(0);
     guard.finish().unwrap();
-    let (samples, mode) = count_samples(dir.path());
+    let (samples, on_cpu, mode) = count_samples(dir.path());
     Run {
         work_cpu_ns,
+        switch_cpu_ns,
         writer_cpu_ns: w1 - w0,
         samples,
+        on_cpu,
         mode,
     }
 }
@@ -148,9 +169,10 @@ fn main() {
             let m = (round + k) % modes.len();
             let r = run(modes[m], iters);
             println!(
-                "round {round} hz {:>3}: work {:>6.1} ms CPU, writer {:>5.2} ms CPU, {} samples (mode {})",
+                "round {round} hz {:>3}: work {:>6.1} ms CPU, switches {:>6.1} ms CPU, writer {:>5.2} ms CPU, {} samples (mode {})",
                 modes[m],
                 r.work_cpu_ns as f64 / 1e6,
+                r.switch_cpu_ns as f64 / 1e6,
                 r.writer_cpu_ns as f64 / 1e6,
                 r.samples,
                 r.mode
@@ -175,8 +197,14 @@ fn main() {
             pairs
                 .clone()
                 .map(|(r, o)| {
-                    (r.work_cpu_ns as f64 - o.work_cpu_ns as f64) / r.samples.max(1) as f64
+                    (r.work_cpu_ns as f64 - o.work_cpu_ns as f64) / r.on_cpu.max(1) as f64
                 })
+                .collect(),
+        );
+        let per_switch = median(
+            pairs
+                .clone()
+                .map(|(r, o)| (r.switch_cpu_ns as f64 - o.switch_cpu_ns as f64) / SWITCHES as f64)
                 .collect(),
         );
         let writer_per_sample = median(
@@ -188,7 +216,8 @@ fn main() {
         );
         let samples = median(runs[m].iter().map(|r| r.samples as f64).collect());
         println!(
-            "{:>3} Hz: busy thread CPU x{work_ratio:.4} vs not sampled ({app_per_sample:+.0} ns per sample); \
+            "{:>3} Hz: busy thread CPU x{work_ratio:.4} vs not sampled ({app_per_sample:+.0} ns per on-CPU sample); \
+             {per_switch:+.0} ns per context switch (off-CPU sample); \
              writer {writer_per_sample:+.0} ns CPU per sample; {samples:.0} samples per run (medians of {rounds} rounds)",
             modes[m]
         );
