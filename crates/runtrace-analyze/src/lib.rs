@@ -23,6 +23,10 @@
 //! - [`summary`] (event counts, which analyses apply) and [`outliers`]
 //!   (IQR, MAD, stddev, percentile over wake->poll delays, poll durations
 //!   and CPU shares) are passes too; [`kinds`] names the event kinds.
+//! - [`functions`] names CPU-profile stacks (runtrace-symbolize) and tallies top functions, which
+//!   the findings of [`runtime`] carry (`Report::add_functions`) and
+//!   [`blocked`] (`runtrace blocked`: what workers ran while tasks waited)
+//!   reports per culprit location.
 //! - [`index`] keeps a whole trace in memory for many questions
 //!   (`runtrace mcp`): every pass can replay it, and [`query`] answers
 //!   event queries and task timelines over it.
@@ -47,7 +51,9 @@
 #![warn(missing_docs)]
 
 pub mod backlog;
+pub mod blocked;
 pub mod event;
+pub mod functions;
 mod fxhash;
 pub mod hist;
 pub mod index;

@@ -1,4 +1,4 @@
-//! Human-readable units shared by the reports.
+//! Human-readable units and sections shared by the reports.
 //!
 //! ```
 //! assert_eq!(runtrace_analyze::fmt_ns(1_500), "1.5 µs");
@@ -16,4 +16,24 @@ pub fn fmt_ns(ns: u64) -> String {
     } else {
         format!("{:.3} s", f / 1e9)
     }
+}
+
+/// The `=== Errors (N)` section of a text report (nothing without errors).
+pub(crate) fn errors_section(
+    f: &mut std::fmt::Formatter<'_>,
+    errors: &[String],
+) -> std::fmt::Result {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    writeln!(f)?;
+    writeln!(
+        f,
+        "=== Errors ({}): the report covers what was readable",
+        errors.len()
+    )?;
+    for e in errors {
+        writeln!(f, "{e}")?;
+    }
+    Ok(())
 }

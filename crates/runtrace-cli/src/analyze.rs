@@ -9,16 +9,19 @@
 
 use crate::output::{print_report, with_progress};
 use crate::AnalyzeArgs;
+use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::index::TraceIndex;
-use runtrace_analyze::{analyze_files, Options, Report};
+use runtrace_analyze::profile::Profile;
+use runtrace_analyze::runtime::analyze_files_profiled;
+use runtrace_analyze::{Options, Report};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Analyses `files` with a progress bar when standard error is a terminal
-/// and the input is large.
-pub fn report(files: &[PathBuf]) -> Report {
+/// and the input is large; with the CPU profile read in the same pass.
+pub fn report_profiled(files: &[PathBuf]) -> (Report, Profile) {
     with_progress("analyzing", files, |progress| {
-        analyze_files(
+        analyze_files_profiled(
             files,
             Options {
                 progress,
@@ -28,11 +31,24 @@ pub fn report(files: &[PathBuf]) -> Report {
     })
 }
 
+/// The report of [`report_profiled`], without the profile.
+pub fn report(files: &[PathBuf]) -> Report {
+    report_profiled(files).0
+}
+
 /// Prints the report of `files` (text, or JSON with `json`) to standard
-/// output and damage to standard error. Exit code 0, or 1 when a file was
-/// damaged or cut short (the report still covers what was readable).
+/// output and damage to standard error. With CPU samples in the trace,
+/// findings name the functions of the blamed locations' polls
+/// (`Report::add_functions`; symbolization problems are printed once on
+/// standard error). Exit code 0, or 1 when a file was damaged or cut short
+/// (the report still covers what was readable).
 pub fn analyze(files: &[PathBuf], json: bool) -> ExitCode {
-    let r = report(files);
+    let (mut r, profile) = report_profiled(files);
+    if !profile.samples.is_empty() {
+        let mut names = StackNames::recorded(&profile);
+        r.add_functions(&profile, &mut names);
+        crate::flamegraph::print_notes(&names.problems());
+    }
     let text = if json {
         r.to_json().to_string()
     } else {

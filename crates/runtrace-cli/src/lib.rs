@@ -20,6 +20,10 @@
 //! - [`outliers`]: `runtrace outliers`, statistical outliers of wake->poll
 //!   delay, poll duration and CPU share (`runtrace_analyze::outliers`);
 //! - [`mcp`]: `runtrace mcp`, the MCP server over stdio (`runtrace_mcp`);
+//! - [`flamegraph`]: `runtrace flamegraph`, folded stacks and SVG flame
+//!   graphs of the CPU profile (`runtrace_export::flamegraph`);
+//! - [`blocked`]: `runtrace blocked`, what the workers ran while tasks
+//!   waited to be polled (`runtrace_analyze::blocked`);
 //! - `export`: `runtrace export parquet`, recordings into a Hive-partitioned
 //!   Parquet dataset for DuckDB, Spark, Trino/Athena (`runtrace_parquet`;
 //!   cargo feature `parquet`, on by default).
@@ -42,10 +46,12 @@ use std::process::ExitCode;
 
 pub mod analyze;
 pub mod backlog;
+pub mod blocked;
 pub mod check;
 pub mod doctor;
 #[cfg(feature = "parquet")]
 pub mod export;
+pub mod flamegraph;
 pub mod jsonl;
 pub mod mcp;
 pub mod outliers;
@@ -109,6 +115,14 @@ pub enum Command {
     /// Serve MCP (JSON-RPC 2.0) on standard input and output: load traces
     /// and query them from AI agents and tools (docs/mcp.md).
     Mcp,
+    /// The CPU profile as folded stacks (--folded, inferno's `a;b;c N`,
+    /// root first) and/or an SVG flame graph (-o), filtered by spawn
+    /// location, worker and time (exit 1 when no sample is selected).
+    Flamegraph(flamegraph::FlamegraphArgs),
+    /// Every period a task waited more than a threshold from wake to poll,
+    /// and what the worker that finally polled it ran meanwhile: its CPU
+    /// samples as top functions per culprit spawn location.
+    Blocked(blocked::BlockedArgs),
     /// Export recordings for other tools (`runtrace export parquet`).
     #[cfg(feature = "parquet")]
     #[command(subcommand)]
@@ -307,6 +321,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Summary(a) => summary::run(&a),
         Command::Outliers(a) => outliers::run(&a),
         Command::Mcp => mcp::run(),
+        Command::Flamegraph(a) => flamegraph::run(&a),
+        Command::Blocked(a) => blocked::run(&a),
         #[cfg(feature = "parquet")]
         Command::Export(ExportFormat::Parquet(mut a)) => {
             a.files = runtrace_format::files::expand_lenient(std::mem::take(&mut a.files));

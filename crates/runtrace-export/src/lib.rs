@@ -7,6 +7,8 @@
 //!   Python snippets).
 //! - [`perfetto`]: a Perfetto TrackEvent timeline (`runtrace perfetto`).
 //! - [`report`]: a self-contained HTML report (`runtrace report`).
+//! - [`flamegraph`]: folded stacks and SVG flame graphs of the CPU
+//!   profile (`runtrace flamegraph`, `runtrace blocked --folded-out`).
 //!
 //! ```no_run
 //! use std::path::{Path, PathBuf};
@@ -16,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod flamegraph;
 pub mod jsonl;
 pub mod perfetto;
 pub mod report;

@@ -155,6 +155,7 @@ mod tests {
                 .into_iter()
                 .collect(),
             effects: Vec::new(),
+            functions: None,
         }
     }
 

@@ -117,5 +117,6 @@ pub(crate) fn finding(
         evidence,
         victims: Vec::new(),
         effects: Vec::new(),
+        functions: None,
     }
 }

@@ -60,6 +60,12 @@ pub struct Engine {
     pub(crate) late_events: u64,
     pub(crate) dropped_orphan_wakes: u64,
     last_ticks_seen: u64,
+    /// Every delayed window, when kept ([`Engine::keep_waits`]; the
+    /// `runtrace blocked` analysis), at most `waits_cap` of them.
+    pub(crate) waits: Vec<Window>,
+    pub(crate) waits_cap: usize,
+    /// Delayed windows not kept (over `waits_cap`).
+    pub(crate) waits_lost: u64,
     /// (location, victim-attributed ns, buildup-attributed ns, raw overlap
     /// ns) of the polls in one delayed window.
     scratch: Vec<(u32, u64, u64, u64)>,
@@ -109,8 +115,18 @@ impl Engine {
             late_events: 0,
             dropped_orphan_wakes: 0,
             last_ticks_seen: 0,
+            waits: Vec::new(),
+            waits_cap: 0,
+            waits_lost: 0,
             scratch: Vec::new(),
         }
+    }
+
+    /// Keeps every delayed window (a poll that started more than
+    /// `wake_delay_ns` after its wake), up to `cap` of them, for
+    /// [`Engine::waits`]. Off by default (the report needs only counts).
+    pub fn keep_waits(&mut self, cap: usize) {
+        self.waits_cap = cap;
     }
 
     /// Grows the per-process, per-thread, per-location and per-queue state
@@ -658,6 +674,11 @@ impl Engine {
             victim,
             max_local_q: max_q,
         };
+        if self.waits.len() < self.waits_cap {
+            self.waits.push(win);
+        } else if self.waits_cap > 0 {
+            self.waits_lost += 1;
+        }
         let d = &mut self.locs[victim as usize].delayed;
         d.count += 1;
         if d.worst.is_none_or(|x| delay > x.delay_ns) {

@@ -13,6 +13,11 @@ use std::fmt::Write as _;
 
 const MAX_PER_KIND: usize = 8;
 
+/// The end of a `long_poll` / `slow_poll` detail without CPU samples
+/// ([`super::cpu`] replaces it when the trace has some).
+pub(crate) const NO_CPU_TIME: &str =
+    "; CPU work or a blocking call: the trace has no per-poll CPU time to tell them apart";
+
 /// Every finding, causes first, symptoms attached to the cause that
 /// explains them ([`blame::arrange`], docs/analysis.md has the rules).
 pub(crate) fn all(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64) -> Vec<Finding> {
@@ -157,9 +162,7 @@ fn slow_locations(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
                 loc.preempted_polls
             );
         } else {
-            detail.push_str(
-                "; CPU work or a blocking call: the trace has no per-poll CPU time to tell them apart",
-            );
+            detail.push_str(NO_CPU_TIME);
         }
         let mut f = finding(
             if long {

@@ -17,6 +17,7 @@
 
 mod blame;
 mod build;
+mod cpu;
 mod ctx;
 mod engine;
 mod findings;
@@ -24,13 +25,16 @@ mod render;
 mod report;
 mod state;
 mod thresholds;
+mod waits;
 
+pub use cpu::{analyze_files_profiled, WhenProfiled};
 pub use engine::Engine;
 pub use report::{
-    Finding, FindingKind, LocationReport, ProcessReport, QueueReport, Report, Severity, Victim,
-    WorkerId, WorkerReport,
+    CpuFunctions, Finding, FindingKind, FunctionShare, LocationReport, ProcessReport, QueueReport,
+    Report, Severity, Victim, WorkerId, WorkerReport,
 };
 pub use thresholds::Thresholds;
+pub use waits::Wait;
 
 use crate::input::{self, ReadStats};
 use crate::model::Model;

@@ -1,7 +1,7 @@
 //! The text and JSON forms of a [`Report`] (`runtrace analyze` and
 //! `runtrace analyze --json`; the JSON keys are in docs/analysis.md).
 
-use super::report::{fmt_at, Finding, FindingKind, QueueReport, Report, Severity};
+use super::report::{fmt_at, CpuFunctions, Finding, FindingKind, QueueReport, Report, Severity};
 use crate::hist::Summary;
 use crate::text::fmt_ns;
 use serde_json::{json, Value};
@@ -245,6 +245,9 @@ impl fmt::Display for Report {
             if let Some(w) = x.window_ns {
                 writeln!(f, "           window {}", fmt_window(w))?;
             }
+            if let Some(c) = &x.functions {
+                writeln!(f, "           functions: {}", functions_line(c))?;
+            }
             if !x.victims.is_empty() {
                 let v: Vec<String> = x
                     .victims
@@ -285,24 +288,14 @@ impl fmt::Display for Report {
                 writeln!(f, "{n}")?;
             }
         }
-        if !self.errors.is_empty() {
-            writeln!(f)?;
-            writeln!(
-                f,
-                "=== Errors ({}): the report covers what was readable",
-                self.errors.len()
-            )?;
-            for e in &self.errors {
-                writeln!(f, "{e}")?;
-            }
-        }
-        Ok(())
+        crate::text::errors_section(f, &self.errors)
     }
 }
 
-/// One finding as JSON (its effects nested the same way).
+/// One finding as JSON (its effects nested the same way); `functions`
+/// and `cpu_profile` only when the trace has CPU samples.
 fn finding_json(f: &Finding) -> Value {
-    json!({
+    let mut v = json!({
         "kind": f.kind.as_str(),
         "severity": f.severity.as_str(),
         "spawn_loc": f.spawn_loc,
@@ -318,7 +311,77 @@ fn finding_json(f: &Finding) -> Value {
             "worst_delay_ns": v.worst_delay_ns,
         })).collect::<Vec<_>>(),
         "effects": f.effects.iter().map(finding_json).collect::<Vec<_>>(),
-    })
+    });
+    if let Some(c) = &f.functions {
+        v["functions"] = c
+            .functions
+            .iter()
+            .map(|x| {
+                let mut e = json!({
+                    "function": x.function,
+                    "file": x.file,
+                    "line": x.line,
+                    "samples": x.samples,
+                    "share": x.share,
+                    "off_cpu": x.off_cpu,
+                });
+                if x.off_cpu {
+                    e["off_ns"] = json!(x.off_ns);
+                }
+                if let Some(v) = &x.via {
+                    e["via"] = json!(v);
+                }
+                e
+            })
+            .collect();
+        v["cpu_profile"] = json!({
+            "on_cpu_samples": c.on_cpu_samples,
+            "on_cpu_ns": c.on_cpu_ns,
+            "off_cpu_ns": c.off_cpu_ns,
+            "off_cpu_switches": c.off_cpu_switches,
+            "preempted_ns": c.preempted_ns,
+            "preempted_switches": c.preempted_switches,
+            "mostly_off_cpu": c.mostly_off_cpu,
+        });
+    }
+    v
+}
+
+/// The `functions:` line of a finding with CPU samples: "burning CPU in"
+/// or "blocked in", then the functions with their shares, the top first.
+fn functions_line(c: &CpuFunctions) -> String {
+    let Some(top) = c.functions.first() else {
+        return "no CPU samples in its polls".to_string();
+    };
+    let list: Vec<String> = c
+        .functions
+        .iter()
+        .map(|x| {
+            let at = match (&x.file, x.line) {
+                (Some(f), Some(l)) => format!(" {}:{l}", f.rsplit('/').next().unwrap_or(f)),
+                _ => String::new(),
+            };
+            let what = if x.off_cpu {
+                format!("off-CPU {}", fmt_ns(x.off_ns))
+            } else {
+                format!("{} samples", x.samples)
+            };
+            let via = x
+                .via
+                .as_ref()
+                .map_or(String::new(), |v| format!(" via {v}"));
+            format!("{}{at}{via} ({:.0}%, {what})", x.function, 100.0 * x.share)
+        })
+        .collect();
+    format!(
+        "{} {}",
+        if top.off_cpu {
+            "blocked in"
+        } else {
+            "burning CPU in"
+        },
+        list.join(", ")
+    )
 }
 
 fn fmt_window(w: (i64, i64)) -> String {

@@ -113,6 +113,62 @@ pub struct Finding {
     /// Symptoms this cause explains (same blamed location, same windows
     /// and workers), which are then not findings of their own.
     pub effects: Vec<Finding>,
+    /// What the blamed location's polls ran, from the trace's CPU samples
+    /// (None: the trace has no samples, or the finding blames no
+    /// location). Filled by [`Report::add_functions`].
+    pub functions: Option<CpuFunctions>,
+}
+
+/// The CPU profile of the polls of a finding's blamed location: whether
+/// they burned CPU or blocked, and in which functions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuFunctions {
+    /// On-CPU samples taken in its polls.
+    pub on_cpu_samples: u64,
+    /// Those samples times the sampling period: the CPU time they stand
+    /// for.
+    pub on_cpu_ns: u64,
+    /// Time its polls' threads were blocked inside them: switched out in
+    /// a system call (the stack's leaf in a shared library: libc's
+    /// wrappers).
+    pub off_cpu_ns: u64,
+    /// Those blocking switch-outs.
+    pub off_cpu_switches: u64,
+    /// Time its polls' threads were preempted inside them (switched out
+    /// anywhere else: runnable, waiting for a CPU); not counted as
+    /// blocked.
+    pub preempted_ns: u64,
+    /// Those preemptions.
+    pub preempted_switches: u64,
+    /// `off_cpu_ns` exceeds `on_cpu_ns`: the polls mostly blocked.
+    pub mostly_off_cpu: bool,
+    /// The top functions: off-CPU first when mostly off-CPU.
+    pub functions: Vec<FunctionShare>,
+}
+
+/// A function of the application a location's polls ran in (on-CPU) or
+/// blocked in (off-CPU): each sample's first frame from the leaf outside
+/// shared libraries and Rust's standard library
+/// ([`crate::functions::own_frame`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionShare {
+    /// Demangled name, or `[unknown] ...`.
+    pub function: String,
+    /// Source file, if the debug info says.
+    pub file: Option<String>,
+    /// Line, if the debug info says.
+    pub line: Option<u32>,
+    /// On-CPU samples in it, or switch-outs in it (off-CPU).
+    pub samples: u64,
+    /// Its share of the on-CPU samples, or of the off-CPU time.
+    pub share: f64,
+    /// An off-CPU entry (the polls blocked there).
+    pub off_cpu: bool,
+    /// Off-CPU time in it (0 for on-CPU entries).
+    pub off_ns: u64,
+    /// What it was calling, when that was a library or std function
+    /// (`std::thread::sleep`, `memcpy`): the most frequent.
+    pub via: Option<String>,
 }
 
 /// A location that suffered from a finding's cause.

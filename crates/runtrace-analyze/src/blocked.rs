@@ -1,0 +1,425 @@
+//! `runtrace blocked`: seed 000's blocked analysis done for the user.
+//! Every period where a task waited more than a threshold from its wake to
+//! its poll (the runtime engine's wake->poll pairing, [`Engine::waits`]),
+//! the on-CPU samples taken meanwhile on the thread of the worker that
+//! finally polled it: what that worker ran instead. Each such sample is
+//! blamed on its *culprit*, the spawn location of the poll it was taken in
+//! (or the thread outside polls), and the culprits' samples are tallied
+//! into top functions, self and inclusive.
+//!
+//! A sample inside several overlapping waits of one worker counts once.
+//! Samples are matched to waits by thread id and time (ns since the
+//! recording started); a trace of several recordings whose thread ids
+//! collide mixes them (rare: tids are unique on a host at a time).
+//!
+//! ```no_run
+//! use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
+//! let (r, _profile, _names) = analyze_files(&["trace.0.bin"], &BlockedOptions::default(), Default::default());
+//! println!("{r}");
+//! ```
+
+use crate::functions::{FunctionStat, StackNames, Tally};
+use crate::input;
+use crate::profile::{Profile, SampleKind};
+use crate::runtime::{Engine, Thresholds, Wait, WhenProfiled};
+use crate::text::fmt_ns;
+use runtrace_symbolize::SymbolizeOptions;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+/// Waits kept at most (the worst are reported; the count of the rest too).
+const MAX_WAITS: usize = 1 << 20;
+
+/// The name of the culprit of samples taken outside every poll.
+pub const OUTSIDE_POLLS: &str = "(outside polls)";
+
+/// Options of the blocked analysis.
+#[derive(Debug, Clone)]
+pub struct BlockedOptions {
+    /// A wait longer than this (wake to poll) is a blocked period (10 ms).
+    pub threshold_ns: u64,
+    /// Functions listed per culprit, self and inclusive each (10).
+    pub top: usize,
+    /// Worst waits listed (10).
+    pub worst: usize,
+}
+
+impl Default for BlockedOptions {
+    fn default() -> Self {
+        BlockedOptions {
+            threshold_ns: 10_000_000,
+            top: 10,
+            worst: 10,
+        }
+    }
+}
+
+/// A location whose polls (or a thread outside polls) ran on a worker
+/// while a task waited for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Culprit {
+    /// Spawn location (`file:line:col`), `<unknown>`, or
+    /// [`OUTSIDE_POLLS`].
+    pub location: String,
+    /// On-CPU samples blamed on it.
+    pub samples: u64,
+    /// Its share of all blamed samples.
+    pub share: f64,
+    /// Waits in which it had samples.
+    pub waits: u64,
+    /// The waiting tasks' locations and how many of its waits each.
+    pub victims: Vec<(String, u64)>,
+    /// Top functions by self samples.
+    pub functions_self: Vec<FunctionStat>,
+    /// Top functions by inclusive samples.
+    pub functions_inclusive: Vec<FunctionStat>,
+}
+
+/// One wait, for the worst list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitReport {
+    /// The wait.
+    pub wait: Wait,
+    /// On-CPU samples of the worker's thread during it.
+    pub samples: u64,
+    /// The culprit with the most of them, if any.
+    pub culprit: Option<String>,
+}
+
+/// What `runtrace blocked` reports.
+#[derive(Debug, Clone, Default)]
+pub struct BlockedReport {
+    /// The threshold used.
+    pub threshold_ns: u64,
+    /// Waits over the threshold.
+    pub waits: u64,
+    /// ... of which not kept (memory bound).
+    pub waits_lost: u64,
+    /// Waits with at least one sample.
+    pub waits_with_samples: u64,
+    /// On-CPU samples in the profile.
+    pub profile_samples: u64,
+    /// Samples inside waits (each once).
+    pub samples: u64,
+    /// Culprits, most samples first.
+    pub culprits: Vec<Culprit>,
+    /// The longest waits, longest first.
+    pub worst: Vec<WaitReport>,
+    /// Indexes into the profile's samples of the samples inside waits,
+    /// with their culprit (for folded stacks).
+    pub selected: Vec<(usize, String)>,
+    /// What the profile or the symbolizer said (no samples, missing
+    /// binaries, ...).
+    pub notes: Vec<String>,
+    /// Damage found while reading (file and byte offset).
+    pub errors: Vec<String>,
+    /// Some file was damaged (exit code 1).
+    pub damaged: bool,
+}
+
+/// The waits over `threshold_ns` of `paths` (the runtime engine's
+/// pairing), how many more there were than kept, and the CPU profile, over
+/// one read.
+pub fn read<P: AsRef<Path>>(
+    paths: &[P],
+    threshold_ns: u64,
+    progress: input::Progress<'_>,
+) -> (Vec<Wait>, u64, Profile) {
+    let paths = input::sorted(paths);
+    let mut e = Engine::new(Thresholds {
+        wake_delay_ns: threshold_ns,
+        ..Thresholds::default()
+    });
+    e.keep_waits(MAX_WAITS);
+    let mut passes = (e, WhenProfiled::new(&paths));
+    let (model, stats) = input::read(&paths, &mut passes, progress);
+    let (w, lost) = passes.0.waits(&model);
+    (w, lost, passes.1.pass.profile(&model, stats))
+}
+
+/// The blocked analysis of trace files ([`read`], then [`attribute`]),
+/// symbolized with the recorded mappings and `sym`; also returns the
+/// profile and the named stacks (for folded stacks of
+/// [`BlockedReport::selected`]). The profile's notes and the
+/// symbolizer's problems are the report's notes.
+pub fn analyze_files<P: AsRef<Path>>(
+    paths: &[P],
+    opts: &BlockedOptions,
+    sym: SymbolizeOptions,
+) -> (BlockedReport, Profile, StackNames) {
+    let (ws, lost, profile) = read(paths, opts.threshold_ns, None);
+    let mut names = StackNames::for_mappings(&profile.mappings, sym);
+    let mut r = attribute(&ws, &profile, &mut names, opts);
+    r.notes.extend(profile.notes.iter().cloned());
+    r.notes.extend(names.problems());
+    r.waits_lost = lost;
+    r.errors.extend(profile.stats.errors.iter().cloned());
+    r.damaged |= profile.stats.damaged;
+    (r, profile, names)
+}
+
+/// Blames the on-CPU samples of `profile` taken during `waits` on the
+/// worker's thread (the pure part of [`analyze_files`]).
+///
+/// ```
+/// use runtrace_analyze::blocked::{attribute, BlockedOptions};
+/// use runtrace_analyze::functions::StackNames;
+/// use runtrace_analyze::profile::Profile;
+/// use runtrace_symbolize::Symbolizer;
+/// let mut names = StackNames::new(Symbolizer::new(&[], Default::default()));
+/// let r = attribute(&[], &Profile::default(), &mut names, &BlockedOptions::default());
+/// assert_eq!((r.waits, r.samples), (0, 0));
+/// ```
+pub fn attribute(
+    waits: &[Wait],
+    profile: &Profile,
+    names: &mut StackNames,
+    opts: &BlockedOptions,
+) -> BlockedReport {
+    // On-CPU samples by thread, in time order (the profile's order).
+    let mut by_tid: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut profile_samples = 0;
+    for (i, s) in profile.samples.iter().enumerate() {
+        if matches!(s.kind, SampleKind::OnCpu) {
+            by_tid.entry(s.tid).or_default().push(i);
+            profile_samples += 1;
+        }
+    }
+    let culprit_of = |i: usize| -> String {
+        let s = &profile.samples[i];
+        match (&s.location, s.task) {
+            (Some(l), _) => l.to_string(),
+            (None, Some(_)) => "<unknown>".to_string(),
+            (None, None) => OUTSIDE_POLLS.to_string(),
+        }
+    };
+    let mut taken: Vec<bool> = vec![false; profile.samples.len()];
+    let mut selected = Vec::new();
+    struct Acc {
+        tally: Tally,
+        waits: u64,
+        victims: HashMap<String, u64>,
+    }
+    let mut acc: HashMap<String, Acc> = HashMap::new();
+    let mut reports: Vec<WaitReport> = Vec::new();
+    let mut with_samples = 0;
+    for w in waits {
+        let mut n = 0u64;
+        let mut per: HashMap<String, u64> = HashMap::new();
+        if let Some(idx) = by_tid.get(&w.worker.tid) {
+            let from = idx.partition_point(|&i| profile.samples[i].ts_ns < w.wake_ns);
+            let to = idx.partition_point(|&i| profile.samples[i].ts_ns <= w.poll_ns);
+            for &i in &idx[from..to.max(from)] {
+                n += 1;
+                let c = culprit_of(i);
+                *per.entry(c.clone()).or_insert(0) += 1;
+                if !taken[i] {
+                    taken[i] = true;
+                    let frames = names.frames(&profile.samples[i].stack);
+                    let a = acc.entry(c.clone()).or_insert_with(|| Acc {
+                        tally: Tally::default(),
+                        waits: 0,
+                        victims: HashMap::new(),
+                    });
+                    a.tally.add(&frames, 0, 1);
+                    selected.push((i, c));
+                }
+            }
+        }
+        if n > 0 {
+            with_samples += 1;
+        }
+        for c in per.keys() {
+            if let Some(a) = acc.get_mut(c) {
+                a.waits += 1;
+                *a.victims.entry(w.location.clone()).or_insert(0) += 1;
+            }
+        }
+        let culprit = per
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|x| x.0.clone());
+        reports.push(WaitReport {
+            wait: w.clone(),
+            samples: n,
+            culprit,
+        });
+    }
+    selected.sort_by_key(|x| x.0);
+    let samples = selected.len() as u64;
+    let mut culprits: Vec<Culprit> = acc
+        .into_iter()
+        .map(|(location, a)| {
+            let mut victims: Vec<(String, u64)> = a.victims.into_iter().collect();
+            victims.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+            Culprit {
+                samples: a.tally.samples(),
+                share: a.tally.samples() as f64 / samples.max(1) as f64,
+                waits: a.waits,
+                victims,
+                functions_self: a.tally.top_self(opts.top),
+                functions_inclusive: a.tally.top_inclusive(opts.top),
+                location,
+            }
+        })
+        .collect();
+    culprits.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.location.cmp(&b.location)));
+    reports.sort_by(|a, b| {
+        b.wait
+            .delay_ns
+            .cmp(&a.wait.delay_ns)
+            .then(a.wait.poll_ns.cmp(&b.wait.poll_ns))
+    });
+    reports.truncate(opts.worst);
+    let mut notes = Vec::new();
+    if waits.is_empty() {
+        notes.push(format!(
+            "no task waited more than {} from its wake to its poll",
+            fmt_ns(opts.threshold_ns)
+        ));
+    } else if profile_samples == 0 {
+        notes.push("the trace has no on-CPU samples: nothing to blame (record with CPU profiling: RUNTRACE_CPU_HZ=99 or Recorder::builder().cpu_profile(99))".to_string());
+    }
+    BlockedReport {
+        threshold_ns: opts.threshold_ns,
+        waits: waits.len() as u64,
+        waits_lost: 0,
+        waits_with_samples: with_samples,
+        profile_samples,
+        samples,
+        culprits,
+        worst: reports,
+        selected,
+        notes,
+        errors: Vec::new(),
+        damaged: false,
+    }
+}
+
+impl BlockedReport {
+    /// The JSON `runtrace blocked --json` prints (keys in
+    /// docs/analysis.md).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "threshold_ns": self.threshold_ns,
+            "waits": self.waits,
+            "waits_lost": self.waits_lost,
+            "waits_with_samples": self.waits_with_samples,
+            "profile_samples": self.profile_samples,
+            "samples": self.samples,
+            "culprits": self.culprits.iter().map(|c| json!({
+                "location": c.location,
+                "samples": c.samples,
+                "share": c.share,
+                "waits": c.waits,
+                "victims": c.victims.iter().map(|(l, n)| json!({"location": l, "waits": n})).collect::<Vec<_>>(),
+                "functions_self": c.functions_self.iter().map(|f| f.to_json(false)).collect::<Vec<_>>(),
+                "functions_inclusive": c.functions_inclusive.iter().map(|f| f.to_json(true)).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "worst": self.worst.iter().map(|w| json!({
+                "task": w.wait.task,
+                "location": w.wait.location,
+                "delay_ns": w.wait.delay_ns,
+                "wake_at_ns": w.wait.wake_ns,
+                "poll_at_ns": w.wait.poll_ns,
+                "worker": {"pid": w.wait.worker.pid, "tid": w.wait.worker.tid, "worker": w.wait.worker.worker, "kind": w.wait.worker.kind},
+                "samples": w.samples,
+                "culprit": w.culprit,
+            })).collect::<Vec<_>>(),
+            "notes": self.notes,
+            "errors": self.errors,
+            "damaged": self.damaged,
+        })
+    }
+}
+
+impl fmt::Display for BlockedReport {
+    /// The text report of `runtrace blocked`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} waits over {} from wake to poll{}; {} of them with samples; {} on-CPU samples on the polling worker meanwhile (of {} in the profile)",
+            self.waits,
+            fmt_ns(self.threshold_ns),
+            if self.waits_lost > 0 {
+                format!(" ({} more not kept: memory bound)", self.waits_lost)
+            } else {
+                String::new()
+            },
+            self.waits_with_samples,
+            self.samples,
+            self.profile_samples
+        )?;
+        for c in &self.culprits {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "=== {} : {} samples ({:.1}%), in {} waits",
+                c.location,
+                c.samples,
+                100.0 * c.share,
+                c.waits
+            )?;
+            let v: Vec<String> = c
+                .victims
+                .iter()
+                .take(5)
+                .map(|(l, n)| format!("{l} ({n})"))
+                .collect();
+            writeln!(f, "  delayed: {}", v.join(", "))?;
+            let list = |f: &mut fmt::Formatter<'_>, what: &str, v: &[(f64, u64, String)]| {
+                writeln!(f, "  {what}:")?;
+                for (share, n, label) in v {
+                    writeln!(f, "    {:>5.1}% {n:>7}  {label}", 100.0 * share)?;
+                }
+                Ok::<(), fmt::Error>(())
+            };
+            let by_self = c.functions_self.iter();
+            list(
+                f,
+                "self",
+                &by_self
+                    .map(|x| (x.share, x.samples, x.label()))
+                    .collect::<Vec<_>>(),
+            )?;
+            let by_incl = c.functions_inclusive.iter();
+            list(
+                f,
+                "inclusive",
+                &by_incl
+                    .map(|x| (x.inclusive_share, x.inclusive, x.label()))
+                    .collect::<Vec<_>>(),
+            )?;
+        }
+        if !self.worst.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "=== Longest waits")?;
+            for w in &self.worst {
+                writeln!(
+                    f,
+                    "  {} task {} ({}) on {}, {:.6}..{:.6} s: {} samples{}",
+                    fmt_ns(w.wait.delay_ns),
+                    w.wait.task,
+                    w.wait.location,
+                    w.wait.worker,
+                    w.wait.wake_ns as f64 / 1e9,
+                    w.wait.poll_ns as f64 / 1e9,
+                    w.samples,
+                    w.culprit
+                        .as_ref()
+                        .map_or(String::new(), |c| format!(", mostly {c}"))
+                )?;
+            }
+        }
+        if !self.notes.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "=== Notes")?;
+            for n in &self.notes {
+                writeln!(f, "{n}")?;
+            }
+        }
+        crate::text::errors_section(f, &self.errors)
+    }
+}

@@ -1,0 +1,280 @@
+//! The CPU profile in the findings: for every finding that blames a spawn
+//! location, the functions that location's polls ran (on-CPU samples) or
+//! blocked in (off-CPU switch-outs), and whether they mostly burned CPU or
+//! mostly blocked ([`Report::add_functions`]). Stacks are symbolized once
+//! per report ([`StackNames`] caches them), not per finding.
+
+use super::engine::Engine;
+use super::findings::NO_CPU_TIME;
+use super::report::{CpuFunctions, Finding, FindingKind, FunctionShare, Report};
+use super::Options;
+use crate::event::Ev;
+use crate::functions::{own_frame, FunctionStat, StackNames, Tally};
+use crate::input;
+use crate::model::Model;
+use crate::pass::{Pass, Wants};
+use crate::profile::{Profile, ProfilePass, SampleKind};
+use crate::text::fmt_ns;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// On-CPU functions listed per finding.
+const TOP_ON: usize = 5;
+/// Off-CPU functions listed per finding.
+const TOP_OFF: usize = 3;
+/// The sampling rate assumed when no PROFILE frame gives one.
+const DEFAULT_HZ: u64 = 99;
+
+/// A [`ProfilePass`] that runs only when [`WhenProfiled::new`] found a
+/// PROFILE frame: a trace recorded without CPU profiling costs
+/// `runtrace analyze` one branch per event, not the pass's poll tracking.
+#[derive(Default)]
+pub struct WhenProfiled {
+    on: bool,
+    /// The pass (fed only when on).
+    pub pass: ProfilePass,
+}
+
+impl WhenProfiled {
+    /// On when some file of `paths` has a PROFILE frame before its first
+    /// chunk (where the recorder writes it, format 1.1): only the frames
+    /// before each file's first chunk are read.
+    pub fn new(paths: &[PathBuf]) -> WhenProfiled {
+        WhenProfiled {
+            on: paths.iter().any(|p| profiled(p)),
+            pass: ProfilePass::default(),
+        }
+    }
+}
+
+/// Whether the file at `path` has a PROFILE frame before its first chunk.
+fn profiled(path: &Path) -> bool {
+    let Ok(mut r) = runtrace_format::FileReader::open(path) else {
+        return false;
+    };
+    while let Some(Ok(rec)) = r.next() {
+        if r.tables().profile().is_some() {
+            return true;
+        }
+        if matches!(rec, runtrace_format::Record::Events { .. }) {
+            return false;
+        }
+    }
+    r.tables().profile().is_some()
+}
+
+impl Pass for WhenProfiled {
+    fn wants(&self) -> Wants {
+        if self.on {
+            self.pass.wants()
+        } else {
+            Wants::default()
+        }
+    }
+
+    #[inline(always)]
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        if self.on {
+            self.pass.event(ev, model);
+        }
+    }
+
+    fn end_recording(&mut self, model: &Model) {
+        if self.on {
+            self.pass.end_recording(model);
+        }
+    }
+
+    fn finish(&mut self, model: &Model) {
+        if self.on {
+            self.pass.finish(model);
+        }
+    }
+}
+
+/// [`super::analyze_files`] and the CPU profile ([`crate::profile`]) over
+/// one read: the report, and the profile to pass to
+/// [`Report::add_functions`] (empty for recordings made without CPU
+/// profiling).
+///
+/// ```
+/// use runtrace_analyze::runtime::analyze_files_profiled;
+/// let (r, p) = analyze_files_profiled(&["no-such/trace.0.bin"], Default::default());
+/// assert!(r.damaged && p.samples.is_empty());
+/// ```
+pub fn analyze_files_profiled<P: AsRef<Path>>(paths: &[P], opts: Options<'_>) -> (Report, Profile) {
+    let paths = input::sorted(paths);
+    let mut passes = (Engine::new(opts.thresholds), WhenProfiled::new(&paths));
+    let (model, stats) = input::read(&paths, &mut passes, opts.progress);
+    let report = passes.0.report(&model, stats.clone());
+    (report, passes.1.pass.profile(&model, stats))
+}
+
+#[derive(Default)]
+struct LocCpu {
+    on: Tally,
+    /// Blocking switch-outs, weighted by off-CPU ns.
+    off: Tally,
+    /// Preemptions: switch-outs outside syscalls, and their off-CPU ns.
+    preempted: u64,
+    preempted_ns: u64,
+}
+
+/// Whether an off-CPU stack switched out in a system call: its leaf (the
+/// user-space instruction the thread left from) is in a shared library,
+/// where libc's syscall wrappers are (`clock_nanosleep`, `futex`,
+/// `epoll_wait`, `read`). A thread preempted while computing left from its
+/// own code (or the vDSO's clock, `linux-vdso.so.1`), so that time was spent waiting for a
+/// CPU, not blocked.
+fn in_syscall(frames: &[runtrace_symbolize::Frame]) -> bool {
+    frames
+        .first()
+        .is_some_and(|f| f.module.contains(".so") && !f.module.contains("vdso"))
+}
+
+impl Report {
+    /// Adds [`Finding::functions`] to every finding that blames a spawn
+    /// location (not to its effects: they blame the same one), from `profile`'s samples taken inside
+    /// polls of that location; a `long_poll` / `slow_poll` finding's
+    /// detail then says "burning CPU in F" or "blocked in F" instead of
+    /// that the trace cannot tell. Does nothing when the profile has no
+    /// samples (the report stays as without a profile).
+    ///
+    /// ```
+    /// use runtrace_analyze::{analyze_bytes, functions::StackNames, profile::Profile, synth::TraceBuilder};
+    /// use runtrace_symbolize::Symbolizer;
+    /// let mut b = TraceBuilder::new();
+    /// b.location(1, "src/main.rs", 10, 5);
+    /// b.spawn(7, 1_000, 1, 0, 1, 0);
+    /// b.poll_start(7, 0, 2_000, 1, 0, 0);
+    /// b.poll_end(7, 0, 60_000_000, 1, true);
+    /// let mut r = analyze_bytes(&b.finish(), Default::default());
+    /// let mut names = StackNames::new(Symbolizer::new(&[], Default::default()));
+    /// r.add_functions(&Profile::default(), &mut names); // no samples: no change
+    /// assert!(r.findings.iter().all(|f| f.functions.is_none()));
+    /// ```
+    pub fn add_functions(&mut self, profile: &Profile, names: &mut StackNames) {
+        if profile.samples.is_empty() {
+            return;
+        }
+        let hz = profile
+            .info
+            .iter()
+            .map(|(_, i)| i.hz)
+            .find(|&h| h > 0)
+            .unwrap_or(DEFAULT_HZ);
+        let period_ns = 1_000_000_000 / hz.max(1);
+        let mut locs: HashMap<&str, LocCpu> = HashMap::new();
+        for s in &profile.samples {
+            let Some(l) = s.location.as_deref() else {
+                continue;
+            };
+            let frames = names.frames(&s.stack);
+            let lc = locs.entry(l).or_default();
+            match s.kind {
+                SampleKind::OnCpu => lc.on.add(&frames, own_frame(&frames), 1),
+                // A switch-out in a syscall wrapper blocked; one anywhere
+                // else was a preemption (runnable, waiting for a CPU).
+                SampleKind::OffCpu { off_ns } if in_syscall(&frames) => {
+                    lc.off.add(&frames, own_frame(&frames), off_ns.max(1))
+                }
+                SampleKind::OffCpu { off_ns } => {
+                    lc.preempted_ns = lc.preempted_ns.saturating_add(off_ns);
+                    lc.preempted += 1;
+                }
+            }
+        }
+        for f in &mut self.findings {
+            attach(f, &locs, period_ns);
+        }
+    }
+}
+
+fn attach(f: &mut Finding, locs: &HashMap<&str, LocCpu>, period_ns: u64) {
+    let Some(loc) = f.spawn_loc.as_deref() else {
+        return;
+    };
+    let empty = LocCpu::default();
+    let lc = locs.get(loc).unwrap_or(&empty);
+    let on_cpu_ns = lc.on.samples().saturating_mul(period_ns);
+    let off_cpu_ns = lc.off.total();
+    let mostly_off_cpu = off_cpu_ns > on_cpu_ns;
+    let on = lc.on.top_self(TOP_ON);
+    let off = lc.off.top_self(TOP_OFF);
+    let share = |x: &FunctionStat, off_cpu: bool| FunctionShare {
+        function: x.function.to_string(),
+        file: x.file.as_deref().map(str::to_string),
+        line: x.line,
+        samples: x.samples,
+        share: x.share,
+        off_cpu,
+        off_ns: if off_cpu { x.weight } else { 0 },
+        // What a blocking call went through; on-CPU it would name
+        // whatever helper the leaf was in (debug builds: iterator code).
+        via: x.via.as_deref().filter(|_| off_cpu).map(str::to_string),
+    };
+    let on_list = on.iter().map(|x| share(x, false));
+    let off_list = off.iter().map(|x| share(x, true));
+    let functions: Vec<FunctionShare> = if mostly_off_cpu {
+        off_list.chain(on_list).collect()
+    } else {
+        on_list.chain(off_list).collect()
+    };
+    if matches!(f.kind, FindingKind::LongPoll | FindingKind::SlowPoll) {
+        if f.detail.ends_with(NO_CPU_TIME) {
+            let n = f.detail.len() - NO_CPU_TIME.len();
+            f.detail.truncate(n);
+            f.detail.push_str("; ");
+            f.detail
+                .push_str(&verdict(lc, mostly_off_cpu, &on, &off, off_cpu_ns));
+        }
+        f.evidence["cpu_evidence"] = json!("samples");
+    }
+    f.functions = Some(CpuFunctions {
+        on_cpu_samples: lc.on.samples(),
+        on_cpu_ns,
+        off_cpu_ns,
+        off_cpu_switches: lc.off.samples(),
+        preempted_ns: lc.preempted_ns,
+        preempted_switches: lc.preempted,
+        mostly_off_cpu,
+        functions,
+    });
+}
+
+/// "burning CPU in F (file:line): 62% of its 40 on-CPU samples (blocked:
+/// 0 ns, preempted: 3 ms)" or
+/// "blocked in F (file:line) via G: 95% of its 1.2 s off-CPU over 12
+/// switch-outs (CPU samples: 3)".
+fn verdict(
+    lc: &LocCpu,
+    mostly_off_cpu: bool,
+    on: &[FunctionStat],
+    off: &[FunctionStat],
+    off_cpu_ns: u64,
+) -> String {
+    match (mostly_off_cpu, on.first(), off.first()) {
+        (true, _, Some(top)) => format!(
+            "blocked in {}: {:.0}% of its {} off-CPU over {} switch-outs (CPU samples: {})",
+            top.label(),
+            100.0 * top.share,
+            fmt_ns(off_cpu_ns),
+            lc.off.samples(),
+            lc.on.samples()
+        ),
+        (false, Some(top), _) => format!(
+            "burning CPU in {}: {:.0}% of its {} on-CPU samples (blocked: {}, preempted: {})",
+            FunctionStat {
+                via: None,
+                ..top.clone()
+            }
+            .label(),
+            100.0 * top.share,
+            lc.on.samples(),
+            fmt_ns(off_cpu_ns),
+            fmt_ns(lc.preempted_ns)
+        ),
+        _ => "no CPU samples were taken in its polls".to_string(),
+    }
+}

@@ -1,0 +1,373 @@
+//! `runtrace flamegraph`, `runtrace blocked` and the findings' functions of
+//! `runtrace analyze`, end to end on a synthetic trace whose stacks are
+//! addresses of this test binary's own functions (its mapping read from
+//! /proc/self/maps), so the `runtrace` process symbolizes them for real.
+//!
+//! Timeline (1 tick = 1 ns):
+//! - task 1 (`src/api.rs:5:9`) polls 1..21 ms on worker 0 (tid 100);
+//!   on-CPU samples every ms from 2 to 20 ms in `hot_api` < `dispatch`;
+//! - task 2 (`src/batch.rs:7:9`) polls 1..11 ms on worker 1 (tid 101);
+//!   samples every ms from 2 to 10 ms in `crunch_batch` < `dispatch`, and
+//!   it was off-CPU 5 ms in `nap` < `dispatch` (switch-in at 9 ms);
+//! - task 3 (`src/victim.rs:9:1`) is spawned at 2 ms and first polled at
+//!   25 ms on worker 0: a 23 ms wait behind `src/api.rs`.
+
+use runtrace_analyze::synth::TraceBuilder;
+use runtrace_format::frame::ProfileInfo;
+use self_maps::{inside, mapping_of};
+use serde_json::Value;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+#[path = "../../runtrace-analyze/tests/self_maps/mod.rs"]
+mod self_maps;
+
+const MS: u64 = 1_000_000;
+const WRITER: u64 = 999;
+
+#[inline(never)]
+fn hot_api(x: u64) -> u64 {
+    black_box(x).wrapping_mul(17).rotate_left(3)
+}
+
+#[inline(never)]
+fn crunch_batch(x: u64) -> u64 {
+    black_box(x) ^ 0xabc
+}
+
+#[inline(never)]
+fn nap(x: u64) -> u64 {
+    std::thread::sleep(std::time::Duration::from_nanos(black_box(x) % 2));
+    x
+}
+
+#[inline(never)]
+fn dispatch(x: u64) -> u64 {
+    hot_api(x) + crunch_batch(x) + nap(x)
+}
+
+/// How the trace says CPU profiling went.
+enum Profiling {
+    Sampled,
+    /// Asked for, impossible (mode 0, with this message).
+    Impossible(&'static str),
+    /// No PROFILE frame.
+    Off,
+}
+
+fn scenario(p: Profiling) -> Vec<u8> {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/api.rs", 5, 9);
+    b.location(2, "src/batch.rs", 7, 9);
+    b.location(3, "src/victim.rs", 9, 1);
+    b.thread_name(WRITER, "runtrace-writer");
+    let sampled = matches!(p, Profiling::Sampled);
+    match p {
+        Profiling::Sampled => {
+            let d = inside(dispatch);
+            b.profile(&ProfileInfo {
+                mode: 1,
+                hz: 1000,
+                flags: 1,
+                message: String::new(),
+            });
+            b.mappings(&[mapping_of(d)]);
+            b.stacks(&[
+                (1, &[inside(hot_api), d][..]),
+                (2, &[inside(crunch_batch), d][..]),
+                (3, &[inside(nap), d][..]),
+            ]);
+        }
+        Profiling::Impossible(why) => b.profile(&ProfileInfo {
+            mode: 0,
+            hz: 99,
+            flags: 0,
+            message: why.to_string(),
+        }),
+        Profiling::Off => {}
+    }
+    b.spawn(100, 500_000, 1, 0, 1, 0);
+    b.spawn(101, 600_000, 2, 0, 2, 0);
+    b.poll_start(100, 0, MS, 1, 0, 0);
+    b.spawn(100, 2 * MS, 3, 0, 3, 0);
+    b.poll_end(100, 0, 21 * MS, 1, true);
+    b.poll_start(100, 0, 25 * MS, 3, 0, 0);
+    b.poll_end(100, 0, 26 * MS, 3, true);
+    b.poll_start(101, 1, MS, 2, 0, 0);
+    b.poll_end(101, 1, 11 * MS, 2, true);
+    if sampled {
+        for ms in 2..=20u64 {
+            b.cpu_sample(WRITER, ms * MS, 100, 1);
+            if ms <= 10 {
+                b.cpu_sample(WRITER, ms * MS, 101, 2);
+            }
+            if ms == 9 {
+                b.off_cpu(WRITER, 9 * MS, 101, 3, 5 * MS);
+            }
+        }
+    }
+    b.finish()
+}
+
+/// The scenario written to `trace.0.bin` in a fresh directory.
+fn trace(p: Profiling) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("trace.0.bin"), scenario(p)).unwrap();
+    let path = dir.path().to_path_buf();
+    (dir, path)
+}
+
+fn runtrace(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runtrace"))
+        .args(args)
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Folded lines as (frames root first, count).
+fn folded(text: &str) -> Vec<(Vec<String>, u64)> {
+    text.lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap();
+            (
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn total(lines: &[(Vec<String>, u64)]) -> u64 {
+    lines.iter().map(|l| l.1).sum()
+}
+
+fn leaf_is(l: &(Vec<String>, u64), f: &str) -> bool {
+    l.0.last().is_some_and(|x| x.contains(f))
+}
+
+#[test]
+fn folded_stacks_are_root_first_with_the_hot_function_on_top() {
+    let (_d, dir) = trace(Profiling::Sampled);
+    let o = runtrace(&["flamegraph", "--folded"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines = folded(&stdout(&o));
+    assert_eq!(total(&lines), 19 + 9, "{}", stdout(&o));
+    // The binary and its build id were found: nothing to say.
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+    let top = lines.iter().max_by_key(|l| l.1).unwrap();
+    assert!(leaf_is(top, "hot_api"), "{lines:?}");
+    assert!(top.0[0].contains("dispatch"), "root first: {lines:?}");
+    assert_eq!(top.1, 19);
+    // Deterministic: the same bytes twice.
+    assert_eq!(
+        stdout(&runtrace(&["flamegraph", "--folded"], &dir)),
+        stdout(&o)
+    );
+}
+
+#[test]
+fn location_worker_and_time_filter_the_samples() {
+    let (_d, dir) = trace(Profiling::Sampled);
+    let by_loc = folded(&stdout(&runtrace(
+        &["flamegraph", "--folded", "--location", "batch.rs"],
+        &dir,
+    )));
+    assert_eq!(total(&by_loc), 9);
+    assert!(
+        by_loc.iter().all(|l| leaf_is(l, "crunch_batch")),
+        "{by_loc:?}"
+    );
+    let by_worker = folded(&stdout(&runtrace(
+        &["flamegraph", "--folded", "--worker", "1"],
+        &dir,
+    )));
+    assert_eq!(by_worker, by_loc);
+    // 10..=15 ms: 6 samples of api, 1 of batch (10 ms).
+    let by_time = folded(&stdout(&runtrace(
+        &["flamegraph", "--folded", "--from", "0.010", "--to", "0.015"],
+        &dir,
+    )));
+    assert_eq!(total(&by_time), 7, "{by_time:?}");
+    let none = runtrace(
+        &["flamegraph", "--folded", "--location", "nowhere.rs"],
+        &dir,
+    );
+    assert_eq!(none.status.code(), Some(1));
+    assert!(
+        stderr(&none).contains("match the selection"),
+        "{}",
+        stderr(&none)
+    );
+}
+
+#[test]
+fn off_cpu_stacks_are_weighted_by_microseconds_off_cpu() {
+    let (_d, dir) = trace(Profiling::Sampled);
+    let o = runtrace(&["flamegraph", "--folded", "--off-cpu"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines = folded(&stdout(&o));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(leaf_is(&lines[0], "nap"), "{lines:?}");
+    assert_eq!(lines[0].1, 5_000);
+}
+
+#[test]
+fn the_svg_parses_as_xml_and_names_the_functions() {
+    let (_d, dir) = trace(Profiling::Sampled);
+    let svg = dir.join("flame.svg");
+    let o = runtrace(&["flamegraph", "-o", svg.to_str().unwrap()], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "no --folded: nothing on stdout");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let mut r = quick_xml::Reader::from_str(&text);
+    let mut elements = 0;
+    loop {
+        match r.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(quick_xml::events::Event::Start(_)) => elements += 1,
+            Ok(_) => {}
+            Err(e) => panic!("not XML at {}: {e}", r.buffer_position()),
+        }
+    }
+    assert!(elements > 5);
+    assert!(text.contains("hot_api") && text.contains("crunch_batch"));
+}
+
+#[test]
+fn no_samples_says_why() {
+    let (_d, dir) = trace(Profiling::Off);
+    let o = runtrace(&["flamegraph", "--folded"], &dir);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("without CPU profiling"),
+        "{}",
+        stderr(&o)
+    );
+    let (_d, dir) = trace(Profiling::Impossible(
+        "perf_event_open: EACCES (perf_event_paranoid 4)",
+    ));
+    let o = runtrace(&["flamegraph", "--folded"], &dir);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("perf_event_paranoid 4"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn bad_arguments_name_the_flag() {
+    let (_d, dir) = trace(Profiling::Sampled);
+    for (args, flag) in [
+        (&["flamegraph", "--folded", "--worker", "x"][..], "--worker"),
+        (&["flamegraph", "--folded", "--from", "-1"][..], "--from"),
+        (&["flamegraph", "--folded", "--to", "soon"][..], "--to"),
+        (&["flamegraph"][..], "--folded"),
+        (&["blocked", "--threshold-ms", "0"][..], "--threshold-ms"),
+    ] {
+        let o = runtrace(args, &dir);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(flag), "{args:?}: {}", stderr(&o));
+    }
+    let o = runtrace(
+        &["flamegraph", "--folded", "--from", "2", "--to", "1"],
+        &dir,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--from"), "{}", stderr(&o));
+    let o = runtrace(&["flamegraph", "--folded"], &dir.join("missing"));
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn blocked_names_the_culprit_and_its_function() {
+    let (_d, dir) = trace(Profiling::Sampled);
+    let out = dir.join("blocked.folded");
+    let o = runtrace(
+        &["blocked", "--json", "--folded-out", out.to_str().unwrap()],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["waits"], 1);
+    // The wait is 2..25 ms on tid 100: api's 19 samples.
+    assert_eq!(r["samples"], 19, "{r}");
+    let c = &r["culprits"][0];
+    assert_eq!(c["location"], "src/api.rs:5:9");
+    assert!(
+        c["functions_self"][0]["function"]
+            .as_str()
+            .unwrap()
+            .contains("hot_api"),
+        "{c}"
+    );
+    // Every sample is dispatch < hot_api: one trunk, named by its deepest.
+    let incl = c["functions_inclusive"].as_array().unwrap();
+    assert_eq!(incl.len(), 1, "{c}");
+    assert!(
+        incl[0]["function"].as_str().unwrap().contains("hot_api"),
+        "{c}"
+    );
+    assert_eq!(incl[0]["inclusive"], 19);
+    assert_eq!(c["victims"][0]["location"], "src/victim.rs:9:1");
+    let lines = folded(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(total(&lines), 19);
+    assert!(
+        lines.iter().all(|l| l.0[0] == "src/api.rs:5:9"),
+        "{lines:?}"
+    );
+    let text = stdout(&runtrace(&["blocked"], &dir));
+    assert!(
+        text.contains("src/api.rs:5:9") && text.contains("hot_api"),
+        "{text}"
+    );
+    let none: Value = serde_json::from_str(&stdout(&runtrace(
+        &["blocked", "--json", "--threshold-ms", "30"],
+        &dir,
+    )))
+    .unwrap();
+    assert_eq!(none["waits"], 0);
+}
+
+#[test]
+fn analyze_says_which_function_burns_cpu() {
+    let (_d, dir) = trace(Profiling::Sampled);
+    let o = runtrace(&["analyze"], &dir);
+    let text = stdout(&o);
+    assert!(
+        text.contains("burning CPU in") && text.contains("hot_api"),
+        "{text}"
+    );
+    let j: Value = serde_json::from_str(&stdout(&runtrace(&["analyze", "--json"], &dir))).unwrap();
+    let f = j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["spawn_loc"] == "src/api.rs:5:9")
+        .expect("a finding blaming src/api.rs");
+    assert!(
+        f["functions"][0]["function"]
+            .as_str()
+            .unwrap()
+            .contains("hot_api"),
+        "{f}"
+    );
+    // Without samples: no `functions` key anywhere.
+    let (_d, dir) = trace(Profiling::Off);
+    let j: Value = serde_json::from_str(&stdout(&runtrace(&["analyze", "--json"], &dir))).unwrap();
+    assert!(j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f.get("functions").is_none()));
+}
