@@ -69,7 +69,7 @@ fn main() -> ExitCode {
         let _ = std::fs::remove_file(f);
     }
 
-    let guard = match Recorder::builder().path(out.join("trace")).start() {
+    let guard = match recorder().path(out.join("trace")).start() {
         Ok(g) => g,
         Err(e) => {
             eprintln!("cannot start recording: {e}");
@@ -118,7 +118,7 @@ fn main() -> ExitCode {
     let report = runtrace::format::check::check_files(&files);
     println!("$ runtrace check {}/trace.*.bin\n{report}\n", out.display());
     println!("$ runtrace analyze {}/trace.*.bin", out.display());
-    let analysis = runtrace_analyze::analyze_files(&files, runtrace_analyze::Options::default());
+    let analysis = analyze_with_functions(&files);
     println!("{}", analysis.to_string().trim_end());
     let mut analyzed = !analysis.is_damaged();
     // The same trace to look at: a Perfetto timeline and the HTML report.
@@ -188,14 +188,14 @@ async fn handle_request(i: u64) -> u64 {
 async fn cpu_heavy_report(rng: u64) {
     // Problem 1: CPU-bound work in polls (2-12 ms each, 3 polls).
     for k in 0..3 {
-        spin(Duration::from_millis(2 + (rng >> (k * 4)) % 11));
+        checksum_report(Duration::from_millis(2 + (rng >> (k * 4)) % 11));
         tokio::task::yield_now().await;
     }
 }
 
 async fn blocking_audit_log() {
     // Problem 2: blocking I/O inside a poll stalls the worker.
-    std::thread::sleep(Duration::from_millis(60));
+    write_audit_log_sync(Duration::from_millis(60));
 }
 
 async fn fan_out_refresh() {
@@ -277,4 +277,51 @@ fn executor_workload(stop: Arc<AtomicBool>) {
         }
         e.shutdown_drain().await;
     });
+}
+
+/// The recorder, with CPU profiling at 99 Hz (`RUNTRACE_CPU_HZ` overrides
+/// it; 0 turns it off), so the report can name the functions of its
+/// planted problems.
+fn recorder() -> runtrace_recorder::RecorderBuilder {
+    Recorder::builder().cpu_profile(99)
+}
+
+/// `runtrace analyze`'s report, with the findings' `functions` filled
+/// from the recording's CPU samples.
+fn analyze_with_functions(files: &[PathBuf]) -> runtrace_analyze::Report {
+    let (mut report, profile) = runtrace_analyze::runtime::analyze_files_profiled(
+        files,
+        runtrace_analyze::Options::default(),
+    );
+    if !profile.samples.is_empty() {
+        let mut names = runtrace_analyze::functions::StackNames::recorded(&profile);
+        report.add_functions(&profile, &mut names);
+        for p in names.problems() {
+            eprintln!("symbols: {p}");
+        }
+    }
+    report
+}
+
+/// Problem 1's work: a CPU-bound checksum over a report buffer (what a
+/// serializer or a hash would cost), for about `d`.
+#[inline(never)]
+fn checksum_report(d: Duration) -> u64 {
+    let t = Instant::now();
+    let buf: Vec<u8> = (0..16 * 1024u32).map(|i| (i * 31) as u8).collect();
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    while t.elapsed() < d {
+        for &b in &buf {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        h = std::hint::black_box(h);
+    }
+    h
+}
+
+/// Problem 2's work: a synchronous write that blocks the calling thread
+/// (a sleep stands in for a slow disk).
+#[inline(never)]
+fn write_audit_log_sync(d: Duration) {
+    std::thread::sleep(d);
 }
