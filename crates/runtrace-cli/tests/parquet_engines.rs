@@ -6,7 +6,9 @@
 //! the value, docs/analysis.md). The same SQL runs on both engines
 //! (tests/parquet/query.py).
 //!
-//! Needs python3 with `duckdb` and `pyspark`, and a Java runtime for Spark:
+//! DataFusion (Python `datafusion`) runs the doc's Athena/Trino queries.
+//!
+//! Needs python3 with `duckdb`, `pyspark` and `datafusion`, and a Java runtime for Spark:
 //! outside CI a missing one skips its test with a message; with CI=true
 //! it fails. Also the command's exit codes and messages for good, damaged
 //! and bad input (the dataset rules themselves are tested in
@@ -356,6 +358,57 @@ fn spark_agrees_with_duckdb_and_analyze() {
     let duck = query("duckdb", &ds);
     for k in ["poll_stats", "wake_p99", "rows", "hosts"] {
         assert_eq!(spark[k], duck[k], "{k}: the same SQL, the same answers");
+    }
+}
+
+/// DataFusion (the Python package `datafusion`) runs docs/parquet.md's
+/// Athena/Trino queries: as written where its dialect accepts them, else
+/// the doc's DataFusion variant; the answers agree with DuckDB's (exactly,
+/// but for the approximate p99, within 2 %) and with the analysis.
+#[test]
+fn datafusion_runs_the_trino_queries() {
+    if !require(
+        python_has("datafusion"),
+        "python3 module datafusion (pip install datafusion)",
+    ) || !have_duckdb()
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (ds, want) = fleet_dataset(dir.path());
+    let df = query("datafusion", &ds);
+    check_against_analysis("datafusion", &df, &want);
+    let duck = query("duckdb", &ds);
+    for k in ["poll_stats", "wake_p99", "rows", "hosts"] {
+        assert_eq!(df[k], duck[k], "{k}: the same SQL, the same answers");
+    }
+    // What docs/parquet.md says differs: the DDL and approx_percentile.
+    assert_eq!(df["differ"], serde_json::json!([0, 1]), "{df}");
+    // Busiest locations and imbalanced hosts: as DuckDB says.
+    assert_eq!(df["docs"][2], duck["docs"][2], "busiest locations");
+    assert_eq!(df["docs"][3], duck["docs"][3], "imbalanced hosts");
+    // The approximate p99 against DuckDB's exact one, per location and host.
+    let p99 = |v: &Value| -> BTreeMap<(String, String), f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let s = |i: usize| r[i].as_str().unwrap().to_string();
+                ((s(0), s(1)), s(2).parse().unwrap())
+            })
+            .collect()
+    };
+    let (approx, exact) = (p99(&df["docs"][1]), p99(&duck["docs"][1]));
+    assert_eq!(
+        approx.keys().collect::<Vec<_>>(),
+        exact.keys().collect::<Vec<_>>()
+    );
+    for (k, e) in &exact {
+        let a = approx[k];
+        assert!(
+            (a - e).abs() <= e * 0.02,
+            "p99 of {k:?}: DataFusion {a}, DuckDB {e}"
+        );
     }
 }
 

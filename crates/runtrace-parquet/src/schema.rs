@@ -20,11 +20,13 @@ use std::sync::Arc;
 
 /// Version of the tables' layout, in every file's metadata under
 /// [`VERSION_KEY`].
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 /// File metadata key of [`SCHEMA_VERSION`].
 pub const VERSION_KEY: &str = "runtrace.schema_version";
 /// File metadata key of the table's name.
 pub const TABLE_KEY: &str = "runtrace.table";
+/// Name of a list column's element field (Arrow's default).
+pub const LIST_ITEM: &str = "item";
 /// File metadata key of the recording id (16 hex digits).
 pub const RECORDING_KEY: &str = "runtrace.recording_id";
 
@@ -45,6 +47,8 @@ pub enum Ty {
     Bool,
     /// UTF-8 text.
     Str,
+    /// A list of UTF-8 texts (a call stack's frames).
+    StrList,
 }
 
 impl Ty {
@@ -56,6 +60,7 @@ impl Ty {
             Ty::F64 => DataType::Float64,
             Ty::Bool => DataType::Boolean,
             Ty::Str => DataType::Utf8,
+            Ty::StrList => DataType::List(Arc::new(Field::new(LIST_ITEM, DataType::Utf8, false))),
         }
     }
 
@@ -67,6 +72,7 @@ impl Ty {
             Ty::F64 => "f64",
             Ty::Bool => "bool",
             Ty::Str => "string",
+            Ty::StrList => "list<string>",
         }
     }
 }
