@@ -160,3 +160,92 @@ fn python_decoder_agrees_with_rust_reader() {
     assert_eq!(py, rust_events(&cut));
     assert!(!py.is_empty());
 }
+
+/// Format 1.1's CPU profile frames: rtdecode.py reads the stacks, mappings
+/// and PROFILE frame the Rust writer side encodes (`frame::stacks` etc.,
+/// through the analysis's synthetic trace builder) as the Rust reader does.
+#[test]
+fn python_decoder_agrees_on_profile_frames() {
+    use runtrace_analyze::synth::TraceBuilder;
+    use runtrace_format::frame::{Mapping, ProfileInfo};
+    let dir = scratch_dir("pyprofile");
+    let mut b = TraceBuilder::new();
+    b.profile(&ProfileInfo {
+        mode: ProfileInfo::MODE_SIGNAL,
+        hz: 997,
+        flags: 0,
+        message: "perf_event_open refused: ünïcode".into(),
+    });
+    let mapping = |start: u64, path: &str| Mapping {
+        start,
+        end: start + 0x2_0000,
+        file_offset: 0x3000,
+        build_id: (0..20).map(|i| i * 13).collect(),
+        path: path.into(),
+    };
+    b.mappings(&[
+        mapping(0x5555_5555_0000, "/old"),
+        mapping(0x7f00_0000_0000, "/lib.so"),
+    ]);
+    b.mappings(&[mapping(0x5555_5555_0000, "/new")]);
+    let deep: Vec<u64> = (0..128u64).map(|i| 0x5555_5555_0000 + i * 0x101).collect();
+    b.stacks(&[
+        (1, &[0x5555_5555_1234, 0xffff_ffff_8100_0000, 0x10][..]),
+        (2, &deep),
+    ]);
+    b.cpu_sample(1, 1_000, 100, 1);
+    b.off_cpu(1, 2_000, 100, 2, 500);
+    let path = dir.path().join("trace.0.bin");
+    std::fs::write(&path, b.finish()).unwrap();
+
+    let (code, out) = python(&["--profile", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let py: Json = serde_json::from_str(&out).unwrap();
+    let mut r = FileReader::open(&path).unwrap();
+    for rec in r.by_ref() {
+        rec.unwrap();
+    }
+    let t = r.tables();
+    let p = t.profile().unwrap();
+    assert_eq!(
+        py["profile"],
+        json!({"mode": p.mode, "hz": p.hz, "flags": p.flags, "message": p.message})
+    );
+    let maps: Vec<Json> = t
+        .mappings()
+        .iter()
+        .map(|m| {
+            json!({
+                "start": format!("{:#x}", m.start),
+                "end": format!("{:#x}", m.end),
+                "file_offset": format!("{:#x}", m.file_offset),
+                "build_id": m.build_id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+                "path": m.path,
+            })
+        })
+        .collect();
+    assert_eq!(py["mappings"], json!(maps));
+    assert_eq!(t.mappings()[0].path, "/new");
+    for id in [1u64, 2] {
+        let want: Vec<String> = t
+            .stack(id)
+            .unwrap()
+            .iter()
+            .map(|a| format!("{a:#x}"))
+            .collect();
+        assert_eq!(py["stacks"][id.to_string()], json!(want), "stack {id}");
+    }
+    assert_eq!(py["errors"], json!([]));
+    // The events agree as all events do.
+    let (code, out) = python(&["--events", path.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let events: Vec<Json> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events, rust_events(&path));
+    assert_eq!(
+        events[1]["fields"],
+        json!({"tid": 100, "stack": 2, "off_ns": 500})
+    );
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent decoder for the runtrace trace format, version 1.
+"""Independent decoder for the runtrace trace format, version 1 (1.1).
 
 Written from docs/format.md alone (no knowledge of the Rust reader or
 writer), to show that the specification is sufficient. Python 3.11 standard
@@ -8,12 +8,14 @@ library only.
 Usage:
     python3 tools/rtdecode.py --summary FILE...
     python3 tools/rtdecode.py --events FILE...
+    python3 tools/rtdecode.py --profile FILE...   # PROFILE, MAPPINGS, STACKS
 
 As a module:
     tf, events = decode_bytes(data, name="x.bin")   # whole file in memory
     tf = TraceFile(path)
     for ev in tf.iter_events(): ...                  # streaming
     tf.errors, tf.truncated, tf.sealed, ...          # filled in as it goes
+    tf.stacks, tf.mappings, tf.profile               # CPU profiles (1.1)
 
 Section numbers in comments (§N) refer to docs/format.md.
 """
@@ -40,11 +42,14 @@ U64_MASK = (1 << 64) - 1
 
 # Frame types (§2).
 HEADER, SCHEMA, STRINGS, LOCATIONS, THREAD, CLOCK, CHUNK, DROPPED, ROUND, END = range(1, 11)
+STACKS, MAPPINGS, PROFILE = range(11, 14)  # version 1.1: CPU profiles
 FRAME_NAMES = {
     HEADER: "HEADER", SCHEMA: "SCHEMA", STRINGS: "STRINGS",
     LOCATIONS: "LOCATIONS", THREAD: "THREAD", CLOCK: "CLOCK", CHUNK: "CHUNK",
     DROPPED: "DROPPED", ROUND: "ROUND", END: "END",
+    STACKS: "STACKS", MAPPINGS: "MAPPINGS", PROFILE: "PROFILE",
 }
+MAX_STACK_DEPTH = 128  # §2, STACKS
 
 # Field type codes (§5).
 F_U64, F_I64, F_BOOL, F_F64, F_STR, F_ISTR, F_LOC, F_TASK, F_WORKER = range(1, 10)
@@ -164,6 +169,32 @@ class Header:
     file_index: int
 
 
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    file_offset: int
+    build_id: bytes
+    path: str
+
+    def to_json(self) -> dict:
+        return {"start": hex(self.start), "end": hex(self.end),
+                "file_offset": hex(self.file_offset),
+                "build_id": self.build_id.hex(), "path": self.path}
+
+
+@dataclass(frozen=True)
+class Profile:
+    mode: int
+    hz: int
+    flags: int
+    message: str
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "hz": self.hz, "flags": self.flags,
+                "message": self.message}
+
+
 @dataclass
 class Event:
     file: str
@@ -204,6 +235,9 @@ class TraceFile:
         self.strings: dict[int, str] = {0: ""}  # §2: id 0 is always ""
         self.locations: dict[int, str] = {}     # id -> "file:line:col"
         self.threads: dict[int, str] = {}
+        self.stacks: dict[int, tuple[int, ...]] = {}  # id -> addresses, leaf first
+        self.mappings: list[Mapping] = []
+        self.profile: Profile | None = None
         self.clocks: list[tuple[int, int]] = []  # (ticks, wall_ns)
         self.last_round: int | None = None
         self.dropped_events = 0
@@ -388,6 +422,43 @@ class TraceFile:
         elif ftype == END:
             events = buf.varint()
             self.end_totals = (events, buf.varint())
+        elif ftype == STACKS:
+            entries = []
+            for _ in range(buf.varint()):
+                at = buf.at()
+                sid = buf.varint()
+                if sid == 0:
+                    raise DecodeError("STACKS defines the reserved stack id 0", at)
+                at = buf.at()
+                depth = buf.varint()
+                if depth > MAX_STACK_DEPTH:
+                    raise DecodeError(f"stack {sid} has depth {depth} (at most {MAX_STACK_DEPTH})", at)
+                addrs, prev = [], 0
+                for _ in range(depth):
+                    # zigzag delta from the previous address (0 first), u64 wrapping
+                    prev = (prev + buf.zigzag()) & U64_MASK
+                    addrs.append(prev)
+                entries.append((sid, tuple(addrs)))
+            self.stacks.update(entries)
+        elif ftype == MAPPINGS:
+            entries = []
+            for _ in range(buf.varint()):
+                at = buf.at()
+                start, end, offset = buf.varint(), buf.varint(), buf.varint()
+                if end < start:
+                    raise DecodeError(f"mapping ends ({end:#x}) before it starts ({start:#x})", at)
+                build_id = buf.raw(buf.varint())
+                entries.append(Mapping(start, end, offset, build_id, buf.str()))
+            for m in entries:
+                # A mapping with the same start replaces the earlier one.
+                same = [i for i, x in enumerate(self.mappings) if x.start == m.start]
+                if same:
+                    self.mappings[same[0]] = m
+                else:
+                    self.mappings.append(m)
+        elif ftype == PROFILE:
+            mode, hz, flags = buf.varint(), buf.varint(), buf.varint()
+            self.profile = Profile(mode, hz, flags, buf.str())
 
     def _header(self, buf: _Payload) -> tuple[Header, list[Schema]]:
         at = buf.at()
@@ -551,6 +622,17 @@ def summarize(files: list[TraceFile]) -> dict:
     }
 
 
+def profile_json(tf: TraceFile) -> dict:
+    """A file's CPU profile context: stacks as lists of hex addresses."""
+    return {
+        "file": tf.name,
+        "profile": tf.profile.to_json() if tf.profile else None,
+        "mappings": [m.to_json() for m in tf.mappings],
+        "stacks": {str(k): [hex(a) for a in v] for k, v in sorted(tf.stacks.items())},
+        "errors": tf.errors,
+    }
+
+
 # -- CLI ---------------------------------------------------------------------------
 
 
@@ -563,6 +645,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="print one JSON object summarising all FILEs")
     mode.add_argument("--events", action="store_true",
                       help="print one JSON object per event (errors go to stderr)")
+    mode.add_argument("--profile", action="store_true",
+                      help="print one JSON object per FILE: its PROFILE, MAPPINGS and STACKS")
     parser.add_argument("files", nargs="+", metavar="FILE")
     args = parser.parse_args(argv)
 
@@ -579,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 for _ in tf.iter_events():
                     pass
+            if args.profile:
+                sys.stdout.write(json.dumps(profile_json(tf)) + "\n")
         if args.summary:
             print(json.dumps(summarize(decoded)))
         sys.stdout.flush()

@@ -290,7 +290,7 @@ class Corruption(unittest.TestCase):
         t.add(HEADER, header_payload([SCHEMA_INTS]))
         t.add(200, b"\xff" * 40)
         t.add(0, b"")
-        t.add(11, b"junk", crc=0)  # even a bad crc is not looked at
+        t.add(14, b"junk", crc=0)  # even a bad crc is not looked at (11..13: format 1.1)
         t.add(CHUNK, chunk(1, None, 0, ANCHOR, [ev(1, 1, uv(11) + zz(0) + b"\x00")]))
         t.add(END, uv(1) + uv(0))
         tf, events = decode(t.bytes())
@@ -455,6 +455,108 @@ class Corruption(unittest.TestCase):
             json.dumps(events)
 
 
+STACKS, MAPPINGS, PROFILE = 11, 12, 13
+
+
+def stacks_payload(stacks: list[tuple[int, list[int]]]) -> bytes:
+    out = uv(len(stacks))
+    for sid, addrs in stacks:
+        out += uv(sid) + uv(len(addrs))
+        prev = 0
+        for a in addrs:
+            d = (a - prev) & MASK64
+            out += zz(d - (1 << 64) if d >= 1 << 63 else d)  # as i64
+            prev = a
+    return out
+
+
+def mappings_payload(maps: list[tuple[int, int, int, bytes, str]]) -> bytes:
+    out = uv(len(maps))
+    for start, end, off, build_id, path in maps:
+        out += uv(start) + uv(end) + uv(off) + uv(len(build_id)) + build_id + s(path)
+    return out
+
+
+def profile_payload(mode: int, hz: int, flags: int, message: str) -> bytes:
+    return uv(mode) + uv(hz) + uv(flags) + s(message)
+
+
+SCHEMA_SAMPLE = schema(22, "runtrace", "cpu_sample", [("tid", U64), ("stack", U64)])
+KERNELISH = 0xFFFF_FFFF_8100_0010  # far from user addresses: deltas wrap
+
+
+def build_profile_file() -> Trace:
+    """A 1.1 file: PROFILE, two MAPPINGS frames (the second replaces one
+    mapping), STACKS and the writer thread's chunk of samples."""
+    t = Trace()
+    t.add(HEADER, header_payload([SCHEMA_SAMPLE], minor=1))
+    t.add(PROFILE, profile_payload(1, 99, 1, ""))
+    t.add(MAPPINGS, mappings_payload([(0x1000, 0x2000, 0, b"\xab" * 20, "/old"),
+                                      (0x7000, 0x8000, 0x1000, b"", "/lib.so")]))
+    t.add(MAPPINGS, mappings_payload([(0x1000, 0x3000, 0, b"\xcd" * 20, "/new")]))
+    t.add(STACKS, stacks_payload([(1, [0x1234, 0x1100, KERNELISH, 0x10]), (2, [])]))
+    t.add(CHUNK, chunk(77, None, 0, ANCHOR, [ev(22, 1, uv(100) + uv(1)),
+                                              ev(22, 2, uv(101) + uv(2))]), events=2)
+    t.add(END, uv(2) + uv(0))
+    return t
+
+
+class CpuProfiles(unittest.TestCase):
+    def test_frames_decode(self):
+        tf, events = decode(build_profile_file().bytes())
+        self.assertEqual(tf.errors, [])
+        self.assertTrue(tf.sealed)
+        self.assertEqual(tf.header.version_minor, 1)
+        self.assertEqual(tf.stacks, {1: (0x1234, 0x1100, KERNELISH, 0x10), 2: ()})
+        self.assertEqual(tf.profile, rtdecode.Profile(1, 99, 1, ""))
+        self.assertEqual([(m.start, m.path, m.build_id) for m in tf.mappings],
+                         [(0x1000, "/new", b"\xcd" * 20), (0x7000, "/lib.so", b"")])
+        self.assertEqual([e["fields"] for e in events],
+                         [{"tid": 100, "stack": 1}, {"tid": 101, "stack": 2}])
+
+    def test_cut_at_every_byte(self):
+        t = build_profile_file()
+        data = t.bytes()
+        for cut in range(len(data) + 1):
+            with self.subTest(cut=cut):
+                tf, events = decode(data[:cut])  # must not raise
+                done = [f for f in t.frames if f[1] <= cut]
+                types = [data[f[0]] for f in done]
+                self.assertEqual(len(events), sum(f[2] for f in done))
+                self.assertEqual(tf.profile is not None, PROFILE in types)
+                self.assertEqual(1 in tf.stacks, STACKS in types)
+                self.assertEqual(len(tf.mappings), 2 if MAPPINGS in types else 0)
+                boundary = cut == 8 or any(f[1] == cut for f in t.frames)
+                self.assertEqual(tf.truncated, not boundary)  # a cut magic is short too
+
+    def test_corrupt_frames_define_nothing(self):
+        cases = [
+            (STACKS, uv(1) + uv(0) + uv(0), "reserved stack id 0"),
+            (STACKS, uv(1) + uv(5) + uv(129), "depth 129"),
+            (STACKS, stacks_payload([(1, [0x99]), (3, [0x1])])[:-1], "past the end"),
+            (MAPPINGS, uv(1) + uv(0x2000) + uv(0x1000) + uv(0) + uv(0) + s("/x"),
+             "before it starts"),
+            (MAPPINGS, uv(1) + uv(0x1000) + uv(0x2000) + uv(0) + uv(200), "200 bytes needed"),
+            (PROFILE, uv(1) + uv(99) + uv(0), "past the end"),
+        ]
+        for ftype, payload, what in cases:
+            with self.subTest(what=what):
+                t = Trace()
+                t.add(HEADER, header_payload([SCHEMA_SAMPLE], minor=1))
+                t.add(STACKS, stacks_payload([(1, [0x42])]))
+                t.add(PROFILE, profile_payload(2, 99, 0, "signal"))
+                bad = t.add(ftype, payload)
+                t.add(CHUNK, chunk(77, None, 0, ANCHOR, [ev(22, 1, uv(100) + uv(1))]))
+                tf, events = decode(t.bytes())
+                self.assertEqual(len(tf.errors), 1, tf.errors)
+                self.assertIn(f"offset {bad}:", tf.errors[0])
+                self.assertIn(what, tf.errors[0])
+                self.assertEqual(len(events), 1)  # reading went on
+                self.assertEqual(tf.stacks, {1: (0x42,)})
+                self.assertEqual(tf.mappings, [])
+                self.assertEqual(tf.profile, rtdecode.Profile(2, 99, 0, "signal"))
+
+
 class Cli(unittest.TestCase):
     def run_cli(self, *args):
         return subprocess.run([sys.executable, os.path.join(HERE, "rtdecode.py"), *args],
@@ -496,6 +598,22 @@ class Cli(unittest.TestCase):
             for e in expected:
                 e["file"] = good
             self.assertEqual(lines, expected)
+
+    def test_profile(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "trace.0.bin")
+            with open(path, "wb") as f:
+                f.write(build_profile_file().bytes())
+            r = self.run_cli("--profile", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertEqual(out["profile"], {"mode": 1, "hz": 99, "flags": 1, "message": ""})
+            self.assertEqual(out["stacks"], {"1": ["0x1234", "0x1100", hex(KERNELISH), "0x10"],
+                                             "2": []})
+            self.assertEqual(out["mappings"][0], {
+                "start": "0x1000", "end": "0x3000", "file_offset": "0x0",
+                "build_id": "cd" * 20, "path": "/new"})
+            self.assertEqual(out["errors"], [])
 
 
 if __name__ == "__main__":

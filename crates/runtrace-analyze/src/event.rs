@@ -64,6 +64,10 @@ pub mod kind {
     pub const IO: u8 = c::io::ID;
     /// `thread_heartbeat`.
     pub const HEARTBEAT: u8 = c::thread_heartbeat::ID;
+    /// `cpu_sample` (CPU profiles, as the next).
+    pub const CPU_SAMPLE: u8 = c::cpu_sample::ID;
+    /// `off_cpu`.
+    pub const OFF_CPU: u8 = c::off_cpu::ID;
 
     /// A runtime event (`runtrace analyze`'s input).
     #[inline(always)]
@@ -75,6 +79,12 @@ pub mod kind {
     #[inline(always)]
     pub const fn is_app(k: u8) -> bool {
         k >= LOCK_WAIT && k <= HEARTBEAT
+    }
+
+    /// A CPU profile sample ([`crate::profile`]'s input).
+    #[inline(always)]
+    pub const fn is_profile(k: u8) -> bool {
+        k == CPU_SAMPLE || k == OFF_CPU
     }
 
     // The ranges above are contiguous in the catalog.
@@ -110,6 +120,16 @@ pub mod kind {
 /// | BACKLOG_TRIGGER | index in [`crate::model::Model::side`] of (growth rate, reason name index) | queue_size | - |
 /// | IO | io_ns | bytes (flag 1: index in `side` of the bytes) | 1: big |
 /// | HEARTBEAT | gap_ns | - | - |
+///
+/// CPU profile samples (written in the recorder's writer thread's chunks,
+/// so `thread` is the writer): `worker` is the *sampled* thread's index
+/// ([`crate::model::Model::threads`]), `a` its stack's index
+/// ([`crate::model::Model::stacks`], 0: none).
+///
+/// | kind | `x` | `flag` |
+/// |---|---|---|
+/// | CPU_SAMPLE | - | 1: the stack id was never defined (`a` is 0) |
+/// | OFF_CPU | off_ns | as CPU_SAMPLE |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ev {
     /// Timestamp, in the recording's ticks.

@@ -18,6 +18,8 @@
 //!   responsible and the evidence.
 //! - [`backlog`] is the pass of `runtrace backlog`: queues, locks, I/O and
 //!   a root-cause verdict for every backlog trigger.
+//! - [`profile`] attributes CPU samples (`cpu_sample`, `off_cpu`) to the
+//!   poll, task, spawn location and worker they were taken in.
 //! - [`summary`] (event counts, which analyses apply) and [`outliers`]
 //!   (IQR, MAD, stddev, percentile over wake->poll delays, poll durations
 //!   and CPU shares) are passes too; [`kinds`] names the event kinds.
@@ -54,6 +56,7 @@ pub mod kinds;
 pub mod model;
 pub mod outliers;
 pub mod pass;
+pub mod profile;
 pub mod query;
 pub mod runtime;
 pub mod summary;
@@ -66,6 +69,9 @@ pub use runtime::{
 };
 
 pub use text::fmt_ns;
+
+/// A read that found no trace at all (see [`profile::load`]).
+pub use profile::Error;
 
 use std::path::Path;
 

@@ -12,6 +12,9 @@
 //! assert_eq!(TickScale::new(125_000_000).ns(3), 24); // 8 ns ticks
 //! ```
 
+use crate::fxhash::FxHashMap;
+use runtrace_format::frame::{Mapping, ProfileInfo};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Location index of "unknown location" (id 0, or a task never spawned in
@@ -146,6 +149,18 @@ pub struct Model {
     pub names: Vec<Arc<str>>,
     /// Values too wide for an [`crate::event::Ev`] (rare), by index.
     pub side: Vec<u64>,
+    /// Call stacks of CPU samples (addresses leaf first), interned across
+    /// files by content; index 0 is the empty stack ("no stack").
+    pub stacks: Vec<Arc<[u64]>>,
+    /// Executable mappings of the recorded processes (`MAPPINGS` frames;
+    /// one with the same `start` as an earlier one replaced it). Known once
+    /// the file that defines them is read: passes read it in `finish`.
+    pub mappings: Vec<Mapping>,
+    /// What CPU profiling did, per file that says (`PROFILE` frames), in
+    /// reading order; like `mappings`, complete once the read is over.
+    pub profiles: Vec<(PathBuf, ProfileInfo)>,
+    /// Thread index by (process, tid).
+    thread_ids: FxHashMap<(u32, u64), u32>,
 }
 
 impl Default for Model {
@@ -167,6 +182,10 @@ impl Model {
             queues: Vec::new(),
             names: vec![Arc::from("")],
             side: Vec::new(),
+            stacks: vec![Arc::from(&[][..])],
+            mappings: Vec::new(),
+            profiles: Vec::new(),
+            thread_ids: FxHashMap::default(),
         }
     }
 
@@ -183,7 +202,30 @@ impl Model {
             tid,
             name: None,
         });
-        (self.threads.len() - 1) as u32
+        let t = (self.threads.len() - 1) as u32;
+        self.thread_ids.insert((proc, tid), t);
+        t
+    }
+
+    /// The index of thread `tid` of process `proc`, added if new.
+    ///
+    /// ```
+    /// let mut m = runtrace_analyze::model::Model::new();
+    /// let t = m.thread(0, 77);
+    /// assert_eq!(m.thread(0, 77), t);
+    /// assert_ne!(m.thread(1, 77), t);
+    /// ```
+    pub fn thread(&mut self, proc: u32, tid: u64) -> u32 {
+        match self.thread_ids.get(&(proc, tid)) {
+            Some(&t) => t,
+            None => self.add_thread(proc, tid),
+        }
+    }
+
+    /// Records a file's `MAPPINGS` (a mapping with the same `start` as a
+    /// known one replaces it).
+    pub fn add_mappings(&mut self, list: &[Mapping]) {
+        runtrace_format::frame::merge_mappings(&mut self.mappings, list.iter().cloned());
     }
 
     /// The process of thread `t`.

@@ -53,6 +53,8 @@ pub struct Wants {
     pub runtime: bool,
     /// Application instrumentation (`runtrace backlog`).
     pub app: bool,
+    /// CPU profile samples (`cpu_sample`, `off_cpu`: [`crate::profile`]).
+    pub profile: bool,
 }
 
 impl Wants {
@@ -60,11 +62,19 @@ impl Wants {
     pub const RUNTIME: Wants = Wants {
         runtime: true,
         app: false,
+        profile: false,
     };
     /// Application events only.
     pub const APP: Wants = Wants {
         runtime: false,
         app: true,
+        profile: false,
+    };
+    /// CPU profile samples only.
+    pub const PROFILE: Wants = Wants {
+        runtime: false,
+        app: false,
+        profile: true,
     };
 
     /// Either group.
@@ -72,13 +82,16 @@ impl Wants {
         Wants {
             runtime: self.runtime || o.runtime,
             app: self.app || o.app,
+            profile: self.profile || o.profile,
         }
     }
 
     /// Whether an event of kind `k` is in these groups.
     #[inline(always)]
     pub fn has(self, k: u8) -> bool {
-        (self.runtime && kind::is_runtime(k)) || (self.app && kind::is_app(k))
+        (self.runtime && kind::is_runtime(k))
+            || (self.app && kind::is_app(k))
+            || (self.profile && kind::is_profile(k))
     }
 }
 

@@ -16,7 +16,7 @@
 //! ```
 
 use runtrace_format::chunk::{ChunkHeader, ChunkState};
-use runtrace_format::frame::{self, FrameType, Header, LocationDef};
+use runtrace_format::frame::{self, FrameType, Header, LocationDef, Mapping, ProfileInfo};
 use runtrace_format::schema::{builtin_schemas, ids, FieldType, BUILTIN_EVENTS};
 use runtrace_format::{varint, NO_WORKER};
 use std::collections::BTreeMap;
@@ -106,6 +106,46 @@ impl TraceBuilder {
     /// Names a thread (a THREAD frame).
     pub fn thread_name(&mut self, tid: u64, name: &str) {
         frame::write(&mut self.out, FrameType::Thread, &frame::thread(tid, name));
+    }
+
+    /// Defines call stacks (a STACKS frame): `(id, addresses leaf first)`.
+    ///
+    /// ```
+    /// use runtrace_analyze::synth::TraceBuilder;
+    /// let mut b = TraceBuilder::new();
+    /// b.stacks(&[(1, &[0x1234, 0x1000])]);
+    /// b.cpu_sample(1, 5_000, 100, 1);
+    /// assert_eq!(b.events(), 1);
+    /// ```
+    pub fn stacks(&mut self, list: &[(u64, &[u64])]) {
+        frame::write(
+            &mut self.out,
+            FrameType::Stacks,
+            &frame::stacks(list.iter().copied()),
+        );
+    }
+
+    /// Describes the process's executable mappings (a MAPPINGS frame).
+    pub fn mappings(&mut self, list: &[Mapping]) {
+        frame::write(&mut self.out, FrameType::Mappings, &frame::mappings(list));
+    }
+
+    /// Says what CPU profiling did (a PROFILE frame).
+    pub fn profile(&mut self, info: &ProfileInfo) {
+        frame::write(&mut self.out, FrameType::Profile, &frame::profile(info));
+    }
+
+    /// `cpu_sample` of thread `tid` at `ticks` with stack id `stack`,
+    /// written in the chunks of `writer` (the recorder's writer thread, as
+    /// the recorder does).
+    pub fn cpu_sample(&mut self, writer: u64, ticks: u64, tid: u64, stack: u64) {
+        self.record(writer, None, ticks, ids::CPU_SAMPLE, &[tid, stack]);
+    }
+
+    /// `off_cpu` of thread `tid`: it ran again at `ticks` after `off_ns`
+    /// off-CPU, having switched out in stack `stack`; in `writer`'s chunks.
+    pub fn off_cpu(&mut self, writer: u64, ticks: u64, tid: u64, stack: u64, off_ns: u64) {
+        self.record(writer, None, ticks, ids::OFF_CPU, &[tid, stack, off_ns]);
     }
 
     /// Reports `count` events lost on thread `tid` (a DROPPED frame).

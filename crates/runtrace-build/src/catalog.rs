@@ -45,7 +45,7 @@ pub struct Event {
     pub id: Option<u32>,
     /// Name printed by `runtrace jsonl` (built-ins).
     pub json: Option<String>,
-    /// `runtime` or `meta` (built-ins).
+    /// `runtime`, `meta` or `profile` (built-ins; see [`Event::has_probe_site`]).
     pub kind: Option<String>,
     /// One-line description.
     pub doc: String,
@@ -65,6 +65,26 @@ pub struct Field {
     pub doc: String,
 }
 
+/// The `kind` of events only the recorder writes (CPU samples): they have
+/// no probe site, so the USDT, LTTng and perf-probe backends skip them.
+pub const PROFILE_KIND: &str = "profile";
+
+impl Event {
+    /// Whether code fires this event at a probe site (every event but
+    /// kind `profile`, which the recorder's writer thread writes itself).
+    ///
+    /// ```
+    /// let cat = runtrace_build::Catalog::parse(
+    ///     "[[event]]\nname = \"s\"\nid = 1\njson = \"S\"\nkind = \"profile\"\ndoc = \"\"\nfields = []\n",
+    /// )
+    /// .unwrap();
+    /// assert!(!cat.events[0].has_probe_site());
+    /// ```
+    pub fn has_probe_site(&self) -> bool {
+        self.kind.as_deref() != Some(PROFILE_KIND)
+    }
+}
+
 fn is_ident(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
@@ -78,6 +98,21 @@ impl Catalog {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Catalog::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The catalog without the events that have no probe site (see
+    /// [`Event::has_probe_site`]): what the USDT, LTTng and perf-probe
+    /// backends generate from.
+    pub fn probe_sites(&self) -> Catalog {
+        Catalog {
+            provider: self.provider.clone(),
+            events: self
+                .events
+                .iter()
+                .filter(|e| e.has_probe_site())
+                .cloned()
+                .collect(),
+        }
     }
 
     /// Parses and checks catalog text.
@@ -122,8 +157,17 @@ impl Catalog {
                 (false, None) => {}
             }
             if let Some(k) = &ev.kind {
-                if k != "runtime" && k != "meta" {
-                    return Err(format!("{}: kind must be runtime or meta", ev.name));
+                if k != "runtime" && k != "meta" && k != PROFILE_KIND {
+                    return Err(format!(
+                        "{}: kind must be runtime, meta or profile",
+                        ev.name
+                    ));
+                }
+                if k == PROFILE_KIND && !builtin {
+                    return Err(format!(
+                        "{}: kind profile is for the recorder's built-in events",
+                        ev.name
+                    ));
                 }
             }
             if ev.fields.len() > 32 {

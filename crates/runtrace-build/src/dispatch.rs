@@ -36,14 +36,26 @@ pub fn generate(cat: &Catalog, b: Backends, rt: &str) -> String {
         "/// Backends compiled into these probes.\npub const BACKENDS: &str = {:?};\n",
         b.list()
     );
+    // Events without a probe site (kind `profile`: the recorder writes
+    // them itself) get no USDT note, tracepoint or perf-probe function;
+    // their module records only.
+    let sites = cat.probe_sites();
     if b.perf_probe {
-        o.push_str(&perf_probe::functions(cat));
+        o.push_str(&perf_probe::functions(&sites));
     }
     if b.lttng {
-        o.push_str(&lttng::rust_decls(cat));
+        o.push_str(&lttng::rust_decls(&sites));
     }
     for ev in &cat.events {
-        o.push_str(&event_module(cat, ev, b, rt));
+        let eb = if ev.has_probe_site() {
+            b
+        } else {
+            Backends {
+                record: b.record,
+                ..Backends::default()
+            }
+        };
+        o.push_str(&event_module(cat, ev, eb, rt));
     }
     o
 }
@@ -143,4 +155,41 @@ fn event_module(cat: &Catalog, ev: &Event, b: Backends, rt: &str) -> String {
     }
     o.push_str("    }\n}\n\n");
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `profile` event (written by the recorder's writer, no probe site)
+    /// gets a recording-only module: no SDT note, perf-probe function or
+    /// tracepoint, while a runtime event of the same catalog gets them all.
+    #[test]
+    fn profile_events_have_no_probe_site() {
+        let cat = Catalog::parse(
+            "[[event]]\nname = \"tick\"\nid = 1\njson = \"Tick\"\nkind = \"runtime\"\ndoc = \"\"\n\
+             fields = [{ name = \"n\", type = \"u64\", doc = \"\" }]\n\
+             [[event]]\nname = \"cpu_sample\"\nid = 22\njson = \"CpuSample\"\nkind = \"profile\"\ndoc = \"\"\n\
+             fields = [{ name = \"tid\", type = \"u64\", doc = \"\" }]\n",
+        )
+        .unwrap();
+        let all = Backends::parse("usdt,lttng,perf-probe,record");
+        let code = generate(&cat, all, "crate::__rt");
+        let (tick, sample) = code.split_once("pub mod cpu_sample {").unwrap();
+        assert!(tick.contains("fn usdt_on()") && tick.contains("fn perf_on()"));
+        assert!(tick.contains("fn lttng_on()"));
+        assert!(
+            tick.contains("runtrace_tick"),
+            "perf-probe function of tick"
+        );
+        assert!(!code.contains("runtrace_cpu_sample"), "{code}");
+        assert!(!sample.contains("usdt_on") && !sample.contains("perf_on"));
+        assert!(!sample.contains("lttng_on"));
+        assert!(sample.contains("__rt::recorder::events::at::cpu_sample(t, tid)"));
+        // Applications cannot declare such events.
+        let app = Catalog::parse(
+            "provider = \"myapp\"\n[[event]]\nname = \"s\"\nkind = \"profile\"\ndoc = \"\"\nfields = []\n",
+        );
+        assert!(app.unwrap_err().contains("kind profile"));
+    }
 }

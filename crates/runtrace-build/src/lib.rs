@@ -45,7 +45,7 @@ pub mod symbols;
 pub mod usdt;
 
 pub use backends::Backends;
-pub use catalog::{Catalog, Event, Field, FIELD_TYPES};
+pub use catalog::{Catalog, Event, Field, FIELD_TYPES, PROFILE_KIND};
 
 /// For an application's `build.rs`: generates `$OUT_DIR/<provider>_probes.rs`
 /// from the catalog at `path` for the backends the `runtrace` dependency was
@@ -70,7 +70,8 @@ pub fn generate(cat: &Catalog, b: Backends, rt: &str) -> Result<PathBuf, String>
     let code = dispatch::generate(cat, b, rt);
     std::fs::write(&rs, code).map_err(|e| format!("{}: {e}", rs.display()))?;
     if b.lttng {
-        lttng::build(cat, &out)?;
+        // Events without a probe site (kind `profile`) have no tracepoint.
+        lttng::build(&cat.probe_sites(), &out)?;
     }
     Ok(rs)
 }

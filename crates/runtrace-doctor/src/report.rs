@@ -337,7 +337,7 @@ impl fmt::Display for Report {
             f,
             "perf-probe functions (runtrace_<event>): {} of {} built-in events{}",
             pp.functions.len(),
-            BUILTIN_EVENTS.len(),
+            BUILTIN_EVENTS.iter().filter(|e| e.has_probe_site()).count(),
             if pp.stripped {
                 " (no .symtab: stripped)"
             } else {

@@ -14,6 +14,10 @@
 //! | `worker` | number, `null` off the workers |
 //! | `loc` field `X` | `"X_id"` (number) and `"X"` (`"file:line:col"`, `null` for id 0) |
 //!
+//! CPU samples (`CpuSample`, `OffCpu`) are written by the recorder's writer
+//! thread: their `"tid"` is the sampled thread and `"writer_tid"` the
+//! writer; `"stack"` is the id of a `STACKS` frame's stack.
+//!
 //! `PollStart`, `PollEnd`, `WakeEvent` (for `woken_task_id`) and
 //! `TaskTerminate` also get `"spawn_loc_id"` and `"spawn_loc"` of their
 //! task, remembered from its `TaskSpawn` (both `null` when the spawn is not
@@ -78,6 +82,9 @@ const MAX_ENDED: usize = 1 << 16;
 struct Layout {
     /// `{"event":"<name>","timestamp_ns":`
     head: String,
+    /// `,"tid":` (the recording thread), or `,"writer_tid":` for CPU
+    /// samples, whose own `tid` field names the sampled thread.
+    tid_key: &'static str,
     /// Per field, `,"<key>":` (and for `loc` fields the `_id` key first).
     keys: Vec<FieldKeys>,
     role: Role,
@@ -175,7 +182,7 @@ impl JsonlEncoder {
         let layout = self.layouts.get(&ev.schema, Layout::new);
         out.write_all(layout.head.as_bytes())?;
         CompactFormatter.write_i64(out, ev.ns)?;
-        out.write_all(b",\"tid\":")?;
+        out.write_all(layout.tid_key.as_bytes())?;
         CompactFormatter.write_u64(out, ev.tid)?;
         for (keys, v) in layout.keys.iter().zip(&ev.values) {
             match (v, &keys.loc_id_key) {
@@ -224,10 +231,21 @@ impl JsonlEncoder {
 
 impl Layout {
     fn new(s: &Schema) -> Layout {
+        // Only the genuine built-ins: an application schema that happens to
+        // reuse an id or a name must not feed or read the table.
+        let is_builtin =
+            s.provider == "runtrace" && builtin(s.id).is_some_and(|b| b.name == s.name);
+        // CPU samples are written by the recorder's writer thread: "tid"
+        // is the sampled thread (their field), the writer is "writer_tid".
+        let (tid_name, tid_key) = match s.id {
+            ids::CPU_SAMPLE | ids::OFF_CPU if is_builtin => ("writer_tid", ",\"writer_tid\":"),
+            _ => ("tid", ",\"tid\":"),
+        };
         // Keys must be unique or a JSON reader keeps only the last one: an
         // application field called "event" would hide the event name. Later
         // duplicates get a numeric suffix.
-        let mut used: HashSet<String> = ["event", "timestamp_ns", "tid"].map(String::from).into();
+        let mut used: HashSet<String> =
+            ["event", "timestamp_ns", tid_name].map(String::from).into();
         let mut claim = |name: &str| -> String {
             let mut k = name.to_string();
             let mut n = 2;
@@ -259,10 +277,6 @@ impl Layout {
             },
             None => Role::Plain,
         };
-        // Only the genuine built-ins: an application schema that happens to
-        // reuse an id or a name must not feed or read the table.
-        let is_builtin =
-            s.provider == "runtrace" && builtin(s.id).is_some_and(|b| b.name == s.name);
         let role = match s.id {
             _ if !is_builtin => Role::Plain,
             ids::TASK_SPAWN => match (
@@ -281,7 +295,12 @@ impl Layout {
             "{{\"event\":{},\"timestamp_ns\":",
             json_str(&s.display_name())
         );
-        Layout { head, keys, role }
+        Layout {
+            head,
+            tid_key,
+            keys,
+            role,
+        }
     }
 }
 
@@ -508,5 +527,41 @@ fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtrace_format::schema::builtin_by_name;
+
+    fn line(name: &str, tid: u64, values: Vec<Value>) -> String {
+        let schema = Arc::new(builtin_by_name(name).unwrap().schema());
+        let ev = Event {
+            ticks: 5,
+            ns: 40,
+            tid,
+            schema,
+            values,
+        };
+        let mut out = Vec::new();
+        JsonlEncoder::new().write_event(&ev, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// A CPU sample's "tid" is the sampled thread, not the writer thread
+    /// whose chunk holds it.
+    #[test]
+    fn cpu_samples_name_the_sampled_thread() {
+        assert_eq!(
+            line("cpu_sample", 7, vec![Value::U(100), Value::U(3)]),
+            "{\"event\":\"CpuSample\",\"timestamp_ns\":40,\"writer_tid\":7,\"tid\":100,\"stack\":3}\n"
+        );
+        assert_eq!(
+            line("off_cpu", 7, vec![Value::U(100), Value::U(3), Value::U(500)]),
+            "{\"event\":\"OffCpu\",\"timestamp_ns\":40,\"writer_tid\":7,\"tid\":100,\"stack\":3,\"off_ns\":500}\n"
+        );
+        // Other events keep the recording thread as "tid".
+        assert!(line("task_terminate", 7, vec![Value::U(3)]).contains("\"tid\":7,"));
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::schema::Schema;
 use crate::varint::{self, Cursor, DecodeError};
+use std::sync::Arc;
 
 /// Bytes before a frame's payload: type, length, crc32.
 pub const FRAME_HEADER_LEN: usize = 9;
@@ -38,6 +39,12 @@ pub enum FrameType {
     Round = 9,
     /// The file is sealed.
     End = 10,
+    /// Interned call stacks (format 1.1).
+    Stacks = 11,
+    /// The process's executable mappings (format 1.1).
+    Mappings = 12,
+    /// What CPU profiling did (format 1.1).
+    Profile = 13,
 }
 
 impl FrameType {
@@ -54,6 +61,9 @@ impl FrameType {
             8 => FrameType::Dropped,
             9 => FrameType::Round,
             10 => FrameType::End,
+            11 => FrameType::Stacks,
+            12 => FrameType::Mappings,
+            13 => FrameType::Profile,
             _ => return None,
         })
     }
@@ -262,4 +272,259 @@ pub fn end(events: u64, dropped: u64) -> Vec<u8> {
     varint::put(&mut p, events);
     varint::put(&mut p, dropped);
     p
+}
+
+/// Most frames a `STACKS` stack may have (docs/format.md, `STACKS`).
+pub const MAX_STACK_DEPTH: usize = 128;
+
+/// `STACKS` payload from `(id, addresses)` pairs, addresses leaf first
+/// (docs/format.md, frame type 11): each address is stored as the zigzag
+/// delta from the previous one of its stack (from 0), so neighbouring
+/// frames in one binary take a few bytes.
+///
+/// ```
+/// use runtrace_format::frame;
+/// let p = frame::stacks([(1, &[0x5555_0000_1234u64, 0x5555_0000_1000][..])].into_iter());
+/// let s = frame::decode_stacks(&p).unwrap();
+/// assert_eq!(s[0].0, 1);
+/// assert_eq!(&*s[0].1, &[0x5555_0000_1234, 0x5555_0000_1000]);
+/// ```
+///
+/// A stack deeper than [`MAX_STACK_DEPTH`] keeps its leaf-most frames, and
+/// an entry with id 0 (which means "no stack") is left out: the writer runs
+/// inside the application, so a bad argument must not panic there.
+pub fn stacks<'a>(list: impl ExactSizeIterator<Item = (u64, &'a [u64])>) -> Vec<u8> {
+    let list: Vec<(u64, &[u64])> = list.filter(|(id, _)| *id != 0).collect();
+    let mut p = Vec::new();
+    varint::put(&mut p, list.len() as u64);
+    for (id, addrs) in list {
+        let addrs = &addrs[..addrs.len().min(MAX_STACK_DEPTH)];
+        varint::put(&mut p, id);
+        varint::put(&mut p, addrs.len() as u64);
+        let mut prev = 0u64;
+        for &a in addrs {
+            varint::put(&mut p, varint::zigzag(a.wrapping_sub(prev) as i64));
+            prev = a;
+        }
+    }
+    p
+}
+
+/// A decoded stack definition: its id and its addresses, leaf first.
+pub type StackDef = (u64, Arc<[u64]>);
+
+/// Decodes a `STACKS` payload: `(id, addresses leaf first)` in frame order.
+pub fn decode_stacks(payload: &[u8]) -> Result<Vec<StackDef>, DecodeError> {
+    let mut c = Cursor::new(payload);
+    let n = c.varint()?;
+    // Every stack takes at least two bytes: no allocation beyond the payload.
+    let mut out = Vec::with_capacity((n as usize).min(payload.len() / 2));
+    let mut addrs = Vec::with_capacity(MAX_STACK_DEPTH);
+    for _ in 0..n {
+        let at = c.pos();
+        let id = c.varint()?;
+        if id == 0 {
+            return Err(DecodeError::new(
+                at,
+                "stack id 0 defined (id 0 means no stack)",
+            ));
+        }
+        let at = c.pos();
+        let depth = c.varint()?;
+        if depth > MAX_STACK_DEPTH as u64 {
+            return Err(DecodeError::new(
+                at,
+                format!("stack {id} has depth {depth} (at most {MAX_STACK_DEPTH})"),
+            ));
+        }
+        addrs.clear();
+        let mut prev = 0u64;
+        for _ in 0..depth {
+            prev = prev.wrapping_add(varint::unzigzag(c.varint()?) as u64);
+            addrs.push(prev);
+        }
+        out.push((id, Arc::from(&addrs[..])));
+    }
+    Ok(out)
+}
+
+/// One executable file-backed mapping of the recorded process (a `MAPPINGS`
+/// entry): what a symbolizer needs to turn an address into a file offset in
+/// a binary it can find by path or build id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address of the mapping.
+    pub start: u64,
+    /// One past its last address.
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub file_offset: u64,
+    /// GNU build id of the file (usually 20 bytes; empty: unknown).
+    pub build_id: Vec<u8>,
+    /// Path of the file as the process saw it.
+    pub path: String,
+}
+
+impl Mapping {
+    /// Whether `addr` falls in this mapping.
+    ///
+    /// ```
+    /// let m = runtrace_format::frame::Mapping {
+    ///     start: 0x1000, end: 0x2000, file_offset: 0, build_id: vec![], path: "/bin/x".into(),
+    /// };
+    /// assert!(m.contains(0x1fff) && !m.contains(0x2000));
+    /// ```
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+}
+
+/// Adds `list` to `known` as a later `MAPPINGS` frame does: a mapping with
+/// the same `start` as a known one replaces it, others are appended.
+///
+/// ```
+/// use runtrace_format::frame::{merge_mappings, Mapping};
+/// let m = |start, path: &str| Mapping { start, end: start + 0x1000, file_offset: 0,
+///                                       build_id: vec![], path: path.into() };
+/// let mut known = vec![m(0x1000, "/a")];
+/// merge_mappings(&mut known, [m(0x1000, "/b"), m(0x9000, "/c")]);
+/// assert_eq!(known, vec![m(0x1000, "/b"), m(0x9000, "/c")]);
+/// ```
+pub fn merge_mappings(known: &mut Vec<Mapping>, list: impl IntoIterator<Item = Mapping>) {
+    for m in list {
+        match known.iter_mut().find(|x| x.start == m.start) {
+            Some(x) => *x = m,
+            None => known.push(m),
+        }
+    }
+}
+
+/// `MAPPINGS` payload (docs/format.md, frame type 12).
+///
+/// ```
+/// use runtrace_format::frame::{self, Mapping};
+/// let m = Mapping { start: 0x1000, end: 0x2000, file_offset: 0x1000,
+///                   build_id: vec![0xab; 20], path: "/usr/bin/app".into() };
+/// let p = frame::mappings(std::slice::from_ref(&m));
+/// assert_eq!(frame::decode_mappings(&p).unwrap(), vec![m]);
+/// ```
+pub fn mappings(list: &[Mapping]) -> Vec<u8> {
+    let mut p = Vec::new();
+    varint::put(&mut p, list.len() as u64);
+    for m in list {
+        varint::put(&mut p, m.start);
+        varint::put(&mut p, m.end);
+        varint::put(&mut p, m.file_offset);
+        varint::put(&mut p, m.build_id.len() as u64);
+        p.extend_from_slice(&m.build_id);
+        varint::put_str(&mut p, &m.path);
+    }
+    p
+}
+
+/// Decodes a `MAPPINGS` payload.
+pub fn decode_mappings(payload: &[u8]) -> Result<Vec<Mapping>, DecodeError> {
+    let mut c = Cursor::new(payload);
+    let n = c.varint()?;
+    // Every mapping takes at least five bytes.
+    let mut out = Vec::with_capacity((n as usize).min(payload.len() / 5));
+    for _ in 0..n {
+        let at = c.pos();
+        let (start, end, file_offset) = (c.varint()?, c.varint()?, c.varint()?);
+        if end < start {
+            return Err(DecodeError::new(
+                at,
+                format!("mapping ends ({end:#x}) before it starts ({start:#x})"),
+            ));
+        }
+        let len_at = c.pos();
+        let len = c.varint()?;
+        if len > c.remaining() as u64 {
+            return Err(DecodeError::new(len_at, "build id runs past the end"));
+        }
+        let build_id = c.bytes(len as usize)?.to_vec();
+        let path = c.str()?.to_owned();
+        out.push(Mapping {
+            start,
+            end,
+            file_offset,
+            build_id,
+            path,
+        });
+    }
+    Ok(out)
+}
+
+/// What CPU profiling did in a recording (a `PROFILE` frame).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileInfo {
+    /// [`ProfileInfo::MODE_NONE`], [`ProfileInfo::MODE_PERF`] or
+    /// [`ProfileInfo::MODE_SIGNAL`] (other values: a later writer's mode).
+    pub mode: u64,
+    /// Samples per second asked for.
+    pub hz: u64,
+    /// Bit 0 ([`ProfileInfo::FLAG_OFF_CPU`]): off-CPU stacks recorded.
+    pub flags: u64,
+    /// Why profiling was not possible (mode 0), or a note; may be empty.
+    pub message: String,
+}
+
+impl ProfileInfo {
+    /// Asked for but not possible (`message` says why).
+    pub const MODE_NONE: u64 = 0;
+    /// Sampled with `perf_event_open`.
+    pub const MODE_PERF: u64 = 1;
+    /// Sampled with a CPU-time timer and a signal (on-CPU only).
+    pub const MODE_SIGNAL: u64 = 2;
+    /// `flags` bit: off-CPU (context switch) stacks recorded.
+    pub const FLAG_OFF_CPU: u64 = 1;
+
+    /// The mode's name: `none`, `perf_event_open`, `signal` or `mode N`.
+    ///
+    /// ```
+    /// let p = runtrace_format::frame::ProfileInfo { mode: 1, hz: 99, flags: 1, message: String::new() };
+    /// assert_eq!(p.mode_name(), "perf_event_open");
+    /// assert!(p.off_cpu());
+    /// ```
+    pub fn mode_name(&self) -> String {
+        match self.mode {
+            Self::MODE_NONE => "none".into(),
+            Self::MODE_PERF => "perf_event_open".into(),
+            Self::MODE_SIGNAL => "signal".into(),
+            m => format!("mode {m}"),
+        }
+    }
+
+    /// Whether off-CPU stacks were recorded.
+    pub fn off_cpu(&self) -> bool {
+        self.flags & Self::FLAG_OFF_CPU != 0
+    }
+}
+
+/// `PROFILE` payload (docs/format.md, frame type 13).
+///
+/// ```
+/// use runtrace_format::frame::{self, ProfileInfo};
+/// let p = ProfileInfo { mode: 0, hz: 99, flags: 0, message: "perf_event_paranoid is 3".into() };
+/// assert_eq!(frame::decode_profile(&frame::profile(&p)).unwrap(), p);
+/// ```
+pub fn profile(p: &ProfileInfo) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint::put(&mut out, p.mode);
+    varint::put(&mut out, p.hz);
+    varint::put(&mut out, p.flags);
+    varint::put_str(&mut out, &p.message);
+    out
+}
+
+/// Decodes a `PROFILE` payload (trailing bytes, from a later minor version,
+/// are ignored).
+pub fn decode_profile(payload: &[u8]) -> Result<ProfileInfo, DecodeError> {
+    let mut c = Cursor::new(payload);
+    Ok(ProfileInfo {
+        mode: c.varint()?,
+        hz: c.varint()?,
+        flags: c.varint()?,
+        message: c.str()?.to_owned(),
+    })
 }

@@ -35,8 +35,9 @@ pub use value::{Event, Value};
 pub const MAGIC: &[u8; 8] = b"RUNTRACE";
 /// Major format version written and understood by this crate.
 pub const VERSION_MAJOR: u64 = 1;
-/// Minor format version written by this crate.
-pub const VERSION_MINOR: u64 = 0;
+/// Minor format version written by this crate (1.1: CPU profiles, the
+/// `STACKS`, `MAPPINGS` and `PROFILE` frames).
+pub const VERSION_MINOR: u64 = 1;
 /// Largest frame payload a reader accepts; longer frames are corrupt.
 pub const MAX_FRAME_LEN: u32 = 64 << 20;
 /// Longest inline `str` field, in bytes.

@@ -17,7 +17,7 @@
 //! ```
 
 use crate::chunk::{walk_from, ChunkHeader, ChunkState, RawValue};
-use crate::frame::{FrameType, Header, FRAME_HEADER_LEN};
+use crate::frame::{self, FrameType, Header, Mapping, ProfileInfo, FRAME_HEADER_LEN};
 use crate::schema::Schema;
 use crate::value::{Event, Value};
 use crate::varint::{Cursor, DecodeError};
@@ -245,6 +245,9 @@ pub struct Tables {
     strings: HashMap<u64, Arc<str>>,
     locations: HashMap<u64, Arc<str>>,
     threads: HashMap<u64, String>,
+    stacks: HashMap<u64, Arc<[u64]>>,
+    mappings: Vec<Mapping>,
+    profile: Option<ProfileInfo>,
 }
 
 impl Tables {
@@ -279,6 +282,46 @@ impl Tables {
     /// The text of a spawn location.
     pub fn location(&self, id: u64) -> Option<&Arc<str>> {
         self.locations.get(&id)
+    }
+
+    /// A call stack (`STACKS`), addresses leaf first: the sampled
+    /// instruction pointer, then return addresses. `None` for id 0 ("no
+    /// stack") and ids not defined so far.
+    ///
+    /// ```
+    /// use runtrace_format::frame::{self, FrameType, Header};
+    /// use runtrace_format::{FileReader, Record};
+    /// let h = Header { version_major: 1, version_minor: 1, ticks_per_sec: 1_000_000_000,
+    ///     anchor_ticks: 0, anchor_wall_ns: 0, pid: 1, process_name: "p".into(),
+    ///     recording_id: 1, file_index: 0, schemas: vec![] };
+    /// let mut file = runtrace_format::MAGIC.to_vec();
+    /// frame::write(&mut file, FrameType::Header, &h.encode());
+    /// frame::write(&mut file, FrameType::Stacks, &frame::stacks([(5, &[0x40_1000u64, 0x40_2000][..])].into_iter()));
+    /// let mut r = FileReader::new(&file[..], "mem");
+    /// while let Some(rec) = r.next() { rec.unwrap(); }
+    /// assert_eq!(&**r.tables().stack(5).unwrap(), &[0x40_1000, 0x40_2000]);
+    /// assert!(r.tables().stack(6).is_none());
+    /// ```
+    pub fn stack(&self, id: u64) -> Option<&Arc<[u64]>> {
+        self.stacks.get(&id)
+    }
+
+    /// Stacks defined so far.
+    pub fn stack_count(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// The process's executable mappings (`MAPPINGS` frames; a later
+    /// mapping with the same `start` replaced the earlier one), in the
+    /// order first seen.
+    pub fn mappings(&self) -> &[Mapping] {
+        &self.mappings
+    }
+
+    /// What CPU profiling did (the last `PROFILE` frame read), if the
+    /// recording asked for it.
+    pub fn profile(&self) -> Option<&ProfileInfo> {
+        self.profile.as_ref()
     }
 
     /// Thread names seen so far.
@@ -705,6 +748,23 @@ impl<R: Read> FileReader<R> {
                     let text = format!("{file}:{line}:{col}");
                     self.tables.locations.insert(id, Arc::from(text.as_str()));
                 }
+                return Ok(None);
+            }
+            // Format 1.1 definitions: decoded whole before any is applied,
+            // so a corrupt frame defines nothing.
+            FrameType::Stacks => {
+                for (id, addrs) in frame::decode_stacks(p)? {
+                    self.tables.stacks.insert(id, addrs);
+                }
+                return Ok(None);
+            }
+            FrameType::Mappings => {
+                let list = frame::decode_mappings(p)?;
+                frame::merge_mappings(&mut self.tables.mappings, list);
+                return Ok(None);
+            }
+            FrameType::Profile => {
+                self.tables.profile = Some(frame::decode_profile(p)?);
                 return Ok(None);
             }
             FrameType::Thread => {

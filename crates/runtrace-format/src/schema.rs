@@ -107,7 +107,7 @@ pub struct BuiltinEvent {
     pub name: &'static str,
     /// Name printed in `"event"` by `runtrace jsonl`.
     pub json_name: &'static str,
-    /// `runtime` or `meta`.
+    /// `runtime`, `meta` or `profile` (see [`BuiltinEvent::has_probe_site`]).
     pub kind: &'static str,
     /// One-line description.
     pub doc: &'static str,
@@ -116,6 +116,19 @@ pub struct BuiltinEvent {
 }
 
 impl BuiltinEvent {
+    /// Whether code fires this event at a probe site, so USDT, LTTng and
+    /// perf-probe see it too: every event but kind `profile` (CPU samples,
+    /// which the recorder's writer thread writes itself).
+    ///
+    /// ```
+    /// use runtrace_format::schema::builtin_by_name;
+    /// assert!(builtin_by_name("task_spawn").unwrap().has_probe_site());
+    /// assert!(!builtin_by_name("cpu_sample").unwrap().has_probe_site());
+    /// ```
+    pub fn has_probe_site(&self) -> bool {
+        self.kind != "profile"
+    }
+
     /// This event's schema as written into trace files.
     pub fn schema(&self) -> Schema {
         Schema {

@@ -37,6 +37,9 @@ struct Ids {
     /// Name index by string id (`u32::MAX`: not cached).
     app: Vec<u32>,
     big_app: HashMap<u64, u32>,
+    /// Stack index by stack id (`u32::MAX`: not cached).
+    stacks: Vec<u32>,
+    big_stacks: HashMap<u64, u32>,
 }
 
 /// Spawn locations, named queues and application names, interned across
@@ -46,6 +49,7 @@ pub(crate) struct Names {
     loc_by_text: HashMap<Arc<str>, u32>,
     queue_by_text: HashMap<String, u32>,
     app_by_text: HashMap<Arc<str>, u32>,
+    stack_by_addrs: HashMap<Arc<[u64]>, u32>,
 }
 
 /// A read position in a chunk body; the same checks and messages as
@@ -408,6 +412,16 @@ pub(crate) fn decode_events(
                 push(k, g(2), g(0), qi as u64, 0);
             }
             kind::WORKER_START | kind::WORKER_STOP => push(k, 0, g(1), g(0), 0),
+            kind::CPU_SAMPLE | kind::OFF_CPU => {
+                // The sampled thread (not this chunk's: the writer's) and
+                // its stack; an undefined stack id is flagged, not damage
+                // (the field is a plain u64 to the format).
+                let proc = model.threads[thread as usize].proc;
+                let sampled = model.thread(proc, g(0));
+                let (stack, undefined) = resolve_stack(cache, names, model, tables, g(1));
+                let off_ns = if k == kind::OFF_CPU { g(2) } else { 0 };
+                push(k, off_ns, stack as u64, sampled as u64, undefined as u8)
+            }
             _ => {
                 // Application events. The name (queue, lock, op, role) goes
                 // in `worker`, which these events do not have.
@@ -542,6 +556,38 @@ fn remember(small: &mut Vec<u32>, big: &mut HashMap<u64, u32>, id: u64, value: u
     } else {
         big.insert(id, value);
     }
+}
+
+/// The [`Model::stacks`] index of stack `id`, interned across files by
+/// content, and whether `id` was never defined (then index 0, the empty
+/// stack, as for id 0).
+fn resolve_stack(
+    cache: &mut Ids,
+    names: &mut Names,
+    model: &mut Model,
+    tables: &Tables,
+    id: u64,
+) -> (u32, bool) {
+    if id == 0 {
+        return (0, false);
+    }
+    if let Some(&s) = cache.stacks.get(id as usize) {
+        if s != u32::MAX {
+            return (s, false);
+        }
+    } else if let Some(&s) = cache.big_stacks.get(&id) {
+        return (s, false);
+    }
+    let Some(addrs) = tables.stack(id) else {
+        return (0, true);
+    };
+    let next = model.stacks.len() as u32;
+    let s = *names.stack_by_addrs.entry(addrs.clone()).or_insert(next);
+    if s == next {
+        model.stacks.push(addrs.clone());
+    }
+    remember(&mut cache.stacks, &mut cache.big_stacks, id, s);
+    (s, false)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -19,7 +19,6 @@ mod decode;
 mod order;
 mod roles;
 
-use crate::fxhash::FxHashMap;
 use crate::model::{Model, Process};
 use crate::pass::Pass;
 use decode::{decode_chunk, FileCache, Names};
@@ -108,7 +107,6 @@ fn read_files<P: Pass>(
     let mut st = ReadStats::default();
     let mut names = Names::default();
     let mut order = Orderer::default();
-    let mut threads: FxHashMap<(u32, u64), u32> = FxHashMap::default();
     let mut procs: HashMap<(u64, u64), u32> = HashMap::new();
     let mut cur_proc: Option<u32> = None;
     let total: u64 = paths
@@ -154,9 +152,7 @@ fn read_files<P: Pass>(
             match item {
                 Ok(RawRecord::Chunk(c)) => {
                     let Some(p) = proc else { continue };
-                    let thread = *threads
-                        .entry((p, c.header.tid))
-                        .or_insert_with(|| model.add_thread(p, c.header.tid));
+                    let thread = model.thread(p, c.header.tid);
                     let (n, err) =
                         decode_chunk(&c, thread, &mut cache, &mut names, model, p, &mut order);
                     file_events += n;
@@ -200,9 +196,7 @@ fn read_files<P: Pass>(
                     }
                     Record::Thread { tid, name } => {
                         if let Some(p) = proc {
-                            let t = *threads
-                                .entry((p, tid))
-                                .or_insert_with(|| model.add_thread(p, tid));
+                            let t = model.thread(p, tid);
                             model.threads[t as usize].name = Some(name);
                         }
                     }
@@ -214,6 +208,11 @@ fn read_files<P: Pass>(
                     file_damaged = true;
                 }
             }
+        }
+        // CPU profile context (format 1.1): complete once the file is read.
+        model.add_mappings(r.tables().mappings());
+        if let Some(info) = r.tables().profile() {
+            model.profiles.push((path.clone(), info.clone()));
         }
         st.events += file_events;
         st.unrecognised_schemas += cache.plans.unrecognised;

@@ -84,6 +84,8 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [u8]> {
         ],
         kind::IO => &[io::OP, io::BYTES, io::IO_NS],
         kind::HEARTBEAT => &[thread_heartbeat::ROLE, thread_heartbeat::GAP_NS],
+        kind::CPU_SAMPLE => &[cpu_sample::TID, cpu_sample::STACK],
+        kind::OFF_CPU => &[off_cpu::TID, off_cpu::STACK, off_cpu::OFF_NS],
         _ => return None,
     })
 }
@@ -260,9 +262,9 @@ mod tests {
     fn every_catalog_event_of_a_group_has_a_role() {
         for b in BUILTIN_EVENTS {
             let k = b.id as u8;
-            let wants = Wants::RUNTIME.or(Wants::APP);
+            let wants = Wants::RUNTIME.or(Wants::APP).or(Wants::PROFILE);
             let (role, fast) = role_of(&b.schema(), wants);
-            if kind::is_runtime(k) || kind::is_app(k) {
+            if kind::is_runtime(k) || kind::is_app(k) || kind::is_profile(k) {
                 assert_eq!(role.kind, k, "{}", b.name);
                 assert_eq!(fast, has_fast_path(k), "{}", b.name);
             } else {
@@ -271,6 +273,12 @@ mod tests {
             // A pass that does not read the group: skipped.
             let (r, _) = role_of(&b.schema(), Wants::default());
             assert_eq!(r, Role::SKIP);
+            // The analyses of `runtrace analyze` and `backlog` never see
+            // profile samples.
+            if kind::is_profile(k) {
+                let (r, _) = role_of(&b.schema(), Wants::RUNTIME.or(Wants::APP));
+                assert_eq!(r, Role::SKIP, "{}", b.name);
+            }
         }
     }
 }

@@ -1,0 +1,349 @@
+//! CPU profiles: the `cpu_sample` and `off_cpu` events of a trace (format
+//! 1.1), each attributed to what its thread was doing.
+//!
+//! Attribution (docs/format.md, CPU profiles): a sample of thread T at
+//! time t belongs to the poll running on T at t (T's `task_poll_start`
+//! .. `task_poll_end` around t), hence to that poll's task, the task's
+//! spawn location and the poll's worker; an `off_cpu` event belongs to the
+//! poll running on T when it switched out (`ts - off_ns`). Samples outside
+//! polls belong to the thread only (an idle or parked worker, another
+//! thread).
+//!
+//! [`ProfilePass`] does this in the same read as other passes; [`load`]
+//! runs it alone.
+//!
+//! ```
+//! use runtrace_analyze::profile::{self, SampleKind};
+//! use runtrace_analyze::synth::TraceBuilder;
+//! let mut b = TraceBuilder::new();
+//! b.location(1, "src/main.rs", 10, 5);
+//! b.stacks(&[(1, &[0x40_1234, 0x40_1000])]);
+//! b.spawn(100, 1_000, 7, 0, 1, 0);
+//! b.poll_start(100, 0, 2_000, 7, 0, 0);
+//! b.cpu_sample(1, 3_000, 100, 1); // in the poll, on the writer's chunks
+//! b.poll_end(100, 0, 4_000, 7, true);
+//! b.cpu_sample(1, 5_000, 100, 1); // after it
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("trace.0.bin");
+//! std::fs::write(&path, b.finish()).unwrap();
+//! let p = profile::load(&[path]).unwrap();
+//! assert_eq!(p.samples.len(), 2);
+//! assert_eq!(p.samples[0].task, Some(7));
+//! assert_eq!(p.samples[0].location.as_deref(), Some("src/main.rs:10:5"));
+//! assert_eq!(&*p.samples[0].stack, &[0x40_1234, 0x40_1000]);
+//! assert_eq!(p.samples[0].kind, SampleKind::OnCpu);
+//! assert_eq!(p.samples[1].task, None);
+//! ```
+
+use crate::event::{kind, Ev};
+use crate::fxhash::FxHashMap;
+use crate::input::{self, ReadStats};
+use crate::model::{Model, UNKNOWN_LOC};
+use crate::pass::{Pass, Wants};
+use runtrace_format::frame::{Mapping, ProfileInfo};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// On-CPU or off-CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleKind {
+    /// The thread was running (`cpu_sample`).
+    OnCpu,
+    /// The thread was off-CPU for `off_ns` before the sample's time
+    /// (`off_cpu`); the stack is where it switched out.
+    OffCpu {
+        /// Time off-CPU (ns).
+        off_ns: u64,
+    },
+}
+
+/// One sample, attributed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// ns since the recording started (for `OffCpu`: the switch-in time).
+    pub ts_ns: i64,
+    /// The sampled thread's OS tid.
+    pub tid: u64,
+    /// Its name if known (a THREAD frame), else empty.
+    pub thread: String,
+    /// Addresses, leaf first (empty if the stack id was 0 or undefined).
+    pub stack: Arc<[u64]>,
+    /// On- or off-CPU.
+    pub kind: SampleKind,
+    /// The task of the poll it was taken in, if any.
+    pub task: Option<u64>,
+    /// That task's spawn location `file:line:col`, if known.
+    pub location: Option<Arc<str>>,
+    /// That poll's worker.
+    pub worker: Option<u32>,
+    /// Start of that poll (ns since the recording started).
+    pub poll_start_ns: Option<i64>,
+}
+
+/// Every sample of a trace, attributed, with what symbolization needs.
+#[derive(Debug, Clone, Default)]
+pub struct Profile {
+    /// Samples in time order.
+    pub samples: Vec<Sample>,
+    /// The recorded processes' executable mappings.
+    pub mappings: Vec<Mapping>,
+    /// What CPU profiling did, per file that says (`PROFILE` frames).
+    pub info: Vec<(PathBuf, ProfileInfo)>,
+    /// Things a user should know, one line each (no profile recorded,
+    /// profiling refused and why, undefined stacks, ...).
+    pub notes: Vec<String>,
+    /// What reading found (files, damage), as `runtrace analyze` reports it.
+    pub stats: ReadStats,
+}
+
+/// Nothing could be read: every file was missing, unreadable or not a
+/// trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    /// What went wrong, one line per problem (file and byte offset).
+    pub errors: Vec<String>,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.errors.join("\n"))
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Reads the trace files (what `runtrace analyze` takes: files in any
+/// order, sorted by index) and attributes every sample. Damage is in
+/// [`Profile::stats`]; only a read that found no trace at all is an error.
+pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<Profile, Error> {
+    let paths = input::sorted(paths);
+    if paths.is_empty() {
+        return Err(Error {
+            errors: vec!["no trace files given".into()],
+        });
+    }
+    let mut pass = ProfilePass::default();
+    let (model, stats) = input::read(&paths, &mut pass, None);
+    if model.procs.is_empty() {
+        let mut errors = stats.errors.clone();
+        if errors.is_empty() {
+            errors.push("no trace file could be read".into());
+        }
+        return Err(Error { errors });
+    }
+    Ok(pass.profile(&model, stats))
+}
+
+/// Closed polls remembered per thread, for `off_cpu` events whose
+/// switch-out was in a poll that has ended by the switch-in (clock skew
+/// between the sampler's and the poll events' clocks) and for samples
+/// delivered after a later poll started.
+const RECENT_POLLS: usize = 16;
+
+/// A poll on one thread, in ticks (`end`: `u64::MAX` while running).
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u64,
+    end: u64,
+    task: u64,
+    worker: u32,
+    loc: u32,
+}
+
+impl Span {
+    fn contains(&self, t: u64) -> bool {
+        self.start <= t && t <= self.end
+    }
+}
+
+#[derive(Debug, Default)]
+struct ThreadPolls {
+    open: Option<Span>,
+    recent: VecDeque<Span>,
+}
+
+impl ThreadPolls {
+    fn close(&mut self, end: u64) {
+        if let Some(mut s) = self.open.take() {
+            s.end = end;
+            if self.recent.len() == RECENT_POLLS {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(s);
+        }
+    }
+
+    /// The poll running at `t`, newest first.
+    fn at(&self, t: u64) -> Option<&Span> {
+        self.open
+            .iter()
+            .chain(self.recent.iter().rev())
+            .find(|s| s.contains(t))
+    }
+}
+
+/// The pass behind [`load`]: feed it with [`input::read`] (alone or paired
+/// with other passes), then take the result with [`ProfilePass::profile`].
+///
+/// ```
+/// use runtrace_analyze::profile::ProfilePass;
+/// use runtrace_analyze::runtime::Engine;
+/// use runtrace_analyze::synth::TraceBuilder;
+/// let mut b = TraceBuilder::new();
+/// b.stacks(&[(1, &[0x40_1234])]);
+/// b.poll_start(100, 0, 2_000, 7, 0, 0);
+/// b.cpu_sample(1, 3_000, 100, 1);
+/// b.poll_end(100, 0, 4_000, 7, true);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// // One read for the runtime analysis and the profile.
+/// let mut passes = (Engine::new(Default::default()), ProfilePass::default());
+/// let (model, stats) = runtrace_analyze::input::read(&[path], &mut passes, None);
+/// let profile = passes.1.profile(&model, stats);
+/// assert_eq!(profile.samples[0].worker, Some(0));
+/// ```
+#[derive(Debug, Default)]
+pub struct ProfilePass {
+    threads: Vec<ThreadPolls>,
+    /// Spawn location index of live tasks, by (process, task).
+    task_loc: FxHashMap<(u32, u64), u32>,
+    samples: Vec<Sample>,
+    /// Thread index of each sample (names are known at the end).
+    sample_thread: Vec<u32>,
+    undefined_stacks: u64,
+}
+
+impl ProfilePass {
+    fn polls(&mut self, t: u32) -> &mut ThreadPolls {
+        let i = t as usize;
+        if i >= self.threads.len() {
+            self.threads.resize_with(i + 1, ThreadPolls::default);
+        }
+        &mut self.threads[i]
+    }
+
+    fn sample(&mut self, ev: &Ev, model: &Model) {
+        let t = ev.worker;
+        let th = &model.threads[t as usize];
+        let proc = &model.procs[th.proc as usize];
+        let kind = if ev.kind == kind::OFF_CPU {
+            SampleKind::OffCpu { off_ns: ev.x }
+        } else {
+            SampleKind::OnCpu
+        };
+        // Off-CPU time belongs to where the thread switched out.
+        let at = match kind {
+            SampleKind::OnCpu => ev.ticks,
+            SampleKind::OffCpu { off_ns } => {
+                let off = (off_ns as u128 * proc.ticks_per_sec as u128 / 1_000_000_000) as u64;
+                ev.ticks.saturating_sub(off)
+            }
+        };
+        let span = self.threads.get(t as usize).and_then(|p| p.at(at)).copied();
+        if ev.flag == 1 {
+            self.undefined_stacks += 1;
+        }
+        self.samples.push(Sample {
+            ts_ns: proc.ns(ev.ticks),
+            tid: th.tid,
+            thread: String::new(),
+            stack: model.stacks[ev.a as usize].clone(),
+            kind,
+            task: span.map(|s| s.task),
+            location: span
+                .filter(|s| s.loc != UNKNOWN_LOC)
+                .map(|s| model.locs[s.loc as usize].text.clone()),
+            worker: span
+                .map(|s| s.worker)
+                .filter(|&w| w != runtrace_format::NO_WORKER),
+            poll_start_ns: span.map(|s| proc.ns(s.start)),
+        });
+        self.sample_thread.push(t);
+    }
+
+    /// The attributed samples, the mappings and profile frames the read
+    /// found, and notes about them. Call after [`input::read`].
+    pub fn profile(self, model: &Model, stats: ReadStats) -> Profile {
+        let mut samples = self.samples;
+        for (s, &t) in samples.iter_mut().zip(&self.sample_thread) {
+            if let Some(name) = &model.threads[t as usize].name {
+                s.thread.clone_from(name);
+            }
+        }
+        let mut notes = Vec::new();
+        if model.profiles.is_empty() {
+            notes.push(
+                "no PROFILE frame: the trace was recorded without CPU profiling \
+                 (Recorder::builder().cpu_profile(hz) or RUNTRACE_CPU_HZ)"
+                    .to_string(),
+            );
+        }
+        for (path, info) in &model.profiles {
+            if info.mode == ProfileInfo::MODE_NONE {
+                notes.push(format!(
+                    "{}: CPU profiling was not possible: {}",
+                    path.display(),
+                    info.message
+                ));
+            }
+        }
+        if self.undefined_stacks > 0 {
+            notes.push(format!(
+                "{} samples name a stack that no STACKS frame defined (their stack is empty)",
+                self.undefined_stacks
+            ));
+        }
+        if !samples.is_empty() && model.mappings.is_empty() {
+            notes.push("samples but no MAPPINGS frame: addresses cannot be symbolized".to_string());
+        }
+        Profile {
+            samples,
+            mappings: model.mappings.clone(),
+            info: model.profiles.clone(),
+            notes,
+            stats,
+        }
+    }
+}
+
+impl Pass for ProfilePass {
+    fn wants(&self) -> Wants {
+        Wants::RUNTIME.or(Wants::PROFILE)
+    }
+
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        match ev.kind {
+            kind::SPAWN => {
+                let proc = model.threads[ev.thread as usize].proc;
+                self.task_loc.insert((proc, ev.x), ev.a);
+            }
+            kind::TERMINATE => {
+                let proc = model.threads[ev.thread as usize].proc;
+                self.task_loc.remove(&(proc, ev.x));
+            }
+            kind::POLL_START => {
+                let proc = model.threads[ev.thread as usize].proc;
+                let loc = self
+                    .task_loc
+                    .get(&(proc, ev.x))
+                    .copied()
+                    .unwrap_or(UNKNOWN_LOC);
+                let p = self.polls(ev.thread);
+                // A poll without its end (lost events) ends here.
+                p.close(ev.ticks);
+                p.open = Some(Span {
+                    start: ev.ticks,
+                    end: u64::MAX,
+                    task: ev.x,
+                    worker: ev.worker,
+                    loc,
+                });
+            }
+            kind::POLL_END => self.polls(ev.thread).close(ev.ticks),
+            kind::CPU_SAMPLE | kind::OFF_CPU => self.sample(ev, model),
+            _ => {}
+        }
+    }
+}
