@@ -32,6 +32,7 @@
 //! ```
 
 use crate::layout;
+use crate::samples::Samples;
 use crate::schema::Table;
 use crate::writer::TableWriter;
 use runtrace_analyze::event::{kind, Ev};
@@ -205,6 +206,8 @@ pub struct Exporter {
     written: Vec<Written>,
     /// File sets started per recording id.
     started: IntMap<u64, u32>,
+    /// The CPU-profile samples of the recording being written.
+    pub samples: Samples,
 }
 
 impl Exporter {
@@ -218,6 +221,7 @@ impl Exporter {
             error: None,
             written: Vec::new(),
             started: IntMap::default(),
+            samples: Samples::default(),
         }
     }
 
@@ -505,6 +509,7 @@ impl Exporter {
             let proc = &m.procs[p];
             let mut live: Vec<(u64, Task)> = rec.tasks.drain().collect();
             live.sort_by_key(|(id, _)| *id);
+            self.samples.write(&mut rec.writers[8], m, p)?;
             let clock = rec.clock;
             for (id, t) in &live {
                 // Tasks only ever polled (spawned before the recording and
@@ -564,7 +569,7 @@ fn task_row(
 
 impl Pass for Exporter {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP)
+        Wants::RUNTIME.or(Wants::APP).or(Samples::wants())
     }
 
     #[inline]
@@ -576,6 +581,7 @@ impl Pass for Exporter {
         if let Err(e) = self.step(ev, model) {
             self.error = Some(e);
         }
+        self.samples.event(ev, model);
     }
 
     /// A recording is over: its files are completed (under their

@@ -302,6 +302,7 @@ fn file_columns(path: &Path, table: Table) -> (String, Option<String>) {
             DataType::Float64 => "f64",
             DataType::Boolean => "bool",
             DataType::Utf8 => "string",
+            DataType::List(item) if item.data_type() == &DataType::Utf8 => "list<string>",
             other => panic!("unexpected type {other}"),
         };
         let null = if f.is_nullable() { " null" } else { "" };
