@@ -43,6 +43,20 @@ FROM ranked WHERE rn = GREATEST(CAST(CEIL(0.99 * n) AS BIGINT), 1)
 GROUP BY host, spawn_loc ORDER BY host, spawn_loc
 """
 
+# The band an approximate p99 should fall in, per host and spawn location:
+# from the nearest-rank p98 to the maximum.
+WAKE_BAND = """
+WITH ranked AS (
+  SELECT host, spawn_loc, wake_delay_ns,
+         ROW_NUMBER() OVER (PARTITION BY host, spawn_loc ORDER BY wake_delay_ns) AS rn,
+         COUNT(*) OVER (PARTITION BY host, spawn_loc) AS n
+  FROM polls WHERE wake_delay_ns IS NOT NULL)
+SELECT host, spawn_loc,
+       MIN(CASE WHEN rn >= GREATEST(CAST(CEIL(0.98 * n) AS BIGINT), 1) THEN wake_delay_ns END),
+       MAX(wake_delay_ns)
+FROM ranked GROUP BY host, spawn_loc ORDER BY host, spawn_loc
+"""
+
 # Rows per table (every table must be readable on the engine).
 TABLES = ["polls", "tasks", "workers", "queues", "lock_events", "io_events",
           "backlog_triggers", "queue_snapshots"]
@@ -54,6 +68,7 @@ def run(sql_fn, register, docs=None):
     out = {
         "poll_stats": [[r[0], r[1], int(r[2]), int(r[3])] for r in sql_fn(POLL_STATS)],
         "wake_p99": [[r[0], r[1], int(r[2])] for r in sql_fn(WAKE_P99)],
+        "wake_band": [[r[0], r[1], int(r[2]), int(r[3])] for r in sql_fn(WAKE_BAND)],
         "rows": {t: int(sql_fn(f"SELECT COUNT(*) FROM {t}")[0][0]) for t in TABLES},
         "hosts": sorted(r[0] for r in sql_fn("SELECT DISTINCT host FROM polls")),
     }
