@@ -364,7 +364,10 @@ fn several_recordings_in_one_export() {
 
 /// The (task_id, parent_task_id) rows of `tasks` and (task_id, queue)
 /// rows of `polls` in the dataset.
-fn lineage(ds: &Path) -> (Vec<(u64, Option<u64>)>, Vec<(u64, Option<String>)>) {
+type TaskParents = Vec<(u64, Option<u64>)>;
+type PollQueues = Vec<(u64, Option<String>)>;
+
+fn lineage(ds: &Path) -> (TaskParents, PollQueues) {
     use arrow_array::{Array, StringArray, UInt64Array};
     let read = |t: Table| {
         let f = std::fs::File::open(&data_files(ds, t)[0]).unwrap();
@@ -439,13 +442,13 @@ fn parents_and_queues() {
     let (mut tasks, mut polls) = lineage(&ds);
     tasks.sort();
     polls.sort();
-    let mut want_tasks: Vec<(u64, Option<u64>)> = spawns
+    let mut want_tasks: TaskParents = spawns
         .iter()
         .map(|&(task, parent, _)| (task, (parent != 0).then_some(parent)))
         .collect();
     want_tasks.sort();
     assert_eq!(tasks, want_tasks);
-    let mut want_polls: Vec<(u64, Option<String>)> = spawns
+    let mut want_polls: PollQueues = spawns
         .iter()
         .map(|&(task, _, q)| (task, (q != 0).then(|| format!("queue-{q}"))))
         .chain([(9, None)])
