@@ -10,12 +10,17 @@
 //! Needs python3 with `duckdb`: outside CI a missing one skips with a
 //! message; with CI=true it fails.
 
+mod common;
+
+use common::{duckdb, have_duckdb};
 use runtrace_analyze::synth::TraceBuilder;
 use runtrace_format::frame::{Mapping, ProfileInfo};
 use runtrace_parquet::{export, ExportOptions};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
+
+/// The tables the queries read.
+const TABLES: &[&str] = &["polls", "cpu_samples"];
 
 #[inline(never)]
 fn hot_leaf() -> u64 {
@@ -103,44 +108,6 @@ fn host_trace(dir: &Path, rid: u64, leaf_samples: u64) -> std::path::PathBuf {
     path
 }
 
-fn have_duckdb() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "required in CI but missing: python3 module duckdb"
-        );
-        eprintln!("skipping: python3 module duckdb is missing (pip install duckdb)");
-    }
-    ok
-}
-
-/// Runs `sql` with DuckDB over the dataset's `cpu_samples` and `polls`
-/// (rows of text, null as null).
-fn duckdb(ds: &Path, sql: &str) -> Vec<Vec<Value>> {
-    let script = format!(
-        "import duckdb, json, sys\n\
-         con = duckdb.connect()\n\
-         for t in ('polls', 'cpu_samples'):\n    \
-             con.execute(f\"CREATE VIEW {{t}} AS SELECT * FROM read_parquet('{ds}/{{t}}/*/*/*/*.parquet', hive_partitioning = true)\")\n\
-         print(json.dumps([[None if v is None else str(v) for v in r] for r in con.execute(sys.argv[1]).fetchall()]))\n",
-        ds = ds.display()
-    );
-    let o = Command::new("python3")
-        .args(["-c", &script, sql])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "duckdb: {}\n{sql}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 /// docs/parquet.md's block tagged `sql duckdb-cpu`, on `ds`.
 fn doc_query(ds: &Path) -> String {
     let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/parquet.md");
@@ -176,6 +143,7 @@ fn samples_attributed_and_symbolized_through_duckdb() {
     }
     let rows = duckdb(
         &ds,
+        TABLES,
         "SELECT host, tid, ts_ns, task_id, spawn_loc, worker, poll_start_ns, on_cpu, off_ns, \
          thread, function, len(stack), stack[1], stack[2] \
          FROM cpu_samples ORDER BY host, ts_ns",
@@ -231,13 +199,14 @@ fn samples_attributed_and_symbolized_through_duckdb() {
     // A sample joins its poll row.
     let joined = duckdb(
         &ds,
+        TABLES,
         "SELECT COUNT(*) FROM cpu_samples s JOIN polls p ON s.host = p.host \
          AND s.task_id = p.task_id AND s.poll_start_ns = p.start_ns \
          WHERE s.ts_ns BETWEEN p.start_ns AND p.start_ns + p.duration_ns",
     );
     assert_eq!(joined[0][0], (3 + 3 + 5 + 3).to_string());
     // The doc's query: the top functions per spawn location, across hosts.
-    let top = duckdb(&ds, &doc_query(&ds));
+    let top = duckdb(&ds, TABLES, &doc_query(&ds));
     let top: Vec<(String, String, String, String)> = top
         .iter()
         .map(|r| {

@@ -8,6 +8,9 @@
 //! Needs python3 with `duckdb`: outside CI a missing one skips with a
 //! message; with CI=true it fails.
 
+mod common;
+
+use common::{duckdb, have_duckdb};
 use runtrace_executor::{Executor, QueueConfig};
 use runtrace_format::merge::EventStream;
 use runtrace_format::Value;
@@ -15,7 +18,9 @@ use runtrace_parquet::{export, ExportOptions};
 use runtrace_recorder::Recorder;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+/// The tables the queries read.
+const TABLES: &[&str] = &["polls", "tasks"];
 
 /// Parents each spawning `CHILDREN` children on the other queue.
 const PARENTS: u64 = 24;
@@ -95,42 +100,6 @@ fn truth(files: &[PathBuf]) -> Truth {
     t
 }
 
-fn duckdb(ds: &Path, sql: &str) -> Option<serde_json::Value> {
-    let script = format!(
-        "import duckdb, json, sys\n\
-         con = duckdb.connect()\n\
-         for t in ('polls', 'tasks'):\n    \
-             con.execute(f\"CREATE VIEW {{t}} AS SELECT * FROM read_parquet('{ds}/{{t}}/*/*/*/*.parquet', hive_partitioning = true)\")\n\
-         print(json.dumps([[None if v is None else str(v) for v in r] for r in con.execute(sys.argv[1]).fetchall()]))\n",
-        ds = ds.display()
-    );
-    let o = Command::new("python3")
-        .args(["-c", &script, sql])
-        .output()
-        .ok()?;
-    assert!(
-        o.status.success(),
-        "duckdb: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    Some(serde_json::from_slice(&o.stdout).unwrap())
-}
-
-fn have_duckdb() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "required in CI but missing: python3 module duckdb"
-        );
-        eprintln!("skipping: python3 module duckdb is missing (pip install duckdb)");
-    }
-    ok
-}
-
 #[test]
 fn executor_queues_and_parents_through_duckdb() {
     if !have_duckdb() {
@@ -155,12 +124,10 @@ fn executor_queues_and_parents_through_duckdb() {
 
     let rows = duckdb(
         &ds,
+        TABLES,
         "SELECT task_id, parent_task_id FROM tasks ORDER BY task_id",
-    )
-    .unwrap();
+    );
     let got: BTreeMap<u64, u64> = rows
-        .as_array()
-        .unwrap()
         .iter()
         .map(|r| {
             let id = r[0].as_str().unwrap().parse().unwrap();
@@ -173,12 +140,10 @@ fn executor_queues_and_parents_through_duckdb() {
 
     let rows = duckdb(
         &ds,
+        TABLES,
         "SELECT task_id, queue, COUNT(*) FROM polls GROUP BY task_id, queue ORDER BY 1, 2",
-    )
-    .unwrap();
+    );
     let got: BTreeMap<(u64, String), u64> = rows
-        .as_array()
-        .unwrap()
         .iter()
         .map(|r| {
             let q = r[1].as_str().expect("polls.queue is null").to_string();
