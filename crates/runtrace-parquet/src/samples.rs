@@ -5,15 +5,21 @@
 //! export's one read), with their stacks symbolized (runtrace-symbolize;
 //! each distinct stack once).
 //!
+//! Samples of a recording without a `PROFILE` frame (not written by the
+//! recorder, which always writes one with samples) are exported without
+//! attribution.
+//!
 //! A recording's samples are held until the recording ends (the attribution
 //! hands them over then): about 150 bytes a sample, far fewer than its
 //! events (a sample per thread every 10 ms at 99 Hz).
 //!
 //! ```
 //! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_format::frame::ProfileInfo;
 //! use runtrace_parquet::{export, ExportOptions};
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
+//! b.profile(&ProfileInfo { mode: 1, hz: 99, flags: 0, message: String::new() });
 //! b.stacks(&[(1, &[0x40_1234, 0x40_1000])]);
 //! b.spawn(100, 1_000, 7, 0, 1, 0);
 //! b.poll_start(100, 0, 2_000, 7, 0, 0);
@@ -30,7 +36,7 @@
 //! ```
 
 use crate::writer::TableWriter;
-use runtrace_analyze::event::Ev;
+use runtrace_analyze::event::{kind, Ev};
 use runtrace_analyze::input::ReadStats;
 use runtrace_analyze::model::Model;
 use runtrace_analyze::pass::{Pass, Wants};
@@ -55,10 +61,13 @@ impl Samples {
     }
 
     /// One event of the read (any kind; those the attribution does not
-    /// read are ignored).
+    /// read are ignored). Until a `PROFILE` frame has been read (a
+    /// recording with CPU profiling writes one before its first chunk),
+    /// only samples are taken: an export without profiles does not pay for
+    /// the attribution's bookkeeping of every poll.
     #[inline]
     pub fn event(&mut self, ev: &Ev, m: &Model) {
-        if self.pass.wants().has(ev.kind) {
+        if (!m.profiles.is_empty() || kind::is_profile(ev.kind)) && self.pass.wants().has(ev.kind) {
             self.pass.event(ev, m);
         }
     }
