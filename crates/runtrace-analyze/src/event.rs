@@ -11,6 +11,8 @@
 //! assert!(kind::is_app(kind::ENQUEUE));
 //! ```
 
+use crate::model::Model;
+
 /// The built-in events as generated from `probes/events.toml`: one module
 /// per event with its wire id (`ID`) and the catalog position of each
 /// field (`task_poll_start::LOCAL_Q`, ...).
@@ -94,7 +96,7 @@ pub mod kind {
 ///
 /// | kind | `x` | `a` | `worker` | `flag` |
 /// |---|---|---|---|---|
-/// | SPAWN | task | location index ([`crate::model::Model::locs`]) | - | - |
+/// | SPAWN | task | location index ([`crate::model::Model::locs`]) | parent (packed: [`Ev::spawn_parent`]) | queue (packed: [`Ev::spawn_queue`]) |
 /// | POLL_START | task | local_q | worker | 1: named queue (executor) |
 /// | POLL_END | task | - | worker | ready |
 /// | WAKE | woken task | - | waking worker | - |
@@ -144,4 +146,67 @@ pub struct Ev {
     pub kind: u8,
     /// Kind-specific (table above).
     pub flag: u8,
+}
+
+/// `flag` of a SPAWN whose parent and queue are in [`Model::side`] (at
+/// `worker`, `worker + 1`): the rare spawn whose parent is not within
+/// 2^32 ids below it, or whose queue's name index is 255 or more.
+const SPAWN_IN_SIDE: u8 = u8::MAX;
+
+impl Ev {
+    /// A SPAWN's parent task id (0: spawned outside a task). The common
+    /// case costs no memory: `worker` holds `task - parent` (0: no
+    /// parent), which fits whenever the parent is less than 2^32 task ids
+    /// older than the child; otherwise both values are in [`Model::side`].
+    ///
+    /// ```
+    /// use runtrace_analyze::event::{kind, Ev};
+    /// use runtrace_analyze::model::Model;
+    /// let mut m = Model::new();
+    /// let (worker, flag) = Ev::pack_spawn(10, 7, 3, &mut m);
+    /// let ev = Ev { ticks: 5, x: 10, a: 0, thread: 0, worker, kind: kind::SPAWN, flag };
+    /// assert_eq!((ev.spawn_parent(&m), ev.spawn_queue(&m)), (7, 3));
+    /// assert!(m.side.is_empty());
+    /// let (worker, flag) = Ev::pack_spawn(1 << 40, 1, 300, &mut m);
+    /// let ev = Ev { x: 1 << 40, worker, flag, ..ev };
+    /// assert_eq!((ev.spawn_parent(&m), ev.spawn_queue(&m)), (1, 300));
+    /// ```
+    #[inline]
+    pub fn spawn_parent(&self, m: &Model) -> u64 {
+        match (self.flag, self.worker) {
+            (SPAWN_IN_SIDE, i) => m.side.get(i as usize).copied().unwrap_or(0),
+            (_, 0) => 0,
+            (_, d) => self.x.wrapping_sub(d as u64),
+        }
+    }
+
+    /// A SPAWN's queue: the [`Model::names`] index of its name (0: none,
+    /// as for tokio). See [`Ev::spawn_parent`].
+    #[inline]
+    pub fn spawn_queue(&self, m: &Model) -> u32 {
+        match self.flag {
+            SPAWN_IN_SIDE => m
+                .side
+                .get(self.worker as usize + 1)
+                .map_or(0, |&q| q.min(u32::MAX as u64) as u32),
+            q => q as u32,
+        }
+    }
+
+    /// Packs a SPAWN's `parent` task id and `queue` name index into
+    /// (`worker`, `flag`), spilling to [`Model::side`] when they do not fit
+    /// (see [`Ev::spawn_parent`]).
+    #[inline]
+    pub fn pack_spawn(task: u64, parent: u64, queue: u32, m: &mut Model) -> (u32, u8) {
+        let d = task.wrapping_sub(parent);
+        if (parent == 0 || (d != 0 && d <= u32::MAX as u64)) && queue < SPAWN_IN_SIDE as u32 {
+            return (if parent == 0 { 0 } else { d as u32 }, queue as u8);
+        }
+        match u32::try_from(m.side(&[parent, queue as u64])) {
+            Ok(i) => (i, SPAWN_IN_SIDE),
+            // Over 4G side values: unreachable in memory; say "unknown"
+            // rather than something wrong.
+            Err(_) => (0, 0),
+        }
+    }
 }

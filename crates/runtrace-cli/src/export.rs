@@ -62,6 +62,9 @@ fn parquet(a: &ParquetArgs) -> ExitCode {
             for e in &s.errors {
                 let _ = writeln!(err, "error: {e}");
             }
+            for n in &s.notes {
+                let _ = writeln!(err, "note: {n}");
+            }
             if s.damaged {
                 let _ = writeln!(
                     err,

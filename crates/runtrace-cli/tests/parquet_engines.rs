@@ -6,7 +6,9 @@
 //! the value, docs/analysis.md). The same SQL runs on both engines
 //! (tests/parquet/query.py).
 //!
-//! Needs python3 with `duckdb` and `pyspark`, and a Java runtime for Spark:
+//! DataFusion (Python `datafusion`) runs the doc's Athena/Trino queries.
+//!
+//! Needs python3 with `duckdb`, `pyspark` and `datafusion`, and a Java runtime for Spark:
 //! outside CI a missing one skips its test with a message; with CI=true
 //! it fails. Also the command's exit codes and messages for good, damaged
 //! and bad input (the dataset rules themselves are tested in
@@ -354,8 +356,63 @@ fn spark_agrees_with_duckdb_and_analyze() {
     // The same SQL, the same answers (the docs' engine-specific queries
     // differ: Spark's percentile interpolates).
     let duck = query("duckdb", &ds);
-    for k in ["poll_stats", "wake_p99", "rows", "hosts"] {
+    for k in ["poll_stats", "wake_p99", "wake_band", "rows", "hosts"] {
         assert_eq!(spark[k], duck[k], "{k}: the same SQL, the same answers");
+    }
+}
+
+/// DataFusion (the Python package `datafusion`) runs docs/parquet.md's
+/// Athena/Trino queries: as written where its dialect accepts them, else
+/// the doc's DataFusion variant; the answers agree with DuckDB's (exactly,
+/// but the approximate p99: between the exact p98 and maximum) and with
+/// the analysis.
+#[test]
+fn datafusion_runs_the_trino_queries() {
+    if !require(
+        python_has("datafusion"),
+        "python3 module datafusion (pip install datafusion)",
+    ) || !have_duckdb()
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (ds, want) = fleet_dataset(dir.path());
+    let df = query("datafusion", &ds);
+    check_against_analysis("datafusion", &df, &want);
+    let duck = query("duckdb", &ds);
+    for k in ["poll_stats", "wake_p99", "wake_band", "rows", "hosts"] {
+        assert_eq!(df[k], duck[k], "{k}: the same SQL, the same answers");
+    }
+    // What docs/parquet.md says differs: the DDL and approx_percentile.
+    assert_eq!(df["differ"], serde_json::json!([0, 1]), "{df}");
+    // Busiest locations and imbalanced hosts: as DuckDB says.
+    assert_eq!(df["docs"][2], duck["docs"][2], "busiest locations");
+    assert_eq!(df["docs"][3], duck["docs"][3], "imbalanced hosts");
+    // The approximate p99 (a t-digest estimate, interpolated between the
+    // sparse values of the top 1 %): per location and host, within the
+    // exact band from the nearest-rank p98 to the maximum.
+    let approx: BTreeMap<(String, String), f64> = df["docs"][1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let s = |i: usize| r[i].as_str().unwrap().to_string();
+            ((s(1), s(0)), s(2).parse().unwrap())
+        })
+        .collect();
+    let band = duck["wake_band"].as_array().unwrap();
+    assert_eq!(approx.len(), band.len(), "{df}");
+    for b in band {
+        let key = (
+            b[0].as_str().unwrap().to_string(),
+            b[1].as_str().unwrap().to_string(),
+        );
+        let (lo, hi) = (b[2].as_f64().unwrap(), b[3].as_f64().unwrap());
+        let a = approx[&key];
+        assert!(
+            lo <= a && a <= hi,
+            "p99 of {key:?}: DataFusion {a}, exact p98..max {lo}..{hi}"
+        );
     }
 }
 

@@ -161,9 +161,11 @@ pub fn check_schema(path: &Path, table: Table) -> Result<(), String> {
             version.as_deref().unwrap_or("<none>")
         ));
     }
+    // Top-level fields (a list column has a leaf named after its element).
     let have: Vec<String> = meta
         .schema_descr()
-        .columns()
+        .root_schema()
+        .get_fields()
         .iter()
         .map(|c| c.name().to_string())
         .collect();

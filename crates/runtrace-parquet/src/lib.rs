@@ -6,7 +6,8 @@
 //! Layers: [`schema`] names the tables and columns; [`writer`] writes one
 //! table's file in bounded memory under a temporary name; [`layout`] knows
 //! the dataset's directories and what it already holds; [`pass`] turns the
-//! analysis input's events into rows (one read, as an analysis pass); and
+//! analysis input's events into rows (one read, as an analysis pass), with
+//! [`samples`] doing the `cpu_samples` rows (attributed, symbolized); and
 //! [`export`] runs it and commits the files (renames them into place) only
 //! when all are complete.
 //!
@@ -31,6 +32,7 @@
 
 pub mod layout;
 pub mod pass;
+pub mod samples;
 pub mod schema;
 pub mod writer;
 
@@ -65,6 +67,9 @@ pub struct Summary {
     /// Some input file was damaged or cut: the dataset holds what was
     /// readable.
     pub damaged: bool,
+    /// About the CPU profile, when the recordings have samples: what could
+    /// not be symbolized and why, one line each.
+    pub notes: Vec<String>,
 }
 
 impl Summary {
@@ -125,13 +130,16 @@ pub fn export(paths: &[PathBuf], root: &Path, opts: &ExportOptions) -> Result<Su
     let paths = runtrace_analyze::input::sorted(paths);
     let (_model, stats) = runtrace_analyze::input::read(&paths, &mut ex, None);
     let written = ex.take_written();
+    let notes = std::mem::take(&mut ex.samples.notes);
     if let Some(e) = ex.error.take() {
         for w in &written {
             let _ = std::fs::remove_file(&w.tmp);
         }
         return Err(e);
     }
-    commit(written, &target, stats)
+    let mut s = commit(written, &target, stats)?;
+    s.notes = notes;
+    Ok(s)
 }
 
 /// Renames the files into place, then removes the replaced recordings'

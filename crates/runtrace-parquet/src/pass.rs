@@ -32,6 +32,7 @@
 //! ```
 
 use crate::layout;
+use crate::samples::Samples;
 use crate::schema::Table;
 use crate::writer::TableWriter;
 use runtrace_analyze::event::{kind, Ev};
@@ -135,6 +136,24 @@ struct Task {
     pending: u64,
     spawn: u64,
     spawn_tid: u64,
+    /// Parent task id (0: none or unknown).
+    parent: u64,
+    /// Name index of its queue (0: none or unknown).
+    queue: u32,
+}
+
+impl Task {
+    /// A task seen first by something other than its spawn.
+    fn unknown(tid: u64) -> Task {
+        Task {
+            loc: UNKNOWN_LOC,
+            pending: NO_PENDING,
+            spawn: NO_PENDING,
+            spawn_tid: tid,
+            parent: 0,
+            queue: 0,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -144,6 +163,8 @@ struct Open {
     start: u64,
     loc: u32,
     local_q: u32,
+    /// Name index of the queue polled from (0: none).
+    queue: u32,
     wake_delay: Option<i64>,
 }
 
@@ -185,6 +206,8 @@ pub struct Exporter {
     written: Vec<Written>,
     /// File sets started per recording id.
     started: IntMap<u64, u32>,
+    /// The CPU-profile samples of the recording being written.
+    pub samples: Samples,
 }
 
 impl Exporter {
@@ -198,6 +221,7 @@ impl Exporter {
             error: None,
             written: Vec::new(),
             started: IntMap::default(),
+            samples: Samples::default(),
         }
     }
 
@@ -312,6 +336,8 @@ impl Exporter {
                         pending: ev.ticks,
                         spawn: ev.ticks,
                         spawn_tid: tid,
+                        parent: ev.spawn_parent(m),
+                        queue: ev.spawn_queue(m),
                     },
                 ) {
                     task_row(&mut w[1], pid, rid, ev.x, &old, None, m, wall)?;
@@ -319,12 +345,7 @@ impl Exporter {
             }
             kind::TERMINATE => {
                 rec.orphan_wakes.remove(&ev.x);
-                let t = rec.tasks.remove(&ev.x).unwrap_or(Task {
-                    loc: UNKNOWN_LOC,
-                    pending: NO_PENDING,
-                    spawn: NO_PENDING,
-                    spawn_tid: tid,
-                });
+                let t = rec.tasks.remove(&ev.x).unwrap_or(Task::unknown(tid));
                 task_row(&mut w[1], pid, rid, ev.x, &t, Some(ts), m, wall)?;
             }
             kind::WAKE => match rec.tasks.get_mut(&ev.x) {
@@ -341,24 +362,16 @@ impl Exporter {
                 }
             },
             kind::POLL_START => {
-                let (loc, pending) = match rec.tasks.get_mut(&ev.x) {
+                let (loc, pending, queue) = match rec.tasks.get_mut(&ev.x) {
                     Some(t) => {
-                        let r = (t.loc, t.pending);
+                        let r = (t.loc, t.pending, t.queue);
                         t.pending = NO_PENDING;
                         r
                     }
                     None => {
                         let pending = rec.orphan_wakes.remove(&ev.x).unwrap_or(NO_PENDING);
-                        rec.tasks.insert(
-                            ev.x,
-                            Task {
-                                loc: UNKNOWN_LOC,
-                                pending: NO_PENDING,
-                                spawn: NO_PENDING,
-                                spawn_tid: tid,
-                            },
-                        );
-                        (UNKNOWN_LOC, pending)
+                        rec.tasks.insert(ev.x, Task::unknown(tid));
+                        (UNKNOWN_LOC, pending, 0)
                     }
                 };
                 let open = &mut self.open[ev.thread as usize];
@@ -375,6 +388,9 @@ impl Exporter {
                     start: ev.ticks,
                     loc,
                     local_q: ev.a,
+                    // The executor polls a task from the queue it was
+                    // spawned on; `flag`: this poll came from a named queue.
+                    queue: if ev.flag != 0 { queue } else { 0 },
                     wake_delay,
                 });
             }
@@ -395,7 +411,7 @@ impl Exporter {
                     .u64(o.task)
                     .str(Some(&m.locs[o.loc as usize].text))
                     .opt_u32((o.worker != NO_WORKER).then_some(o.worker))
-                    .str(None)
+                    .str((o.queue != 0).then(|| m.name(o.queue)))
                     .i64(wall(o.start))
                     .i64(dur)
                     .opt_i64(o.wake_delay)
@@ -493,6 +509,7 @@ impl Exporter {
             let proc = &m.procs[p];
             let mut live: Vec<(u64, Task)> = rec.tasks.drain().collect();
             live.sort_by_key(|(id, _)| *id);
+            self.samples.write(&mut rec.writers[8], m, p)?;
             let clock = rec.clock;
             for (id, t) in &live {
                 // Tasks only ever polled (spawned before the recording and
@@ -544,7 +561,7 @@ fn task_row(
         .opt_u64(spawned.then_some(t.spawn_tid))
         .u64(id)
         .str(Some(&m.locs[t.loc as usize].text))
-        .opt_u64(None)
+        .opt_u64((t.parent != 0).then_some(t.parent))
         .opt_i64(spawned.then(|| wall(t.spawn)))
         .opt_i64(terminate);
     w.end_row()
@@ -552,7 +569,7 @@ fn task_row(
 
 impl Pass for Exporter {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP)
+        Wants::RUNTIME.or(Wants::APP).or(Samples::wants())
     }
 
     #[inline]
@@ -564,6 +581,7 @@ impl Pass for Exporter {
         if let Err(e) = self.step(ev, model) {
             self.error = Some(e);
         }
+        self.samples.event(ev, model);
     }
 
     /// A recording is over: its files are completed (under their

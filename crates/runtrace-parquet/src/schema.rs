@@ -19,12 +19,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Version of the tables' layout, in every file's metadata under
-/// [`VERSION_KEY`].
-pub const SCHEMA_VERSION: u32 = 1;
+/// [`VERSION_KEY`]. 2: `polls.queue` and `tasks.parent_task_id` filled
+/// (always null in 1), and the `cpu_samples` table.
+pub const SCHEMA_VERSION: u32 = 2;
 /// File metadata key of [`SCHEMA_VERSION`].
 pub const VERSION_KEY: &str = "runtrace.schema_version";
 /// File metadata key of the table's name.
 pub const TABLE_KEY: &str = "runtrace.table";
+/// Name of a list column's element field (Arrow's default).
+pub const LIST_ITEM: &str = "item";
 /// File metadata key of the recording id (16 hex digits).
 pub const RECORDING_KEY: &str = "runtrace.recording_id";
 
@@ -45,6 +48,8 @@ pub enum Ty {
     Bool,
     /// UTF-8 text.
     Str,
+    /// A list of UTF-8 texts (a call stack's frames).
+    StrList,
 }
 
 impl Ty {
@@ -56,6 +61,7 @@ impl Ty {
             Ty::F64 => DataType::Float64,
             Ty::Bool => DataType::Boolean,
             Ty::Str => DataType::Utf8,
+            Ty::StrList => DataType::List(Arc::new(Field::new(LIST_ITEM, DataType::Utf8, false))),
         }
     }
 
@@ -67,6 +73,7 @@ impl Ty {
             Ty::F64 => "f64",
             Ty::Bool => "bool",
             Ty::Str => "string",
+            Ty::StrList => "list<string>",
         }
     }
 }
@@ -188,6 +195,22 @@ const QUEUE_SNAPSHOTS: &[Column] = &[
     c("produced_total", Ty::U64),
 ];
 
+const CPU_SAMPLES: &[Column] = &[
+    c("pid", Ty::U64),
+    c("recording_id", Ty::U64),
+    c("tid", Ty::U64),
+    c("ts_ns", Ty::I64),
+    n("task_id", Ty::U64),
+    n("spawn_loc", Ty::Str),
+    n("worker", Ty::U32),
+    n("poll_start_ns", Ty::I64),
+    c("on_cpu", Ty::Bool),
+    n("off_ns", Ty::I64),
+    n("thread", Ty::Str),
+    n("function", Ty::Str),
+    c("stack", Ty::StrList),
+];
+
 /// The tables of a dataset, one directory each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Table {
@@ -207,11 +230,13 @@ pub enum Table {
     BacklogTriggers,
     /// Queue snapshots.
     QueueSnapshots,
+    /// CPU-profile samples, on and off CPU, with symbolized stacks.
+    CpuSamples,
 }
 
 impl Table {
     /// Every table, in directory order.
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Table::Polls,
         Table::Tasks,
         Table::Workers,
@@ -220,6 +245,7 @@ impl Table {
         Table::IoEvents,
         Table::BacklogTriggers,
         Table::QueueSnapshots,
+        Table::CpuSamples,
     ];
 
     /// Its directory (and SQL table) name.
@@ -233,6 +259,7 @@ impl Table {
             Table::IoEvents => "io_events",
             Table::BacklogTriggers => "backlog_triggers",
             Table::QueueSnapshots => "queue_snapshots",
+            Table::CpuSamples => "cpu_samples",
         }
     }
 
@@ -248,6 +275,7 @@ impl Table {
             Table::IoEvents => IO_EVENTS,
             Table::BacklogTriggers => BACKLOG_TRIGGERS,
             Table::QueueSnapshots => QUEUE_SNAPSHOTS,
+            Table::CpuSamples => CPU_SAMPLES,
         }
     }
 

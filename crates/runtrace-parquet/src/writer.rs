@@ -19,10 +19,10 @@
 //! assert!(path.exists());
 //! ```
 
-use crate::schema::{Table, Ty, RECORDING_KEY};
+use crate::schema::{Table, Ty, LIST_ITEM, RECORDING_KEY};
 use arrow_array::builder::{
-    ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder, UInt32Builder,
-    UInt64Builder,
+    ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, ListBuilder, StringBuilder,
+    UInt32Builder, UInt64Builder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
@@ -48,6 +48,7 @@ enum Col {
     F64(Float64Builder),
     Bool(BooleanBuilder),
     Str(StringBuilder),
+    StrList(ListBuilder<StringBuilder>),
 }
 
 impl Col {
@@ -59,6 +60,11 @@ impl Col {
             Ty::F64 => Col::F64(Float64Builder::with_capacity(BATCH_ROWS)),
             Ty::Bool => Col::Bool(BooleanBuilder::with_capacity(BATCH_ROWS)),
             Ty::Str => Col::Str(StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 24)),
+            Ty::StrList => Col::StrList(
+                ListBuilder::with_capacity(StringBuilder::new(), BATCH_ROWS).with_field(
+                    arrow_schema::Field::new(LIST_ITEM, arrow_schema::DataType::Utf8, false),
+                ),
+            ),
         }
     }
 
@@ -70,6 +76,7 @@ impl Col {
             Col::F64(b) => ArrayBuilder::finish(b),
             Col::Bool(b) => ArrayBuilder::finish(b),
             Col::Str(b) => ArrayBuilder::finish(b),
+            Col::StrList(b) => ArrayBuilder::finish(b),
         }
     }
 }
@@ -120,6 +127,12 @@ impl TableWriter {
             let path = ColumnPath::from(c.name);
             props = match c.ty {
                 Ty::Str => props.set_column_dictionary_enabled(path, true),
+                // Frames repeat across samples: a dictionary of the list's
+                // leaf column (Parquet's path `name.list.item`).
+                Ty::StrList => props.set_column_dictionary_enabled(
+                    ColumnPath::new(vec![c.name.into(), "list".into(), LIST_ITEM.into()]),
+                    true,
+                ),
                 Ty::U64 | Ty::U32 | Ty::I64 => {
                     props.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED)
                 }
@@ -249,6 +262,21 @@ impl TableWriter {
     pub fn str(&mut self, v: Option<&str>) -> &mut Self {
         match self.next() {
             Col::Str(b) => b.append_option(v),
+            _ => panic!("column type mismatch"),
+        }
+        self
+    }
+
+    /// Next column: a list of texts.
+    #[inline]
+    pub fn str_list<'a>(&mut self, v: impl IntoIterator<Item = &'a str>) -> &mut Self {
+        match self.next() {
+            Col::StrList(b) => {
+                for s in v {
+                    b.values().append_value(s);
+                }
+                b.append(true);
+            }
             _ => panic!("column type mismatch"),
         }
         self

@@ -302,6 +302,7 @@ fn file_columns(path: &Path, table: Table) -> (String, Option<String>) {
             DataType::Float64 => "f64",
             DataType::Boolean => "bool",
             DataType::Utf8 => "string",
+            DataType::List(item) if item.data_type() == &DataType::Utf8 => "list<string>",
             other => panic!("unexpected type {other}"),
         };
         let null = if f.is_nullable() { " null" } else { "" };
@@ -359,4 +360,105 @@ fn several_recordings_in_one_export() {
     let polls = data_files(&ds, Table::Polls);
     assert!(polls[0].ends_with("part-0000000000000011-0.parquet"));
     assert!(polls[1].ends_with("part-0000000000000022-0.parquet"));
+}
+
+/// The (task_id, parent_task_id) rows of `tasks` and (task_id, queue)
+/// rows of `polls` in the dataset.
+type TaskParents = Vec<(u64, Option<u64>)>;
+type PollQueues = Vec<(u64, Option<String>)>;
+
+fn lineage(ds: &Path) -> (TaskParents, PollQueues) {
+    use arrow_array::{Array, StringArray, UInt64Array};
+    let read = |t: Table| {
+        let f = std::fs::File::open(&data_files(ds, t)[0]).unwrap();
+        ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect::<Vec<_>>()
+    };
+    let mut tasks = Vec::new();
+    for b in read(Table::Tasks) {
+        let col = |n: &str| {
+            b.column_by_name(n)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .unwrap()
+                .clone()
+        };
+        let (id, parent) = (col("task_id"), col("parent_task_id"));
+        for i in 0..b.num_rows() {
+            tasks.push((id.value(i), parent.is_valid(i).then(|| parent.value(i))));
+        }
+    }
+    let mut polls = Vec::new();
+    for b in read(Table::Polls) {
+        let id = b.column_by_name("task_id").unwrap();
+        let id = id.as_any().downcast_ref::<UInt64Array>().unwrap();
+        let q = b.column_by_name("queue").unwrap();
+        let q = q.as_any().downcast_ref::<StringArray>().unwrap();
+        for i in 0..b.num_rows() {
+            polls.push((id.value(i), q.is_valid(i).then(|| q.value(i).to_string())));
+        }
+    }
+    (tasks, polls)
+}
+
+/// Parents and queues however they are packed in the analysis input:
+/// near parents, a parent 2^40 ids older than its child, no parent; a few
+/// queues, and more than 255 (names past the inline range); polls of a
+/// tokio-style task (no queue) and of a task whose spawn is not in the
+/// trace (queue unknown). A file with parents is not version 1 (where the
+/// column was always null).
+#[test]
+fn parents_and_queues() {
+    let mut b = TraceBuilder::with_header(1_000_000_000, 5, 5);
+    b.location(1, "src/a.rs", 1, 1);
+    for q in 1..=300u64 {
+        b.string(q, &format!("queue-{q}"));
+    }
+    let big = 1u64 << 41;
+    // (task, parent, queue string id)
+    let mut spawns = vec![(10, 0, 1), (11, 10, 2), (big, 10, 1), (big + 1, big, 0)];
+    spawns.extend((1..=300).map(|q| (100 + q, 11, q)));
+    let mut t = 1_000;
+    for &(task, parent, q) in &spawns {
+        b.spawn(7, t, task, parent, 1, q);
+        b.poll_start(7, 0, t + 10, task, q, 0);
+        b.poll_end(7, 0, t + 20, task, true);
+        b.terminate(7, t + 30, task);
+        t += 100;
+    }
+    // Polled, never spawned in the trace, from a named queue.
+    b.poll_start(7, 0, t, 9, 3, 0);
+    b.poll_end(7, 0, t + 10, 9, false);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.0.bin");
+    std::fs::write(&trace, b.finish()).unwrap();
+    let ds = dir.path().join("ds");
+    export(&[trace], &ds, &opts("h")).unwrap();
+    let (mut tasks, mut polls) = lineage(&ds);
+    tasks.sort();
+    polls.sort();
+    let mut want_tasks: TaskParents = spawns
+        .iter()
+        .map(|&(task, parent, _)| (task, (parent != 0).then_some(parent)))
+        .collect();
+    want_tasks.sort();
+    assert_eq!(tasks, want_tasks);
+    let mut want_polls: PollQueues = spawns
+        .iter()
+        .map(|&(task, _, q)| (task, (q != 0).then(|| format!("queue-{q}"))))
+        .chain([(9, None)])
+        .collect();
+    want_polls.sort();
+    assert_eq!(polls, want_polls);
+    let (_, version) = file_columns(&data_files(&ds, Table::Tasks)[0], Table::Tasks);
+    assert_ne!(
+        version.as_deref(),
+        Some("1"),
+        "version 1 files have parent_task_id and queue always null"
+    );
 }

@@ -382,13 +382,14 @@ pub(crate) fn decode_events(
                     Ok(l) => l,
                     Err(x) => fail!(x),
                 };
-                let q = g(2);
-                if q != 0 {
-                    if let Err(x) = check_string(cache, tables, q, start) {
-                        fail!(x);
-                    }
-                }
-                push(k, g(0), l as u64, 0, 0);
+                // The queue's name, checked like any string id; with the
+                // parent packed into `worker` and `flag` (`Ev::pack_spawn`).
+                let q = match resolve_app(cache, names, model, tables, g(2), start) {
+                    Ok(q) => q,
+                    Err(x) => fail!(x),
+                };
+                let (parent, queue) = Ev::pack_spawn(g(0), g(3), q, model);
+                push(k, g(0), l as u64, parent as u64, queue);
             }
             kind::TERMINATE => push(k, g(0), 0, 0, 0),
             kind::PARK => push(k, 0, g(1), g(0), 0),

@@ -33,6 +33,7 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [u8]> {
             task_spawn::TASK_ID,
             task_spawn::SPAWN_LOC,
             task_spawn::QUEUE,
+            task_spawn::PARENT_TASK_ID,
         ],
         kind::POLL_START => &[
             task_poll_start::TASK_ID,
