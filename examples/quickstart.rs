@@ -195,7 +195,7 @@ async fn cpu_heavy_report(rng: u64) {
 
 async fn blocking_audit_log() {
     // Problem 2: blocking I/O inside a poll stalls the worker.
-    write_audit_log_sync(Duration::from_millis(60));
+    let _ = write_audit_log_sync(Duration::from_millis(60));
 }
 
 async fn fan_out_refresh() {
@@ -320,8 +320,11 @@ fn checksum_report(d: Duration) -> u64 {
 }
 
 /// Problem 2's work: a synchronous write that blocks the calling thread
-/// (a sleep stands in for a slow disk).
+/// (a sleep stands in for a slow disk). It returns the bytes "written",
+/// so the sleep is not a tail call and this function stays on the stack
+/// the profiler records at the switch-out.
 #[inline(never)]
-fn write_audit_log_sync(d: Duration) {
+fn write_audit_log_sync(d: Duration) -> usize {
     std::thread::sleep(d);
+    std::hint::black_box(512)
 }

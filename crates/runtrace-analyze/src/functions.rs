@@ -121,10 +121,12 @@ pub fn own_frame(frames: &[Frame]) -> usize {
 }
 
 /// A frame of the application's code ([`own_frame`]'s rule): resolved,
-/// outside shared libraries and Rust's standard library.
+/// outside shared libraries (the kernel's `[vdso]` included) and Rust's
+/// standard library.
 pub fn is_own(f: &Frame) -> bool {
     !f.is_unknown()
         && !f.module.contains(".so")
+        && &*f.module != "[vdso]"
         && !f.file.as_deref().is_some_and(|p| p.starts_with("/rustc/"))
 }
 

@@ -80,6 +80,15 @@ pub(crate) fn unknown_in(module: &Arc<str>, offset: u64) -> Frame {
     }
 }
 
+impl Frame {
+    /// The same frame under another function name (for places that have
+    /// a name but no symbols, such as `[vdso]`).
+    pub(crate) fn named(mut self, function: &str) -> Frame {
+        self.function = function.into();
+        self
+    }
+}
+
 /// The frame of an address outside every recorded mapping.
 pub(crate) fn unknown_addr(addr: u64) -> Frame {
     Frame {

@@ -245,6 +245,12 @@ impl Symbolizer {
         } else {
             addr
         };
+        if m.mapping.path == VDSO {
+            // The kernel's vDSO has no file to read here (and the
+            // recording machine's differs from this one's): name the
+            // place, not a function we cannot check.
+            return vec![frame::unknown_in(&m.name, offset(addr)).named(VDSO)];
+        }
         let unknown = frame::unknown_in(&m.name, offset(addr));
         let located = m.located.get_or_insert_with(|| {
             locate::locate(&m.mapping.path, &m.mapping.build_id, &self.opts)
@@ -273,6 +279,10 @@ impl Symbolizer {
         }
     }
 }
+
+/// The path the recorder gives the kernel's vDSO mapping
+/// (`/proc/self/maps` names it so).
+const VDSO: &str = "[vdso]";
 
 /// A recorded build id as problems print it.
 fn id_text(id: &[u8]) -> String {

@@ -379,6 +379,22 @@ fn addresses_outside_every_mapping_and_a_later_mapping_replacing_one() {
 }
 
 #[test]
+fn vdso_frames_are_named_vdso_without_a_problem() {
+    let vdso = Mapping {
+        start: 0x7fff_0000,
+        end: 0x7fff_2000,
+        file_offset: 0,
+        build_id: vec![],
+        path: "[vdso]".into(),
+    };
+    let mut s = Symbolizer::new(&[vdso], SymbolizeOptions::default());
+    let frames = s.stack(&[0x7fff_0b46, 0x7fff_1001]);
+    assert_eq!(names(&frames), ["[vdso] @ ?:0", "[vdso] @ ?:0"]);
+    assert!(frames.iter().all(|f| f.file.is_none() && &*f.module == "[vdso]"));
+    assert!(s.problems().is_empty(), "{:?}", s.problems());
+}
+
+#[test]
 fn nonsense_mappings_never_panic() {
     let odd = [
         Mapping {

@@ -100,7 +100,11 @@ impl Maps {
                 continue;
             };
             self.exec.push((m.start, m.end));
-            if !m.path.starts_with('/') {
+            // File-backed code, and the vDSO (clock_gettime and friends:
+            // a busy `Instant::now` loop samples there), which readers
+            // then name `[vdso]` instead of an address outside every
+            // mapping. Anonymous (JIT) code has nothing to name.
+            if !m.path.starts_with('/') && m.path != "[vdso]" {
                 continue;
             }
             let same = |k: &Mapping| {
