@@ -390,7 +390,9 @@ fn vdso_frames_are_named_vdso_without_a_problem() {
     let mut s = Symbolizer::new(&[vdso], SymbolizeOptions::default());
     let frames = s.stack(&[0x7fff_0b46, 0x7fff_1001]);
     assert_eq!(names(&frames), ["[vdso] @ ?:0", "[vdso] @ ?:0"]);
-    assert!(frames.iter().all(|f| f.file.is_none() && &*f.module == "[vdso]"));
+    assert!(frames
+        .iter()
+        .all(|f| f.file.is_none() && &*f.module == "[vdso]"));
     assert!(s.problems().is_empty(), "{:?}", s.problems());
 }
 
