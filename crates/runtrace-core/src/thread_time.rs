@@ -102,12 +102,24 @@ fn schedstat_fd(s: &State) -> i32 {
 }
 
 fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The time of a POSIX clock in ns (`clock_gettime`; 0 if the clock does
+/// not exist), e.g. `CLOCK_MONOTONIC`, the clock perf_event sample times
+/// use, or `CLOCK_THREAD_CPUTIME_ID`.
+///
+/// ```
+/// let a = runtrace_core::thread_time::clock_ns(libc::CLOCK_MONOTONIC);
+/// assert!(runtrace_core::thread_time::clock_ns(libc::CLOCK_MONOTONIC) >= a);
+/// ```
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

@@ -24,13 +24,7 @@ use std::path::Path;
 use std::time::Duration;
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    runtrace_core::thread_time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// CPU ns of the thread named `name` in this process (schedstat's first

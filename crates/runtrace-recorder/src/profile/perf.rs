@@ -118,13 +118,7 @@ impl ClockPair {
 }
 
 fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    runtrace_core::thread_time::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 impl PerfSampler {
