@@ -7,6 +7,9 @@
 //! - `record_cpu`: `record` plus CPU profiling at 99 Hz
 //!   (`Recorder::builder().cpu_profile(99)`, issue 13; target: at most 1%
 //!   more CPU per request than `record`);
+//! - `record_cpu_signal`: `record_cpu` with the timer + SIGPROF backend
+//!   (`RUNTRACE_CPU_FALLBACK=signal`: on-CPU stacks only, no per-switch
+//!   cost);
 //! - `record_all`: recording with every backend compiled into this bench
 //!   listening. Without the `usdt` feature the recorder is the only backend,
 //!   so this mode is skipped (and the bench says so); with
@@ -68,7 +71,7 @@ fn serve(mode: &str) {
             .path(dir.join("trace"))
             .max_file_size(64 << 20)
             .max_total_size(256 << 20)
-            .cpu_profile(if mode == "record_cpu" { 99 } else { 0 })
+            .cpu_profile(if mode.starts_with("record_cpu") { 99 } else { 0 })
             .start()
             .expect("start recording")
     });
@@ -139,7 +142,11 @@ struct Server {
 impl Server {
     fn start(mode: &str) -> Server {
         let exe = std::env::current_exe().expect("this bench's path");
-        let mut child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        if mode == "record_cpu_signal" {
+            cmd.env("RUNTRACE_CPU_FALLBACK", "signal");
+        }
+        let mut child = cmd
             .env(SERVER_ENV, mode)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -347,7 +354,13 @@ fn drive() {
     }
     let rounds = env_u64("HTTP_BENCH_ROUNDS", 6).max(1) as usize;
     let secs = env_u64("HTTP_BENCH_SECS", 5).max(1);
-    let mut modes = vec!["plain", "idle_hooks", "record", "record_cpu"];
+    let mut modes = vec![
+        "plain",
+        "idle_hooks",
+        "record",
+        "record_cpu",
+        "record_cpu_signal",
+    ];
     if cfg!(feature = "usdt") {
         modes.push("record_all");
     } else {
@@ -446,7 +459,10 @@ fn drive() {
     }
     // CPU profiling's own cost: record_cpu against the same round's record.
     let at = |name: &str| modes.iter().position(|m| *m == name);
-    if let (Some(rec), Some(cpu)) = (at("record"), at("record_cpu")) {
+    for name in ["record_cpu", "record_cpu_signal"] {
+        let (Some(rec), Some(cpu)) = (at("record"), at(name)) else {
+            continue;
+        };
         let ratios: Vec<f64> = runs[cpu]
             .iter()
             .zip(&runs[rec])
@@ -454,7 +470,7 @@ fn drive() {
             .collect();
         let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
         println!(
-            "record_cpu  CPU per request vs record (median ratio): {:.4}  (pairs: {})",
+            "{name:<17} CPU per request vs record (median ratio): {:.4}  (pairs: {})",
             median(ratios),
             list.join(" ")
         );
