@@ -71,7 +71,11 @@ fn serve(mode: &str) {
             .path(dir.join("trace"))
             .max_file_size(64 << 20)
             .max_total_size(256 << 20)
-            .cpu_profile(if mode.starts_with("record_cpu") { 99 } else { 0 })
+            .cpu_profile(if mode.starts_with("record_cpu") {
+                99
+            } else {
+                0
+            })
             .start()
             .expect("start recording")
     });
