@@ -93,6 +93,13 @@ fn record_sample_trace(dir: &Path) -> Vec<PathBuf> {
                         );
                         runtrace_recorder::task_wake(id, 0, runtrace_format::NO_WORKER);
                     }
+                    // Pauses longer than the flush interval: the writer
+                    // then drains in several rounds, so the files rotate
+                    // (a starved writer on a loaded machine wrote it all
+                    // in two big rounds, two files, and lost events).
+                    if i % 2000 == 1999 {
+                        std::thread::sleep(Duration::from_millis(8));
+                    }
                 }
             })
         })
