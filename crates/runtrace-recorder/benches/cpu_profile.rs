@@ -4,16 +4,22 @@
 //!   of work while sampled at 99 Hz and 999 Hz, against not sampled (the
 //!   kernel's timer interrupt, callchain walk and ring write are charged
 //!   to the sampled thread);
-//! - context switches: the CPU time of a thread that blocks 20,000 times
-//!   (1 µs sleeps), whose every switch-out is an off-CPU sample (the
-//!   kernel walks its stack in the scheduler, with interrupts off, so a
-//!   sampling profiler does not see this cost);
+//! - context switches: two recording threads pinned to one CPU pass a
+//!   byte back and forth through pipes 20,000 times, so each hand-over is
+//!   one context switch; their CPU time per switch (each switch-out is an
+//!   off-CPU sample: the kernel walks the stack in the scheduler, with
+//!   interrupts off, so a sampling profiler does not see this cost; and a
+//!   per-thread event is taken off and put back on the CPU);
 //! - writer side: the writer thread's CPU time per recorded sample (perf
 //!   ring drain, sort, interning, encoding, writing), against the same
 //!   recording without profiling.
 //!
-//! Each round runs every mode once in a rotating order; the figures are
-//! medians over rounds of the paired differences. Run:
+//! Modes: not profiled, 99 Hz and 999 Hz with the default sampler
+//! (per-CPU on-CPU events where allowed), and 99 Hz with a cpu-clock event
+//! per thread (`RUNTRACE_CPU_FALLBACK=perf-thread`) and with the timer +
+//! signal fallback (`signal`). Each round runs every mode once in a
+//! rotating order; the figures are medians over rounds of the paired
+//! differences. Run:
 //! `cargo bench -p runtrace-recorder --bench cpu_profile`
 //! (`CPU_BENCH_ROUNDS`, default 7). Needs perf_event_open (root or
 //! `perf_event_paranoid` <= 1 for the off-CPU part); says so otherwise.
@@ -92,9 +98,86 @@ fn count_samples(dir: &Path) -> (u64, u64, u64) {
     (n, on, mode)
 }
 
-const SWITCHES: u64 = 20_000;
+/// Round trips of the ping-pong: two switches each.
+const ROUND_TRIPS: u64 = 20_000;
+const SWITCHES: u64 = 2 * ROUND_TRIPS;
 
-fn run(hz: u32, iters: u64) -> Run {
+/// Pins the calling thread to CPU 0.
+fn pin() {
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes bit 0.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::CPU_SET(0, &mut set) };
+    // SAFETY: a valid set of the size passed, for the calling thread.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}
+
+fn pipe() -> (i32, i32) {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe writes two fds into the array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    (fds[0], fds[1])
+}
+
+/// Passes one byte: write to `w`, then block reading `r`.
+fn pass(w: i32, r: i32) {
+    let mut b = [0u8; 1];
+    // SAFETY: one-byte reads and writes of a live local buffer on pipe fds
+    // this bench opened.
+    unsafe {
+        assert_eq!(libc::write(w, b.as_ptr().cast(), 1), 1);
+        assert_eq!(libc::read(r, b.as_mut_ptr().cast(), 1), 1);
+    }
+}
+
+/// The CPU time (both threads) of ROUND_TRIPS hand-overs between two
+/// recording threads on one CPU.
+fn ping_pong() -> u64 {
+    let (a_r, a_w) = pipe();
+    let (b_r, b_w) = pipe();
+    let other = std::thread::spawn(move || {
+        pin();
+        runtrace_recorder::task_terminate(2);
+        let mut b = [0u8; 1];
+        // Wait for the start signal, then answer each byte.
+        let t0 = thread_cpu_ns();
+        for _ in 0..ROUND_TRIPS {
+            // SAFETY: as in `pass`.
+            unsafe { assert_eq!(libc::read(a_r, b.as_mut_ptr().cast(), 1), 1) };
+            // SAFETY: as in `pass`.
+            unsafe { assert_eq!(libc::write(b_w, b.as_ptr().cast(), 1), 1) };
+        }
+        thread_cpu_ns() - t0
+    });
+    pin();
+    // Both threads registered, and sampled from the writer's next round.
+    std::thread::sleep(Duration::from_millis(120));
+    let t0 = thread_cpu_ns();
+    for _ in 0..ROUND_TRIPS {
+        pass(a_w, b_r);
+    }
+    let mine = thread_cpu_ns() - t0;
+    let theirs = other.join().unwrap();
+    for fd in [a_r, a_w, b_r, b_w] {
+        // SAFETY: fds this function opened, closed once.
+        unsafe { libc::close(fd) };
+    }
+    mine + theirs
+}
+
+/// One bench mode: its label, the sampling rate, `RUNTRACE_CPU_FALLBACK`.
+struct Mode {
+    label: &'static str,
+    hz: u32,
+    fallback: Option<&'static str>,
+}
+
+fn run(mode: &Mode, iters: u64) -> Run {
+    match mode.fallback {
+        Some(v) => std::env::set_var("RUNTRACE_CPU_FALLBACK", v),
+        None => std::env::remove_var("RUNTRACE_CPU_FALLBACK"),
+    }
+    let hz = mode.hz;
     let dir = tempfile::tempdir().unwrap();
     let guard = runtrace_recorder::Recorder::builder()
         .path(dir.path().join("trace"))
@@ -109,10 +192,7 @@ fn run(hz: u32, iters: u64) -> Run {
         let t0 = thread_cpu_ns();
         black_box(work(iters));
         let t1 = thread_cpu_ns();
-        for _ in 0..SWITCHES {
-            std::thread::sleep(Duration::from_micros(1));
-        }
-        (t1 - t0, thread_cpu_ns() - t1)
+        (t1 - t0, ping_pong())
     })
     .join()
     .unwrap();
@@ -156,15 +236,26 @@ fn main() {
     work(50_000_000);
     let per_iter = (thread_cpu_ns() - t) as f64 / 1e9 / 50_000_000.0;
     let iters = (1.0 / per_iter) as u64;
-    let modes = [0u32, 99, 999];
+    let mode = |label, hz, fallback| Mode {
+        label,
+        hz,
+        fallback,
+    };
+    let modes = [
+        mode("off", 0, None),
+        mode("99 Hz", 99, None),
+        mode("999 Hz", 999, None),
+        mode("99 Hz per-thread", 99, Some("perf-thread")),
+        mode("99 Hz signal", 99, Some("signal")),
+    ];
     let mut runs: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
         for k in 0..modes.len() {
             let m = (round + k) % modes.len();
-            let r = run(modes[m], iters);
+            let r = run(&modes[m], iters);
             println!(
-                "round {round} hz {:>3}: work {:>6.1} ms CPU, switches {:>6.1} ms CPU, writer {:>5.2} ms CPU, {} samples (mode {})",
-                modes[m],
+                "round {round} {:>16}: work {:>6.1} ms CPU, switches {:>6.1} ms CPU, writer {:>5.2} ms CPU, {} samples (mode {})",
+                modes[m].label,
                 r.work_cpu_ns as f64 / 1e6,
                 r.switch_cpu_ns as f64 / 1e6,
                 r.writer_cpu_ns as f64 / 1e6,
@@ -174,6 +265,7 @@ fn main() {
             runs[m].push(r);
         }
     }
+    std::env::remove_var("RUNTRACE_CPU_FALLBACK");
     if runs[1].iter().any(|r| r.mode != 1) {
         println!(
             "note: perf_event_open was not used in every run (mode != 1): figures mix backends"
@@ -210,10 +302,10 @@ fn main() {
         );
         let samples = median(runs[m].iter().map(|r| r.samples as f64).collect());
         println!(
-            "{:>3} Hz: busy thread CPU x{work_ratio:.4} vs not sampled ({app_per_sample:+.0} ns per on-CPU sample); \
+            "{:>16}: busy thread CPU x{work_ratio:.4} vs not sampled ({app_per_sample:+.0} ns per on-CPU sample); \
              {per_switch:+.0} ns per context switch (off-CPU sample); \
              writer {writer_per_sample:+.0} ns CPU per sample; {samples:.0} samples per run (medians of {rounds} rounds)",
-            modes[m]
+            modes[m].label
         );
     }
 }

@@ -28,6 +28,8 @@ pub struct Config {
     /// CPU samples per second per thread; 0: no CPU profile.
     pub(crate) cpu_hz: u32,
     pub(crate) cpu_backend: CpuBackend,
+    /// Off-CPU stacks at every switch-out, with a CPU profile.
+    pub(crate) off_cpu: bool,
 }
 
 /// Which CPU sampler a profiling recording may use
@@ -37,6 +39,9 @@ pub struct Config {
 pub(crate) enum CpuBackend {
     /// `perf_event_open`, else the timer + signal fallback (unset).
     Auto,
+    /// `perf_event_open` with a per-thread on-CPU event even where
+    /// per-CPU events are allowed (`perf-thread`), else as `Auto`.
+    PerfThread,
     /// The timer + signal fallback only (`signal`).
     Signal,
     /// No sampling: the trace says profiling was asked for but off (`off`).
@@ -56,6 +61,7 @@ impl Default for Config {
             buffer_size: 1 << 20,
             cpu_hz: 0,
             cpu_backend: CpuBackend::Auto,
+            off_cpu: true,
         }
     }
 }
@@ -153,6 +159,27 @@ impl RecorderBuilder {
         self
     }
 
+    /// Whether a CPU profile takes the stack at every switch-out of a
+    /// recording thread (off-CPU stacks; on by default). Off, the profile
+    /// has on-CPU samples only and a context switch costs nothing more:
+    /// each off-CPU stack costs ~4 µs of the switching thread's CPU on the
+    /// reference VM (docs/recorder.md, CPU profiles → Cost), which a
+    /// server that switches often may not want to pay.
+    /// `RUNTRACE_CPU_OFF_CPU=off` does the same.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .cpu_profile(99)
+    ///     .off_cpu_stacks(false)
+    ///     .start()?;
+    /// guard.finish()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn off_cpu_stacks(mut self, on: bool) -> Self {
+        self.cfg.off_cpu = on;
+        self
+    }
+
     /// The settings to record with: the builder's, overridden by the
     /// environment, checked.
     pub(crate) fn resolve(mut self) -> Result<Config, RecordError> {
@@ -196,14 +223,27 @@ impl RecorderBuilder {
             })?;
             self.from_env.push("RUNTRACE_CPU_HZ");
         }
+        if let Some(v) = env_str("RUNTRACE_CPU_OFF_CPU")? {
+            self.cfg.off_cpu = match v.trim() {
+                "" => self.cfg.off_cpu,
+                "on" | "1" => true,
+                "off" | "0" => false,
+                _ => {
+                    return Err(RecordError::Config(format!(
+                        "RUNTRACE_CPU_OFF_CPU={v:?}: expected `on` or `off` (or 1 / 0)"
+                    )))
+                }
+            };
+        }
         if let Some(v) = env_str("RUNTRACE_CPU_FALLBACK")? {
             self.cfg.cpu_backend = match v.trim() {
                 "" => CpuBackend::Auto,
+                "perf-thread" => CpuBackend::PerfThread,
                 "signal" => CpuBackend::Signal,
                 "off" => CpuBackend::Off,
                 _ => {
                     return Err(RecordError::Config(format!(
-                        "RUNTRACE_CPU_FALLBACK={v:?}: expected `signal` or `off` (or unset)"
+                        "RUNTRACE_CPU_FALLBACK={v:?}: expected `perf-thread`, `signal` or `off` (or unset)"
                     )))
                 }
             };

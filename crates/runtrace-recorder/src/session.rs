@@ -67,6 +67,8 @@ impl RecorderBuilder {
                 })
                 .map_err(|e| RecordError::Io(format!("cannot start the writer thread: {e}")))
         })?;
+        // Subscribers that cache whether anyone listens re-read it.
+        runtrace_core::listeners::changed();
         Ok(RecordingGuard {
             shared,
             handle: Some(handle),
@@ -103,6 +105,7 @@ impl RecordingGuard {
             return Ok(RecordStats::default());
         };
         state::end(&self.shared);
+        runtrace_core::listeners::changed();
         h.thread().unpark();
         h.join()
             .map_err(|_| RecordError::Io("the writer thread panicked".into()))?

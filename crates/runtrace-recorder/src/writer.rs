@@ -164,6 +164,7 @@ impl Writer {
             w.profiler = Some(Profiler::start(
                 w.shared.cfg.cpu_hz,
                 w.shared.cfg.cpu_backend,
+                w.shared.cfg.off_cpu,
                 clock,
             ));
         }

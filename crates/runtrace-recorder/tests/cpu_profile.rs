@@ -229,11 +229,36 @@ fn all_samples(files: &[FileProfile]) -> Vec<Sample> {
 #[test]
 fn hot_function_holds_most_samples_of_its_thread() {
     let _s = serial();
-    let (tid, files) = record("hot", 499, || {
+    hot_function_test("hot", None);
+}
+
+/// The same with a cpu-clock event per thread, the sampler used where
+/// per-CPU events are refused.
+#[test]
+fn hot_function_with_per_thread_events() {
+    let _s = serial();
+    hot_function_test("hot-per-thread", Some("perf-thread"));
+}
+
+fn hot_function_test(name: &str, fallback: Option<&str>) {
+    if let Some(v) = fallback {
+        std::env::set_var("RUNTRACE_CPU_FALLBACK", v);
+    }
+    let (tid, files) = record(name, 499, || {
         black_box(rt_cpu_test_hot(400));
     });
-    if !perf_used(&files, "hot") {
+    std::env::remove_var("RUNTRACE_CPU_FALLBACK");
+    if !perf_used(&files, name) {
         return;
+    }
+    // Root may open per-CPU events: the default then uses them.
+    let message = &files[0].info.as_ref().unwrap().message;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if fallback.is_some() || !root {
+        assert!(message.contains("event per thread"), "{message}");
+    } else {
+        assert!(message.contains("per-CPU cpu-clock events"), "{message}");
     }
     let range = function_range("rt_cpu_test_hot", rt_cpu_test_hot as *const () as usize);
     let mine: Vec<Sample> = all_samples(&files)
@@ -457,4 +482,42 @@ fn cpu_hz_errors_name_the_setting() {
         .unwrap_err()
         .to_string()
         .contains("RUNTRACE_CPU_FALLBACK"));
+    std::env::set_var("RUNTRACE_CPU_OFF_CPU", "maybe");
+    let err = Recorder::builder().path(dir.path().join("t")).start();
+    std::env::remove_var("RUNTRACE_CPU_OFF_CPU");
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("RUNTRACE_CPU_OFF_CPU=\"maybe\""), "{err}");
+}
+
+#[test]
+fn off_cpu_stacks_can_be_turned_off() {
+    let _s = serial();
+    for (name, via_env) in [("no-off-cpu", false), ("no-off-cpu-env", true)] {
+        if via_env {
+            std::env::set_var("RUNTRACE_CPU_OFF_CPU", "off");
+        }
+        let (tid, files) = record_with(
+            name,
+            99,
+            |b| if via_env { b } else { b.off_cpu_stacks(false) },
+            || {
+                rt_cpu_test_sleeper(30);
+                black_box(rt_cpu_test_hot(100));
+            },
+        );
+        std::env::remove_var("RUNTRACE_CPU_OFF_CPU");
+        if !perf_used(&files, name) {
+            return;
+        }
+        let info = files[0].info.as_ref().unwrap();
+        assert_eq!(info.flags & 1, 0, "{}", info.message);
+        assert!(info.message.contains("turned off"), "{}", info.message);
+        let mine: Vec<Sample> = all_samples(&files)
+            .into_iter()
+            .filter(|s| s.tid == tid)
+            .collect();
+        assert!(mine.iter().all(|s| s.off_ns.is_none()));
+        // On-CPU sampling goes on.
+        assert!(!mine.is_empty(), "no on-CPU samples");
+    }
 }

@@ -3,10 +3,12 @@
 //! into `cpu_sample` / `off_cpu` events, `STACKS`, `MAPPINGS` and `PROFILE`
 //! frames (docs/format.md, format 1.1) for the writer to write.
 //!
-//! Backends, picked once at start: `perf_event_open` (`perf.rs`), else the
-//! CPU-time timer + SIGPROF fallback (`signal.rs`, on-CPU only), else
-//! nothing, said once on stderr and in every file's `PROFILE` frame.
-//! `RUNTRACE_CPU_FALLBACK=signal|off` forces the second or the third.
+//! Backends, picked once at start: `perf_event_open` (`perf.rs`; per-CPU
+//! on-CPU events where allowed, else per-thread), else the CPU-time timer +
+//! SIGPROF fallback (`signal.rs`, on-CPU only), else nothing, said once on
+//! stderr and in every file's `PROFILE` frame.
+//! `RUNTRACE_CPU_FALLBACK=perf-thread|signal|off` forces per-thread perf
+//! events, the second backend or the third.
 //!
 //! Everything here runs on the writer thread: the application's threads
 //! are sampled by the kernel (or by the signal handler), never slowed by
@@ -49,7 +51,7 @@ enum Backend {
 /// The profiler of one recording, owned by its writer thread.
 ///
 /// ```ignore
-/// let mut p = Profiler::start(99, CpuBackend::Auto, TraceClock::get());
+/// let mut p = Profiler::start(99, CpuBackend::Auto, true, TraceClock::get());
 /// p.add_thread(runtrace_core::clock::gettid());
 /// let mut samples = Vec::new();
 /// let lost = p.collect(clock.now(), &mut samples);
@@ -85,11 +87,16 @@ impl Profiler {
     /// Starts profiling at `hz` with the backend `choice` allows; never
     /// fails: what is not possible becomes the `PROFILE` message (and one
     /// stderr line when no sampling at all is possible).
-    pub(crate) fn start(hz: u32, choice: CpuBackend, clock: &'static TraceClock) -> Profiler {
+    pub(crate) fn start(
+        hz: u32,
+        choice: CpuBackend,
+        off_cpu: bool,
+        clock: &'static TraceClock,
+    ) -> Profiler {
         let mut why_not: Vec<String> = Vec::new();
         let mut backend = Backend::None;
-        if choice == CpuBackend::Auto {
-            match PerfSampler::new(hz, clock) {
+        if matches!(choice, CpuBackend::Auto | CpuBackend::PerfThread) {
+            match PerfSampler::new(hz, clock, choice == CpuBackend::PerfThread, off_cpu) {
                 Ok(p) => backend = Backend::Perf(p),
                 Err(e) => why_not.push(e),
             }
@@ -112,7 +119,10 @@ impl Profiler {
             Backend::Perf(p) => (
                 MODE_PERF,
                 if p.off_cpu() { FLAG_OFF_CPU } else { 0 },
-                p.off_cpu_problem.clone().unwrap_or_default(),
+                match &p.off_cpu_problem {
+                    Some(why) => format!("{}; {why}", p.on_cpu_events()),
+                    None => p.on_cpu_events(),
+                },
             ),
             Backend::Signal(_) => (
                 MODE_SIGNAL,

@@ -1,7 +1,17 @@
-//! CPU sampling with `perf_event_open`: per recorded thread, a software
-//! `cpu-clock` event sampling its user stack (frame-pointer callchain) at
-//! `hz`, and a context-switch event sampling the stack at every switch-out,
-//! with `PERF_RECORD_SWITCH` records telling when it ran again (off-CPU).
+//! CPU sampling with `perf_event_open`: on-CPU, a software `cpu-clock`
+//! event sampling the user stack (frame-pointer callchain) at `hz`; off-CPU,
+//! per recorded thread a context-switch event sampling the stack at every
+//! switch-out, with `PERF_RECORD_SWITCH` records telling when it ran again.
+//!
+//! The on-CPU events are per CPU (pid -1) where the kernel allows it (root,
+//! `CAP_PERFMON`, `perf_event_paranoid` <= 0), keeping the samples of this
+//! process's recorded threads: a per-thread event is taken off and put back
+//! on the CPU at every context switch of its thread, which measured
+//! +2.4 µs per switch on the reference VM (its `hrtimer` is cancelled and
+//! re-armed), while a per-CPU event's timer keeps running and costs a
+//! switch nothing (docs/recorder.md, "CPU profiles → Cost"). Where
+//! per-CPU events are refused, or with `RUNTRACE_CPU_FALLBACK=perf-thread`,
+//! each recorded thread gets its own `cpu-clock` event.
 //!
 //! Each event has its own mmap ring, written by the kernel and read by the
 //! writer thread only (the perf ring protocol: `data_head` loaded with
@@ -28,6 +38,8 @@ const MAX_DEPTH: usize = 128;
 /// limit refuses a larger one): on-CPU samples, then context switches.
 const CPU_PAGES: [usize; 3] = [16, 4, 1];
 const SWITCH_PAGES: [usize; 3] = [64, 16, 4];
+/// A per-CPU ring holds the samples of every process that ran there.
+const PER_CPU_PAGES: [usize; 3] = [64, 16, 4];
 
 /// How the events are opened, decided once by probing the calling thread.
 #[derive(Clone, Copy)]
@@ -46,6 +58,15 @@ struct Setup {
 pub(crate) struct PerfSampler {
     setup: Setup,
     clock: &'static TraceClock,
+    /// Per-CPU on-CPU rings; empty when each thread has its own event.
+    cpus: Vec<Ring>,
+    /// This process's id, to keep its samples from the per-CPU rings.
+    pid: u32,
+    /// Threads whose per-CPU samples are kept: the sampled ones, and the
+    /// ones removed since the last drain (their last samples may still be
+    /// in the rings).
+    keep: std::collections::HashSet<u64>,
+    retiring: Vec<u64>,
     threads: Vec<Thread>,
     /// Converted samples newer than the last cutoff.
     pending: Vec<RawSample>,
@@ -57,7 +78,8 @@ pub(crate) struct PerfSampler {
 
 struct Thread {
     tid: u64,
-    cpu: Ring,
+    /// Its own on-CPU event (none when per-CPU events sample it).
+    cpu: Option<Ring>,
     switches: Option<Ring>,
     /// The last switch-out not yet matched by a switch-in:
     /// (CLOCK_MONOTONIC ns, stack).
@@ -123,8 +145,15 @@ fn mono_ns() -> u64 {
 
 impl PerfSampler {
     /// Probes `perf_event_open` on the calling thread; Err(reason) when it
-    /// is refused (the profiler then tries the signal fallback).
-    pub(crate) fn new(hz: u32, clock: &'static TraceClock) -> Result<PerfSampler, String> {
+    /// is refused (the profiler then tries the signal fallback). Per-CPU
+    /// on-CPU events unless `per_thread` or the kernel refuses them;
+    /// off-CPU stacks if `off_cpu` and the kernel allows them.
+    pub(crate) fn new(
+        hz: u32,
+        clock: &'static TraceClock,
+        per_thread: bool,
+        off_cpu: bool,
+    ) -> Result<PerfSampler, String> {
         let tid = runtrace_core::clock::gettid();
         let mut setup = Setup {
             hz,
@@ -147,7 +176,12 @@ impl PerfSampler {
         Ring::map(probe, &CPU_PAGES)
             .map_err(|e| format!("perf_event_open works but its ring cannot be mapped: {e}"))?;
         let mut off_cpu_problem = None;
-        if setup.exclude_kernel {
+        if !off_cpu {
+            off_cpu_problem = Some(
+                "no off-CPU stacks: turned off (off_cpu_stacks(false) or RUNTRACE_CPU_OFF_CPU=off)"
+                    .to_string(),
+            );
+        } else if setup.exclude_kernel {
             off_cpu_problem = Some(
                 "no off-CPU stacks: context-switch samples need kernel events (perf_event_paranoid <= 1 or CAP_PERFMON)"
                     .to_string(),
@@ -162,9 +196,18 @@ impl PerfSampler {
                 }
             }
         }
+        let cpus = if per_thread {
+            Vec::new()
+        } else {
+            open_per_cpu(&setup).unwrap_or_default()
+        };
         Ok(PerfSampler {
             setup,
             clock,
+            cpus,
+            pid: std::process::id(),
+            keep: Default::default(),
+            retiring: Vec::new(),
             threads: Vec::new(),
             pending: Vec::new(),
             lost: 0,
@@ -178,27 +221,48 @@ impl PerfSampler {
         self.setup.off_cpu
     }
 
+    /// How the on-CPU samples are taken, for the `PROFILE` message.
+    pub(crate) fn on_cpu_events(&self) -> String {
+        if self.cpus.is_empty() {
+            "on-CPU: a cpu-clock event per thread".into()
+        } else {
+            format!(
+                "on-CPU: per-CPU cpu-clock events ({} CPUs), this process's recorded threads kept",
+                self.cpus.len()
+            )
+        }
+    }
+
     /// Starts sampling thread `tid` of this process.
     pub(crate) fn add_thread(&mut self, tid: u64) -> Result<(), String> {
         if self.threads.iter().any(|t| t.tid == tid) {
             return Ok(());
         }
-        let cpu = match open(&self.setup, tid, Kind::Cpu) {
-            // The thread already exited: nothing left to sample.
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(()),
-            r => r
-                .and_then(|fd| Ring::map(fd, &CPU_PAGES))
-                .map_err(|e| format!("thread {tid}: cpu-clock sampling: {e}"))?,
-        };
-        let switches = if self.setup.off_cpu {
-            Some(
-                open(&self.setup, tid, Kind::Switches)
-                    .and_then(|fd| Ring::map(fd, &SWITCH_PAGES))
-                    .map_err(|e| format!("thread {tid}: context-switch sampling: {e}"))?,
-            )
+        let exited = |e: &io::Error| e.raw_os_error() == Some(libc::ESRCH);
+        let cpu = if self.cpus.is_empty() {
+            match open(&self.setup, tid, Kind::Cpu) {
+                // The thread already exited: nothing left to sample.
+                Err(e) if exited(&e) => return Ok(()),
+                r => Some(
+                    r.and_then(|fd| Ring::map(fd, &CPU_PAGES))
+                        .map_err(|e| format!("thread {tid}: cpu-clock sampling: {e}"))?,
+                ),
+            }
         } else {
             None
         };
+        let switches = if self.setup.off_cpu {
+            match open(&self.setup, tid, Kind::Switches) {
+                Err(e) if exited(&e) => return Ok(()),
+                r => Some(
+                    r.and_then(|fd| Ring::map(fd, &SWITCH_PAGES))
+                        .map_err(|e| format!("thread {tid}: context-switch sampling: {e}"))?,
+                ),
+            }
+        } else {
+            None
+        };
+        self.keep.insert(tid);
         self.threads.push(Thread {
             tid,
             cpu,
@@ -216,6 +280,8 @@ impl PerfSampler {
         let pair = ClockPair::read(self.clock);
         let mut t = self.threads.swap_remove(i);
         self.read_thread(&mut t, &pair);
+        // Its last per-CPU samples are taken at the next drain.
+        self.retiring.push(tid);
     }
 
     /// Moves every sample with ticks <= `cutoff_ticks` into `out` (any
@@ -227,6 +293,10 @@ impl PerfSampler {
             self.read_thread(t, &pair);
         }
         self.threads = threads;
+        self.read_cpus(&pair);
+        for tid in self.retiring.drain(..) {
+            self.keep.remove(&tid);
+        }
         let mut i = 0;
         while i < self.pending.len() {
             if self.pending[i].ticks <= cutoff_ticks {
@@ -238,34 +308,55 @@ impl PerfSampler {
         std::mem::take(&mut self.lost)
     }
 
+    /// Takes the per-CPU rings' samples of the threads in `keep`.
+    fn read_cpus(&mut self, pair: &ClockPair) {
+        let (pid, keep) = (self.pid, &self.keep);
+        let pending = &mut self.pending;
+        let lost = &mut self.lost;
+        for ring in &mut self.cpus {
+            ring.read(&mut self.scratch, |ty, _, rec| match ty {
+                // Other processes' samples (and the idle task's) are
+                // dropped before their stack is parsed.
+                sys::PERF_RECORD_SAMPLE
+                    if sample_ids(rec).is_some_and(|(p, t)| p == pid && keep.contains(&t)) =>
+                {
+                    if let Some(s) = parse_sample(rec) {
+                        pending.push(s.on_cpu(pair));
+                    }
+                }
+                // Lost records are counted whoever's samples they were:
+                // the kernel does not say.
+                sys::PERF_RECORD_LOST => *lost += lost_count(rec),
+                _ => {}
+            });
+        }
+    }
+
     fn read_thread(&mut self, t: &mut Thread, pair: &ClockPair) {
         let tid = t.tid;
         let pending = &mut self.pending;
         let lost = &mut self.lost;
-        t.cpu.read(&mut self.scratch, |ty, misc, rec| {
-            let _ = misc;
-            match ty {
+        if let Some(cpu) = t.cpu.as_mut() {
+            cpu.read(&mut self.scratch, |ty, _, rec| match ty {
                 sys::PERF_RECORD_SAMPLE => {
-                    if let Some((time, stack)) = parse_sample(rec) {
+                    if let Some(s) = parse_sample(rec) {
                         pending.push(RawSample {
                             tid,
-                            ticks: pair.ticks(time),
-                            kind: RawKind::OnCpu,
-                            stack,
+                            ..s.on_cpu(pair)
                         });
                     }
                 }
                 sys::PERF_RECORD_LOST => *lost += lost_count(rec),
                 _ => {}
-            }
-        });
+            });
+        }
         let Some(sw) = t.switches.as_mut() else {
             return;
         };
         let out = &mut t.out;
         sw.read(&mut self.scratch, |ty, misc, rec| match ty {
             // The switch-out: where the thread blocked (or was preempted).
-            sys::PERF_RECORD_SAMPLE => *out = parse_sample(rec),
+            sys::PERF_RECORD_SAMPLE => *out = parse_sample(rec).map(|s| (s.time, s.stack)),
             sys::PERF_RECORD_SWITCH if misc & sys::PERF_RECORD_MISC_SWITCH_OUT as u16 == 0 => {
                 // The switch-in ends the interval the last switch-out began.
                 if let (Some((t_out, stack)), Some(t_in)) = (out.take(), switch_time(rec)) {
@@ -311,7 +402,53 @@ fn refused(e: &io::Error) -> String {
     }
 }
 
+/// The online CPUs' numbers (`/sys/devices/system/cpu/online`, e.g.
+/// `0-3,6`), else 0..the configured count.
+fn online_cpus() -> Vec<i32> {
+    let parse = |text: &str| -> Option<Vec<i32>> {
+        let mut cpus = Vec::new();
+        for part in text.trim().split(',') {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (a, b): (i32, i32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+            if b < a || b - a > 4096 {
+                return None;
+            }
+            cpus.extend(a..=b);
+        }
+        Some(cpus)
+    };
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| parse(&t))
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| {
+            // SAFETY: sysconf has no preconditions.
+            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1);
+            (0..n as i32).collect()
+        })
+}
+
+/// One cpu-clock event per online CPU, all or none (a CPU left out would
+/// leave its threads unsampled): None where per-CPU events are refused.
+fn open_per_cpu(s: &Setup) -> Option<Vec<Ring>> {
+    online_cpus()
+        .into_iter()
+        .map(|cpu| {
+            open_on(s, -1, cpu, Kind::Cpu)
+                .and_then(|fd| Ring::map(fd, &PER_CPU_PAGES))
+                .ok()
+        })
+        .collect()
+}
+
 fn open(s: &Setup, tid: u64, kind: Kind) -> io::Result<OwnedFd> {
+    let pid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    open_on(s, pid, -1, kind)
+}
+
+/// `perf_event_open` for thread `pid` on any CPU, or (pid -1) for every
+/// thread on `cpu`.
+fn open_on(s: &Setup, pid: libc::pid_t, cpu: i32, kind: Kind) -> io::Result<OwnedFd> {
     // SAFETY: perf_event_attr is a plain C struct for which all-zero is the
     // documented "nothing requested" value.
     let mut a: sys::perf_event_attr = unsafe { std::mem::zeroed() };
@@ -342,11 +479,10 @@ fn open(s: &Setup, tid: u64, kind: Kind) -> io::Result<OwnedFd> {
             a.set_context_switch(1);
         }
     }
-    let pid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
     // SAFETY: `a` is a fully initialised attr of the size it states; the
     // kernel may write back `size` only.
     let fd = unsafe {
-        perf_event_open_sys::perf_event_open(&mut a, pid, -1, -1, sys::PERF_FLAG_FD_CLOEXEC as _)
+        perf_event_open_sys::perf_event_open(&mut a, pid, cpu, -1, sys::PERF_FLAG_FD_CLOEXEC as _)
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());
@@ -456,10 +592,36 @@ fn u64_at(b: &[u8], o: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(o..o + 8)?.try_into().ok()?))
 }
 
+/// A parsed PERF_RECORD_SAMPLE.
+#[derive(Debug, PartialEq)]
+struct Parsed {
+    tid: u64,
+    /// CLOCK_MONOTONIC ns.
+    time: u64,
+    /// User frames, leaf first, markers removed.
+    stack: Vec<u64>,
+}
+
+impl Parsed {
+    fn on_cpu(self, pair: &ClockPair) -> RawSample {
+        RawSample {
+            tid: self.tid,
+            ticks: pair.ticks(self.time),
+            kind: RawKind::OnCpu,
+            stack: self.stack,
+        }
+    }
+}
+
+/// The (pid, tid) a PERF_RECORD_SAMPLE starts with.
+fn sample_ids(rec: &[u8]) -> Option<(u32, u64)> {
+    Some((u32_at(rec, 0)?, u32_at(rec, 4)? as u64))
+}
+
 /// A PERF_RECORD_SAMPLE body for TID|TIME|CALLCHAIN: pid, tid, time, nr,
-/// ips[nr]. Returns (time, user frames leaf first, markers removed).
-fn parse_sample(rec: &[u8]) -> Option<(u64, Vec<u64>)> {
-    let _tid = u32_at(rec, 4)?;
+/// ips[nr].
+fn parse_sample(rec: &[u8]) -> Option<Parsed> {
+    let (_, tid) = sample_ids(rec)?;
     let time = u64_at(rec, 8)?;
     let nr = u64_at(rec, 16)? as usize;
     let mut stack = Vec::with_capacity(nr.min(MAX_DEPTH));
@@ -475,7 +637,7 @@ fn parse_sample(rec: &[u8]) -> Option<(u64, Vec<u64>)> {
         }
         stack.push(ip);
     }
-    Some((time, stack))
+    Some(Parsed { tid, time, stack })
 }
 
 /// The time in a PERF_RECORD_SWITCH's sample_id (pid, tid, time).
@@ -516,7 +678,15 @@ mod tests {
         for ip in ips {
             r.extend_from_slice(&ip.to_ne_bytes());
         }
-        assert_eq!(parse_sample(&r), Some((123, vec![0x1000, 0x2000])));
+        assert_eq!(
+            parse_sample(&r),
+            Some(Parsed {
+                tid: 8,
+                time: 123,
+                stack: vec![0x1000, 0x2000]
+            })
+        );
+        assert_eq!(sample_ids(&r), Some((7, 8)));
         // Truncated records are refused, never read past.
         for cut in 0..r.len() {
             assert_eq!(parse_sample(&r[..cut]), None, "cut at {cut}");
