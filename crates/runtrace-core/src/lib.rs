@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod listeners;
 pub mod thread_time;
 
 use runtrace_format::frame::LocationDef;

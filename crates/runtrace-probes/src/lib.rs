@@ -33,3 +33,20 @@ pub mod builtin {
 }
 
 pub use runtrace_core::{Istr, Loc};
+
+/// Whether a backend that starts listening without telling this process
+/// is compiled in (USDT and LTTng-UST are switched on by outside tools,
+/// perf-probe functions are probed from outside). When false, only the
+/// recorder listens, and it announces its starts and ends through
+/// [`runtrace_core::listeners`]: code may then cache `enabled()` until
+/// the next change.
+///
+/// ```
+/// let cached_ok = !runtrace_probes::EXTERNAL_BACKENDS;
+/// # let _ = cached_ok;
+/// ```
+pub const EXTERNAL_BACKENDS: bool = cfg!(any(
+    feature = "usdt",
+    feature = "lttng",
+    feature = "perf-probe"
+));

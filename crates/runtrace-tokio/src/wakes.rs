@@ -54,6 +54,9 @@ pub(crate) fn install() {
         }
         if tracing::dispatcher::set_global_default(tracing::Dispatch::new(TaskWakes)).is_ok() {
             INSTALLED.store(true, Ordering::Relaxed);
+            // `register_callsite` caches the waker events' interest from
+            // whether a recording runs: re-ask at each start and end.
+            runtrace_core::listeners::on_change(tracing::callsite::rebuild_interest_cache);
         }
     });
 }
@@ -107,9 +110,18 @@ impl Subscriber for TaskWakes {
         if is_task_span(m) {
             Interest::always()
         } else if is_waker_event(m) {
-            // Asked at each wake (`enabled`): the event is not even built
-            // while nothing records.
-            Interest::sometimes()
+            // With the recorder the only possible listener, the interest
+            // is cached: `never` while nothing records, so a waker
+            // operation costs tokio one cached load (rebuilt when a
+            // recording starts or ends: `install`). With a backend that
+            // outside tools switch on, `enabled` is asked at each waker
+            // operation, and the event is not even built while nothing
+            // listens.
+            if runtrace_probes::EXTERNAL_BACKENDS || probes::task_wake::enabled() {
+                Interest::sometimes()
+            } else {
+                Interest::never()
+            }
         } else {
             Interest::never()
         }
@@ -117,7 +129,12 @@ impl Subscriber for TaskWakes {
 
     #[inline]
     fn enabled(&self, m: &Metadata<'_>) -> bool {
-        is_task_span(m) || (is_waker_event(m) && probes::task_wake::enabled())
+        // The listening check first: one load, before any string compare.
+        if m.is_event() {
+            probes::task_wake::enabled() && is_waker_event(m)
+        } else {
+            is_task_span(m)
+        }
     }
 
     fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
