@@ -7,6 +7,8 @@
 //! - `record_cpu`: `record` plus CPU profiling at 99 Hz
 //!   (`Recorder::builder().cpu_profile(99)`, issue 13; target: at most 1%
 //!   more CPU per request than `record`);
+//! - `record_cpu_on`: `record_cpu` without off-CPU stacks
+//!   (`RUNTRACE_CPU_OFF_CPU=off`: on-CPU samples only);
 //! - `record_cpu_signal`: `record_cpu` with the timer + SIGPROF backend
 //!   (`RUNTRACE_CPU_FALLBACK=signal`: on-CPU stacks only, no per-switch
 //!   cost);
@@ -27,7 +29,13 @@
 //!
 //! Run: `cargo bench --bench http_server` (needs `wrk`: `apt-get install
 //! wrk`). `HTTP_BENCH_ROUNDS` (default 6) and `HTTP_BENCH_SECS` (measured
-//! seconds per run, default 5). `HTTP_BENCH_CONCURRENT=1` runs every
+//! seconds per run, default 5). `HTTP_BENCH_MODES=idle_hooks,record`
+//! measures only those modes (and `plain`, the reference); the mode
+//! `plain_again` is a second `plain` server, an A/A control whose ratios
+//! show the bench's own noise. `HTTP_BENCH_PIN=1` pins the server to CPU 1
+//! and wrk to CPU 0 (`taskset`). `HTTP_BENCH_CALLGRIND=1` counts the
+//! server's instructions per request under callgrind instead of timing it
+//! (needs valgrind; see `callgrind_rounds`). `HTTP_BENCH_CONCURRENT=1` runs every
 //! round's modes at the same time instead (each server with its own wrk,
 //! all sharing whatever else the machine does; a cross-check on a busy
 //! machine), writing `target/bench-results/http_server_concurrent.json`.
@@ -59,9 +67,12 @@ fn main() {
 /// The child: serves `GET /` until stdin closes; `mark` lines are answered
 /// with `mark CPU_NS REQUESTS`.
 fn serve(mode: &str) {
+    if let Some(cpu) = pinned_cpus().map(|(server, _)| server) {
+        pin_self(cpu);
+    }
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.worker_threads(2).enable_all();
-    if mode != "plain" {
+    if !mode.starts_with("plain") {
         runtrace_tokio::instrument(&mut b);
     }
     let rt = b.build().expect("build the server's runtime");
@@ -100,7 +111,12 @@ fn serve(mode: &str) {
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         if line.trim() == "mark" {
-            println!("mark {} {}", own_cpu_ns(), served.load(Ordering::Relaxed));
+            println!(
+                "mark {} {} {}",
+                own_cpu_ns(),
+                served.load(Ordering::Relaxed),
+                own_switches()
+            );
             let _ = std::io::stdout().flush();
         }
     }
@@ -113,6 +129,39 @@ fn serve(mode: &str) {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `HTTP_BENCH_PIN=1`: (the server's CPU, wrk's CPU): the server
+/// process (workers and recorder alike) on CPU 1, wrk on CPU 0, so the two
+/// do not trade places on the cores from one run to the next.
+fn pinned_cpus() -> Option<(usize, usize)> {
+    (env_u64("HTTP_BENCH_PIN", 0) != 0).then_some((1, 0))
+}
+
+/// Pins this process (and the threads it starts later) to `cpu`.
+fn pin_self(cpu: usize) {
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes
+    // inside it for cpu < CPU_SETSIZE.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: a valid set of the size passed; pid 0 is the calling thread,
+    // which the runtime's threads inherit the mask from.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        eprintln!(
+            "HTTP_BENCH_PIN: cannot pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Context switches (voluntary and not) of this whole process so far.
+fn own_switches() -> u64 {
+    // SAFETY: as in `own_cpu_ns`.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as in `own_cpu_ns`.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (ru.ru_nvcsw + ru.ru_nivcsw) as u64
 }
 
 /// User + system CPU time of this whole process (all threads), ns.
@@ -134,6 +183,7 @@ struct Run {
     throughput: f64,
     p99_us: f64,
     events_per_request: f64,
+    switches_per_request: f64,
 }
 
 struct Server {
@@ -145,10 +195,28 @@ struct Server {
 
 impl Server {
     fn start(mode: &str) -> Server {
+        Server::start_in(mode, None)
+    }
+
+    /// Starts the server, under callgrind when `callgrind_out` is given
+    /// (instruction counts; counting starts zeroed by [`Server::zero`]).
+    fn start_in(mode: &str, callgrind_out: Option<&std::path::Path>) -> Server {
         let exe = std::env::current_exe().expect("this bench's path");
-        let mut cmd = Command::new(exe);
+        let mut cmd = match callgrind_out {
+            Some(out) => {
+                let mut c = Command::new("valgrind");
+                c.args(["--tool=callgrind", "--quiet"])
+                    .arg(format!("--callgrind-out-file={}", out.display()))
+                    .arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         if mode == "record_cpu_signal" {
             cmd.env("RUNTRACE_CPU_FALLBACK", "signal");
+        }
+        if mode == "record_cpu_on" {
+            cmd.env("RUNTRACE_CPU_OFF_CPU", "off");
         }
         let mut child = cmd
             .env(SERVER_ENV, mode)
@@ -170,8 +238,8 @@ impl Server {
         }
     }
 
-    /// The server's (CPU ns, requests served) now.
-    fn mark(&mut self) -> (u64, u64) {
+    /// The server's (CPU ns, requests served, context switches) now.
+    fn mark(&mut self) -> (u64, u64, u64) {
         let w = self.stdin.as_mut().expect("server stdin");
         writeln!(w, "mark")
             .and_then(|_| w.flush())
@@ -183,9 +251,20 @@ impl Server {
             .filter_map(|v| v.parse().ok())
             .collect();
         match v[..] {
-            [cpu, n] => (cpu, n),
+            [cpu, n, sw] => (cpu, n, sw),
             _ => panic!("unexpected answer from the server: {l:?}"),
         }
+    }
+
+    /// callgrind: zeroes the counts (`callgrind_control -z`).
+    fn zero(&self) {
+        callgrind_control("-z", self.child.id());
+    }
+
+    /// callgrind: writes the counts since the last zeroing
+    /// (`callgrind_control -d`).
+    fn dump(&self) {
+        callgrind_control("-d", self.child.id());
     }
 
     /// Closes stdin and waits; returns the events recorded (0 if none).
@@ -215,6 +294,94 @@ impl Server {
     }
 }
 
+fn callgrind_control(op: &str, pid: u32) {
+    let st = Command::new("callgrind_control")
+        .args([op, &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run callgrind_control");
+    assert!(st.success(), "callgrind_control {op} {pid} failed");
+}
+
+/// The instructions (`Ir`) of a callgrind dump: its `summary:` or
+/// `totals:` line.
+fn callgrind_ir(path: &std::path::Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary:").or(l.strip_prefix("totals:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// `HTTP_BENCH_CALLGRIND=1`: instructions per request of each mode's
+/// server under callgrind (user-space instructions only: no kernel time,
+/// and a TSC read or a syscall counts as one instruction), between two
+/// marks while wrk loads it. Deterministic where time is noisy: the
+/// figure for code paths that make no syscalls, such as the hooks of a
+/// runtime that is not recording.
+fn callgrind_rounds(modes: &[&str], rounds: usize, secs: u64) {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("HTTP_BENCH_CALLGRIND=1 needs valgrind: apt-get install valgrind");
+        std::process::exit(2);
+    }
+    // `HTTP_BENCH_CALLGRIND_DIR=D` keeps the dumps in D, for
+    // `callgrind_annotate D/cg.ROUND.MODE.*.1`.
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = std::env::var_os("HTTP_BENCH_CALLGRIND_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    let _ = std::fs::create_dir_all(&dir);
+    let dir = dir.as_path();
+    let mut per_mode: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for round in 0..rounds {
+        for k in 0..modes.len() {
+            let m = (round + k) % modes.len();
+            let out = dir.join(format!("cg.{round}.{m}"));
+            let mut server = Server::start_in(modes[m], Some(&out));
+            // Warm-up: valgrind translates the hot code first.
+            wrk(server.port, secs);
+            server.zero();
+            let (_, n0, _) = server.mark();
+            wrk(server.port, secs);
+            let (_, n1, _) = server.mark();
+            server.dump();
+            server.stop();
+            // `-d` writes OUT.1 (the dump); exit writes OUT itself.
+            let dump = std::fs::read_dir(dir)
+                .expect("read the callgrind directory")
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n.starts_with(&format!("cg.{round}.{m}.")) && n.ends_with(".1")
+                    })
+                })
+                .unwrap_or_else(|| out.with_extension(format!("{m}.1")));
+            let ir = callgrind_ir(&dump)
+                .unwrap_or_else(|| panic!("no instruction count in {}", dump.display()));
+            let per = ir as f64 / (n1 - n0).max(1) as f64;
+            println!(
+                "round {round} {:<11} {per:>9.0} instructions per request ({} requests)",
+                modes[m],
+                n1 - n0
+            );
+            per_mode[m].push(per);
+        }
+    }
+    for (m, mode) in modes.iter().enumerate().skip(1) {
+        let ratios: Vec<f64> = per_mode[m]
+            .iter()
+            .zip(&per_mode[0])
+            .map(|(a, p)| a / p)
+            .collect();
+        let list: Vec<String> = ratios.iter().map(|r| format!("{r:.4}")).collect();
+        println!(
+            "instructions per request {mode:<11} median ratio vs plain {:.4}  (pairs: {})",
+            median(ratios),
+            list.join(" ")
+        );
+    }
+}
+
 fn read_line(r: &mut impl BufRead) -> String {
     let mut s = String::new();
     let _ = r.read_line(&mut s);
@@ -223,7 +390,15 @@ fn read_line(r: &mut impl BufRead) -> String {
 
 /// Runs wrk for `secs` seconds; (requests/s, p99 µs).
 fn wrk(port: u16, secs: u64) -> (f64, f64) {
-    let out = Command::new("wrk")
+    let mut cmd = match pinned_cpus() {
+        Some((_, cpu)) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &cpu.to_string(), "wrk"]);
+            c
+        }
+        None => Command::new("wrk"),
+    };
+    let out = cmd
         .args(["-t1", "-c32", &format!("-d{secs}s"), "--latency"])
         .arg(format!("http://127.0.0.1:{port}/"))
         .output()
@@ -302,9 +477,9 @@ fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
     };
     // Warm-up: connections, allocator and caches settle.
     wrk_all(1);
-    let m0: Vec<(u64, u64)> = servers.iter_mut().map(Server::mark).collect();
+    let m0: Vec<(u64, u64, u64)> = servers.iter_mut().map(Server::mark).collect();
     let w = wrk_all(secs);
-    let m1: Vec<(u64, u64)> = servers.iter_mut().map(Server::mark).collect();
+    let m1: Vec<(u64, u64, u64)> = servers.iter_mut().map(Server::mark).collect();
     #[cfg(feature = "usdt")]
     for t in tools.iter_mut() {
         let _ = t.kill();
@@ -313,9 +488,10 @@ fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
     let events: Vec<u64> = servers.into_iter().map(Server::stop).collect();
     (0..modes.len())
         .map(|i| {
-            let ((c0, n0), (c1, n1), (rps, p99)) = (m0[i], m1[i], w[i]);
+            let ((c0, n0, s0), (c1, n1, s1), (rps, p99)) = (m0[i], m1[i], w[i]);
             Run {
                 cpu_per_request_ns: (c1 - c0) as f64 / (n1 - n0).max(1) as f64,
+                switches_per_request: s1.saturating_sub(s0) as f64 / (n1 - n0).max(1) as f64,
                 throughput: rps,
                 p99_us: p99,
                 // Over the whole run (warm-up included): a rough figure.
@@ -363,15 +539,45 @@ fn drive() {
         "idle_hooks",
         "record",
         "record_cpu",
+        "record_cpu_on",
         "record_cpu_signal",
     ];
-    if cfg!(feature = "usdt") {
+    let all_modes = cfg!(feature = "usdt");
+    if let Ok(list) = std::env::var("HTTP_BENCH_MODES") {
+        // `plain` is the reference every ratio divides by: always first.
+        let mut chosen = vec!["plain"];
+        for m in list.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+            let Some(&known) = modes
+                .iter()
+                .chain(["plain_again", "record_all"].iter())
+                .find(|k| **k == m)
+            else {
+                eprintln!(
+                    "HTTP_BENCH_MODES: unknown mode {m:?} (known: {}, plain_again, record_all)",
+                    modes.join(", ")
+                );
+                std::process::exit(2);
+            };
+            if known == "record_all" && !all_modes {
+                eprintln!("HTTP_BENCH_MODES: record_all needs --features usdt");
+                std::process::exit(2);
+            }
+            if !chosen.contains(&known) {
+                chosen.push(known);
+            }
+        }
+        modes = chosen;
+    } else if all_modes {
         modes.push("record_all");
     } else {
         println!(
             "record_all: skipped, the recorder is the only backend compiled in \
              (build with --features usdt to attach bpftrace to every USDT probe as well)"
         );
+    }
+    if env_u64("HTTP_BENCH_CALLGRIND", 0) != 0 {
+        callgrind_rounds(&modes, rounds, secs);
+        return;
     }
     // A cross-check for a noisy machine: all modes at once, so they share
     // whatever else the machine does (and compete with each other alike).
@@ -388,8 +594,8 @@ fn drive() {
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); modes.len()];
     let print = |round: usize, mode: &str, r: &Run| {
         println!(
-            "round {round} {mode:<11} cpu/request {:>7.0} ns  {:>8.0} req/s  p99 {:>7.0} us  events/request {:.1}",
-            r.cpu_per_request_ns, r.throughput, r.p99_us, r.events_per_request
+            "round {round} {mode:<11} cpu/request {:>7.0} ns  {:>8.0} req/s  p99 {:>7.0} us  events/request {:.1}  switches/request {:.3}",
+            r.cpu_per_request_ns, r.throughput, r.p99_us, r.events_per_request, r.switches_per_request
         )
     };
     for round in 0..rounds {
@@ -448,9 +654,10 @@ fn drive() {
                 .collect(),
         );
         let epr = median(runs[m].iter().map(|r| r.events_per_request).collect());
+        let spr = median(runs[m].iter().map(|r| r.switches_per_request).collect());
         println!(
             "{mode:<11} CPU per request vs plain (median of paired differences): {diff:+.0} ns \
-             (plain's median {plain_cpu:.0} ns){}",
+             (plain's median {plain_cpu:.0} ns), {spr:.3} context switches per request{}",
             if epr > 0.0 {
                 format!(
                     ", {epr:.1} events per request, {:+.1} ns per event",
@@ -463,7 +670,7 @@ fn drive() {
     }
     // CPU profiling's own cost: record_cpu against the same round's record.
     let at = |name: &str| modes.iter().position(|m| *m == name);
-    for name in ["record_cpu", "record_cpu_signal"] {
+    for name in ["record_cpu", "record_cpu_on", "record_cpu_signal"] {
         let (Some(rec), Some(cpu)) = (at("record"), at(name)) else {
             continue;
         };
