@@ -112,10 +112,11 @@ fn serve(mode: &str) {
         let Ok(line) = line else { break };
         if line.trim() == "mark" {
             println!(
-                "mark {} {} {}",
+                "mark {} {} {} {}",
                 own_cpu_ns(),
                 served.load(Ordering::Relaxed),
-                own_switches()
+                own_switches(),
+                own_user_ns()
             );
             let _ = std::io::stdout().flush();
         }
@@ -164,6 +165,16 @@ fn own_switches() -> u64 {
     (ru.ru_nvcsw + ru.ru_nivcsw) as u64
 }
 
+/// User CPU time of this whole process (all threads), ns: the part
+/// callgrind's instruction counts describe.
+fn own_user_ns() -> u64 {
+    // SAFETY: as in `own_cpu_ns`.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as in `own_cpu_ns`.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (ru.ru_utime.tv_sec as u64 * 1_000_000 + ru.ru_utime.tv_usec as u64) * 1000
+}
+
 /// User + system CPU time of this whole process (all threads), ns.
 fn own_cpu_ns() -> u64 {
     // SAFETY: an all-zero rusage is a valid value to be overwritten.
@@ -184,6 +195,7 @@ struct Run {
     p99_us: f64,
     events_per_request: f64,
     switches_per_request: f64,
+    user_cpu_per_request_ns: f64,
 }
 
 struct Server {
@@ -238,8 +250,9 @@ impl Server {
         }
     }
 
-    /// The server's (CPU ns, requests served, context switches) now.
-    fn mark(&mut self) -> (u64, u64, u64) {
+    /// The server's (CPU ns, requests served, context switches, user CPU
+    /// ns) now.
+    fn mark(&mut self) -> (u64, u64, u64, u64) {
         let w = self.stdin.as_mut().expect("server stdin");
         writeln!(w, "mark")
             .and_then(|_| w.flush())
@@ -251,7 +264,7 @@ impl Server {
             .filter_map(|v| v.parse().ok())
             .collect();
         match v[..] {
-            [cpu, n, sw] => (cpu, n, sw),
+            [cpu, n, sw, user] => (cpu, n, sw, user),
             _ => panic!("unexpected answer from the server: {l:?}"),
         }
     }
@@ -341,9 +354,9 @@ fn callgrind_rounds(modes: &[&str], rounds: usize, secs: u64) {
             // Warm-up: valgrind translates the hot code first.
             wrk(server.port, secs);
             server.zero();
-            let (_, n0, _) = server.mark();
+            let (_, n0, _, _) = server.mark();
             wrk(server.port, secs);
-            let (_, n1, _) = server.mark();
+            let (_, n1, _, _) = server.mark();
             server.dump();
             server.stop();
             // `-d` writes OUT.1 (the dump); exit writes OUT itself.
@@ -477,9 +490,9 @@ fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
     };
     // Warm-up: connections, allocator and caches settle.
     wrk_all(1);
-    let m0: Vec<(u64, u64, u64)> = servers.iter_mut().map(Server::mark).collect();
+    let m0: Vec<_> = servers.iter_mut().map(Server::mark).collect();
     let w = wrk_all(secs);
-    let m1: Vec<(u64, u64, u64)> = servers.iter_mut().map(Server::mark).collect();
+    let m1: Vec<_> = servers.iter_mut().map(Server::mark).collect();
     #[cfg(feature = "usdt")]
     for t in tools.iter_mut() {
         let _ = t.kill();
@@ -488,8 +501,9 @@ fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
     let events: Vec<u64> = servers.into_iter().map(Server::stop).collect();
     (0..modes.len())
         .map(|i| {
-            let ((c0, n0, s0), (c1, n1, s1), (rps, p99)) = (m0[i], m1[i], w[i]);
+            let ((c0, n0, s0, u0), (c1, n1, s1, u1), (rps, p99)) = (m0[i], m1[i], w[i]);
             Run {
+                user_cpu_per_request_ns: (u1 - u0) as f64 / (n1 - n0).max(1) as f64,
                 cpu_per_request_ns: (c1 - c0) as f64 / (n1 - n0).max(1) as f64,
                 switches_per_request: s1.saturating_sub(s0) as f64 / (n1 - n0).max(1) as f64,
                 throughput: rps,
@@ -615,8 +629,9 @@ fn drive() {
         }
     }
     let mut json = String::from("{");
-    let metrics: [Metric; 3] = [
+    let metrics: [Metric; 4] = [
         ("cpu_per_request", |r| r.cpu_per_request_ns),
+        ("user_cpu_per_request", |r| r.user_cpu_per_request_ns),
         ("throughput", |r| r.throughput),
         ("p99", |r| r.p99_us),
     ];
@@ -631,7 +646,7 @@ fn drive() {
             let med = median(ratios.clone());
             let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
             println!(
-                "{name:<16} {mode:<11} median ratio vs plain {med:.4}  (pairs: {})",
+                "{name:<20} {mode:<11} median ratio vs plain {med:.4}  (pairs: {})",
                 list.join(" ")
             );
             parts.push(format!("\"{mode}\": {med:.4}"));
@@ -645,6 +660,10 @@ fn drive() {
     json += "}\n";
     // Per request and per event in ns: medians of the paired differences.
     let plain_cpu = median(runs[0].iter().map(|r| r.cpu_per_request_ns).collect());
+    let plain_user = median(runs[0].iter().map(|r| r.user_cpu_per_request_ns).collect());
+    println!(
+        "plain: median {plain_cpu:.0} ns CPU per request, of which {plain_user:.0} ns user time"
+    );
     for (m, mode) in modes.iter().enumerate().skip(1) {
         let diff = median(
             runs[m]

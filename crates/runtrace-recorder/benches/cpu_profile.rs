@@ -15,9 +15,10 @@
 //!   recording without profiling.
 //!
 //! Modes: not profiled, 99 Hz and 999 Hz with the default sampler
-//! (per-CPU on-CPU events where allowed), and 99 Hz with a cpu-clock event
-//! per thread (`RUNTRACE_CPU_FALLBACK=perf-thread`) and with the timer +
-//! signal fallback (`signal`). Each round runs every mode once in a
+//! (per-CPU on-CPU events where allowed), and 99 Hz without off-CPU stacks
+//! (`RUNTRACE_CPU_OFF_CPU=off`), with a cpu-clock event per thread
+//! (`RUNTRACE_CPU_FALLBACK=perf-thread`) and with the timer + signal
+//! fallback (`signal`). Each round runs every mode once in a
 //! rotating order; the figures are medians over rounds of the paired
 //! differences. Run:
 //! `cargo bench -p runtrace-recorder --bench cpu_profile`
@@ -165,17 +166,22 @@ fn ping_pong() -> u64 {
     mine + theirs
 }
 
-/// One bench mode: its label, the sampling rate, `RUNTRACE_CPU_FALLBACK`.
+/// The variables a mode may set (each run sets its own, clears the rest).
+const MODE_VARS: [&str; 2] = ["RUNTRACE_CPU_FALLBACK", "RUNTRACE_CPU_OFF_CPU"];
+
+/// One bench mode: its label, the sampling rate, its variables.
 struct Mode {
     label: &'static str,
     hz: u32,
-    fallback: Option<&'static str>,
+    env: &'static [(&'static str, &'static str)],
 }
 
 fn run(mode: &Mode, iters: u64) -> Run {
-    match mode.fallback {
-        Some(v) => std::env::set_var("RUNTRACE_CPU_FALLBACK", v),
-        None => std::env::remove_var("RUNTRACE_CPU_FALLBACK"),
+    for v in MODE_VARS {
+        std::env::remove_var(v);
+    }
+    for (k, v) in mode.env {
+        std::env::set_var(k, v);
     }
     let hz = mode.hz;
     let dir = tempfile::tempdir().unwrap();
@@ -236,17 +242,18 @@ fn main() {
     work(50_000_000);
     let per_iter = (thread_cpu_ns() - t) as f64 / 1e9 / 50_000_000.0;
     let iters = (1.0 / per_iter) as u64;
-    let mode = |label, hz, fallback| Mode {
-        label,
-        hz,
-        fallback,
-    };
+    let mode = |label, hz, env| Mode { label, hz, env };
     let modes = [
-        mode("off", 0, None),
-        mode("99 Hz", 99, None),
-        mode("999 Hz", 999, None),
-        mode("99 Hz per-thread", 99, Some("perf-thread")),
-        mode("99 Hz signal", 99, Some("signal")),
+        mode("off", 0, &[]),
+        mode("99 Hz", 99, &[]),
+        mode("999 Hz", 999, &[]),
+        mode("99 Hz on-CPU only", 99, &[("RUNTRACE_CPU_OFF_CPU", "off")]),
+        mode(
+            "99 Hz per-thread",
+            99,
+            &[("RUNTRACE_CPU_FALLBACK", "perf-thread")],
+        ),
+        mode("99 Hz signal", 99, &[("RUNTRACE_CPU_FALLBACK", "signal")]),
     ];
     let mut runs: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
@@ -265,7 +272,9 @@ fn main() {
             runs[m].push(r);
         }
     }
-    std::env::remove_var("RUNTRACE_CPU_FALLBACK");
+    for v in MODE_VARS {
+        std::env::remove_var(v);
+    }
     if runs[1].iter().any(|r| r.mode != 1) {
         println!(
             "note: perf_event_open was not used in every run (mode != 1): figures mix backends"
