@@ -238,29 +238,31 @@ impl PerfSampler {
         if self.threads.iter().any(|t| t.tid == tid) {
             return Ok(());
         }
-        let exited = |e: &io::Error| e.raw_os_error() == Some(libc::ESRCH);
-        let cpu = if self.cpus.is_empty() {
-            match open(&self.setup, tid, Kind::Cpu) {
-                // The thread already exited: nothing left to sample.
-                Err(e) if exited(&e) => return Ok(()),
-                r => Some(
-                    r.and_then(|fd| Ring::map(fd, &CPU_PAGES))
-                        .map_err(|e| format!("thread {tid}: cpu-clock sampling: {e}"))?,
-                ),
+        // Each of the thread's own events, if it has them; Ok(None): the
+        // thread already exited, nothing left to sample.
+        let ring = |wanted: bool, kind, pages: &[usize], what: &str| {
+            if !wanted {
+                return Ok(Some(None));
             }
-        } else {
-            None
+            match open(&self.setup, tid, kind) {
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+                r => r
+                    .and_then(|fd| Ring::map(fd, pages))
+                    .map(|r| Some(Some(r)))
+                    .map_err(|e| format!("thread {tid}: {what} sampling: {e}")),
+            }
         };
-        let switches = if self.setup.off_cpu {
-            match open(&self.setup, tid, Kind::Switches) {
-                Err(e) if exited(&e) => return Ok(()),
-                r => Some(
-                    r.and_then(|fd| Ring::map(fd, &SWITCH_PAGES))
-                        .map_err(|e| format!("thread {tid}: context-switch sampling: {e}"))?,
-                ),
-            }
-        } else {
-            None
+        let Some(cpu) = ring(self.cpus.is_empty(), Kind::Cpu, &CPU_PAGES, "cpu-clock")? else {
+            return Ok(());
+        };
+        let Some(switches) = ring(
+            self.setup.off_cpu,
+            Kind::Switches,
+            &SWITCH_PAGES,
+            "context-switch",
+        )?
+        else {
+            return Ok(());
         };
         self.keep.insert(tid);
         self.threads.push(Thread {
