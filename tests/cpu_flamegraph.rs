@@ -175,6 +175,37 @@ fn flamegraph_and_analyze_name_the_hot_and_the_blocking_function() {
     );
     assert!(hot.detail.contains("burning CPU in"), "{}", hot.detail);
 
+    // `runtrace analyze --all` and the MCP tools (one `TraceIndex`) and
+    // `runtrace report` name it too.
+    let ix = runtrace_analyze::index::TraceIndex::load(&files);
+    let all = ix.run_all();
+    let named = all["analyze"]["findings"]
+        .as_array()
+        .expect("analyze findings in run_all")
+        .iter()
+        .filter(|f| {
+            f["spawn_loc"]
+                .as_str()
+                .is_some_and(|l| l.starts_with(&hot_loc))
+        })
+        .any(|f| {
+            f["functions"][0]["function"]
+                .as_str()
+                .is_some_and(|n| n.contains("rt_flame_hot"))
+        });
+    assert!(
+        named,
+        "run_all does not name rt_flame_hot:\n{:#}",
+        all["analyze"]
+    );
+    let page = _dir.path().join("report.html");
+    runtrace_export::report::write(&files, &page).expect("write the report");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("burning CPU in") && html.contains("rt_flame_hot"),
+        "the HTML report does not name rt_flame_hot"
+    );
+
     let info = &p.info[0].1;
     if info.mode == 1 && info.off_cpu() {
         let nap = finding_of(&r, &nap_loc);

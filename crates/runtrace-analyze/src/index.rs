@@ -23,12 +23,14 @@
 
 use crate::backlog::{Backlog, BacklogOptions, BacklogReport};
 use crate::event::{kind, Ev};
+use crate::functions::StackNames;
 use crate::fxhash::FxHashMap;
 use crate::input::{self, ReadStats};
 use crate::model::{Model, UNKNOWN_LOC};
 use crate::outliers::{Category, Method, Outliers};
 use crate::pass::{Pass, Wants};
-use crate::runtime::{Engine, Report, Thresholds};
+use crate::profile::Profile;
+use crate::runtime::{Engine, Report, Thresholds, WhenProfiled};
 use crate::summary::{self, Counts};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -64,6 +66,8 @@ pub struct TraceIndex {
     pub events: Vec<Ev>,
     /// Events by kind.
     pub counts: Counts,
+    /// The CPU profile (empty for recordings made without one).
+    pub profile: Profile,
     runtime: OnceLock<Report>,
     backlog: OnceLock<BacklogReport>,
     task_locs: OnceLock<FxHashMap<(u32, u64), u32>>,
@@ -80,27 +84,38 @@ impl TraceIndex {
             .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
             .sum();
         let guess = (bytes / BYTES_PER_EVENT_GUESS).min(1 << 30) as usize;
-        let mut store = Store(Vec::with_capacity(guess), Counts::default());
-        let (model, stats) = input::read(&paths, &mut store, None);
-        let Store(mut events, counts) = store;
+        let mut passes = (
+            Store(Vec::with_capacity(guess), Counts::default()),
+            WhenProfiled::new(&paths),
+        );
+        let (model, stats) = input::read(&paths, &mut passes, None);
+        let (Store(mut events, counts), profiled) = passes;
         events.shrink_to_fit();
+        let profile = profiled.pass.profile(&model, stats.clone());
         TraceIndex {
             model,
             stats,
             events,
             counts,
+            profile,
             runtime: OnceLock::new(),
             backlog: OnceLock::new(),
             task_locs: OnceLock::new(),
         }
     }
 
-    /// The report of `runtrace analyze` (computed at the first call).
+    /// The report of `runtrace analyze` (computed at the first call), its
+    /// findings naming their functions when the trace has a CPU profile
+    /// ([`Report::add_functions`]).
     pub fn runtime(&self) -> &Report {
         self.runtime.get_or_init(|| {
             let mut e = Engine::new(Thresholds::default());
             self.replay(&mut e);
-            e.report(&self.model, self.stats.clone())
+            let mut r = e.report(&self.model, self.stats.clone());
+            if !self.profile.samples.is_empty() {
+                r.add_functions(&self.profile, &mut StackNames::recorded(&self.profile));
+            }
+            r
         })
     }
 

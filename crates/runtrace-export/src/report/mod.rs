@@ -6,8 +6,10 @@
 //! loaded from the network; aggregates only, so its size does not grow with
 //! the trace.
 //!
-//! One streaming read feeds three passes: `runtrace_analyze`'s runtime
-//! engine and backlog pass, and [`charts::Charts`].
+//! One streaming read feeds four passes: `runtrace_analyze`'s runtime
+//! engine, backlog pass and CPU profile (when the trace has one: findings
+//! then name their functions, as `runtrace analyze` does), and
+//! [`charts::Charts`].
 //!
 //! ```
 //! use runtrace_analyze::synth::TraceBuilder;
@@ -30,7 +32,8 @@ pub mod charts;
 pub mod html;
 
 use runtrace_analyze::backlog::{Backlog, BacklogOptions};
-use runtrace_analyze::runtime::Engine;
+use runtrace_analyze::functions::StackNames;
+use runtrace_analyze::runtime::{Engine, WhenProfiled};
 use runtrace_analyze::Thresholds;
 use std::path::{Path, PathBuf};
 
@@ -57,12 +60,20 @@ pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String>
     let backlog_opts = BacklogOptions::default();
     let mut passes = (
         Engine::new(Thresholds::default()),
-        (Backlog::new(&backlog_opts), charts::Charts::default()),
+        (
+            Backlog::new(&backlog_opts),
+            (charts::Charts::default(), WhenProfiled::new(&paths)),
+        ),
     );
     let (model, stats) = runtrace_analyze::input::read(&paths, &mut passes, None);
-    let r = passes.0.report(&model, stats.clone());
-    let b = passes.1 .0.report(&model, stats);
-    let page = html::render(&r, &b, &passes.1 .1, &model);
+    let mut r = passes.0.report(&model, stats.clone());
+    let (backlog, (charts, profiled)) = passes.1;
+    let profile = profiled.pass.profile(&model, stats.clone());
+    if !profile.samples.is_empty() {
+        r.add_functions(&profile, &mut StackNames::recorded(&profile));
+    }
+    let b = backlog.report(&model, stats);
+    let page = html::render(&r, &b, &charts, &model);
     std::fs::write(out, &page).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
     Ok(Written {
         bytes: page.len() as u64,
