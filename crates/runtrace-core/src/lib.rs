@@ -20,6 +20,7 @@
 
 pub mod clock;
 pub mod listeners;
+pub mod parked;
 pub mod thread_time;
 
 use runtrace_format::frame::LocationDef;

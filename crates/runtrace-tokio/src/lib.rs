@@ -221,6 +221,9 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
         }
     })
     .on_thread_park(move || {
+        // For a CPU profile's off-CPU stacks: this thread's switch-outs
+        // until unpark are the runtime idling (one load when no profile).
+        runtrace_core::parked::set(true);
         if probes::worker_park::enabled() {
             // One clock read serves the event and the schedstat sampling.
             let now = clock.now();
@@ -237,6 +240,7 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
         }
     })
     .on_thread_unpark(move || {
+        runtrace_core::parked::set(false);
         if probes::worker_unpark::enabled() {
             let now = clock.now();
             let t = runtrace_core::thread_time::sampled(now, s5.sched_gap);
