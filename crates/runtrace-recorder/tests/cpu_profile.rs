@@ -209,6 +209,18 @@ pub extern "C" fn rt_cpu_test_sleeper(ms: u64) {
     }
 }
 
+/// The same, while marked parked (as tokio's park hook marks a worker).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn rt_cpu_test_parked_sleeper(ms: u64) {
+    runtrace_core::parked::set(true);
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(ms));
+        black_box(());
+    }
+    runtrace_core::parked::set(false);
+}
+
 /// Whether the sample's stack goes through the function at `range`:
 /// frame 0 is the sampled instruction, the others return addresses, which
 /// lie in (start, end].
@@ -291,15 +303,48 @@ fn hot_function_test(name: &str, fallback: Option<&str>) {
     assert!(files.iter().all(|f| f.samples.is_empty() || f.mappings > 0));
 }
 
+/// Off-CPU stacks from the scheduler's switch tracepoint through BPF (the
+/// default where allowed: under CI it must be used).
 #[test]
 fn sleep_gives_an_off_cpu_stack_through_its_caller() {
+    sleep_test("sleep", None);
+}
+
+/// Off-CPU stacks from per-thread context-switch perf events.
+#[test]
+fn sleep_gives_an_off_cpu_stack_with_per_thread_events() {
+    sleep_test("sleep-per-thread", Some("perf-thread"));
+}
+
+fn sleep_test(name: &str, fallback: Option<&str>) {
     let _s = serial();
-    let (tid, files) = record("sleep", 99, || rt_cpu_test_sleeper(30));
-    if !perf_used(&files, "sleep") {
+    if let Some(v) = fallback {
+        std::env::set_var("RUNTRACE_CPU_FALLBACK", v);
+    }
+    let (tid, files) = record(name, 99, || rt_cpu_test_sleeper(30));
+    std::env::remove_var("RUNTRACE_CPU_FALLBACK");
+    if !perf_used(&files, name) {
         return;
     }
     let info = files[0].info.as_ref().unwrap();
     assert_eq!(info.flags & 1, 1, "off-CPU not recorded: {}", info.message);
+    let bpf = info
+        .message
+        .contains("sched_switch tracepoint with a BPF program");
+    if fallback.is_some() {
+        assert!(!bpf, "{name}: {}", info.message);
+        assert!(
+            info.message.contains("per-thread context-switch events"),
+            "{name}: {}",
+            info.message
+        );
+    } else if !bpf {
+        let msg = format!("{name}: BPF off-CPU stacks not used: {}", info.message);
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{msg}");
+        }
+        eprintln!("note: {msg}");
+    }
     let range = function_range(
         "rt_cpu_test_sleeper",
         rt_cpu_test_sleeper as *const () as usize,
@@ -321,6 +366,53 @@ fn sleep_gives_an_off_cpu_stack_through_its_caller() {
             .collect::<Vec<_>>()
     );
     assert!(long.iter().all(|s| s.off_ns.unwrap() < 1_000_000_000));
+}
+
+/// A parked thread's switch-outs are the runtime idling: the BPF program
+/// skips them, and the same sleeps unparked are sampled.
+#[test]
+fn parked_switches_are_not_sampled() {
+    let _s = serial();
+    let (tid, files) = record("parked", 99, || {
+        rt_cpu_test_parked_sleeper(30);
+        rt_cpu_test_sleeper(30);
+    });
+    if !perf_used(&files, "parked") {
+        return;
+    }
+    let info = files[0].info.as_ref().unwrap();
+    if !info
+        .message
+        .contains("sched_switch tracepoint with a BPF program")
+    {
+        let msg = format!("parked: BPF off-CPU stacks not used: {}", info.message);
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{msg}");
+        }
+        eprintln!("skipped: {msg}");
+        return;
+    }
+    let off: Vec<Sample> = all_samples(&files)
+        .into_iter()
+        .filter(|s| s.tid == tid && s.off_ns.is_some())
+        .collect();
+    let via = |name: &str, addr: usize| {
+        let range = function_range(name, addr);
+        off.iter().filter(|s| through(s, &range)).count()
+    };
+    let parked = via(
+        "rt_cpu_test_parked_sleeper",
+        rt_cpu_test_parked_sleeper as *const () as usize,
+    );
+    let running = via(
+        "rt_cpu_test_sleeper",
+        rt_cpu_test_sleeper as *const () as usize,
+    );
+    assert_eq!(parked, 0, "off-CPU samples while parked");
+    assert!(
+        running >= 3,
+        "{running} off-CPU samples of the unparked sleeps"
+    );
 }
 
 #[test]

@@ -6,18 +6,23 @@
 //! Backends, picked once at start: `perf_event_open` (`perf.rs`; per-CPU
 //! on-CPU events where allowed, else per-thread), else the CPU-time timer +
 //! SIGPROF fallback (`signal.rs`, on-CPU only), else nothing, said once on
-//! stderr and in every file's `PROFILE` frame.
+//! stderr and in every file's `PROFILE` frame. Off-CPU stacks come from
+//! the scheduler's switch tracepoint through a BPF program (`bpf.rs`)
+//! where the kernel allows it, else from per-thread context-switch perf
+//! events (`perf.rs`).
 //! `RUNTRACE_CPU_FALLBACK=perf-thread|signal|off` forces per-thread perf
-//! events, the second backend or the third.
+//! events (on-CPU and off-CPU), the second backend or the third.
 //!
 //! Everything here runs on the writer thread: the application's threads
 //! are sampled by the kernel (or by the signal handler), never slowed by
 //! this module.
 //!
-//! Modules: `sample` (the raw sample type), `perf` and `signal` (backends),
+//! Modules: `sample` (the raw sample type and clock pair), `perf`, `bpf`
+//! and `signal` (samplers),
 //! `maps` (executable mappings and build ids), `intern` (stack ids). Only
 //! this one uses the others.
 
+mod bpf;
 mod intern;
 mod maps;
 mod perf;
@@ -27,6 +32,7 @@ mod signal;
 pub(crate) use sample::{RawKind, RawSample};
 
 use crate::config::CpuBackend;
+use bpf::SwitchTracer;
 use intern::Stacks;
 use maps::Maps;
 use perf::PerfSampler;
@@ -59,6 +65,9 @@ enum Backend {
 /// ```
 pub(crate) struct Profiler {
     backend: Backend,
+    /// Off-CPU stacks from the switch tracepoint (with the perf backend,
+    /// where BPF is allowed; else the perf backend takes them itself).
+    switches: Option<SwitchTracer>,
     info: ProfileInfo,
     maps: Maps,
     stacks: Stacks,
@@ -95,11 +104,28 @@ impl Profiler {
     ) -> Profiler {
         let mut why_not: Vec<String> = Vec::new();
         let mut backend = Backend::None;
+        // Off-CPU stacks through BPF unless per-thread events are forced;
+        // the reason it failed goes into the message when the per-thread
+        // events take over.
+        let mut switches = None;
+        let mut bpf_problem = None;
+        if off_cpu && choice == CpuBackend::Auto {
+            match SwitchTracer::new(clock) {
+                Ok(t) => switches = Some(t),
+                Err(e) => bpf_problem = Some(e),
+            }
+        }
         if matches!(choice, CpuBackend::Auto | CpuBackend::PerfThread) {
-            match PerfSampler::new(hz, clock, choice == CpuBackend::PerfThread, off_cpu) {
+            let per_thread = choice == CpuBackend::PerfThread;
+            match PerfSampler::new(hz, clock, per_thread, off_cpu && switches.is_none()) {
                 Ok(p) => backend = Backend::Perf(p),
                 Err(e) => why_not.push(e),
             }
+        }
+        if !matches!(backend, Backend::Perf(_)) {
+            // On-CPU samples from the signal fallback come without
+            // off-CPU stacks (see `signal.rs`): keep the two consistent.
+            switches = None;
         }
         if matches!(backend, Backend::None) && choice != CpuBackend::Off {
             match SignalSampler::new(hz) {
@@ -118,10 +144,22 @@ impl Profiler {
         let (mode, flags, message) = match &backend {
             Backend::Perf(p) => (
                 MODE_PERF,
-                if p.off_cpu() { FLAG_OFF_CPU } else { 0 },
-                match &p.off_cpu_problem {
-                    Some(why) => format!("{}; {why}", p.on_cpu_events()),
-                    None => p.on_cpu_events(),
+                if p.off_cpu() || switches.is_some() {
+                    FLAG_OFF_CPU
+                } else {
+                    0
+                },
+                match (&switches, &p.off_cpu_problem, &bpf_problem) {
+                    (Some(t), _, _) => format!("{}; {}", p.on_cpu_events(), t.describe()),
+                    (None, Some(why), _) => format!("{}; {why}", p.on_cpu_events()),
+                    (None, None, Some(bpf)) => format!(
+                        "{}; off-CPU: per-thread context-switch events (BPF not used: {bpf})",
+                        p.on_cpu_events()
+                    ),
+                    (None, None, None) => format!(
+                        "{}; off-CPU: per-thread context-switch events",
+                        p.on_cpu_events()
+                    ),
                 },
             ),
             Backend::Signal(_) => (
@@ -145,6 +183,7 @@ impl Profiler {
         };
         Profiler {
             backend,
+            switches,
             info: ProfileInfo {
                 mode,
                 hz: hz as u64,
@@ -164,6 +203,10 @@ impl Profiler {
             Backend::Signal(s) => s.add_thread(tid),
             Backend::None => Ok(()),
         };
+        let r = match (r, &mut self.switches) {
+            (Ok(()), Some(t)) => t.add_thread(tid),
+            (r, _) => r,
+        };
         if let Err(e) = r {
             if !std::mem::replace(&mut self.said_thread_problem, true) {
                 eprintln!("runtrace: CPU profiling: a thread is not sampled: {e}");
@@ -178,6 +221,9 @@ impl Profiler {
             Backend::Signal(s) => s.remove_thread(tid),
             Backend::None => {}
         }
+        if let Some(t) = &mut self.switches {
+            t.remove_thread(tid);
+        }
     }
 
     /// Takes every sample up to `cutoff` (the round's watermark) into
@@ -185,11 +231,14 @@ impl Profiler {
     /// Re-reads the mappings (at most once per call) when a sample's leaf
     /// is outside every known one.
     pub(crate) fn collect(&mut self, cutoff: u64, out: &mut Vec<RawSample>) -> u64 {
-        let lost = match &mut self.backend {
+        let mut lost = match &mut self.backend {
             Backend::Perf(p) => p.drain(cutoff, out),
             Backend::Signal(s) => s.drain(cutoff, out),
             Backend::None => 0,
         };
+        if let Some(t) = &mut self.switches {
+            lost += t.drain(cutoff, out);
+        }
         out.sort_by_key(|s| s.ticks);
         for s in out.iter() {
             if let Some(&leaf) = s.stack.first() {

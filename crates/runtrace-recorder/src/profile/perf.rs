@@ -23,7 +23,7 @@
 //! Nothing here runs on the application's threads: the kernel samples
 //! them, the writer thread reads.
 
-use super::sample::{RawKind, RawSample};
+use super::sample::{ClockPair, RawKind, RawSample};
 // std's atomics under loom too: these words live in memory the kernel
 // shares with us, outside every model (see `sync.rs`).
 use crate::sync::{Ordering, StaticAtomicU64 as AtomicU64};
@@ -106,41 +106,6 @@ impl Drop for Ring {
             libc::munmap(self.base.cast(), self.len);
         }
     }
-}
-
-/// A clock pair read at one instant: trace ticks and CLOCK_MONOTONIC ns.
-#[derive(Clone, Copy)]
-struct ClockPair {
-    ticks: u64,
-    mono_ns: u64,
-    ticks_per_sec: u64,
-}
-
-impl ClockPair {
-    fn read(clock: &TraceClock) -> ClockPair {
-        let t1 = clock.now();
-        let m = mono_ns();
-        let t2 = clock.now();
-        ClockPair {
-            ticks: t1 + (t2 - t1) / 2,
-            mono_ns: m,
-            ticks_per_sec: clock.ticks_per_sec(),
-        }
-    }
-
-    /// A CLOCK_MONOTONIC time as trace ticks.
-    fn ticks(&self, ns: u64) -> u64 {
-        let d = |n: u64| (n as u128 * self.ticks_per_sec as u128 / 1_000_000_000) as u64;
-        if ns <= self.mono_ns {
-            self.ticks.saturating_sub(d(self.mono_ns - ns))
-        } else {
-            self.ticks.saturating_add(d(ns - self.mono_ns))
-        }
-    }
-}
-
-fn mono_ns() -> u64 {
-    runtrace_core::thread_time::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 impl PerfSampler {
@@ -655,19 +620,6 @@ fn lost_count(rec: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn clock_pair_converts_both_ways() {
-        let p = ClockPair {
-            ticks: 1_000_000,
-            mono_ns: 5_000_000_000,
-            ticks_per_sec: 100_000_000,
-        };
-        assert_eq!(p.ticks(5_000_000_000), 1_000_000);
-        assert_eq!(p.ticks(4_999_000_000), 900_000); // 1 ms earlier = 100k ticks
-        assert_eq!(p.ticks(5_000_010_000), 1_001_000);
-        assert_eq!(p.ticks(0), 0); // saturates, never wraps
-    }
 
     #[test]
     fn sample_records_parse_and_drop_markers() {

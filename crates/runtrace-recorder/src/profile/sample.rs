@@ -1,7 +1,10 @@
-//! What a sampler hands the writer: one raw sample, before interning.
+//! What a sampler hands the writer: one raw sample, before interning, and
+//! the clock pair that turns a kernel time (CLOCK_MONOTONIC) into ticks.
 //!
-//! Its own module so that the samplers (`perf.rs`, `signal.rs`) and the
-//! profiler (`mod.rs`) share the type without importing each other.
+//! Its own module so that the samplers (`perf.rs`, `bpf.rs`, `signal.rs`)
+//! and the profiler (`mod.rs`) share them without importing each other.
+
+use runtrace_core::clock::TraceClock;
 
 /// One sample as a sampler took it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,4 +30,59 @@ pub(crate) enum RawKind {
         /// Nanoseconds off-CPU.
         off_ns: u64,
     },
+}
+
+/// A clock pair read at one instant: trace ticks and CLOCK_MONOTONIC ns.
+#[derive(Clone, Copy)]
+pub(crate) struct ClockPair {
+    ticks: u64,
+    mono_ns: u64,
+    ticks_per_sec: u64,
+}
+
+impl ClockPair {
+    /// Reads both clocks (the ticks on either side of the monotonic read,
+    /// averaged).
+    pub(crate) fn read(clock: &TraceClock) -> ClockPair {
+        let t1 = clock.now();
+        let m = mono_ns();
+        let t2 = clock.now();
+        ClockPair {
+            ticks: t1 + (t2 - t1) / 2,
+            mono_ns: m,
+            ticks_per_sec: clock.ticks_per_sec(),
+        }
+    }
+
+    /// A CLOCK_MONOTONIC time as trace ticks.
+    pub(crate) fn ticks(&self, ns: u64) -> u64 {
+        let d = |n: u64| (n as u128 * self.ticks_per_sec as u128 / 1_000_000_000) as u64;
+        if ns <= self.mono_ns {
+            self.ticks.saturating_sub(d(self.mono_ns - ns))
+        } else {
+            self.ticks.saturating_add(d(ns - self.mono_ns))
+        }
+    }
+}
+
+fn mono_ns() -> u64 {
+    runtrace_core::thread_time::clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_pair_converts_both_ways() {
+        let p = ClockPair {
+            ticks: 1_000_000,
+            mono_ns: 5_000_000_000,
+            ticks_per_sec: 100_000_000,
+        };
+        assert_eq!(p.ticks(5_000_000_000), 1_000_000);
+        assert_eq!(p.ticks(4_999_000_000), 900_000); // 1 ms earlier = 100k ticks
+        assert_eq!(p.ticks(5_000_010_000), 1_001_000);
+        assert_eq!(p.ticks(0), 0); // saturates, never wraps
+    }
 }

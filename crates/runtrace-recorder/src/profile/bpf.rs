@@ -1,0 +1,1035 @@
+//! Off-CPU stacks from the scheduler's `sched:sched_switch` tracepoint: a
+//! small BPF program, attached once for the whole system, looks up the
+//! thread switching out and the one switching in in a table of this
+//! recording's threads. For a thread in the table it writes, to a BPF ring
+//! buffer, the switch-out with its user stack (`bpf_get_stack`, frame
+//! pointers) or the switch-in; every other switch of the machine costs two
+//! hash lookups and nothing else. The writer thread reads the ring at each
+//! round and pairs each switch-out with its thread's next switch-in into
+//! an `off_cpu` sample.
+//!
+//! Why not the per-thread context-switch perf events of `perf.rs`: a
+//! per-thread perf event is scheduled out and in with its thread, and the
+//! switch sample plus the switch records cost a recorded thread ~4 µs per
+//! context switch on the reference VM; this program costs it ~0.5 µs and
+//! other threads nothing measurable (docs/recorder.md, "CPU profiles →
+//! Cost"). A server's workers switch out at every park, so the difference
+//! is most of what off-CPU stacks cost it.
+//!
+//! Why the records go to a BPF ring buffer and not out as perf samples of
+//! the tracepoint: on the reference VM the kernel does not deliver the
+//! tracepoint's perf samples taken while a CPU's idle task is current, so
+//! a switch from idle to one of our threads would be missed; the program
+//! itself runs at every switch, and the ring buffer does not depend on
+//! which task is current. One ring for all CPUs also keeps each thread's
+//! switch-out before its switch-in: the switch-out is written before the
+//! switch completes, and only then can another CPU switch the thread in.
+//!
+//! Why the program is written here as instructions: it is ~50 of them, and
+//! a BPF compiler (clang with the bpf target, or a nightly Rust with
+//! bpf-linker for aya) or libbpf's C build in every build of the recorder
+//! would cost more than the program. The kernel's verifier checks it at
+//! load; a refusal carries the verifier's last lines.
+//!
+//! Needs root (or `CAP_BPF` + `CAP_PERFMON`), tracefs, and the process in
+//! the initial PID namespace (the tracepoint's thread ids are the
+//! kernel's); anything missing is an `Err` with the reason, and the
+//! profiler then uses the per-thread events.
+
+use super::sample::{ClockPair, RawKind, RawSample};
+use runtrace_core::clock::TraceClock;
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+// std's atomics under loom too: these words live in memory the kernel
+// shares with us, outside every model (see `sync.rs`).
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Bytes of the ring buffer (a power of two of pages): ~40,000 switch-outs
+/// with stacks of 25 frames between two writer rounds (50 ms by default).
+const RING_BYTES: u32 = 8 << 20;
+/// Slots of the thread table (a power of two): a recorded thread owns slot
+/// `tid % SLOTS`, whose u32 holds its id and the next u32 whether it is
+/// switched out (pending). An array, not a hash, because the kernel inlines
+/// an array lookup into a few instructions at every switch of the machine;
+/// two recorded threads whose ids collide cannot both have off-CPU stacks
+/// (the second is said once on stderr).
+const SLOTS: u32 = 1 << 16;
+/// Frames per stack: the kernel's default `perf_event_max_stack`.
+const MAX_FRAMES: usize = 127;
+
+/// A record: kind (u32), tid (u32), CLOCK_MONOTONIC ns (u64); a switch-out
+/// adds the stack's length in bytes or a negative error (i64) and the
+/// frames, leaf first.
+const KIND_OUT: u32 = 0;
+const KIND_IN: u32 = 1;
+const IN_BYTES: i32 = 16;
+const STACK_AT: i16 = 24;
+const OUT_BYTES: i32 = STACK_AT as i32 + 8 * MAX_FRAMES as i32;
+
+/// The parked table (`runtrace_core::parked`): one BPF array entry of
+/// `parked::SLOTS` u32 words, mapped into this process. Made once per
+/// process and never unmapped, because a park hook may be writing to it
+/// at any time (`parked::use_table`'s contract); each recording's program
+/// refers to it.
+struct ParkedTable {
+    map: OwnedFd,
+    words: *mut AtomicU32,
+}
+
+// SAFETY: the mapping is never unmapped and only ever accessed through
+// atomics; the fd is only read.
+unsafe impl Send for ParkedTable {}
+// SAFETY: as above.
+unsafe impl Sync for ParkedTable {}
+
+const PARKED_BYTES: u32 = 4 * runtrace_core::parked::SLOTS as u32;
+
+fn parked_table() -> Result<&'static ParkedTable, String> {
+    static TABLE: std::sync::OnceLock<Result<ParkedTable, String>> = std::sync::OnceLock::new();
+    TABLE
+        .get_or_init(|| {
+            let map = map_create_flags(MAP_ARRAY, 4, PARKED_BYTES, 1, MAP_F_MMAPABLE)
+                .map_err(|e| format!("BPF parked table: {e}"))?;
+            // SAFETY: a fresh shared mapping of the mmapable array's one
+            // value (PARKED_BYTES, whole pages), never unmapped.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    PARKED_BYTES as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    map.as_raw_fd(),
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(format!(
+                    "BPF parked table mmap: {}",
+                    io::Error::last_os_error()
+                ));
+            }
+            Ok(ParkedTable {
+                map,
+                words: p.cast(),
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The off-CPU sampler (same drain interface as the perf one).
+pub(crate) struct SwitchTracer {
+    clock: &'static TraceClock,
+    /// The tracepoint's perf event, which holds the program attached.
+    _event: OwnedFd,
+    _prog: OwnedFd,
+    /// The thread table (see `SLOTS`).
+    slots: OwnedFd,
+    /// Which recorded thread owns each slot in use.
+    owners: HashMap<u32, u32>,
+    /// The program's count of records the full ring refused, mapped.
+    lost: Counter,
+    lost_seen: u64,
+    ring: BpfRing,
+    /// Switch-outs waiting for their switch-in: tid -> (ns, stack).
+    outs: HashMap<u32, (u64, Vec<u64>)>,
+    /// Converted samples newer than the last cutoff.
+    pending: Vec<RawSample>,
+    /// Records that could not be paired (a switch-out replaced before its
+    /// switch-in was read: the switch-in was lost).
+    unpaired: u64,
+}
+
+impl SwitchTracer {
+    /// Loads and attaches the program; Err(reason) where the kernel or the
+    /// process's privileges do not allow it.
+    pub(crate) fn new(clock: &'static TraceClock) -> Result<SwitchTracer, String> {
+        in_initial_pid_namespace()?;
+        let tp = Tracepoint::find()?;
+        let err = |what: &'static str| move |e: io::Error| format!("BPF {what}: {e}");
+        let slots = map_create(MAP_ARRAY, 4, 8, SLOTS).map_err(err("thread table"))?;
+        let scratch =
+            map_create(MAP_PERCPU_ARRAY, 4, OUT_BYTES as u32, 1).map_err(err("scratch"))?;
+        // Mapped, so that reading it is a load: a map system call raises
+        // the CPU's "BPF running" count (`bpf_prog_active`) for its
+        // duration, and a switch on that CPU meanwhile would skip the
+        // program; the writer reads it every round.
+        let lost_map =
+            map_create_flags(MAP_ARRAY, 4, 8, 1, MAP_F_MMAPABLE).map_err(err("lost counter"))?;
+        let ring_map = map_create(MAP_RINGBUF, 0, 0, RING_BYTES).map_err(err("ring buffer"))?;
+        let parked = parked_table()?;
+        let maps = Maps {
+            slots: fd(&slots),
+            parked: fd(&parked.map),
+            scratch: fd(&scratch),
+            ring: fd(&ring_map),
+            lost: fd(&lost_map),
+        };
+        let prog = prog_load(&program(&tp, &maps))?;
+        let ring = BpfRing::map(ring_map).map_err(err("ring buffer mmap"))?;
+        let event = attach(&tp, &prog)?;
+        // SAFETY: the table holds parked::SLOTS words and is never
+        // unmapped (`parked_table`).
+        unsafe { runtrace_core::parked::use_table(parked.words) };
+        Ok(SwitchTracer {
+            clock,
+            _event: event,
+            _prog: prog,
+            slots,
+            owners: HashMap::new(),
+            lost: Counter::map(lost_map).map_err(err("lost counter mmap"))?,
+            lost_seen: 0,
+            ring,
+            outs: HashMap::new(),
+            pending: Vec::new(),
+            unpaired: 0,
+        })
+    }
+
+    /// For the `PROFILE` message.
+    pub(crate) fn describe(&self) -> &'static str {
+        "off-CPU: the sched_switch tracepoint with a BPF program (recorded threads' switches only; switch-outs of parked workers skipped)"
+    }
+
+    /// Starts recording thread `tid`'s switches.
+    pub(crate) fn add_thread(&mut self, tid: u64) -> Result<(), String> {
+        let id = u32::try_from(tid).map_err(|_| format!("thread id {tid} out of range"))?;
+        let slot = id % SLOTS;
+        match self.owners.get(&slot) {
+            Some(&other) if other != id => {
+                return Err(format!(
+                    "thread {tid}: no off-CPU stacks: its slot in the BPF thread table is thread {other}'s"
+                ))
+            }
+            _ => {}
+        }
+        map_update(&self.slots, slot, id as u64)
+            .map_err(|e| format!("thread {tid}: off-CPU stacks: BPF thread table: {e}"))?;
+        self.owners.insert(slot, id);
+        Ok(())
+    }
+
+    /// Stops recording a thread's switches (after taking what the ring
+    /// holds; its unpaired switch-out, if any, is dropped).
+    pub(crate) fn remove_thread(&mut self, tid: u64) {
+        let Ok(key) = u32::try_from(tid) else { return };
+        let slot = key % SLOTS;
+        if self.owners.get(&slot) == Some(&key) {
+            self.owners.remove(&slot);
+            let _ = map_update(&self.slots, slot, 0);
+        }
+        let pair = ClockPair::read(self.clock);
+        self.read(&pair);
+        self.outs.remove(&key);
+    }
+
+    /// Moves every off-CPU sample with ticks <= `cutoff_ticks` into `out`;
+    /// returns the records lost since the last call (ring full, or a
+    /// switch-in missing).
+    pub(crate) fn drain(&mut self, cutoff_ticks: u64, out: &mut Vec<RawSample>) -> u64 {
+        let pair = ClockPair::read(self.clock);
+        self.read(&pair);
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].ticks <= cutoff_ticks {
+                out.push(self.pending.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        let lost = self.lost.get();
+        let new = lost.saturating_sub(self.lost_seen) + std::mem::take(&mut self.unpaired);
+        self.lost_seen = lost;
+        new
+    }
+
+    fn read(&mut self, pair: &ClockPair) {
+        let (outs, pending, unpaired) = (&mut self.outs, &mut self.pending, &mut self.unpaired);
+        self.ring.read(|rec| match parse(rec) {
+            Some(Switch::Out { tid, ns, stack }) => {
+                if outs.insert(tid, (ns, stack)).is_some() {
+                    *unpaired += 1;
+                }
+            }
+            Some(Switch::In { tid, ns }) => {
+                if let Some((t_out, stack)) = outs.remove(&tid) {
+                    pending.push(RawSample {
+                        tid: tid as u64,
+                        ticks: pair.ticks(ns),
+                        kind: RawKind::OffCpu {
+                            off_ns: ns.saturating_sub(t_out),
+                        },
+                        stack,
+                    });
+                }
+            }
+            None => *unpaired += 1,
+        });
+    }
+}
+
+impl Drop for SwitchTracer {
+    fn drop(&mut self) {
+        // SAFETY: null stops marking.
+        unsafe { runtrace_core::parked::use_table(std::ptr::null_mut()) };
+    }
+}
+
+/// One record of the ring.
+#[derive(Debug, PartialEq)]
+enum Switch {
+    Out { tid: u32, ns: u64, stack: Vec<u64> },
+    In { tid: u32, ns: u64 },
+}
+
+/// Decodes a record (see `OUT_BYTES`); None for one the program could not
+/// have written.
+fn parse(rec: &[u8]) -> Option<Switch> {
+    let u32_at = |o: usize| Some(u32::from_ne_bytes(rec.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_ne_bytes(rec.get(o..o + 8)?.try_into().ok()?));
+    let (kind, tid, ns) = (u32_at(0)?, u32_at(4)?, u64_at(8)?);
+    match kind {
+        KIND_IN => Some(Switch::In { tid, ns }),
+        KIND_OUT => {
+            // A negative length is bpf_get_stack's error: no stack.
+            let bytes = (u64_at(16)? as i64).clamp(0, 8 * MAX_FRAMES as i64) as usize;
+            let stack = (0..bytes / 8)
+                .map(|k| u64_at(STACK_AT as usize + 8 * k))
+                .collect::<Option<Vec<u64>>>()?;
+            Some(Switch::Out { tid, ns, stack })
+        }
+        _ => None,
+    }
+}
+
+/// A process in a child PID namespace knows its threads by other ids than
+/// the tracepoint reports.
+fn in_initial_pid_namespace() -> Result<(), String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+    match status.lines().find_map(|l| l.strip_prefix("NSpid:")) {
+        Some(ids) if ids.split_whitespace().count() > 1 => Err(
+            "the process is in a child PID namespace (the scheduler's thread ids differ)".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `sched:sched_switch` in tracefs: its id and its thread-id fields.
+struct Tracepoint {
+    id: u64,
+    prev_pid: i16,
+    next_pid: i16,
+}
+
+impl Tracepoint {
+    fn find() -> Result<Tracepoint, String> {
+        let dir = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join("events/sched/sched_switch"))
+            .find(|d| d.join("id").exists())
+            .ok_or("tracefs has no events/sched/sched_switch (not mounted, or not readable)")?;
+        let id = std::fs::read_to_string(dir.join("id"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or("cannot read sched_switch's id")?;
+        let format = std::fs::read_to_string(dir.join("format"))
+            .map_err(|e| format!("cannot read sched_switch's format: {e}"))?;
+        Tracepoint::from_format(id, &format)
+    }
+
+    fn from_format(id: u64, format: &str) -> Result<Tracepoint, String> {
+        let field = |name: &str| {
+            field_offset(format, name)
+                // The program reads context bytes 8 and up (the verifier
+                // refuses the common header).
+                .filter(|&o| (8..4096).contains(&o) && o % 4 == 0)
+                .map(|o| o as i16)
+                .ok_or(format!("sched_switch has no 4-byte field {name}"))
+        };
+        Ok(Tracepoint {
+            id,
+            prev_pid: field("prev_pid")?,
+            next_pid: field("next_pid")?,
+        })
+    }
+}
+
+/// The offset of a 4-byte field `name` in a tracefs `format` file
+/// (`field:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;`).
+fn field_offset(format: &str, name: &str) -> Option<usize> {
+    format.lines().find_map(|l| {
+        let decl = l.trim().strip_prefix("field:")?.split(';').next()?;
+        if decl.split_whitespace().last()? != name {
+            return None;
+        }
+        let num = |key: &str| -> Option<usize> {
+            l.split(';')
+                .find_map(|p| p.trim().strip_prefix(key))
+                .and_then(|v| v.parse().ok())
+        };
+        (num("size:")? == 4).then_some(num("offset:")?)
+    })
+}
+
+// ------------------------------------------------------------- the program
+
+/// One BPF instruction (`struct bpf_insn`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Insn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+const R0: u8 = 0;
+const R1: u8 = 1;
+const R2: u8 = 2;
+const R3: u8 = 3;
+const R4: u8 = 4;
+const R6: u8 = 6;
+const R7: u8 = 7;
+const R8: u8 = 8;
+const R9: u8 = 9;
+const FP: u8 = 10;
+
+// Opcode parts (linux/bpf_common.h, linux/bpf.h).
+const LD: u8 = 0x00;
+const LDX: u8 = 0x01;
+const ST: u8 = 0x02;
+const STX: u8 = 0x03;
+const JMP: u8 = 0x05;
+const ALU64: u8 = 0x07;
+const W: u8 = 0x00;
+const DW: u8 = 0x18;
+const IMM: u8 = 0x00;
+const MEM: u8 = 0x60;
+const ATOMIC: u8 = 0xc0;
+const K: u8 = 0x00;
+const X: u8 = 0x08;
+const ADD: u8 = 0x00;
+const AND: u8 = 0x50;
+const LSH: u8 = 0x60;
+const MOV: u8 = 0xb0;
+const JEQ: u8 = 0x10;
+const JNE: u8 = 0x50;
+const JSGT: u8 = 0x60;
+const JLE: u8 = 0xb0;
+const CALL: u8 = 0x80;
+const EXIT: u8 = 0x90;
+const PSEUDO_MAP_FD: u8 = 1;
+
+const FN_MAP_LOOKUP_ELEM: i32 = 1;
+const FN_KTIME_GET_NS: i32 = 5;
+const FN_GET_STACK: i32 = 67;
+const FN_RINGBUF_OUTPUT: i32 = 130;
+const F_USER_STACK: i32 = 1 << 8;
+const RB_NO_WAKEUP: i32 = 1;
+
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    Insn {
+        code,
+        regs: dst | (src << 4),
+        off,
+        imm,
+    }
+}
+
+/// A tiny assembler: instructions, and jumps to labels fixed up at the end.
+#[derive(Default)]
+struct Asm {
+    code: Vec<Insn>,
+    /// (instruction index, label)
+    jumps: Vec<(usize, usize)>,
+    labels: Vec<Option<usize>>,
+}
+
+impl Asm {
+    fn label(&mut self) -> usize {
+        self.labels.push(None);
+        self.labels.len() - 1
+    }
+    fn here(&mut self, l: usize) -> &mut Self {
+        self.labels[l] = Some(self.code.len());
+        self
+    }
+    fn op(&mut self, i: Insn) -> &mut Self {
+        self.code.push(i);
+        self
+    }
+    fn mov(&mut self, dst: u8, src: u8) -> &mut Self {
+        self.op(insn(ALU64 | MOV | X, dst, src, 0, 0))
+    }
+    fn mov_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
+        self.op(insn(ALU64 | MOV | K, dst, 0, 0, imm))
+    }
+    fn add_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
+        self.op(insn(ALU64 | ADD | K, dst, 0, 0, imm))
+    }
+    fn add(&mut self, dst: u8, src: u8) -> &mut Self {
+        self.op(insn(ALU64 | ADD | X, dst, src, 0, 0))
+    }
+    fn and_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
+        self.op(insn(ALU64 | AND | K, dst, 0, 0, imm))
+    }
+    fn lsh_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
+        self.op(insn(ALU64 | LSH | K, dst, 0, 0, imm))
+    }
+    fn ld_map(&mut self, dst: u8, map_fd: i32) -> &mut Self {
+        self.op(insn(LD | DW | IMM, dst, PSEUDO_MAP_FD, 0, map_fd));
+        self.op(insn(0, 0, 0, 0, 0))
+    }
+    fn ldx(&mut self, size: u8, dst: u8, src: u8, off: i16) -> &mut Self {
+        self.op(insn(LDX | size | MEM, dst, src, off, 0))
+    }
+    fn stx(&mut self, size: u8, dst: u8, off: i16, src: u8) -> &mut Self {
+        self.op(insn(STX | size | MEM, dst, src, off, 0))
+    }
+    fn st_imm(&mut self, size: u8, dst: u8, off: i16, imm: i32) -> &mut Self {
+        self.op(insn(ST | size | MEM, dst, 0, off, imm))
+    }
+    /// `*(u64 *)(dst + off) += src`, atomically.
+    fn atomic_add64(&mut self, dst: u8, off: i16, src: u8) -> &mut Self {
+        self.op(insn(STX | DW | ATOMIC, dst, src, off, ADD as i32))
+    }
+    fn call(&mut self, f: i32) -> &mut Self {
+        self.op(insn(JMP | CALL, 0, 0, 0, f))
+    }
+    fn exit(&mut self) -> &mut Self {
+        self.op(insn(JMP | EXIT, 0, 0, 0, 0))
+    }
+    /// `if dst <op> src goto to` (64-bit compare).
+    fn jmp_reg(&mut self, op: u8, dst: u8, src: u8, to: usize) -> &mut Self {
+        self.jumps.push((self.code.len(), to));
+        self.op(insn(JMP | op | X, dst, src, 0, 0))
+    }
+    /// `if dst <op> imm goto to` (64-bit compare).
+    fn jmp_imm(&mut self, op: u8, dst: u8, imm: i32, to: usize) -> &mut Self {
+        self.jumps.push((self.code.len(), to));
+        self.op(insn(JMP | op | K, dst, 0, 0, imm))
+    }
+    fn finish(mut self) -> Vec<Insn> {
+        for &(at, l) in &self.jumps {
+            let target = self.labels[l].expect("every label placed");
+            self.code[at].off = (target as isize - at as isize - 1) as i16;
+        }
+        self.code
+    }
+}
+
+/// The program (see the module docs). `r1` is the tracepoint's record;
+/// `r6` keeps it, `r7` holds the thread id looked at, `r9` its slot of the
+/// thread table, `r8` the CPU's scratch record; `fp-4` holds a slot
+/// number, `fp-8` a zero (the key of one-entry maps), `fp-32` a
+/// switch-in record.
+///
+/// A switch-out of one of ours that is parked (`runtrace_core::parked`,
+/// whose table is a BPF array mapped into the process) is skipped: it is
+/// the runtime idling, which the trace has already as park/unpark events. Else the switch-out is written and its slot marked
+/// pending, and only a switch-in of a pending thread is written: a parked
+/// worker's switches then cost three inlined array lookups.
+///
+/// A switch-out's stack is taken into the per-CPU scratch and only its
+/// used bytes are copied to the ring (`bpf_ringbuf_output`): a typical
+/// stack of 10-30 frames then takes ~100-260 bytes of the ring instead of
+/// the 1 KiB a fixed-size reservation would.
+fn program(tp: &Tracepoint, maps: &Maps) -> Vec<Insn> {
+    let mut a = Asm::default();
+    let (switch_in, end) = (a.label(), a.label());
+    let (running, has_stack, in_bounds) = (a.label(), a.label(), a.label());
+    a.mov(R6, R1).st_imm(W, FP, -8, 0);
+    // Is the thread switching out (`prev`) one of ours?
+    slot(&mut a, tp.prev_pid, maps.slots, switch_in);
+    // Parked? Its slot of the parked table holds its id.
+    let mask = (runtrace_core::parked::SLOTS - 1) as i32;
+    a.ld_map(R1, maps.parked)
+        .mov(R2, FP)
+        .add_imm(R2, -8)
+        .call(FN_MAP_LOOKUP_ELEM)
+        .jmp_imm(JEQ, R0, 0, running)
+        .mov(R3, R7)
+        .and_imm(R3, mask)
+        .lsh_imm(R3, 2)
+        .add(R0, R3)
+        .ldx(W, R1, R0, 0)
+        .jmp_reg(JEQ, R1, R7, switch_in)
+        .here(running)
+        // Pending: its switch-in will be written.
+        .st_imm(W, R9, 4, 1)
+        .ld_map(R1, maps.scratch)
+        .mov(R2, FP)
+        .add_imm(R2, -8)
+        .call(FN_MAP_LOOKUP_ELEM)
+        .jmp_imm(JEQ, R0, 0, switch_in)
+        .mov(R8, R0)
+        .st_imm(W, R8, 0, KIND_OUT as i32)
+        .stx(W, R8, 4, R7)
+        .call(FN_KTIME_GET_NS)
+        .stx(DW, R8, 8, R0)
+        // Its user stack (it is still the current task).
+        .mov(R1, R6)
+        .mov(R2, R8)
+        .add_imm(R2, STACK_AT as i32)
+        .mov_imm(R3, OUT_BYTES - STACK_AT as i32)
+        .mov_imm(R4, F_USER_STACK)
+        .call(FN_GET_STACK)
+        .stx(DW, R8, 16, R0)
+        // Bytes to copy: the header and the frames taken (none on error),
+        // bounded for the verifier.
+        .jmp_imm(JSGT, R0, 0, has_stack)
+        .mov_imm(R0, 0)
+        .here(has_stack)
+        .jmp_imm(JLE, R0, OUT_BYTES - STACK_AT as i32, in_bounds)
+        .mov_imm(R0, OUT_BYTES - STACK_AT as i32)
+        .here(in_bounds)
+        .mov(R3, R0)
+        .add_imm(R3, STACK_AT as i32)
+        .mov(R2, R8);
+    output(&mut a, maps);
+    a.here(switch_in);
+    // Is the thread switching in (`next`) one of ours, and pending?
+    slot(&mut a, tp.next_pid, maps.slots, end);
+    a.ldx(W, R1, R9, 4)
+        .jmp_imm(JEQ, R1, 0, end)
+        .st_imm(W, R9, 4, 0)
+        .st_imm(W, FP, -32, KIND_IN as i32)
+        .stx(W, FP, -28, R7)
+        .call(FN_KTIME_GET_NS)
+        .stx(DW, FP, -24, R0)
+        .mov(R2, FP)
+        .add_imm(R2, -32)
+        .mov_imm(R3, IN_BYTES);
+    output(&mut a, maps);
+    a.here(end).mov_imm(R0, 0).exit();
+    a.finish()
+}
+
+/// `r7` = the context's thread id at `field`, `r9` = its slot of the
+/// thread table; on to `not_ours` unless the slot holds that id.
+fn slot(a: &mut Asm, field: i16, slots: i32, not_ours: usize) {
+    a.ldx(W, R7, R6, field)
+        // The idle task (0) would match an empty slot.
+        .jmp_imm(JEQ, R7, 0, not_ours)
+        .mov(R1, R7)
+        .and_imm(R1, SLOTS as i32 - 1)
+        .stx(W, FP, -4, R1)
+        .ld_map(R1, slots)
+        .mov(R2, FP)
+        .add_imm(R2, -4)
+        .call(FN_MAP_LOOKUP_ELEM)
+        .jmp_imm(JEQ, R0, 0, not_ours)
+        .mov(R9, R0)
+        .ldx(W, R1, R9, 0)
+        .jmp_reg(JNE, R1, R7, not_ours);
+}
+
+/// Copies `r3` bytes at `r2` to the ring; when it is full, counts one lost
+/// record (`fp-8` holds the counter's key 0).
+fn output(a: &mut Asm, maps: &Maps) {
+    let done = a.label();
+    // No wake-up: nothing waits on the ring (the writer reads it at each
+    // round), and a wake-up is an irq_work, a self-interrupt, which in a VM
+    // is an exit to the hypervisor.
+    a.ld_map(R1, maps.ring)
+        .mov_imm(R4, RB_NO_WAKEUP)
+        .call(FN_RINGBUF_OUTPUT)
+        .jmp_imm(JEQ, R0, 0, done)
+        .ld_map(R1, maps.lost)
+        .mov(R2, FP)
+        .add_imm(R2, -8)
+        .call(FN_MAP_LOOKUP_ELEM)
+        .jmp_imm(JEQ, R0, 0, done)
+        .mov_imm(R1, 1)
+        .atomic_add64(R0, 0, R1)
+        .here(done);
+}
+
+/// The program's maps (their fds).
+struct Maps {
+    slots: i32,
+    parked: i32,
+    scratch: i32,
+    ring: i32,
+    lost: i32,
+}
+
+// -------------------------------------------------------- system calls
+
+const MAP_ARRAY: u32 = 2;
+const MAP_PERCPU_ARRAY: u32 = 6;
+const MAP_RINGBUF: u32 = 27;
+const MAP_F_MMAPABLE: u32 = 1 << 10;
+const PROG_TRACEPOINT: u64 = 5;
+const CMD_MAP_CREATE: i64 = 0;
+const CMD_MAP_UPDATE_ELEM: i64 = 2;
+const CMD_PROG_LOAD: i64 = 5;
+
+fn fd(f: &OwnedFd) -> i32 {
+    f.as_raw_fd()
+}
+
+/// The `bpf` system call with a zero-padded `union bpf_attr`.
+fn bpf(cmd: i64, attr: &mut [u64; 16]) -> io::Result<i64> {
+    // SAFETY: `attr` is a zero-padded `union bpf_attr` of the size passed,
+    // holding what `cmd` reads; the pointers in it outlive the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr.as_mut_ptr(),
+            std::mem::size_of_val(attr),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r)
+}
+
+fn bpf_fd(cmd: i64, attr: &mut [u64; 16]) -> io::Result<OwnedFd> {
+    let fd = bpf(cmd, attr)?;
+    // SAFETY: a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn map_create(map_type: u32, key: u32, value: u32, entries: u32) -> io::Result<OwnedFd> {
+    map_create_flags(map_type, key, value, entries, 0)
+}
+
+fn map_create_flags(
+    map_type: u32,
+    key: u32,
+    value: u32,
+    entries: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    let mut a = [0u64; 16];
+    a[0] = map_type as u64 | (key as u64) << 32;
+    a[1] = value as u64 | (entries as u64) << 32;
+    a[2] = flags as u64;
+    bpf_fd(CMD_MAP_CREATE, &mut a)
+}
+
+fn map_update(map: &OwnedFd, key: u32, value: u64) -> io::Result<()> {
+    let mut a = [0u64; 16];
+    a[0] = fd(map) as u64;
+    a[1] = &key as *const u32 as u64;
+    a[2] = &value as *const u64 as u64;
+    bpf(CMD_MAP_UPDATE_ELEM, &mut a).map(drop)
+}
+
+/// `BPF_PROG_LOAD` of a tracepoint program; the verifier's last lines in
+/// the error when it refuses.
+fn prog_load(code: &[Insn]) -> Result<OwnedFd, String> {
+    // `bpf_get_stack` is for GPL-compatible programs.
+    const LICENSE: &[u8] = b"Dual MIT/GPL\0";
+    let mut log = vec![0u8; 1 << 16];
+    let mut a = [0u64; 16];
+    a[0] = PROG_TRACEPOINT | (code.len() as u64) << 32;
+    a[1] = code.as_ptr() as u64;
+    a[2] = LICENSE.as_ptr() as u64;
+    a[3] = 1 | (log.len() as u64) << 32; // log_level, log_size
+    a[4] = log.as_mut_ptr() as u64;
+    bpf_fd(CMD_PROG_LOAD, &mut a).map_err(|e| {
+        let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+        let text = String::from_utf8_lossy(&log[..end]);
+        let last: Vec<&str> = text.lines().rev().take(3).collect();
+        format!("BPF program refused: {e} ({})", last.join(" / "))
+    })
+}
+
+/// Attaches the program to the tracepoint through a perf event (one, on
+/// any CPU: a tracepoint's programs run on every CPU).
+fn attach(tp: &Tracepoint, prog: &OwnedFd) -> Result<OwnedFd, String> {
+    use perf_event_open_sys::bindings as sys;
+    // SAFETY: perf_event_attr is a plain C struct for which all-zero is the
+    // documented "nothing requested" value.
+    let mut a: sys::perf_event_attr = unsafe { std::mem::zeroed() };
+    a.type_ = sys::PERF_TYPE_TRACEPOINT;
+    a.size = std::mem::size_of::<sys::perf_event_attr>() as u32;
+    a.config = tp.id;
+    a.__bindgen_anon_1.sample_period = 1;
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() }.max(0);
+    // SAFETY: `a` is a fully initialised attr of the size it states.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(&mut a, -1, cpu, -1, sys::PERF_FLAG_FD_CLOEXEC as _)
+    };
+    if fd < 0 {
+        return Err(format!(
+            "sched_switch perf event: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: a new fd that nothing else owns.
+    let event = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: both fds are open; SET_BPF reads the program fd by value.
+    if unsafe { perf_event_open_sys::ioctls::SET_BPF(fd, prog.as_raw_fd() as u32) } < 0 {
+        return Err(format!(
+            "attaching the BPF program: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(event)
+}
+
+/// A one-entry u64 array map, mapped into this process: the program adds
+/// to it, the writer reads it.
+struct Counter {
+    _map: OwnedFd,
+    page: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping belongs to this `Counter` alone (unmapped in Drop);
+// only the writer thread that owns the sampler reads it.
+unsafe impl Send for Counter {}
+
+impl Counter {
+    fn map(map: OwnedFd) -> io::Result<Counter> {
+        // SAFETY: sysconf has no preconditions.
+        let len = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        // SAFETY: a fresh shared read-only mapping of an mmapable array
+        // map's values (one page holds its one u64).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                map.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Counter {
+            _map: map,
+            page: p.cast(),
+            len,
+        })
+    }
+
+    fn get(&self) -> u64 {
+        // SAFETY: the value is a naturally aligned u64 at the start of the
+        // mapping, which the program updates atomically.
+        unsafe { &*self.page.cast::<AtomicU64>() }.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, not yet unmapped.
+        unsafe { libc::munmap(self.page.cast(), self.len) };
+    }
+}
+
+// ------------------------------------------------------ the ring buffer
+
+/// The BPF ring buffer's mappings: the consumer position (ours to write),
+/// and the producer position followed by the data area mapped twice (so a
+/// record that wraps is contiguous).
+struct BpfRing {
+    _map: OwnedFd,
+    consumer: *mut u8,
+    producer: *mut u8,
+    page: usize,
+    size: usize,
+}
+
+// SAFETY: the mappings belong to this `BpfRing` alone (unmapped in Drop);
+// only the writer thread that owns the sampler reads or writes them.
+unsafe impl Send for BpfRing {}
+
+const BUSY_BIT: u32 = 1 << 31;
+const DISCARD_BIT: u32 = 1 << 30;
+const HDR_BYTES: usize = 8;
+
+impl BpfRing {
+    fn map(map: OwnedFd) -> io::Result<BpfRing> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let size = RING_BYTES as usize;
+        let mmap = |len: usize, prot: i32, off: usize| -> io::Result<*mut u8> {
+            // SAFETY: a fresh shared mapping of the ring map's fd at the
+            // offsets the kernel documents; it checks the lengths.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    prot,
+                    libc::MAP_SHARED,
+                    map.as_raw_fd(),
+                    off as libc::off_t,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(p.cast())
+            }
+        };
+        let consumer = mmap(page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
+        let producer = match mmap(page + 2 * size, libc::PROT_READ, page) {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: the consumer page mapped just above.
+                unsafe { libc::munmap(consumer.cast(), page) };
+                return Err(e);
+            }
+        };
+        Ok(BpfRing {
+            _map: map,
+            consumer,
+            producer,
+            page,
+            size,
+        })
+    }
+
+    /// Hands every committed record to `f` (in the order the program
+    /// reserved them), then frees their space.
+    fn read(&mut self, mut f: impl FnMut(&[u8])) {
+        // SAFETY: the first word of each position page is a naturally
+        // aligned u64; the kernel writes the producer's, we the consumer's.
+        let (cons_pos, prod_pos) = unsafe {
+            (
+                &*self.consumer.cast::<AtomicU64>(),
+                &*self.producer.cast::<AtomicU64>(),
+            )
+        };
+        let mut cons = cons_pos.load(Ordering::Relaxed);
+        // Acquire: pairs with the kernel's release of `producer_pos` after
+        // it wrote a record's header.
+        let prod = prod_pos.load(Ordering::Acquire);
+        // SAFETY: the data area follows the producer page in its mapping.
+        let data = unsafe { self.producer.add(self.page) };
+        let mask = self.size as u64 - 1;
+        while cons < prod {
+            let at = (cons & mask) as usize;
+            // SAFETY: records are 8-byte aligned inside the data area.
+            let hdr = unsafe { &*data.add(at).cast::<AtomicU32>() };
+            // Acquire: pairs with the kernel's release when it commits the
+            // record (clearing the busy bit): its bytes are written.
+            let len = hdr.load(Ordering::Acquire);
+            if len & BUSY_BIT != 0 {
+                break; // reserved, not yet committed: read it next time
+            }
+            let body = (len & !(BUSY_BIT | DISCARD_BIT)) as usize;
+            if body > self.size - HDR_BYTES {
+                // Not a record the kernel could have written: skip the rest
+                // rather than loop or misread.
+                cons = prod;
+                break;
+            }
+            if len & DISCARD_BIT == 0 {
+                // SAFETY: the record lies inside the doubly mapped data
+                // area (at < size, body <= size - 8), below `prod`.
+                f(unsafe { std::slice::from_raw_parts(data.add(at + HDR_BYTES), body) });
+            }
+            cons += (HDR_BYTES + body).next_multiple_of(8) as u64;
+        }
+        // Release: our reads of the records happen before the kernel may
+        // reuse their space.
+        cons_pos.store(cons, Ordering::Release);
+    }
+}
+
+impl Drop for BpfRing {
+    fn drop(&mut self) {
+        // SAFETY: the two mappings made in `map`, not yet unmapped; no
+        // reference into them outlives `self`.
+        unsafe {
+            libc::munmap(self.consumer.cast(), self.page);
+            libc::munmap(self.producer.cast(), self.page + 2 * self.size);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FORMAT: &str = "name: sched_switch\nID: 372\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n";
+
+    #[test]
+    fn format_offsets_are_read() {
+        let tp = Tracepoint::from_format(372, FORMAT).unwrap();
+        assert_eq!((tp.id, tp.prev_pid, tp.next_pid), (372, 24, 56));
+        assert_eq!(field_offset(FORMAT, "prev_comm"), None); // not 4 bytes
+        assert_eq!(field_offset(FORMAT, "prev_state"), None);
+        let err = Tracepoint::from_format(1, &FORMAT.replace("next_pid", "nxt"))
+            .err()
+            .unwrap();
+        assert!(err.contains("next_pid"), "{err}");
+    }
+
+    #[test]
+    fn jumps_land_inside_the_program() {
+        let tp = Tracepoint::from_format(372, FORMAT).unwrap();
+        let maps = Maps {
+            slots: 3,
+            parked: 4,
+            scratch: 5,
+            ring: 6,
+            lost: 7,
+        };
+        let code = program(&tp, &maps);
+        for (i, c) in code.iter().enumerate() {
+            let class = c.code & 0x07;
+            let op = c.code & 0xf0;
+            if class == JMP && op != CALL && op != EXIT {
+                let t = i as isize + 1 + c.off as isize;
+                assert!(t > i as isize && (t as usize) < code.len(), "jump at {i}");
+            }
+        }
+        assert_eq!(code.last().unwrap().code, JMP | EXIT);
+    }
+
+    fn record(kind: u32, tid: u32, ns: u64, stack: Option<(i64, &[u64])>) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&kind.to_ne_bytes());
+        r.extend_from_slice(&tid.to_ne_bytes());
+        r.extend_from_slice(&ns.to_ne_bytes());
+        if let Some((len, frames)) = stack {
+            r.extend_from_slice(&len.to_ne_bytes());
+            for f in frames {
+                r.extend_from_slice(&f.to_ne_bytes());
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn records_parse_and_bad_ones_are_refused() {
+        let out = record(KIND_OUT, 7, 100, Some((16, &[0x1000, 0x2000])));
+        assert_eq!(
+            parse(&out),
+            Some(Switch::Out {
+                tid: 7,
+                ns: 100,
+                stack: vec![0x1000, 0x2000]
+            })
+        );
+        // bpf_get_stack's error: no stack, the switch still counts.
+        let err = record(KIND_OUT, 7, 100, Some((-14, &[])));
+        assert_eq!(
+            parse(&err),
+            Some(Switch::Out {
+                tid: 7,
+                ns: 100,
+                stack: vec![]
+            })
+        );
+        let inr = record(KIND_IN, 7, 300, None);
+        assert_eq!(parse(&inr), Some(Switch::In { tid: 7, ns: 300 }));
+        assert_eq!(parse(&record(9, 7, 1, None)), None);
+        for cut in 0..out.len() {
+            assert_eq!(parse(&out[..cut]), None, "cut at {cut}");
+        }
+    }
+}
