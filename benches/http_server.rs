@@ -44,7 +44,11 @@
 //! To profile one server by hand: `RUNTRACE_HTTP_SERVER=record
 //! target/release/deps/http_server-HASH` prints `port N`, serves until its
 //! standard input closes, and answers a `mark` line with its CPU time and
-//! request count (then `perf record -g -p PID` while `wrk` runs).
+//! request count (then `perf record -g -p PID` while `wrk` runs). With
+//! `HTTP_BENCH_KEEP_TRACE=1` a recording server keeps its trace and says
+//! where on stderr. With `sysctl -w kernel.bpf_stats_enabled=1` (root) the
+//! bench also prints the time the kernel spent in each mode's BPF program
+//! per request (the CPU profile's off-CPU program in `record_cpu`).
 
 use axum::{routing::get, Router};
 use std::io::{BufRead, BufReader, Write};
@@ -112,11 +116,12 @@ fn serve(mode: &str) {
         let Ok(line) = line else { break };
         if line.trim() == "mark" {
             println!(
-                "mark {} {} {} {}",
+                "mark {} {} {} {} {}",
                 own_cpu_ns(),
                 served.load(Ordering::Relaxed),
                 own_switches(),
-                own_user_ns()
+                own_user_ns(),
+                own_bpf_ns()
             );
             let _ = std::io::stdout().flush();
         }
@@ -129,7 +134,11 @@ fn serve(mode: &str) {
             st.events, st.dropped, st.bytes
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("HTTP_BENCH_KEEP_TRACE").is_some() {
+        eprintln!("trace kept in {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// `HTTP_BENCH_PIN=1`: (the server's CPU, wrk's CPU): the server
@@ -175,6 +184,25 @@ fn own_user_ns() -> u64 {
     (ru.ru_utime.tv_sec as u64 * 1_000_000 + ru.ru_utime.tv_usec as u64) * 1000
 }
 
+/// Time the kernel spent running this process's BPF programs (the CPU
+/// profile's off-CPU program), ns: the `run_time_ns` the kernel keeps per
+/// program while `kernel.bpf_stats_enabled` is 1 (0 otherwise). The
+/// program runs at every context switch of the machine, in whichever task
+/// switches out, so this counts other processes' switches too.
+fn own_bpf_ns() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {
+        return 0;
+    };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .filter(|t| t.contains("prog_type:"))
+        .filter_map(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("run_time_ns:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
 /// User + system CPU time of this whole process (all threads), ns.
 fn own_cpu_ns() -> u64 {
     // SAFETY: an all-zero rusage is a valid value to be overwritten.
@@ -196,6 +224,8 @@ struct Run {
     events_per_request: f64,
     switches_per_request: f64,
     user_cpu_per_request_ns: f64,
+    /// ns of BPF program run time per request (see `own_bpf_ns`).
+    bpf_per_request_ns: f64,
 }
 
 struct Server {
@@ -251,8 +281,8 @@ impl Server {
     }
 
     /// The server's (CPU ns, requests served, context switches, user CPU
-    /// ns) now.
-    fn mark(&mut self) -> (u64, u64, u64, u64) {
+    /// ns, BPF program ns) now.
+    fn mark(&mut self) -> (u64, u64, u64, u64, u64) {
         let w = self.stdin.as_mut().expect("server stdin");
         writeln!(w, "mark")
             .and_then(|_| w.flush())
@@ -264,7 +294,7 @@ impl Server {
             .filter_map(|v| v.parse().ok())
             .collect();
         match v[..] {
-            [cpu, n, sw, user] => (cpu, n, sw, user),
+            [cpu, n, sw, user, bpf] => (cpu, n, sw, user, bpf),
             _ => panic!("unexpected answer from the server: {l:?}"),
         }
     }
@@ -354,9 +384,9 @@ fn callgrind_rounds(modes: &[&str], rounds: usize, secs: u64) {
             // Warm-up: valgrind translates the hot code first.
             wrk(server.port, secs);
             server.zero();
-            let (_, n0, _, _) = server.mark();
+            let (_, n0, _, _, _) = server.mark();
             wrk(server.port, secs);
-            let (_, n1, _, _) = server.mark();
+            let (_, n1, _, _, _) = server.mark();
             server.dump();
             server.stop();
             // `-d` writes OUT.1 (the dump); exit writes OUT itself.
@@ -501,8 +531,9 @@ fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
     let events: Vec<u64> = servers.into_iter().map(Server::stop).collect();
     (0..modes.len())
         .map(|i| {
-            let ((c0, n0, s0, u0), (c1, n1, s1, u1), (rps, p99)) = (m0[i], m1[i], w[i]);
+            let ((c0, n0, s0, u0, b0), (c1, n1, s1, u1, b1), (rps, p99)) = (m0[i], m1[i], w[i]);
             Run {
+                bpf_per_request_ns: b1.saturating_sub(b0) as f64 / (n1 - n0).max(1) as f64,
                 user_cpu_per_request_ns: (u1 - u0) as f64 / (n1 - n0).max(1) as f64,
                 cpu_per_request_ns: (c1 - c0) as f64 / (n1 - n0).max(1) as f64,
                 switches_per_request: s1.saturating_sub(s0) as f64 / (n1 - n0).max(1) as f64,
@@ -674,6 +705,15 @@ fn drive() {
         );
         let epr = median(runs[m].iter().map(|r| r.events_per_request).collect());
         let spr = median(runs[m].iter().map(|r| r.switches_per_request).collect());
+        let bpf = median(runs[m].iter().map(|r| r.bpf_per_request_ns).collect());
+        let own_cpu = median(runs[m].iter().map(|r| r.cpu_per_request_ns).collect());
+        if bpf > 0.0 {
+            println!(
+                "{mode:<11} BPF program run time: {bpf:.1} ns per request ({:.2}% of its {own_cpu:.0} ns CPU per request; \
+                 every switch of the machine, kernel.bpf_stats_enabled=1)",
+                100.0 * bpf / own_cpu
+            );
+        }
         println!(
             "{mode:<11} CPU per request vs plain (median of paired differences): {diff:+.0} ns \
              (plain's median {plain_cpu:.0} ns), {spr:.3} context switches per request{}",

@@ -22,7 +22,8 @@
 //! rotating order; the figures are medians over rounds of the paired
 //! differences. Run:
 //! `cargo bench -p runtrace-recorder --bench cpu_profile`
-//! (`CPU_BENCH_ROUNDS`, default 7). Needs perf_event_open (root or
+//! (`CPU_BENCH_ROUNDS`, default 7; `CPU_BENCH_MODES`, a comma-separated
+//! list of mode labels, runs only those besides `off`). Needs perf_event_open (root or
 //! `perf_event_paranoid` <= 1 for the off-CPU part); says so otherwise.
 
 use runtrace_format::{FileReader, Record};
@@ -120,33 +121,37 @@ fn pipe() -> (i32, i32) {
     (fds[0], fds[1])
 }
 
-/// Passes one byte: write to `w`, then block reading `r`.
-fn pass(w: i32, r: i32) {
+/// Blocks reading one byte from `r`.
+fn read_byte(r: i32) {
     let mut b = [0u8; 1];
-    // SAFETY: one-byte reads and writes of a live local buffer on pipe fds
-    // this bench opened.
-    unsafe {
-        assert_eq!(libc::write(w, b.as_ptr().cast(), 1), 1);
-        assert_eq!(libc::read(r, b.as_mut_ptr().cast(), 1), 1);
-    }
+    // SAFETY: a one-byte read into a live local buffer, on a pipe fd this
+    // bench opened.
+    unsafe { assert_eq!(libc::read(r, b.as_mut_ptr().cast(), 1), 1) };
+}
+
+fn write_byte(w: i32) {
+    // SAFETY: a one-byte write from a live local, on a pipe fd this bench
+    // opened.
+    unsafe { assert_eq!(libc::write(w, [0u8].as_ptr().cast(), 1), 1) };
 }
 
 /// The CPU time (both threads) of ROUND_TRIPS hand-overs between two
 /// recording threads on one CPU.
-fn ping_pong() -> u64 {
+/// With `parked`, both threads are marked parked throughout (as tokio's
+/// park hook marks a worker that waits for work): every switch-out, the
+/// waits and the preemptions a wake-up causes, is then a parked one.
+fn ping_pong(parked: bool) -> u64 {
     let (a_r, a_w) = pipe();
     let (b_r, b_w) = pipe();
     let other = std::thread::spawn(move || {
         pin();
         runtrace_recorder::task_terminate(2);
-        let mut b = [0u8; 1];
+        runtrace_core::parked::set(parked);
         // Wait for the start signal, then answer each byte.
         let t0 = thread_cpu_ns();
         for _ in 0..ROUND_TRIPS {
-            // SAFETY: as in `pass`.
-            unsafe { assert_eq!(libc::read(a_r, b.as_mut_ptr().cast(), 1), 1) };
-            // SAFETY: as in `pass`.
-            unsafe { assert_eq!(libc::write(b_w, b.as_ptr().cast(), 1), 1) };
+            read_byte(a_r);
+            write_byte(b_w);
         }
         thread_cpu_ns() - t0
     });
@@ -154,9 +159,12 @@ fn ping_pong() -> u64 {
     // Both threads registered, and sampled from the writer's next round.
     std::thread::sleep(Duration::from_millis(120));
     let t0 = thread_cpu_ns();
+    runtrace_core::parked::set(parked);
     for _ in 0..ROUND_TRIPS {
-        pass(a_w, b_r);
+        write_byte(a_w);
+        read_byte(b_r);
     }
+    runtrace_core::parked::set(false);
     let mine = thread_cpu_ns() - t0;
     let theirs = other.join().unwrap();
     for fd in [a_r, a_w, b_r, b_w] {
@@ -169,11 +177,13 @@ fn ping_pong() -> u64 {
 /// The variables a mode may set (each run sets its own, clears the rest).
 const MODE_VARS: [&str; 2] = ["RUNTRACE_CPU_FALLBACK", "RUNTRACE_CPU_OFF_CPU"];
 
-/// One bench mode: its label, the sampling rate, its variables.
+/// One bench mode: its label, the sampling rate, its variables, and
+/// whether the ping-pong threads wait marked parked.
 struct Mode {
     label: &'static str,
     hz: u32,
     env: &'static [(&'static str, &'static str)],
+    parked: bool,
 }
 
 fn run(mode: &Mode, iters: u64) -> Run {
@@ -183,7 +193,7 @@ fn run(mode: &Mode, iters: u64) -> Run {
     for (k, v) in mode.env {
         std::env::set_var(k, v);
     }
-    let hz = mode.hz;
+    let (hz, parked) = (mode.hz, mode.parked);
     let dir = tempfile::tempdir().unwrap();
     let guard = runtrace_recorder::Recorder::builder()
         .path(dir.path().join("trace"))
@@ -198,7 +208,7 @@ fn run(mode: &Mode, iters: u64) -> Run {
         let t0 = thread_cpu_ns();
         black_box(work(iters));
         let t1 = thread_cpu_ns();
-        (t1 - t0, ping_pong())
+        (t1 - t0, ping_pong(parked))
     })
     .join()
     .unwrap();
@@ -242,7 +252,12 @@ fn main() {
     work(50_000_000);
     let per_iter = (thread_cpu_ns() - t) as f64 / 1e9 / 50_000_000.0;
     let iters = (1.0 / per_iter) as u64;
-    let mode = |label, hz, env| Mode { label, hz, env };
+    let mode = |label, hz, env| Mode {
+        label,
+        hz,
+        env,
+        parked: false,
+    };
     let modes = [
         mode("off", 0, &[]),
         mode("99 Hz", 99, &[]),
@@ -254,7 +269,32 @@ fn main() {
             &[("RUNTRACE_CPU_FALLBACK", "perf-thread")],
         ),
         mode("99 Hz signal", 99, &[("RUNTRACE_CPU_FALLBACK", "signal")]),
+        Mode {
+            parked: true,
+            ..mode("99 Hz parked", 99, &[])
+        },
     ];
+    // `CPU_BENCH_MODES="99 Hz,99 Hz parked"`: only those (exact labels)
+    // besides "off", the baseline.
+    let modes: Vec<Mode> = match std::env::var("CPU_BENCH_MODES") {
+        Ok(list) => {
+            let wanted: Vec<&str> = list.split(',').map(str::trim).collect();
+            for w in &wanted {
+                if !modes.iter().any(|m| m.label == *w) {
+                    eprintln!("CPU_BENCH_MODES: no mode {w:?}; the modes are:");
+                    for m in &modes {
+                        eprintln!("  {}", m.label);
+                    }
+                    std::process::exit(2);
+                }
+            }
+            modes
+                .into_iter()
+                .filter(|m| m.label == "off" || wanted.contains(&m.label))
+                .collect()
+        }
+        Err(_) => modes.into(),
+    };
     let mut runs: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
         for k in 0..modes.len() {
@@ -275,7 +315,11 @@ fn main() {
     for v in MODE_VARS {
         std::env::remove_var(v);
     }
-    if runs[1].iter().any(|r| r.mode != 1) {
+    let perf_modes = modes
+        .iter()
+        .zip(&runs)
+        .filter(|(m, _)| m.label != "off" && !m.env.contains(&("RUNTRACE_CPU_FALLBACK", "signal")));
+    if perf_modes.flat_map(|(_, r)| r).any(|r| r.mode != 1) {
         println!(
             "note: perf_event_open was not used in every run (mode != 1): figures mix backends"
         );
