@@ -160,11 +160,13 @@ impl RecorderBuilder {
     }
 
     /// Whether a CPU profile takes the stack at every switch-out of a
-    /// recording thread (off-CPU stacks; on by default). Off, the profile
-    /// has on-CPU samples only and a context switch costs nothing more:
-    /// each off-CPU stack costs ~4 µs of the switching thread's CPU on the
-    /// reference VM (docs/recorder.md, CPU profiles → Cost), which a
-    /// server that switches often may not want to pay.
+    /// recording thread (off-CPU stacks; on by default; a runtime worker's
+    /// switch-outs while parked are skipped where the BPF program takes
+    /// them). Off, the profile has on-CPU samples only and a context
+    /// switch costs nothing more: each off-CPU stack costs ~1.5-2 µs of
+    /// the switching thread's CPU on the reference VM through BPF, ~6 µs
+    /// through per-thread perf events (docs/recorder.md, CPU profiles →
+    /// Cost), which a server that blocks often may not want to pay.
     /// `RUNTRACE_CPU_OFF_CPU=off` does the same.
     ///
     /// ```no_run
