@@ -36,7 +36,7 @@
 //! kernel's); anything missing is an `Err` with the reason, and the
 //! profiler then uses the per-thread events.
 
-use super::sample::{ClockPair, RawKind, RawSample};
+use super::sample::{take_up_to, ClockPair, RawKind, RawSample};
 use runtrace_core::clock::TraceClock;
 use std::collections::HashMap;
 use std::io;
@@ -230,14 +230,7 @@ impl SwitchTracer {
     pub(crate) fn drain(&mut self, cutoff_ticks: u64, out: &mut Vec<RawSample>) -> u64 {
         let pair = ClockPair::read(self.clock);
         self.read(&pair);
-        let mut i = 0;
-        while i < self.pending.len() {
-            if self.pending[i].ticks <= cutoff_ticks {
-                out.push(self.pending.swap_remove(i));
-            } else {
-                i += 1;
-            }
-        }
+        take_up_to(&mut self.pending, cutoff_ticks, out);
         let lost = self.lost.get();
         let new = lost.saturating_sub(self.lost_seen) + std::mem::take(&mut self.unpaired);
         self.lost_seen = lost;

@@ -23,7 +23,7 @@
 //! Nothing here runs on the application's threads: the kernel samples
 //! them, the writer thread reads.
 
-use super::sample::{ClockPair, RawKind, RawSample};
+use super::sample::{take_up_to, ClockPair, RawKind, RawSample};
 // std's atomics under loom too: these words live in memory the kernel
 // shares with us, outside every model (see `sync.rs`).
 use crate::sync::{Ordering, StaticAtomicU64 as AtomicU64};
@@ -264,14 +264,7 @@ impl PerfSampler {
         for tid in self.retiring.drain(..) {
             self.keep.remove(&tid);
         }
-        let mut i = 0;
-        while i < self.pending.len() {
-            if self.pending[i].ticks <= cutoff_ticks {
-                out.push(self.pending.swap_remove(i));
-            } else {
-                i += 1;
-            }
-        }
+        take_up_to(&mut self.pending, cutoff_ticks, out);
         std::mem::take(&mut self.lost)
     }
 

@@ -32,6 +32,20 @@ pub(crate) enum RawKind {
     },
 }
 
+/// Moves the samples of `pending` with ticks <= `cutoff` into `out` (any
+/// order): a sampler's drain hands over what the writer's round may
+/// write, and keeps later ones for the next round.
+pub(crate) fn take_up_to(pending: &mut Vec<RawSample>, cutoff: u64, out: &mut Vec<RawSample>) {
+    let mut i = 0;
+    while i < pending.len() {
+        if pending[i].ticks <= cutoff {
+            out.push(pending.swap_remove(i));
+        } else {
+            i += 1;
+        }
+    }
+}
+
 /// A clock pair read at one instant: trace ticks and CLOCK_MONOTONIC ns.
 #[derive(Clone, Copy)]
 pub(crate) struct ClockPair {
