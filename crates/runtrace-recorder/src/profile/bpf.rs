@@ -886,7 +886,7 @@ impl BpfRing {
 
     /// Hands every committed record to `f` (in the order the program
     /// reserved them), then frees their space.
-    fn read(&mut self, mut f: impl FnMut(&[u8])) {
+    fn read(&mut self, f: impl FnMut(&[u8])) {
         // SAFETY: the first word of each position page is a naturally
         // aligned u64; the kernel writes the producer's, we the consumer's.
         let (cons_pos, prod_pos) = unsafe {
@@ -895,41 +895,69 @@ impl BpfRing {
                 &*self.producer.cast::<AtomicU64>(),
             )
         };
-        let mut cons = cons_pos.load(Ordering::Relaxed);
-        // Acquire: pairs with the kernel's release of `producer_pos` after
-        // it wrote a record's header.
-        let prod = prod_pos.load(Ordering::Acquire);
-        // SAFETY: the data area follows the producer page in its mapping.
-        let data = unsafe { self.producer.add(self.page) };
-        let mask = self.size as u64 - 1;
-        while cons < prod {
-            let at = (cons & mask) as usize;
-            // SAFETY: records are 8-byte aligned inside the data area.
-            let hdr = unsafe { &*data.add(at).cast::<AtomicU32>() };
-            // Acquire: pairs with the kernel's release when it commits the
-            // record (clearing the busy bit): its bytes are written.
-            let len = hdr.load(Ordering::Acquire);
-            if len & BUSY_BIT != 0 {
-                break; // reserved, not yet committed: read it next time
-            }
-            let body = (len & !(BUSY_BIT | DISCARD_BIT)) as usize;
-            if body > self.size - HDR_BYTES {
-                // Not a record the kernel could have written: skip the rest
-                // rather than loop or misread.
-                cons = prod;
-                break;
-            }
-            if len & DISCARD_BIT == 0 {
-                // SAFETY: the record lies inside the doubly mapped data
-                // area (at < size, body <= size - 8), below `prod`.
-                f(unsafe { std::slice::from_raw_parts(data.add(at + HDR_BYTES), body) });
-            }
-            cons += (HDR_BYTES + body).next_multiple_of(8) as u64;
+        // SAFETY: the data area follows the producer page in its mapping,
+        // `size` bytes mapped twice.
+        unsafe {
+            read_records(
+                cons_pos,
+                prod_pos,
+                self.producer.add(self.page),
+                self.size,
+                f,
+            )
         }
-        // Release: our reads of the records happen before the kernel may
-        // reuse their space.
-        cons_pos.store(cons, Ordering::Release);
     }
+}
+
+/// The BPF ring buffer's consumer protocol: hands every committed record
+/// between the consumer and the producer positions to `f`, stops at one
+/// still being written, skips discarded ones, and advances the consumer
+/// position past what it read.
+///
+/// # Safety
+/// `data` points to `2 * size` readable bytes (the data area mapped twice,
+/// `size` a power of two >= 8), 8-byte aligned, holding the records the
+/// positions describe.
+unsafe fn read_records(
+    cons_pos: &AtomicU64,
+    prod_pos: &AtomicU64,
+    data: *const u8,
+    size: usize,
+    mut f: impl FnMut(&[u8]),
+) {
+    let mut cons = cons_pos.load(Ordering::Relaxed);
+    // Acquire: pairs with the kernel's release of `producer_pos` after it
+    // wrote a record's header.
+    let prod = prod_pos.load(Ordering::Acquire);
+    let mask = size as u64 - 1;
+    while cons < prod {
+        let at = (cons & mask) as usize;
+        // SAFETY: records are 8-byte aligned inside the data area.
+        let hdr = unsafe { &*data.add(at).cast::<AtomicU32>() };
+        // Acquire: pairs with the kernel's release when it commits the
+        // record (clearing the busy bit): its bytes are written.
+        let len = hdr.load(Ordering::Acquire);
+        if len & BUSY_BIT != 0 {
+            break; // reserved, not yet committed: read it next time
+        }
+        let body = (len & !(BUSY_BIT | DISCARD_BIT)) as usize;
+        let step = (HDR_BYTES + body).next_multiple_of(8) as u64;
+        if body > size - HDR_BYTES || step > prod - cons {
+            // Not a record the kernel could have written: skip the rest
+            // rather than loop or misread.
+            cons = prod;
+            break;
+        }
+        if len & DISCARD_BIT == 0 {
+            // SAFETY: the record lies inside the doubly mapped data area
+            // (at < size, 8 + body <= size), below `prod`.
+            f(unsafe { std::slice::from_raw_parts(data.add(at + HDR_BYTES), body) });
+        }
+        cons += step;
+    }
+    // Release: our reads of the records happen before the kernel may
+    // reuse their space.
+    cons_pos.store(cons, Ordering::Release);
 }
 
 impl Drop for BpfRing {
@@ -981,6 +1009,94 @@ mod tests {
             }
         }
         assert_eq!(code.last().unwrap().code, JMP | EXIT);
+    }
+
+    /// A ring of `SIZE` bytes mapped twice, as the kernel maps it; records
+    /// are written at their positions (a wrapping one in both copies).
+    struct FakeRing {
+        words: Vec<u64>,
+        cons: AtomicU64,
+        prod: AtomicU64,
+    }
+
+    const SIZE: usize = 64;
+
+    impl FakeRing {
+        fn new(start: u64) -> FakeRing {
+            FakeRing {
+                words: vec![0; 2 * SIZE / 8],
+                cons: AtomicU64::new(start),
+                prod: AtomicU64::new(start),
+            }
+        }
+        fn put(&mut self, header: u32, body: &[u8]) {
+            let pos = self.prod.load(Ordering::Relaxed) as usize;
+            let mut rec = header.to_ne_bytes().to_vec();
+            rec.extend_from_slice(&[0; 4]);
+            rec.extend_from_slice(body);
+            rec.resize(rec.len().next_multiple_of(8), 0);
+            let bytes: &mut [u8] = bytes_of(&mut self.words);
+            for (k, b) in rec.iter().enumerate() {
+                let at = (pos + k) % SIZE;
+                bytes[at] = *b;
+                bytes[at + SIZE] = *b;
+            }
+            self.prod.store((pos + rec.len()) as u64, Ordering::Relaxed);
+        }
+        fn read(&mut self) -> Vec<Vec<u8>> {
+            let mut got = Vec::new();
+            // SAFETY: `words` holds 2 * SIZE bytes, 8-byte aligned, laid
+            // out as the kernel's double mapping.
+            unsafe {
+                read_records(
+                    &self.cons,
+                    &self.prod,
+                    self.words.as_ptr().cast(),
+                    SIZE,
+                    |r| got.push(r.to_vec()),
+                )
+            };
+            got
+        }
+    }
+
+    fn bytes_of(words: &mut [u64]) -> &mut [u8] {
+        // SAFETY: u64s are plain bytes; the slice covers exactly them.
+        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 8) }
+    }
+
+    #[test]
+    fn ring_reader_follows_the_kernel_protocol() {
+        // Start 16 bytes before the end, so the second record wraps.
+        let mut r = FakeRing::new(SIZE as u64 - 16);
+        r.put(3, b"abc");
+        r.put(12, b"0123456789ab");
+        assert_eq!(r.read(), vec![b"abc".to_vec(), b"0123456789ab".to_vec()]);
+        assert_eq!(
+            r.cons.load(Ordering::Relaxed),
+            r.prod.load(Ordering::Relaxed)
+        );
+        // A discarded record is skipped; one still busy stops the reader
+        // until it is committed.
+        r.put(DISCARD_BIT | 2, b"xx");
+        let busy_at = r.prod.load(Ordering::Relaxed);
+        r.put(BUSY_BIT | 1, b"y");
+        r.put(1, b"z");
+        assert_eq!(r.read(), Vec::<Vec<u8>>::new());
+        assert_eq!(r.cons.load(Ordering::Relaxed), busy_at);
+        let bytes = bytes_of(&mut r.words);
+        let at = busy_at as usize % SIZE;
+        bytes[at..at + 4].copy_from_slice(&1u32.to_ne_bytes());
+        bytes[at + SIZE..at + SIZE + 4].copy_from_slice(&1u32.to_ne_bytes());
+        assert_eq!(r.read(), vec![b"y".to_vec(), b"z".to_vec()]);
+        // A length the kernel could not have written ends the read at the
+        // producer instead of looping or reading out of bounds.
+        r.put(1000, b"");
+        assert_eq!(r.read(), Vec::<Vec<u8>>::new());
+        assert_eq!(
+            r.cons.load(Ordering::Relaxed),
+            r.prod.load(Ordering::Relaxed)
+        );
     }
 
     fn record(kind: u32, tid: u32, ns: u64, stack: Option<(i64, &[u64])>) -> Vec<u8> {
