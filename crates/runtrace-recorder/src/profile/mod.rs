@@ -23,6 +23,7 @@
 //! this one uses the others.
 
 mod bpf;
+mod btf;
 mod intern;
 mod maps;
 mod perf;
