@@ -415,6 +415,64 @@ fn parked_switches_are_not_sampled() {
     );
 }
 
+/// The BPF program leaves the tracepoint to everyone else: `perf stat` on
+/// `sched:sched_switch` still counts the machine's switches while it is
+/// attached (a program returning 0 would hide them all from perf).
+#[test]
+fn perf_still_counts_sched_switch_while_recording() {
+    let _s = serial();
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let counted = Arc::new(Mutex::new(None));
+    let c = counted.clone();
+    let (_, files) = record("perf-stat", 99, move || {
+        let out = std::process::Command::new("perf")
+            .args([
+                "stat",
+                "-a",
+                "-x,",
+                "-e",
+                "sched:sched_switch",
+                "--",
+                "sleep",
+                "0.3",
+            ])
+            .output();
+        *c.lock().unwrap() = Some(out);
+    });
+    if !perf_used(&files, "perf-stat") {
+        return;
+    }
+    let info = files[0].info.as_ref().unwrap();
+    if !info
+        .message
+        .contains("sched_switch tracepoint with a BPF program")
+    {
+        let msg = format!("perf-stat: BPF off-CPU stacks not used: {}", info.message);
+        assert!(!ci, "{msg}");
+        eprintln!("skipped: {msg}");
+        return;
+    }
+    let out = match counted.lock().unwrap().take().unwrap() {
+        Ok(o) if o.status.success() => o,
+        other => {
+            let msg = format!("perf stat did not run: {other:?} (apt-get install linux-perf)");
+            assert!(!ci, "{msg}");
+            eprintln!("skipped: {msg}");
+            return;
+        }
+    };
+    // `-x,`: "count,unit,event,..." on stderr.
+    let text = String::from_utf8_lossy(&out.stderr);
+    let n: u64 = text
+        .lines()
+        .find(|l| l.contains("sched:sched_switch"))
+        .and_then(|l| l.split(',').next()?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in perf stat's output: {text}"));
+    // 0.3 s of a machine with a recording running (its writer wakes every
+    // 5 ms, `sleep` itself switches) has dozens of switches at least.
+    assert!(n >= 20, "perf stat counted {n} switches: {text}");
+}
+
 #[test]
 fn signal_fallback_samples_the_hot_function() {
     let _s = serial();

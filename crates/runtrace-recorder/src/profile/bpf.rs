@@ -737,7 +737,11 @@ fn program(tp: &Tracepoint, maps: &Maps, cpu_time_at: Option<i32>) -> Vec<Insn> 
         .add_imm(R2, -32)
         .mov_imm(R3, IN_BYTES);
     output(&mut a, maps);
-    a.here(end).mov_imm(R0, 0).exit();
+    // 1: the kernel then still hands the switch to the tracepoint's perf
+    // events (`perf sched`, `perf record -e sched:sched_switch`); 0 would
+    // hide every switch of the machine from them while we record. Our own
+    // event is disabled, so nothing is handed to it.
+    a.here(end).mov_imm(R0, 1).exit();
     a.finish()
 }
 
@@ -904,6 +908,10 @@ fn attach(tp: &Tracepoint, prog: &OwnedFd) -> Result<OwnedFd, String> {
     a.size = std::mem::size_of::<sys::perf_event_attr>() as u32;
     a.config = tp.id;
     a.__bindgen_anon_1.sample_period = 1;
+    // Disabled: it is only the program's anchor (a tracepoint's programs
+    // run whether or not its events are enabled); enabled, it would take
+    // a sample of every switch on its CPU, since the program returns 1.
+    a.set_disabled(1);
     // SAFETY: sched_getcpu has no preconditions.
     let cpu = unsafe { libc::sched_getcpu() }.max(0);
     // SAFETY: `a` is a fully initialised attr of the size it states.
