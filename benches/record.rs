@@ -57,6 +57,20 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// A recording with a large buffer and a fast writer, so the writer keeps
+/// up: a full buffer drops (and counts) instead of recording, which would
+/// flatter the figures.
+fn large_recording(dir: &std::path::Path) -> runtrace_recorder::RecordingGuard {
+    Recorder::builder()
+        .path(dir.join("trace"))
+        .buffer_size(32 << 20)
+        .max_file_size(256 << 20)
+        .max_total_size(512 << 20)
+        .flush_interval(Duration::from_millis(5))
+        .start()
+        .expect("start recording")
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("record");
     g.measurement_time(Duration::from_secs(3));
@@ -74,16 +88,7 @@ fn bench(c: &mut Criterion) {
     });
 
     let dir = tempdir("event");
-    // A large buffer so the writer keeps up: a full buffer drops (and counts)
-    // instead of recording, which would flatter the figure.
-    let guard = Recorder::builder()
-        .path(dir.join("trace"))
-        .buffer_size(32 << 20)
-        .max_file_size(256 << 20)
-        .max_total_size(512 << 20)
-        .flush_interval(Duration::from_millis(5))
-        .start()
-        .expect("start recording");
+    let guard = large_recording(&dir);
     g.bench_function("event", |b| {
         let mut t = 0u64;
         let q = Istr::EMPTY;
@@ -128,14 +133,7 @@ const PAIRED_ROUNDS: usize = 31;
 /// timed in alternating batches; returns the JSON fields it reports.
 fn event_over_tsc() -> String {
     let dir = tempdir("paired");
-    let guard = Recorder::builder()
-        .path(dir.join("trace"))
-        .buffer_size(32 << 20)
-        .max_file_size(256 << 20)
-        .max_total_size(512 << 20)
-        .flush_interval(Duration::from_millis(5))
-        .start()
-        .expect("start recording");
+    let guard = large_recording(&dir);
     // The recorder's own clock read, the floor under every event.
     let clock = runtrace_core::clock::TraceClock::get();
     let per = |t: std::time::Instant| t.elapsed().as_nanos() as f64 / EVENT_BATCH as f64;

@@ -368,6 +368,23 @@ fn sleep_test(name: &str, fallback: Option<&str>) {
     assert!(long.iter().all(|s| s.off_ns.unwrap() < 1_000_000_000));
 }
 
+/// Whether the recording took its off-CPU stacks through the BPF program;
+/// under `CI=true` it must have (root and tracefs are there), elsewhere
+/// the test skips with the reason.
+fn bpf_used(files: &[FileProfile], name: &str) -> bool {
+    if !perf_used(files, name) {
+        return false;
+    }
+    let message = &files[0].info.as_ref().unwrap().message;
+    if message.contains("sched_switch tracepoint with a BPF program") {
+        return true;
+    }
+    let msg = format!("{name}: BPF off-CPU stacks not used: {message}");
+    assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{msg}");
+    eprintln!("skipped: {msg}");
+    false
+}
+
 /// A parked thread's switch-outs are the runtime idling: the BPF program
 /// skips them, and the same sleeps unparked are sampled.
 #[test]
@@ -377,19 +394,7 @@ fn parked_switches_are_not_sampled() {
         rt_cpu_test_parked_sleeper(30);
         rt_cpu_test_sleeper(30);
     });
-    if !perf_used(&files, "parked") {
-        return;
-    }
-    let info = files[0].info.as_ref().unwrap();
-    if !info
-        .message
-        .contains("sched_switch tracepoint with a BPF program")
-    {
-        let msg = format!("parked: BPF off-CPU stacks not used: {}", info.message);
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{msg}");
-        }
-        eprintln!("skipped: {msg}");
+    if !bpf_used(&files, "parked") {
         return;
     }
     let off: Vec<Sample> = all_samples(&files)
@@ -439,17 +444,7 @@ fn perf_still_counts_sched_switch_while_recording() {
             .output();
         *c.lock().unwrap() = Some(out);
     });
-    if !perf_used(&files, "perf-stat") {
-        return;
-    }
-    let info = files[0].info.as_ref().unwrap();
-    if !info
-        .message
-        .contains("sched_switch tracepoint with a BPF program")
-    {
-        let msg = format!("perf-stat: BPF off-CPU stacks not used: {}", info.message);
-        assert!(!ci, "{msg}");
-        eprintln!("skipped: {msg}");
+    if !bpf_used(&files, "perf-stat") {
         return;
     }
     let out = match counted.lock().unwrap().take().unwrap() {
