@@ -173,7 +173,8 @@ pub enum Record {
     },
     /// End of a writer drain round.
     Round {
-        /// Tick at which the round began.
+        /// Every event older than this tick was written before this frame
+        /// (docs/format.md section 8).
         watermark_ticks: u64,
     },
     /// The file is sealed.

@@ -12,6 +12,16 @@ use std::time::Duration;
 /// Smallest per-thread buffer: 4 slots of 16 KiB.
 pub(crate) const MIN_BUFFER: usize = 64 << 10;
 
+/// Bytes per ring slot in buffers of at least 4 of them. The writer takes
+/// sealed slots whole, without decoding, and leaves a busy thread's current
+/// slot for its next round (`Ring::drain`); a thread that writes more than
+/// one slot per flush interval then has all its events taken whole. At 16
+/// KiB that is from ~330 KB/s at the default 50 ms, which a tokio worker of
+/// the HTTP server benchmark exceeds (~1 MB/s); with 64 KiB slots the writer
+/// decoded most of its events (~1% of the server's CPU). A chunk's own
+/// overhead (~20 bytes) stays ~0.1% of its 16 KiB.
+pub(crate) const SLOT_BYTES: usize = 16 << 10;
+
 /// Recorder settings. Build with [`Recorder::builder`](crate::Recorder::builder).
 ///
 /// ```
@@ -69,11 +79,9 @@ impl Default for Config {
 impl Config {
     /// Slots per ring and bytes per slot for this buffer size: at least 4
     /// slots of 16 KiB or more (so the largest possible event fits in one),
-    /// about 64 KiB each in large buffers: the writer takes whole slots
-    /// without decoding, and a 64 KiB chunk keeps per-chunk overhead
-    /// (~20 bytes) under 0.05%.
+    /// [`SLOT_BYTES`] each in large buffers.
     pub(crate) fn ring_geometry(&self) -> (u64, usize) {
-        let n_slots = (self.buffer_size / (64 << 10)).max(4) as u64;
+        let n_slots = (self.buffer_size / SLOT_BYTES).max(4) as u64;
         (n_slots, self.buffer_size / n_slots as usize)
     }
 }

@@ -30,8 +30,9 @@
 //!    publishes `(seq + 1) << 32`. If slot `seq + 1` is not free (rule 1), it
 //!    stays where it is and drops events (counting them) until it is.
 //! 5. The writer reads sealed slots (`< progress >> 32`) whole, and the
-//!    current slot up to `len`, never past it. When it has copied a sealed
-//!    slot it stores `consumed = seq + 1` with `Release`.
+//!    current slot up to `len`, never past it (or not at all, leaving it for
+//!    a later drain). When it has copied a sealed slot it stores
+//!    `consumed = seq + 1` with `Release`.
 //! 6. `closed` is set (`Release`) by the producer after its last publish; a
 //!    writer that sees it (`Acquire`) drains what is left and retires the
 //!    ring.
@@ -115,7 +116,6 @@ pub(crate) struct ProducerPos {
     pub(crate) seq: u64,
     pub(crate) len: usize,
     pub(crate) count: u64,
-    cached_consumed: u64,
     /// Start of slot `seq`: computing it takes a division (`seq % N`),
     /// ~12 ns here, so it is done once per slot, not per event.
     base: *mut u8,
@@ -159,7 +159,6 @@ impl Ring {
             seq: 0,
             len: 0,
             count: 0,
-            cached_consumed: 0,
             base,
         };
         (ring, pos)
@@ -209,17 +208,18 @@ impl Ring {
             .store((pos.seq << 32) | pos.len as u64, Ordering::Release);
     }
 
-    /// Moves the producer to the next slot (rule 4). False when no slot is
-    /// free; the caller then drops its event. Returns also how many slots
-    /// await the writer, for the high-water wake-up.
+    /// Moves the producer to the next slot (rule 4). `None` when no slot is
+    /// free; the caller then drops its event. Else how many slots await the
+    /// writer, for the high-water wake-up.
     pub(crate) fn advance(&self, pos: &mut ProducerPos, end: ChunkState) -> Option<u64> {
         let next = pos.seq + 1;
-        if next >= pos.cached_consumed + self.n_slots {
-            // Acquire: pairs with the writer's Release in `drain` (rule 1).
-            pos.cached_consumed = self.consumed.load(Ordering::Acquire);
-            if next >= pos.cached_consumed + self.n_slots {
-                return None;
-            }
+        // Once per slot, so the backlog is current: a cached value is
+        // refreshed only when the ring looks full, and a stale one past the
+        // high-water mark would wake the writer at every slot.
+        // Acquire: pairs with the writer's Release in `drain` (rule 1).
+        let consumed = self.consumed.load(Ordering::Acquire);
+        if next >= consumed + self.n_slots {
+            return None;
         }
         let seal = Seal {
             len: pos.len,
@@ -238,7 +238,7 @@ impl Ring {
         pos.base = self.slot_ptr(next);
         pos.len = 0;
         pos.count = 0;
-        Some(next - pos.cached_consumed)
+        Some(next - consumed)
     }
 
     /// Counts one lost event (producer only).
@@ -258,15 +258,27 @@ impl Ring {
     /// `take` may return an error to stop (the pieces after are retried on
     /// the next call). `count_records` counts records in a partial piece and
     /// returns the end registers.
+    ///
+    /// `defer_after: Some(t)` leaves the current slot's published bytes for
+    /// a later call when this call took a sealed slot and the registers'
+    /// time at the writer's position is at least `t`; then it returns that
+    /// time, a lower bound of every event left in the ring. Counting the
+    /// records of a partial piece means decoding it (`count_records`), and
+    /// a slot that fills by the next call is taken whole, sealed, without
+    /// that. A thread that has not sealed a slot since the last call has its
+    /// current slot taken (nothing else would bring its events out), so an
+    /// event published before a call is taken by that call or the next.
     pub(crate) fn drain<E>(
         &self,
         pos: &mut DrainPos,
+        defer_after: Option<u64>,
         mut count_records: impl FnMut(&[u8], ChunkState) -> Result<(u64, ChunkState), E>,
         mut take: impl FnMut(Piece<'_>),
-    ) -> Result<(), E> {
+    ) -> Result<Option<u64>, E> {
         // Acquire: pairs with the producer's Release in `publish`/`advance`.
         let p = self.progress.load(Ordering::Acquire);
         let (cur_seq, cur_len) = (p >> 32, (p & 0xffff_ffff) as usize);
+        let took_sealed = pos.seq < cur_seq;
         while pos.seq < cur_seq {
             let i = (pos.seq % self.n_slots) as usize;
             // SAFETY: rule 4: the seal and start of a slot below `cur_seq`
@@ -302,6 +314,11 @@ impl Ring {
             // reuses it (rule 1).
             self.consumed.store(pos.seq, Ordering::Release);
         }
+        if cur_len > pos.taken && took_sealed && defer_after.is_some_and(|t| pos.state.ticks >= t) {
+            // `pos.state` is the end of the last sealed slot taken, the
+            // current slot's start (rule 4).
+            return Ok(Some(pos.state.ticks));
+        }
         if pos.taken == 0 && cur_len > 0 {
             // SAFETY: rule 2: published before the first byte of the slot.
             pos.state = self.starts[(pos.seq % self.n_slots) as usize].with(|s| unsafe { *s });
@@ -327,7 +344,7 @@ impl Ring {
             pos.taken_count += n;
             pos.state = end;
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Tells loom which bytes were just accessed (see `byte_cells`).
@@ -355,7 +372,11 @@ mod loom_tests {
     /// the writer drains concurrently: every record is either received, in
     /// order and intact, or counted as dropped; no byte is read while it is
     /// written or overwritten while it is read.
-    fn model(n_events: u8, slot_size: usize) {
+    ///
+    /// With `defer`, the writer leaves the current slot for its next drain
+    /// whenever the ring rules allow (the writer's steady state on a busy
+    /// thread), and takes everything once the producer has closed.
+    fn model(n_events: u8, slot_size: usize, defer: bool) {
         let mut b = loom::model::Builder::new();
         // Bounded like tokio's loom CI: exhaustive up to 3 preemptions.
         b.preemption_bound = Some(3);
@@ -387,6 +408,7 @@ mod loom_tests {
                 let closed = ring.closed.load(Ordering::Acquire);
                 ring.drain(
                     &mut dpos,
+                    (defer && !closed).then_some(0),
                     |b, st| Ok::<_, ()>((b.len() as u64, st)),
                     |p| {
                         counted += p.count;
@@ -410,13 +432,20 @@ mod loom_tests {
     #[test]
     fn loom_ring_publish_drain() {
         // Partial reads of a slot being filled, then its seal.
-        model(3, 4);
+        model(3, 4, false);
     }
 
     #[test]
     fn loom_ring_wraps_and_drops() {
         // Two slots of two bytes and six records: slots are reused, and a
         // slow writer forces drops.
-        model(6, 2);
+        model(6, 2, false);
+    }
+
+    #[test]
+    fn loom_ring_defers_the_current_slot() {
+        // The writer leaves partial slots behind sealed ones: still every
+        // record, in order, none read while written.
+        model(5, 2, true);
     }
 }

@@ -19,7 +19,7 @@ use crate::stats::RecordStats;
 use crate::sync::Ordering;
 use runtrace_core as registry;
 use runtrace_core::clock::{self, TraceClock};
-use runtrace_format::chunk::{walk, ChunkHeader};
+use runtrace_format::chunk::{scan, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
 use std::collections::{BTreeMap, VecDeque};
@@ -205,7 +205,7 @@ impl Writer {
         loop {
             // Acquire: pairs with the Release store in `state::end`.
             let stopping = self.shared.stop.load(Ordering::Acquire);
-            self.round();
+            self.round(stopping);
             if stopping {
                 break;
             }
@@ -217,7 +217,7 @@ impl Writer {
             // The last round's write failed: one more try to tell its loss
             // (a round with nothing left to drain is just DROPPED frames,
             // small enough to fit where the round did not).
-            self.round();
+            self.round(true);
         }
         // A sealed file claims its losses are all told (END totals); with
         // losses no DROPPED frame could carry, it stays unsealed
@@ -265,8 +265,10 @@ impl Writer {
         self.buf.clear();
     }
 
-    fn round(&mut self) {
-        let watermark = self.clock.now();
+    /// One round. `last`: the recording is ending, so every ring is
+    /// drained to its end.
+    fn round(&mut self, last: bool) {
+        let now = self.clock.now();
         {
             let mut new = self
                 .shared
@@ -281,7 +283,7 @@ impl Writer {
                     entry,
                     pos: DrainPos::default(),
                     reported_dropped: 0,
-                    last_report: watermark,
+                    last_report: now,
                     announced_in: None,
                 });
             }
@@ -293,12 +295,18 @@ impl Writer {
         // its write fails.
         let mut took: Vec<(u64, u64, u64)> = Vec::new();
         let index = self.file_index;
+        // The earliest time of the events a ring keeps for the next round.
+        let mut left_from: Option<u64> = None;
         let mut i = 0;
         while i < self.rings.len() {
             // Load `closed` before draining: a ring seen closed is then
             // drained to its very end (ring rule 6).
             let closed = self.rings[i].entry.ring.closed.load(Ordering::Acquire);
-            let Ok(events) = self.drain_ring(i) else {
+            // A busy thread's current slot waits for the next round, when
+            // it is likely sealed and taken without decoding (`Ring::drain`),
+            // unless it holds events older than the last ROUND's watermark.
+            let defer = (!closed && !last).then_some(self.prev_watermark);
+            let Ok((events, left)) = self.drain_ring(i, defer) else {
                 // An event type id the writer cannot find even after
                 // re-reading the logs: only a bug could cause it. Keep going
                 // without this thread rather than stop the recording.
@@ -306,6 +314,9 @@ impl Writer {
                 self.rings.swap_remove(i);
                 continue;
             };
+            if let Some(t) = left {
+                left_from = Some(left_from.map_or(t, |m| m.min(t)));
+            }
             let r = &mut self.rings[i];
             let mut ring_drops = 0;
             if r.announced_in != Some(index) {
@@ -322,13 +333,13 @@ impl Writer {
                     r.entry.tid,
                     d - r.reported_dropped,
                     since,
-                    watermark,
+                    now,
                 ));
                 ring_drops = d - r.reported_dropped;
                 self.stats.dropped += ring_drops;
                 self.file_dropped += ring_drops;
                 r.reported_dropped = d;
-                r.last_report = watermark;
+                r.last_report = now;
             }
             if events + ring_drops > 0 {
                 took.push((r.entry.tid, events, ring_drops));
@@ -345,6 +356,11 @@ impl Writer {
                 i += 1;
             }
         }
+        // Every event before the watermark is in this round's frames (format
+        // section 8): the round's start, or earlier if a ring kept events
+        // for the next round (never below the previous watermark: a ring
+        // keeps none older than that).
+        let watermark = left_from.map_or(now, |t| t.min(now));
         self.samples.clear();
         if let Some(p) = self.profiler.as_mut() {
             let lost = p.collect(watermark, &mut self.samples);
@@ -486,9 +502,10 @@ impl Writer {
         self.write_buf()
     }
 
-    /// Takes everything published in ring `i` and frames it into `chunks`;
-    /// returns how many events it took.
-    fn drain_ring(&mut self, i: usize) -> Result<u64, ()> {
+    /// Takes what ring `i` published (see `Ring::drain` for `defer`) and
+    /// frames it into `chunks`; returns how many events it took and, when it
+    /// left the current slot, the earliest time of the events left.
+    fn drain_ring(&mut self, i: usize, defer: Option<u64>) -> Result<(u64, Option<u64>), ()> {
         let mut took = 0;
         for attempt in 0..2 {
             let schemas = &self.schemas;
@@ -498,13 +515,11 @@ impl Writer {
             let mut events = 0;
             let res = r.entry.ring.drain(
                 &mut r.pos,
+                defer,
                 |bytes, mut st| {
-                    let n = walk(
-                        bytes,
-                        &mut st,
-                        |id| schemas.get(id as usize).and_then(|s| s.as_ref()),
-                        |_| Ok(()),
-                    )?;
+                    let n = scan(bytes, &mut st, |id| {
+                        schemas.get(id as usize).and_then(|s| s.as_ref())
+                    })?;
                     Ok::<_, runtrace_format::varint::DecodeError>((n, st))
                 },
                 |piece| {
@@ -524,7 +539,7 @@ impl Writer {
             self.file_events += events;
             took += events;
             match res {
-                Ok(()) => return Ok(took),
+                Ok(left) => return Ok((took, left)),
                 // A schema registered after our last look: re-read the logs.
                 Err(_) if attempt == 0 => self.sync_schemas(),
                 Err(_) => return Err(()),
