@@ -8,7 +8,11 @@
 //! the tokio task id as its span id, so a waker event names the tokio
 //! task directly (no map, no lock, no allocation), and turns
 //! `waker.wake` / `waker.wake_by_ref` into WakeEvents while a backend
-//! listens. Every other callsite is disabled once, at registration.
+//! listens. Every other callsite is disabled once, at registration, and
+//! so are the waker callsites of `waker.clone` and `waker.drop` once their
+//! first event has shown which operation they report (tokio has one
+//! callsite per operation; the operation is a field value, not in the
+//! callsite's metadata).
 //!
 //! ```
 //! // `instrument` installs it when no global tracing subscriber is set.
@@ -17,7 +21,7 @@
 //! ```
 
 use runtrace_probes::builtin as probes;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
@@ -59,6 +63,50 @@ pub(crate) fn install() {
             runtrace_core::listeners::on_change(tracing::callsite::rebuild_interest_cache);
         }
     });
+}
+
+/// Waker callsites (their metadata's address) seen reporting an
+/// operation that is not a wake: `register_callsite` disables them.
+/// tokio has two (clone and drop); a few more slots in case a version adds
+/// some.
+static NOT_WAKES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+
+/// How many of tokio's waker callsites are known to report no wakes (waker
+/// clones and drops) and are disabled for good: 0 until a recording has
+/// seen their first events.
+///
+/// ```
+/// assert!(runtrace_tokio::wakes::disabled_callsites() <= 8);
+/// ```
+pub fn disabled_callsites() -> usize {
+    NOT_WAKES
+        .iter()
+        .filter(|s| s.load(Ordering::Relaxed) != 0)
+        .count()
+}
+
+fn is_not_wake(m: &'static Metadata<'static>) -> bool {
+    let a = m as *const Metadata<'static> as usize;
+    NOT_WAKES.iter().any(|s| s.load(Ordering::Relaxed) == a)
+}
+
+/// Remembers that callsite `m` reports no wakes and has tracing ask
+/// `register_callsite` again, so its events stop being built (in the
+/// HTTP server benchmark a waker clone or drop dispatched to this
+/// subscriber cost ~150 instructions, only to be ignored). Runs once per
+/// such callsite: later events of it are not dispatched.
+#[cold]
+fn learn_not_wake(m: &'static Metadata<'static>) {
+    if is_not_wake(m) {
+        return;
+    }
+    let a = m as *const Metadata<'static> as usize;
+    if NOT_WAKES.iter().any(|s| {
+        s.compare_exchange(0, a, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }) {
+        tracing::callsite::rebuild_interest_cache();
+    }
 }
 
 /// Span ids of spans that are not task spans (never expected: only task
@@ -110,15 +158,21 @@ impl Subscriber for TaskWakes {
         if is_task_span(m) {
             Interest::always()
         } else if is_waker_event(m) {
+            // Clone and drop callsites, once known, never.
             // With the recorder the only possible listener, the interest
-            // is cached: `never` while nothing records, so a waker
-            // operation costs tokio one cached load (rebuilt when a
-            // recording starts or ends: `install`). With a backend that
-            // outside tools switch on, `enabled` is asked at each waker
-            // operation, and the event is not even built while nothing
-            // listens.
-            if runtrace_probes::EXTERNAL_BACKENDS || probes::task_wake::enabled() {
+            // is cached: `always` while a recording runs (no `enabled`
+            // call per wake; `event` checks again) and `never` while
+            // nothing records, so a waker operation costs tokio one cached
+            // load (rebuilt when a recording starts or ends: `install`).
+            // With a backend that outside tools switch on, `enabled` is
+            // asked at each waker operation, and the event is not even
+            // built while nothing listens.
+            if is_not_wake(m) {
+                Interest::never()
+            } else if runtrace_probes::EXTERNAL_BACKENDS {
                 Interest::sometimes()
+            } else if probes::task_wake::enabled() {
+                Interest::always()
             } else {
                 Interest::never()
             }
@@ -163,7 +217,9 @@ impl Subscriber for TaskWakes {
         }
         let mut f = Fields::default();
         ev.record(&mut f);
-        if f.wake && f.task != 0 {
+        if !f.wake {
+            learn_not_wake(ev.metadata());
+        } else if f.task != 0 {
             probes::task_wake::fire(probes::task_wake::Args {
                 woken_task_id: f.task,
                 waker_task_id: crate::current_task(),
