@@ -50,6 +50,8 @@
 //! bench also prints the time the kernel spent in each mode's BPF program
 //! per request (the CPU profile's off-CPU program in `record_cpu`).
 
+mod common;
+
 use axum::{routing::get, Router};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -549,14 +551,8 @@ fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
 /// A figure of a run, by the name it has in the JSON.
 type Metric = (&'static str, fn(&Run) -> f64);
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    common::median(&v)
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -660,6 +656,7 @@ fn drive() {
         }
     }
     let mut json = String::from("{");
+    let mut ci_json = Vec::new();
     let metrics: [Metric; 4] = [
         ("cpu_per_request", |r| r.cpu_per_request_ns),
         ("user_cpu_per_request", |r| r.user_cpu_per_request_ns),
@@ -667,7 +664,7 @@ fn drive() {
         ("p99", |r| r.p99_us),
     ];
     for (mi, (name, f)) in metrics.iter().enumerate() {
-        let mut parts = Vec::new();
+        let (mut parts, mut cis) = (Vec::new(), Vec::new());
         for (m, mode) in modes.iter().enumerate().skip(1) {
             let ratios: Vec<f64> = runs[m]
                 .iter()
@@ -675,20 +672,27 @@ fn drive() {
                 .map(|(r, p)| f(r) / f(p))
                 .collect();
             let med = median(ratios.clone());
+            // What the pairs can resolve: the geometric mean's 95% interval.
+            let (gm, lo, hi) = common::geomean_ci95(&ratios);
             let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
             println!(
-                "{name:<20} {mode:<11} median ratio vs plain {med:.4}  (pairs: {})",
+                "{name:<20} {mode:<11} median ratio vs plain {med:.4}, geometric mean {gm:.4} \
+                 (95% CI {lo:.4}-{hi:.4})  (pairs: {})",
                 list.join(" ")
             );
             parts.push(format!("\"{mode}\": {med:.4}"));
+            cis.push(format!("\"{mode}\": [{lo:.4}, {hi:.4}]"));
         }
         json += &format!(
             "{}\"{name}\": {{{}}}",
             if mi > 0 { ", " } else { "" },
             parts.join(", ")
         );
+        ci_json.push(format!("\"{name}\": {{{}}}", cis.join(", ")));
     }
-    json += "}\n";
+    // The medians above are the figures; `ci95` says how far to trust
+    // them (geometric mean of the same ratios, 95% interval).
+    json += &format!(", \"ci95\": {{{}}}}}\n", ci_json.join(", "));
     // Per request and per event in ns: medians of the paired differences.
     let plain_cpu = median(runs[0].iter().map(|r| r.cpu_per_request_ns).collect());
     let plain_user = median(runs[0].iter().map(|r| r.user_cpu_per_request_ns).collect());

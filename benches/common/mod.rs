@@ -28,6 +28,53 @@ pub fn median(xs: &[f64]) -> f64 {
     }
 }
 
+/// Geometric mean of `ratios` with its 95% confidence interval, as
+/// `(mean, low, high)`: the mean of the logs plus or minus Student's t
+/// (n - 1 degrees of freedom, rounded down to a tabulated one, so the
+/// interval errs wide) times their standard error. The interval is NaN
+/// for fewer than two ratios. What a run of paired ratios can resolve: a
+/// median alone does not say.
+///
+/// ```ignore
+/// let (gm, lo, hi) = common::geomean_ci95(&[1.0, 1.1, 0.9, 1.05]);
+/// assert!(lo < gm && gm < hi);
+/// ```
+pub fn geomean_ci95(ratios: &[f64]) -> (f64, f64, f64) {
+    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    let n = logs.len();
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return (mean.exp(), f64::NAN, f64::NAN);
+    }
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    // t(0.975, df) for the largest tabulated df not above n - 1.
+    const T: [(usize, f64); 16] = [
+        (1, 12.706),
+        (2, 4.303),
+        (3, 3.182),
+        (4, 2.776),
+        (5, 2.571),
+        (6, 2.447),
+        (7, 2.365),
+        (8, 2.306),
+        (9, 2.262),
+        (10, 2.228),
+        (15, 2.131),
+        (20, 2.086),
+        (30, 2.042),
+        (60, 2.000),
+        (120, 1.980),
+        (usize::MAX, 1.960),
+    ];
+    let t = T
+        .iter()
+        .rev()
+        .find(|(df, _)| *df < n)
+        .map_or(12.706, |x| x.1);
+    let half = t * (var / n as f64).sqrt();
+    (mean.exp(), (mean - half).exp(), (mean + half).exp())
+}
+
 /// Nearest-rank percentile `p` (0-100) of already sorted values (NaN when
 /// empty).
 ///
