@@ -69,14 +69,8 @@ impl ChunkHeader {
         let tid = c.varint()?;
         let at = c.pos();
         let w = c.varint()?;
-        if w > u32::MAX as u64 {
-            return Err(DecodeError::new(at, "worker out of range"));
-        }
-        let worker_reg = if w == 0 {
-            crate::NO_WORKER
-        } else {
-            (w - 1) as u32
-        };
+        let worker_reg =
+            worker_reg(w).ok_or_else(|| DecodeError::new(at, "worker out of range"))?;
         let task_reg = c.varint()?;
         let ticks = c.varint()?;
         let count = c.varint()?;
@@ -89,6 +83,25 @@ impl ChunkHeader {
             },
             count,
         })
+    }
+}
+
+/// The worker register a wire value sets (a chunk header's worker, a
+/// `set_worker` record): 0 is no worker ([`crate::NO_WORKER`]), `w + 1`
+/// is worker `w`; `None` when the value is out of range.
+///
+/// ```
+/// use runtrace_format::chunk::worker_reg;
+/// assert_eq!(worker_reg(0), Some(runtrace_format::NO_WORKER));
+/// assert_eq!(worker_reg(3), Some(2));
+/// assert_eq!(worker_reg(1 << 40), None);
+/// ```
+#[inline]
+pub fn worker_reg(wire: u64) -> Option<u32> {
+    match wire {
+        0 => Some(crate::NO_WORKER),
+        w if w <= u32::MAX as u64 => Some((w - 1) as u32),
+        _ => None,
     }
 }
 
@@ -191,15 +204,9 @@ where
         let ticks = state.ticks.wrapping_add(dt);
         if id == crate::SET_WORKER {
             let w = c.varint().map_err(at)?;
-            if w > u32::MAX as u64 {
-                return Err(DecodeError::new(start, "set_worker value out of range"));
-            }
+            state.worker_reg = worker_reg(w)
+                .ok_or_else(|| DecodeError::new(start, "set_worker value out of range"))?;
             state.ticks = ticks;
-            state.worker_reg = if w == 0 {
-                crate::NO_WORKER
-            } else {
-                (w - 1) as u32
-            };
             continue;
         }
         let sch = schema(id)
@@ -295,16 +302,9 @@ where
         let ticks = state.ticks.wrapping_add(dt);
         if id == crate::SET_WORKER {
             let (w, p) = read_varint(bytes, pos).ok_or_else(|| bad("bad set_worker varint"))?;
-            if w > u32::MAX as u64 {
-                return Err(bad("set_worker value out of range"));
-            }
+            state.worker_reg = worker_reg(w).ok_or_else(|| bad("set_worker value out of range"))?;
             pos = p;
             state.ticks = ticks;
-            state.worker_reg = if w == 0 {
-                crate::NO_WORKER
-            } else {
-                (w - 1) as u32
-            };
             continue;
         }
         let sch = schema(id).ok_or_else(|| bad(&format!("event type {id} has no schema")))?;

@@ -4,45 +4,12 @@
 //! wakes of `runtrace_tokio::spawn` tasks name the waking task, and two
 //! runtimes in one process are told apart.
 
-use runtrace_format::merge::EventStream;
+mod common;
+
+use common::{record, two_workers};
 use runtrace_format::{Event, Value};
-use runtrace_recorder::Recorder;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
-
-fn record(dir: &std::path::Path, work: impl FnOnce()) -> Vec<Event> {
-    // One recording per process at a time (tests run in parallel).
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = std::fs::remove_dir_all(dir);
-    let g = Recorder::builder().path(dir.join("trace")).start().unwrap();
-    work();
-    let st = g.finish().unwrap();
-    assert_eq!(st.dropped, 0);
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runtrace_format::merge::sort_trace_paths(&mut files);
-    let mut s = EventStream::open(&files).unwrap();
-    let mut v = Vec::new();
-    while let Some(e) = s.next_event() {
-        v.push(e);
-    }
-    assert!(s.errors().is_empty(), "{:?}", s.errors());
-    v
-}
-
-/// An instrumented multi-thread runtime with 2 workers.
-fn two_workers() -> tokio::runtime::Runtime {
-    runtrace_tokio::instrument(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all(),
-    )
-    .build()
-    .unwrap()
-}
 
 #[test]
 fn multi_thread_runtime_trace_is_consistent() {

@@ -214,15 +214,11 @@ pub(crate) fn decode_events(
         let ticks = st.ticks.wrapping_add(dt);
         if id == runtrace_format::SET_WORKER {
             let w = get!(c.varint());
-            if w > u32::MAX as u64 {
+            let Some(reg) = runtrace_format::chunk::worker_reg(w) else {
                 fail!(DecodeError::new(start, "set_worker value out of range"));
-            }
-            st.ticks = ticks;
-            st.worker_reg = if w == 0 {
-                runtrace_format::NO_WORKER
-            } else {
-                (w - 1) as u32
             };
+            st.ticks = ticks;
+            st.worker_reg = reg;
             continue;
         }
         let Some(plan) = plans.plan(id, tables, epoch) else {
