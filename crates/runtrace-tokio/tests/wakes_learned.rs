@@ -16,7 +16,11 @@ fn record_wakes(rt: &tokio::runtime::Runtime, rounds: usize) {
         pairs = (0..rounds).map(|_| rt.block_on(one_wake())).collect();
     });
     for (i, (waiter, sender)) in pairs.iter().enumerate() {
-        assert_eq!(wakers_of(&events, *waiter), vec![Some(*sender)], "round {i}");
+        assert_eq!(
+            wakers_of(&events, *waiter),
+            vec![Some(*sender)],
+            "round {i}"
+        );
     }
 }
 
