@@ -39,6 +39,13 @@
 //! round's modes at the same time instead (each server with its own wrk,
 //! all sharing whatever else the machine does; a cross-check on a busy
 //! machine), writing `target/bench-results/http_server_concurrent.json`.
+//! `HTTP_BENCH_RATE=R` replaces wrk with a client in this process that
+//! sends R requests a second at a steady pace (R / 1000 keep-alive
+//! connections, one request each per millisecond; see `paced`): the server
+//! below saturation, as servers mostly run, where its p99 is its own and
+//! not wrk's queueing (the throughput ratio is then 1 by construction;
+//! the rate actually served is printed). It works with
+//! `HTTP_BENCH_CALLGRIND=1` too.
 //! Not run by CI: it measures time.
 //!
 //! To profile one server by hand: `RUNTRACE_HTTP_SERVER=record
@@ -384,10 +391,10 @@ fn callgrind_rounds(modes: &[&str], rounds: usize, secs: u64) {
             let out = dir.join(format!("cg.{round}.{m}"));
             let mut server = Server::start_in(modes[m], Some(&out));
             // Warm-up: valgrind translates the hot code first.
-            wrk(server.port, secs);
+            load(server.port, secs);
             server.zero();
             let (_, n0, _, _, _) = server.mark();
-            wrk(server.port, secs);
+            load(server.port, secs);
             let (_, n1, _, _, _) = server.mark();
             server.dump();
             server.stop();
@@ -431,6 +438,112 @@ fn read_line(r: &mut impl BufRead) -> String {
     let mut s = String::new();
     let _ = r.read_line(&mut s);
     s
+}
+
+/// Loads the server for `secs` seconds: with wrk, or at a steady rate
+/// with `HTTP_BENCH_RATE`; (requests/s, p99 µs).
+fn load(port: u16, secs: u64) -> (f64, f64) {
+    match env_u64("HTTP_BENCH_RATE", 0) {
+        0 => wrk(port, secs),
+        rate => paced(port, secs, rate),
+    }
+}
+
+/// The request the paced client sends (what `wrk` sends, less its
+/// headers).
+const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+
+/// `HTTP_BENCH_RATE=R`: R requests a second at a steady pace for `secs`
+/// seconds, from R / 1000 keep-alive connections that each send one
+/// request per millisecond (tokio's timer step) and wait for its answer;
+/// (requests/s served, p99 µs from send to answer).
+///
+/// Why: under `wrk` the server runs flat out beside wrk on 2 cores, and
+/// how many requests each wake-up serves changes from second to second,
+/// so its CPU per request does too (~10% from one 1 s window to the next,
+/// where the machine's speed varies ~4%). At a fixed pace below
+/// saturation the server serves the same bursts every millisecond.
+fn paced(port: u16, secs: u64, rate: u64) -> (f64, f64) {
+    use tokio::net::TcpStream;
+    use tokio::time::{Instant, MissedTickBehavior};
+    let conns = (rate / 1000).max(1);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("the paced client's runtime");
+    rt.block_on(async move {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let clients: Vec<_> = (0..conns)
+            .map(|_| {
+                tokio::spawn(async move {
+                    let s = TcpStream::connect(("127.0.0.1", port))
+                        .await
+                        .expect("connect to the server");
+                    let _ = s.set_nodelay(true);
+                    let mut tick = tokio::time::interval(Duration::from_millis(1));
+                    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                    let (mut lat, mut buf) = (Vec::new(), vec![0u8; 4096]);
+                    while Instant::now() < deadline {
+                        tick.tick().await;
+                        let t0 = Instant::now();
+                        exchange(&s, &mut buf).await;
+                        lat.push(t0.elapsed().as_secs_f64() * 1e6);
+                    }
+                    lat
+                })
+            })
+            .collect();
+        let mut lat = Vec::new();
+        for c in clients {
+            lat.extend(c.await.expect("a paced client"));
+        }
+        lat.sort_by(f64::total_cmp);
+        let p99 = common::pct(&lat, 99.0);
+        (lat.len() as f64 / secs as f64, p99)
+    })
+}
+
+/// Sends [`REQUEST`] on `s` and reads one whole answer (headers, then
+/// `content-length` bytes of body).
+async fn exchange(s: &tokio::net::TcpStream, buf: &mut [u8]) {
+    let mut sent = 0;
+    while sent < REQUEST.len() {
+        s.writable().await.expect("socket writable");
+        match s.try_write(&REQUEST[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("send to the server: {e}"),
+        }
+    }
+    let mut got = 0;
+    loop {
+        s.readable().await.expect("socket readable");
+        match s.try_read(&mut buf[got..]) {
+            Ok(0) => panic!("the server closed the connection"),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => panic!("read from the server: {e}"),
+        }
+        if answer_len(&buf[..got]).is_some_and(|len| got >= len) {
+            return;
+        }
+    }
+}
+
+/// The length of the HTTP answer at the start of `b` (headers and body),
+/// once its headers are complete.
+fn answer_len(b: &[u8]) -> Option<usize> {
+    let end = b.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&b[..end]).ok()?;
+    let body: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    Some(end + body)
 }
 
 /// Runs wrk for `secs` seconds; (requests/s, p99 µs).
@@ -513,7 +626,7 @@ fn measure(modes: &[&str], secs: u64) -> Vec<Run> {
         std::thread::scope(|sc| {
             let hs: Vec<_> = ports
                 .iter()
-                .map(|&p| sc.spawn(move || wrk(p, secs)))
+                .map(|&p| sc.spawn(move || load(p, secs)))
                 .collect();
             hs.into_iter()
                 .map(|h| h.join().expect("wrk thread"))
