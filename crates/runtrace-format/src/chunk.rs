@@ -337,6 +337,29 @@ where
     Ok(n)
 }
 
+/// The time of the first record in `bytes` (an event or a `set_worker`
+/// record) decoded from registers `state`, reading only its tag and time
+/// delta: the recorder's writer uses it for the earliest event it leaves
+/// in a buffer. `None` when `bytes` is empty or that record's header is
+/// cut or malformed.
+///
+/// ```
+/// use runtrace_format::chunk::{first_ticks, ChunkState};
+/// use runtrace_format::schema::ids;
+/// let st = ChunkState { ticks: 100, task_reg: 0, worker_reg: u32::MAX };
+/// let bytes = [ids::TASK_TERMINATE as u8, 3, 10];
+/// assert_eq!(first_ticks(&bytes, &st), Some(103));
+/// assert_eq!(first_ticks(&[], &st), None);
+/// ```
+pub fn first_ticks(bytes: &[u8], state: &ChunkState) -> Option<u64> {
+    let mut pos = 1;
+    if *bytes.first()? == crate::TAG_ESCAPE {
+        pos = read_varint(bytes, pos)?.1;
+    }
+    let (dt, _) = read_varint(bytes, pos)?;
+    Some(state.ticks.wrapping_add(dt))
+}
+
 /// The varint at `bytes[pos..]` and the position after it; `None` if it
 /// runs past the end or past 10 bytes.
 #[inline(always)]

@@ -38,7 +38,6 @@ struct Producer {
     gen: u64,
     /// Points into `_ring`'s allocation (kept alive by it).
     ring: *const Ring,
-    slot_size: usize,
     clock: &'static TraceClock,
     pos: ProducerPos,
     state: ChunkState,
@@ -140,11 +139,11 @@ impl Producer {
         let now = ticks
             .unwrap_or_else(|| self.clock.now())
             .max(self.state.ticks);
-        if self.pos.len + max + OVERHEAD > self.slot_size && !self.next_slot(now) {
-            return;
-        }
         // SAFETY: `ring` points into `_ring`, alive as long as `self`.
         let ring = unsafe { &*self.ring };
+        if ring.must_leave(&self.pos, max + OVERHEAD) && !self.next_slot(now, max + OVERHEAD) {
+            return;
+        }
         // SAFETY: we are the ring's only producer and hold no other slice.
         let buf = unsafe { ring.tail(&self.pos) };
         let mut pos = 0;
@@ -170,19 +169,22 @@ impl Producer {
         ring.publish(&mut self.pos, pos, 1);
     }
 
-    /// Seals the current slot and moves on; counts a drop when the ring is
-    /// full.
+    /// Leaves the current slot (ring rule 4) because the next event (at
+    /// most `need` bytes) does not fit or the writer asked (rule 7). False
+    /// when the event must be dropped (counted): it does not fit and no
+    /// slot is free.
     #[cold]
     #[inline(never)]
-    fn next_slot(&mut self, now: u64) -> bool {
-        match self._ring.advance(&mut self.pos, self.state) {
-            Some(backlog) => {
+    fn next_slot(&mut self, now: u64, need: usize) -> bool {
+        match self._ring.leave(&mut self.pos, self.state, need) {
+            Ok(Some(backlog)) => {
                 if backlog >= self.high_water {
                     self.shared.wake_writer();
                 }
                 true
             }
-            None => {
+            Ok(None) => true,
+            Err(()) => {
                 self._ring.count_drop(now);
                 false
             }
@@ -216,7 +218,6 @@ fn attach(gen: u64) -> *mut Producer {
         let mut b = Box::new(Producer {
             gen,
             ring: Arc::as_ptr(&ring),
-            slot_size: ring.slot_size(),
             clock,
             pos,
             state,

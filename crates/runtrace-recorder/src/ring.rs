@@ -36,6 +36,14 @@
 //! 6. `closed` is set (`Release`) by the producer after its last publish; a
 //!    writer that sees it (`Acquire`) drains what is left and retires the
 //!    ring.
+//! 7. `seal_at` is a request, not part of the data protocol: the producer
+//!    leaves its slot (rule 4) before an event that would end past
+//!    `seal_at` bytes. It is the slot size, except when the writer lowers
+//!    it to 0 to have the current slot sealed; the producer then seals at
+//!    its next event (if it has a free slot to go to) and puts the slot
+//!    size back. Both sides use `Relaxed`: a request that crosses a seal
+//!    only seals one more slot early, and what the writer may read is
+//!    still decided by `progress` alone.
 
 use crate::sync::{AtomicBool, AtomicU64, CachePadded, Ordering, UnsafeCell};
 use runtrace_format::chunk::ChunkState;
@@ -58,6 +66,11 @@ pub(crate) struct Ring {
     seals: Box<[UnsafeCell<Seal>]>,
     progress: CachePadded<AtomicU64>,
     consumed: CachePadded<AtomicU64>,
+    /// Rule 7. Read by the producer at every event and written by the
+    /// writer at most once a round: on a line of its own, so neither the
+    /// producer's `progress` stores nor the writer's `consumed` ones
+    /// evict it.
+    seal_at: CachePadded<AtomicU64>,
     /// Events lost because every slot was full (written by the producer only).
     pub(crate) dropped: AtomicU64,
     /// Tick of the first loss not yet reported (0: none).
@@ -108,6 +121,8 @@ pub(crate) struct DrainPos {
     taken_count: u64,
     /// Registers at `taken`.
     state: ChunkState,
+    /// The slot whose seal was last asked for (rule 7).
+    seal_asked: Option<u64>,
 }
 
 /// The producer's private position (it mirrors what it published).
@@ -146,6 +161,7 @@ impl Ring {
             seals,
             progress: CachePadded(AtomicU64::new(0)),
             consumed: CachePadded(AtomicU64::new(0)),
+            seal_at: CachePadded(AtomicU64::new(slot_size as u64)),
             dropped: AtomicU64::new(0),
             drop_since: AtomicU64::new(0),
             closed: AtomicBool::new(false),
@@ -162,10 +178,6 @@ impl Ring {
             base,
         };
         (ring, pos)
-    }
-
-    pub(crate) fn slot_size(&self) -> usize {
-        self.slot_size
     }
 
     fn slot_ptr(&self, seq: u64) -> *mut u8 {
@@ -194,6 +206,42 @@ impl Ring {
         unsafe { std::slice::from_raw_parts_mut(pos.base.add(pos.len), self.slot_size - pos.len) }
     }
 
+    /// Whether an event of at most `max` bytes must go to a new slot: it
+    /// would not fit in the current one, or the writer asked for a seal
+    /// (rule 7). One `Relaxed` load.
+    #[inline(always)]
+    pub(crate) fn must_leave(&self, pos: &ProducerPos, max: usize) -> bool {
+        (pos.len + max) as u64 > self.seal_at.load(Ordering::Relaxed)
+    }
+
+    /// Leaves the current slot when [`must_leave`](Self::must_leave) said
+    /// so, for an event of at most `max` bytes: `Ok(Some(backlog))` when
+    /// it moved to the next slot (backlog: slots awaiting the writer, for
+    /// the high-water wake-up), `Ok(None)` when it stays and the event fits
+    /// there (a seal request with no free slot to go to, or for an empty
+    /// slot: nothing to seal), `Err(())` when the event does not fit and no
+    /// slot is free: the caller drops it. Answers any seal request (rule
+    /// 7) first, so one made during the move seals the next slot instead
+    /// of being lost.
+    #[cold]
+    pub(crate) fn leave(
+        &self,
+        pos: &mut ProducerPos,
+        end: ChunkState,
+        max: usize,
+    ) -> Result<Option<u64>, ()> {
+        self.seal_at.store(self.slot_size as u64, Ordering::Relaxed);
+        let fits = pos.len + max <= self.slot_size;
+        if fits && pos.len == 0 {
+            return Ok(None);
+        }
+        match self.advance(pos, end) {
+            Some(backlog) => Ok(Some(backlog)),
+            None if fits => Ok(None),
+            None => Err(()),
+        }
+    }
+
     /// Publishes `n` more bytes holding `events` more events (rule 3;
     /// `set_worker` records are not events).
     #[inline(always)]
@@ -211,7 +259,7 @@ impl Ring {
     /// Moves the producer to the next slot (rule 4). `None` when no slot is
     /// free; the caller then drops its event. Else how many slots await the
     /// writer, for the high-water wake-up.
-    pub(crate) fn advance(&self, pos: &mut ProducerPos, end: ChunkState) -> Option<u64> {
+    fn advance(&self, pos: &mut ProducerPos, end: ChunkState) -> Option<u64> {
         let next = pos.seq + 1;
         // Once per slot, so the backlog is current: a cached value is
         // refreshed only when the ring looks full, and a stale one past the
@@ -257,28 +305,29 @@ impl Ring {
     /// Hands everything published since the last call to `take`, in order.
     /// `take` may return an error to stop (the pieces after are retried on
     /// the next call). `count_records` counts records in a partial piece and
-    /// returns the end registers.
+    /// returns the end registers; `first_ticks` is the time of the first
+    /// record of a partial piece.
     ///
-    /// `defer_after: Some(t)` leaves the current slot's published bytes for
-    /// a later call when this call took a sealed slot and the registers'
-    /// time at the writer's position is at least `t`; then it returns that
-    /// time, a lower bound of every event left in the ring. Counting the
-    /// records of a partial piece means decoding it (`count_records`), and
-    /// a slot that fills by the next call is taken whole, sealed, without
-    /// that. A thread that has not sealed a slot since the last call has its
-    /// current slot taken (nothing else would bring its events out), so an
-    /// event published before a call is taken by that call or the next.
+    /// `defer_after: Some(t)` may leave the current slot's published bytes
+    /// for the next call, when their first event is not older than `t`; it
+    /// then returns that event's time (a lower bound of every event left in
+    /// the ring). It asks the producer to seal the slot (rule 7), so that
+    /// the next call takes it whole, sealed, with its record count and end
+    /// registers, without `count_records` decoding it. Only a slot already
+    /// asked for and still not sealed (its thread has recorded nothing
+    /// since) is taken partly, decoded. So an event published before a call
+    /// is taken by that call or the next.
     pub(crate) fn drain<E>(
         &self,
         pos: &mut DrainPos,
         defer_after: Option<u64>,
         mut count_records: impl FnMut(&[u8], ChunkState) -> Result<(u64, ChunkState), E>,
+        first_ticks: impl FnOnce(&[u8], ChunkState) -> Option<u64>,
         mut take: impl FnMut(Piece<'_>),
     ) -> Result<Option<u64>, E> {
         // Acquire: pairs with the producer's Release in `publish`/`advance`.
         let p = self.progress.load(Ordering::Acquire);
         let (cur_seq, cur_len) = (p >> 32, (p & 0xffff_ffff) as usize);
-        let took_sealed = pos.seq < cur_seq;
         while pos.seq < cur_seq {
             let i = (pos.seq % self.n_slots) as usize;
             // SAFETY: rule 4: the seal and start of a slot below `cur_seq`
@@ -314,36 +363,38 @@ impl Ring {
             // reuses it (rule 1).
             self.consumed.store(pos.seq, Ordering::Release);
         }
-        if cur_len > pos.taken && took_sealed && defer_after.is_some_and(|t| pos.state.ticks >= t) {
-            // `pos.state` is the end of the last sealed slot taken, the
-            // current slot's start (rule 4).
-            return Ok(Some(pos.state.ticks));
+        if cur_len <= pos.taken {
+            return Ok(None);
         }
-        if pos.taken == 0 && cur_len > 0 {
+        if pos.taken == 0 {
             // SAFETY: rule 2: published before the first byte of the slot.
             pos.state = self.starts[(pos.seq % self.n_slots) as usize].with(|s| unsafe { *s });
         }
-        if cur_len > pos.taken {
-            // SAFETY: rule 5: bytes [taken, cur_len) were published by the
-            // Acquire-loaded progress; the producer writes only past it.
-            let bytes = unsafe {
-                std::slice::from_raw_parts(
-                    self.slot_ptr(pos.seq).add(pos.taken),
-                    cur_len - pos.taken,
-                )
-            };
-            #[cfg(loom)]
-            self.track(pos.seq, pos.taken, cur_len, false);
-            let (n, end) = count_records(bytes, pos.state)?;
-            take(Piece {
-                start: pos.state,
-                count: n,
-                bytes,
-            });
-            pos.taken = cur_len;
-            pos.taken_count += n;
-            pos.state = end;
+        // SAFETY: rule 5: bytes [taken, cur_len) were published by the
+        // Acquire-loaded progress; the producer writes only past it.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(self.slot_ptr(pos.seq).add(pos.taken), cur_len - pos.taken)
+        };
+        #[cfg(loom)]
+        self.track(pos.seq, pos.taken, cur_len, false);
+        if let Some(t) = defer_after {
+            if pos.seal_asked != Some(pos.seq) {
+                if let Some(first) = first_ticks(bytes, pos.state).filter(|&f| f >= t) {
+                    pos.seal_asked = Some(pos.seq);
+                    self.seal_at.store(0, Ordering::Relaxed);
+                    return Ok(Some(first));
+                }
+            }
         }
+        let (n, end) = count_records(bytes, pos.state)?;
+        take(Piece {
+            start: pos.state,
+            count: n,
+            bytes,
+        });
+        pos.taken = cur_len;
+        pos.taken_count += n;
+        pos.state = end;
         Ok(None)
     }
 
@@ -373,9 +424,10 @@ mod loom_tests {
     /// order and intact, or counted as dropped; no byte is read while it is
     /// written or overwritten while it is read.
     ///
-    /// With `defer`, the writer leaves the current slot for its next drain
-    /// whenever the ring rules allow (the writer's steady state on a busy
-    /// thread), and takes everything once the producer has closed.
+    /// With `defer`, the writer asks for the current slot's seal and leaves
+    /// it for its next drain whenever the ring rules allow (the writer's
+    /// steady state), takes it partly when asked before and still not
+    /// sealed, and takes everything once the producer has closed.
     fn model(n_events: u8, slot_size: usize, defer: bool) {
         let mut b = loom::model::Builder::new();
         // Bounded like tokio's loom CI: exhaustive up to 3 preemptions.
@@ -387,8 +439,8 @@ mod loom_tests {
             let producer = loom::thread::spawn(move || {
                 let mut dropped = 0u64;
                 for k in 0..n_events {
-                    if pos.len + 1 > r2.slot_size()
-                        && r2.advance(&mut pos, ChunkState::default()).is_none()
+                    if r2.must_leave(&pos, 1)
+                        && r2.leave(&mut pos, ChunkState::default(), 1).is_err()
                     {
                         r2.count_drop(1);
                         dropped += 1;
@@ -410,6 +462,7 @@ mod loom_tests {
                     &mut dpos,
                     (defer && !closed).then_some(0),
                     |b, st| Ok::<_, ()>((b.len() as u64, st)),
+                    |_, st| Some(st.ticks),
                     |p| {
                         counted += p.count;
                         got.extend_from_slice(p.bytes);
@@ -444,8 +497,8 @@ mod loom_tests {
 
     #[test]
     fn loom_ring_defers_the_current_slot() {
-        // The writer leaves partial slots behind sealed ones: still every
-        // record, in order, none read while written.
+        // The writer asks for seals and leaves partial slots for later:
+        // still every record, in order, none read while written.
         model(5, 2, true);
     }
 }

@@ -26,4 +26,10 @@ pub struct RecordStats {
     pub bytes: u64,
     /// Files created.
     pub files: u64,
+    /// Chunks the writer took from a buffer its thread was still writing,
+    /// so decoded to count their events (~100 instructions per event).
+    /// Every other chunk is a buffer its thread sealed when the writer
+    /// asked, taken as it is. A thread that records nothing for a flush
+    /// interval after it was asked leaves one; so does the last round.
+    pub decoded_chunks: u64,
 }

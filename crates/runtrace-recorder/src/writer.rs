@@ -19,7 +19,7 @@ use crate::stats::RecordStats;
 use crate::sync::Ordering;
 use runtrace_core as registry;
 use runtrace_core::clock::{self, TraceClock};
-use runtrace_format::chunk::{scan, ChunkHeader};
+use runtrace_format::chunk::{first_ticks, scan, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
 use std::collections::{BTreeMap, VecDeque};
@@ -302,9 +302,11 @@ impl Writer {
             // Load `closed` before draining: a ring seen closed is then
             // drained to its very end (ring rule 6).
             let closed = self.rings[i].entry.ring.closed.load(Ordering::Acquire);
-            // A busy thread's current slot waits for the next round, when
-            // it is likely sealed and taken without decoding (`Ring::drain`),
-            // unless it holds events older than the last ROUND's watermark.
+            // A thread's current slot waits for the next round, its seal
+            // asked for, so it is then taken whole without decoding
+            // (`Ring::drain`), unless it holds events older than the last
+            // ROUND's watermark or its thread recorded nothing since it was
+            // asked.
             let defer = (!closed && !last).then_some(self.prev_watermark);
             let Ok((events, left)) = self.drain_ring(i, defer) else {
                 // An event type id the writer cannot find even after
@@ -513,6 +515,7 @@ impl Writer {
             let r = &mut self.rings[i];
             let tid = r.entry.tid;
             let mut events = 0;
+            let decoded = &mut self.stats.decoded_chunks;
             let res = r.entry.ring.drain(
                 &mut r.pos,
                 defer,
@@ -520,8 +523,10 @@ impl Writer {
                     let n = scan(bytes, &mut st, |id| {
                         schemas.get(id as usize).and_then(|s| s.as_ref())
                     })?;
+                    *decoded += 1;
                     Ok::<_, runtrace_format::varint::DecodeError>((n, st))
                 },
+                |bytes, st| first_ticks(bytes, &st),
                 |piece| {
                     let mut payload = Vec::with_capacity(piece.bytes.len() + 32);
                     ChunkHeader {
