@@ -45,7 +45,10 @@
 //! below saturation, as servers mostly run, where its p99 is its own and
 //! not wrk's queueing (the throughput ratio is then 1 by construction;
 //! the rate actually served is printed). It works with
-//! `HTTP_BENCH_CALLGRIND=1` too.
+//! `HTTP_BENCH_CALLGRIND=1` too. `HTTP_BENCH_BASE=PATH` (another build of
+//! this bench, e.g. of the commit before a change) adds modes `MODE@base`
+//! to `HTTP_BENCH_MODES`, served by that build in the same rounds: a
+//! before/after comparison paired round by round (see `base_exe`).
 //! Not run by CI: it measures time.
 //!
 //! To profile one server by hand: `RUNTRACE_HTTP_SERVER=record
@@ -237,6 +240,20 @@ struct Run {
     bpf_per_request_ns: f64,
 }
 
+/// `HTTP_BENCH_BASE=PATH`: another build of this bench (of the commit
+/// before a change, say), whose servers run the modes named `MODE@base` in
+/// `HTTP_BENCH_MODES`, in the same rounds as this build's: a before/after
+/// comparison paired round by round. `None` when unset; exits when it
+/// names no file.
+fn base_exe() -> Option<std::path::PathBuf> {
+    let p = std::path::PathBuf::from(std::env::var_os("HTTP_BENCH_BASE")?);
+    if !p.is_file() {
+        eprintln!("HTTP_BENCH_BASE={}: no such file", p.display());
+        std::process::exit(2);
+    }
+    Some(p)
+}
+
 struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -252,7 +269,11 @@ impl Server {
     /// Starts the server, under callgrind when `callgrind_out` is given
     /// (instruction counts; counting starts zeroed by [`Server::zero`]).
     fn start_in(mode: &str, callgrind_out: Option<&std::path::Path>) -> Server {
-        let exe = std::env::current_exe().expect("this bench's path");
+        // `MODE@base`: the same mode served by the `HTTP_BENCH_BASE` build.
+        let (mode, exe) = match mode.strip_suffix("@base") {
+            Some(m) => (m, base_exe().expect("HTTP_BENCH_BASE checked at start")),
+            None => (mode, std::env::current_exe().expect("this bench's path")),
+        };
         let mut cmd = match callgrind_out {
             Some(out) => {
                 let mut c = Command::new("valgrind");
@@ -701,10 +722,18 @@ fn drive() {
         // `plain` is the reference every ratio divides by: always first.
         let mut chosen = vec!["plain"];
         for m in list.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+            let (name, base) = match m.strip_suffix("@base") {
+                Some(n) => (n, true),
+                None => (m, false),
+            };
+            if base && base_exe().is_none() {
+                eprintln!("HTTP_BENCH_MODES: {m:?} needs HTTP_BENCH_BASE=PATH (another build of this bench)");
+                std::process::exit(2);
+            }
             let Some(&known) = modes
                 .iter()
                 .chain(["plain_again", "record_all"].iter())
-                .find(|k| **k == m)
+                .find(|k| **k == name)
             else {
                 eprintln!(
                     "HTTP_BENCH_MODES: unknown mode {m:?} (known: {}, plain_again, record_all)",
@@ -716,6 +745,12 @@ fn drive() {
                 eprintln!("HTTP_BENCH_MODES: record_all needs --features usdt");
                 std::process::exit(2);
             }
+            // A `@base` mode's name lives as long as the bench.
+            let known: &'static str = if base {
+                format!("{known}@base").leak()
+            } else {
+                known
+            };
             if !chosen.contains(&known) {
                 chosen.push(known);
             }
@@ -858,6 +893,24 @@ fn drive() {
         let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
         println!(
             "{name:<17} CPU per request vs record (median ratio): {:.4}  (pairs: {})",
+            median(ratios),
+            list.join(" ")
+        );
+    }
+    // Before/after: each mode against the same round's `MODE@base`.
+    for (after, name) in modes.iter().enumerate() {
+        let Some(before) = at(&format!("{name}@base")) else {
+            continue;
+        };
+        let ratios: Vec<f64> = runs[after]
+            .iter()
+            .zip(&runs[before])
+            .map(|(a, b)| a.cpu_per_request_ns / b.cpu_per_request_ns)
+            .collect();
+        let (gm, lo, hi) = common::geomean_ci95(&ratios);
+        let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        println!(
+            "{name:<17} CPU per request vs {name}@base: median ratio {:.4}, geometric mean {gm:.4} (95% CI {lo:.4}-{hi:.4})  (pairs: {})",
             median(ratios),
             list.join(" ")
         );
