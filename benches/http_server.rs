@@ -879,41 +879,35 @@ fn drive() {
             }
         );
     }
-    // CPU profiling's own cost: record_cpu against the same round's record.
+    // Mode `a`'s CPU per request against mode `b`'s, paired by round.
     let at = |name: &str| modes.iter().position(|m| *m == name);
-    for name in ["record_cpu", "record_cpu_on", "record_cpu_signal"] {
-        let (Some(rec), Some(cpu)) = (at("record"), at(name)) else {
-            continue;
-        };
-        let ratios: Vec<f64> = runs[cpu]
+    let against = |a: usize, b: usize| {
+        let ratios: Vec<f64> = runs[a]
             .iter()
-            .zip(&runs[rec])
-            .map(|(c, r)| c.cpu_per_request_ns / r.cpu_per_request_ns)
-            .collect();
-        let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
-        println!(
-            "{name:<17} CPU per request vs record (median ratio): {:.4}  (pairs: {})",
-            median(ratios),
-            list.join(" ")
-        );
-    }
-    // Before/after: each mode against the same round's `MODE@base`.
-    for (after, name) in modes.iter().enumerate() {
-        let Some(before) = at(&format!("{name}@base")) else {
-            continue;
-        };
-        let ratios: Vec<f64> = runs[after]
-            .iter()
-            .zip(&runs[before])
-            .map(|(a, b)| a.cpu_per_request_ns / b.cpu_per_request_ns)
+            .zip(&runs[b])
+            .map(|(x, y)| x.cpu_per_request_ns / y.cpu_per_request_ns)
             .collect();
         let (gm, lo, hi) = common::geomean_ci95(&ratios);
         let list: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
         println!(
-            "{name:<17} CPU per request vs {name}@base: median ratio {:.4}, geometric mean {gm:.4} (95% CI {lo:.4}-{hi:.4})  (pairs: {})",
+            "{:<17} CPU per request vs {}: median ratio {:.4}, geometric mean {gm:.4} (95% CI {lo:.4}-{hi:.4})  (pairs: {})",
+            modes[a],
+            modes[b],
             median(ratios),
             list.join(" ")
         );
+    };
+    // CPU profiling's own cost: record_cpu against the same round's record.
+    for name in ["record_cpu", "record_cpu_on", "record_cpu_signal"] {
+        if let (Some(rec), Some(cpu)) = (at("record"), at(name)) {
+            against(cpu, rec);
+        }
+    }
+    // Before/after: each mode against the same round's `MODE@base`.
+    for (after, name) in modes.iter().enumerate() {
+        if let Some(before) = at(&format!("{name}@base")) {
+            against(after, before);
+        }
     }
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
     let _ = std::fs::create_dir_all(&out);
