@@ -97,6 +97,22 @@ fn worker() -> u32 {
         .unwrap_or(runtrace_format::NO_WORKER)
 }
 
+/// The task issuing a wake (0 outside any task) and the worker it runs on.
+/// A wake from inside the task this thread's last PollStart was for reuses
+/// that PollStart's worker lookup (tokio's `worker_index` is the same for
+/// the whole poll, `block_in_place` included); other wakes (the I/O driver's,
+/// a nested runtime's) look it up.
+fn waker_and_worker() -> (u64, u32) {
+    let task = current_task();
+    if task != 0 {
+        let (polling, w) = POLLING.get();
+        if polling == task {
+            return (task, w);
+        }
+    }
+    (task, worker())
+}
+
 /// Minimum time between two schedstat reads of a worker (see
 /// [`runtrace_core::thread_time::sampled`] and docs/analysis.md): 10 ms.
 const SCHED_SAMPLE_HZ: u64 = 100;
@@ -383,10 +399,11 @@ struct WakeRecorder {
 impl WakeRecorder {
     fn record(&self) {
         if probes::task_wake::enabled() {
+            let (waker_task_id, worker) = waker_and_worker();
             probes::task_wake::fire(probes::task_wake::Args {
                 woken_task_id: self.task,
-                waker_task_id: current_task(),
-                worker: worker(),
+                waker_task_id,
+                worker,
             });
         }
     }

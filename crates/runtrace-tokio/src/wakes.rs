@@ -220,10 +220,11 @@ impl Subscriber for TaskWakes {
         if !f.wake {
             learn_not_wake(ev.metadata());
         } else if f.task != 0 {
+            let (waker_task_id, worker) = crate::waker_and_worker();
             probes::task_wake::fire(probes::task_wake::Args {
                 woken_task_id: f.task,
-                waker_task_id: crate::current_task(),
-                worker: crate::worker(),
+                waker_task_id,
+                worker,
             });
         }
     }

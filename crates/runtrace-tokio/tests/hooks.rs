@@ -213,3 +213,48 @@ fn plain_tokio_spawn_tasks_get_one_wake_per_wake() {
     assert_eq!(t[0].u64("waker_task_id"), Some(sender));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A wake a task issues names the worker tokio says that task runs on
+/// (`tokio::runtime::worker_index()` read inside it): the wake reuses its
+/// poll's worker lookup, and must agree with tokio's.
+#[test]
+fn a_task_to_task_wake_names_the_wakers_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = two_workers();
+    let mut senders: Vec<(u64, Option<usize>)> = Vec::new();
+    let events = record(dir.path(), || {
+        senders = rt.block_on(async {
+            let mut out = Vec::new();
+            for _ in 0..50 {
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let waiter = tokio::spawn(async move { rx.await.unwrap() });
+                tokio::task::yield_now().await;
+                let sender = tokio::spawn(async move {
+                    let at = tokio::runtime::worker_index();
+                    tx.send(()).unwrap();
+                    (runtrace_tokio::task_id(tokio::task::id()), at)
+                });
+                out.push(sender.await.unwrap());
+                waiter.await.unwrap();
+            }
+            out
+        })
+    });
+    drop(rt);
+    let mut checked = 0;
+    for (sender, at) in &senders {
+        for e in events
+            .iter()
+            .filter(|e| e.schema.name == "task_wake" && e.u64("waker_task_id") == Some(*sender))
+        {
+            assert_eq!(
+                e.get("worker"),
+                Some(&Value::Worker(at.map(|w| w as u32))),
+                "the wake by task {sender}"
+            );
+            checked += 1;
+        }
+    }
+    // A waiter still pending when its sender runs is woken by it.
+    assert!(checked >= 10, "{checked} task-to-task wakes checked");
+}
