@@ -257,8 +257,8 @@ impl Ring {
     }
 
     /// Moves the producer to the next slot (rule 4). `None` when no slot is
-    /// free; the caller then drops its event. Else how many slots await the
-    /// writer, for the high-water wake-up.
+    /// free (`leave` then keeps the producer where it is). Else how many
+    /// slots await the writer, for the high-water wake-up.
     fn advance(&self, pos: &mut ProducerPos, end: ChunkState) -> Option<u64> {
         let next = pos.seq + 1;
         // Once per slot, so the backlog is current: a cached value is
