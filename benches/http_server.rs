@@ -35,7 +35,11 @@
 //! show the bench's own noise. `HTTP_BENCH_PIN=1` pins the server to CPU 1
 //! and wrk to CPU 0 (`taskset`). `HTTP_BENCH_CALLGRIND=1` counts the
 //! server's instructions per request under callgrind instead of timing it
-//! (needs valgrind; see `callgrind_rounds`). `HTTP_BENCH_CONCURRENT=1` runs every
+//! (needs valgrind; see `callgrind_rounds`); `HTTP_BENCH_CALLGRIND_SIM=1`
+//! adds callgrind's cache and branch simulation and prints the simulated
+//! first-level cache misses and branch mispredictions per request
+//! (instruction-fetch misses show what a mode's extra code costs beyond
+//! its instruction count). `HTTP_BENCH_CONCURRENT=1` runs every
 //! round's modes at the same time instead (each server with its own wrk,
 //! all sharing whatever else the machine does; a cross-check on a busy
 //! machine), writing `target/bench-results/http_server_concurrent.json`.
@@ -278,8 +282,11 @@ impl Server {
             Some(out) => {
                 let mut c = Command::new("valgrind");
                 c.args(["--tool=callgrind", "--quiet"])
-                    .arg(format!("--callgrind-out-file={}", out.display()))
-                    .arg(exe);
+                    .arg(format!("--callgrind-out-file={}", out.display()));
+                if std::env::var_os("HTTP_BENCH_CALLGRIND_SIM").is_some_and(|v| v == "1") {
+                    c.args(["--cache-sim=yes", "--branch-sim=yes"]);
+                }
+                c.arg(exe);
                 c
             }
             None => Command::new(exe),
@@ -377,14 +384,33 @@ fn callgrind_control(op: &str, pid: u32) {
     assert!(st.success(), "callgrind_control {op} {pid} failed");
 }
 
-/// The instructions (`Ir`) of a callgrind dump: its `summary:` or
-/// `totals:` line.
-fn callgrind_ir(path: &std::path::Path) -> Option<u64> {
+/// The counts of a callgrind dump, by event name (`Ir`, and with
+/// `HTTP_BENCH_CALLGRIND_SIM=1` the simulated cache misses `I1mr`,
+/// `D1mr`, `D1mw`, ... and branch mispredictions `Bcm`, `Bim`): its
+/// `events:` line and its `summary:` or `totals:` line.
+fn callgrind_counts(path: &std::path::Path) -> Option<Vec<(String, u64)>> {
     let text = std::fs::read_to_string(path).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("summary:").or(l.strip_prefix("totals:")))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    let names = text.lines().find_map(|l| l.strip_prefix("events:"))?;
+    let values = text
+        .lines()
+        .find_map(|l| l.strip_prefix("summary:").or(l.strip_prefix("totals:")))?;
+    let values: Vec<u64> = values
+        .split_whitespace()
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    Some(
+        names
+            .split_whitespace()
+            .map(str::to_owned)
+            .zip(values)
+            .collect(),
+    )
 }
+
+/// callgrind's simulated first-level cache misses (instruction fetch,
+/// data read, data write) and branch mispredictions (conditional,
+/// indirect), printed per request with `HTTP_BENCH_CALLGRIND_SIM=1`.
+const SIM_EVENTS: [&str; 5] = ["I1mr", "D1mr", "D1mw", "Bcm", "Bim"];
 
 /// `HTTP_BENCH_CALLGRIND=1`: instructions per request of each mode's
 /// server under callgrind (user-space instructions only: no kernel time,
@@ -429,13 +455,25 @@ fn callgrind_rounds(modes: &[&str], rounds: usize, secs: u64) {
                     })
                 })
                 .unwrap_or_else(|| out.with_extension(format!("{m}.1")));
-            let ir = callgrind_ir(&dump)
+            let counts = callgrind_counts(&dump)
                 .unwrap_or_else(|| panic!("no instruction count in {}", dump.display()));
-            let per = ir as f64 / (n1 - n0).max(1) as f64;
+            let requests = (n1 - n0).max(1) as f64;
+            let per = counts
+                .iter()
+                .find(|(n, _)| n == "Ir")
+                .map(|(_, v)| *v as f64 / requests)
+                .unwrap_or_else(|| panic!("no Ir count in {}", dump.display()));
+            // The simulated misses and mispredictions, when asked for.
+            let sim: Vec<String> = counts
+                .iter()
+                .filter(|(n, _)| SIM_EVENTS.contains(&n.as_str()))
+                .map(|(n, v)| format!(" {n} {:.1}", *v as f64 / requests))
+                .collect();
             println!(
-                "round {round} {:<11} {per:>9.0} instructions per request ({} requests)",
+                "round {round} {:<11} {per:>9.0} instructions per request ({} requests){}",
                 modes[m],
-                n1 - n0
+                n1 - n0,
+                sim.concat()
             );
             per_mode[m].push(per);
         }
