@@ -211,9 +211,8 @@ macro_rules! gen_builtin_fns {
             #[inline]
             #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
             pub fn $name($($f: __arg_ty!($t)),*) {
-                if !is_recording() {
-                    return;
-                }
+                // `emit` returns at once when no recording runs (its one
+                // load of the recording generation is the only check).
                 let mut worker: Option<u32> = None;
                 $( __note_worker!(worker, $t, $f); )*
                 emit($id, 0 $(+ __max_len!($t))*, worker, |buf: &mut [u8], pos: usize, reg: &mut u64| {
@@ -233,9 +232,8 @@ macro_rules! gen_builtin_fns_at {
             #[inline]
             #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
             pub fn $name(ticks: u64, $($f: __arg_ty!($t)),*) {
-                if !is_recording() {
-                    return;
-                }
+                // `emit` returns at once when no recording runs (its one
+                // load of the recording generation is the only check).
                 let mut worker: Option<u32> = None;
                 $( __note_worker!(worker, $t, $f); )*
                 emit_at(ticks, $id, 0 $(+ __max_len!($t))*, worker, |buf: &mut [u8], pos: usize, reg: &mut u64| {
@@ -251,13 +249,13 @@ macro_rules! gen_builtin_fns_at {
 /// One recording function per built-in event, generated from
 /// `probes/events.toml` (also re-exported at the crate root).
 pub mod events {
-    use crate::{emit, is_recording};
+    use crate::emit;
     runtrace_format::for_each_builtin_event!(gen_builtin_fns);
 
     /// The same functions taking the event's time (trace ticks) from the
     /// caller, for callers that read the clock once for several events.
     pub mod at {
-        use crate::{emit_at, is_recording};
+        use crate::emit_at;
         runtrace_format::for_each_builtin_event!(gen_builtin_fns_at);
     }
 }

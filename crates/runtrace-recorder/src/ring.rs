@@ -57,20 +57,30 @@ pub(crate) struct Seal {
     pub(crate) end: ChunkState,
 }
 
+/// Everything of the ring the producer touches at every event, on one
+/// cache line: the `progress` it stores, the `seal_at` limit it reads and
+/// the slot size. The writer reads `progress` and writes `seal_at` at most
+/// once a round each, so sharing the line costs the producer at most one
+/// line transfer a round; apart, they cost it three lines per event to
+/// keep in its first-level cache (`HTTP_BENCH_CALLGRIND_SIM=1`,
+/// docs/recorder.md).
+struct Hot {
+    progress: AtomicU64,
+    /// Rule 7.
+    seal_at: AtomicU64,
+    slot_size: usize,
+}
+
 /// See the module docs.
 pub(crate) struct Ring {
+    hot: CachePadded<Hot>,
+    /// The writer's, on its own line: stored once per slot it finishes.
+    consumed: CachePadded<AtomicU64>,
     n_slots: u64,
     slot_size: usize,
     data: NonNull<u8>,
     starts: Box<[UnsafeCell<ChunkState>]>,
     seals: Box<[UnsafeCell<Seal>]>,
-    progress: CachePadded<AtomicU64>,
-    consumed: CachePadded<AtomicU64>,
-    /// Rule 7. Read by the producer at every event and written by the
-    /// writer at most once a round: on a line of its own, so neither the
-    /// producer's `progress` stores nor the writer's `consumed` ones
-    /// evict it.
-    seal_at: CachePadded<AtomicU64>,
     /// Events lost because every slot was full (written by the producer only).
     pub(crate) dropped: AtomicU64,
     /// Tick of the first loss not yet reported (0: none).
@@ -159,9 +169,12 @@ impl Ring {
             data,
             starts,
             seals,
-            progress: CachePadded(AtomicU64::new(0)),
+            hot: CachePadded(Hot {
+                progress: AtomicU64::new(0),
+                seal_at: AtomicU64::new(slot_size as u64),
+                slot_size,
+            }),
             consumed: CachePadded(AtomicU64::new(0)),
-            seal_at: CachePadded(AtomicU64::new(slot_size as u64)),
             dropped: AtomicU64::new(0),
             drop_since: AtomicU64::new(0),
             closed: AtomicBool::new(false),
@@ -203,7 +216,9 @@ impl Ring {
         // SAFETY: rule 1: the producer owns slot `pos.seq`, which starts at
         // `pos.base`; bytes from `len` on are not published, so the writer
         // never reads them (rule 5).
-        unsafe { std::slice::from_raw_parts_mut(pos.base.add(pos.len), self.slot_size - pos.len) }
+        unsafe {
+            std::slice::from_raw_parts_mut(pos.base.add(pos.len), self.hot.slot_size - pos.len)
+        }
     }
 
     /// Whether an event of at most `max` bytes must go to a new slot: it
@@ -211,7 +226,7 @@ impl Ring {
     /// (rule 7). One `Relaxed` load.
     #[inline(always)]
     pub(crate) fn must_leave(&self, pos: &ProducerPos, max: usize) -> bool {
-        (pos.len + max) as u64 > self.seal_at.load(Ordering::Relaxed)
+        (pos.len + max) as u64 > self.hot.seal_at.load(Ordering::Relaxed)
     }
 
     /// Leaves the current slot when [`must_leave`](Self::must_leave) said
@@ -230,7 +245,9 @@ impl Ring {
         end: ChunkState,
         max: usize,
     ) -> Result<Option<u64>, ()> {
-        self.seal_at.store(self.slot_size as u64, Ordering::Relaxed);
+        self.hot
+            .seal_at
+            .store(self.slot_size as u64, Ordering::Relaxed);
         let fits = pos.len + max <= self.slot_size;
         if fits && pos.len == 0 {
             return Ok(None);
@@ -252,7 +269,8 @@ impl Ring {
         pos.count += events;
         // Release: publishes the bytes just written; pairs with the Acquire
         // in `drain`.
-        self.progress
+        self.hot
+            .progress
             .store((pos.seq << 32) | pos.len as u64, Ordering::Release);
     }
 
@@ -281,7 +299,7 @@ impl Ring {
         // reads its start until it is published.
         self.starts[(next % self.n_slots) as usize].with_mut(|p| unsafe { *p = end });
         // Release: publishes the seal, the start and all bytes (rule 4).
-        self.progress.store(next << 32, Ordering::Release);
+        self.hot.progress.store(next << 32, Ordering::Release);
         pos.seq = next;
         pos.base = self.slot_ptr(next);
         pos.len = 0;
@@ -326,7 +344,7 @@ impl Ring {
         mut take: impl FnMut(Piece<'_>),
     ) -> Result<Option<u64>, E> {
         // Acquire: pairs with the producer's Release in `publish`/`advance`.
-        let p = self.progress.load(Ordering::Acquire);
+        let p = self.hot.progress.load(Ordering::Acquire);
         let (cur_seq, cur_len) = (p >> 32, (p & 0xffff_ffff) as usize);
         while pos.seq < cur_seq {
             let i = (pos.seq % self.n_slots) as usize;
@@ -381,7 +399,7 @@ impl Ring {
             if pos.seal_asked != Some(pos.seq) {
                 if let Some(first) = first_ticks(bytes, pos.state).filter(|&f| f >= t) {
                     pos.seal_asked = Some(pos.seq);
-                    self.seal_at.store(0, Ordering::Relaxed);
+                    self.hot.seal_at.store(0, Ordering::Relaxed);
                     return Ok(Some(first));
                 }
             }
