@@ -77,7 +77,6 @@ pub(crate) struct Ring {
     /// The writer's, on its own line: stored once per slot it finishes.
     consumed: CachePadded<AtomicU64>,
     n_slots: u64,
-    slot_size: usize,
     data: NonNull<u8>,
     starts: Box<[UnsafeCell<ChunkState>]>,
     seals: Box<[UnsafeCell<Seal>]>,
@@ -105,7 +104,7 @@ impl Drop for Ring {
         unsafe {
             std::alloc::dealloc(
                 self.data.as_ptr(),
-                Self::layout(self.n_slots, self.slot_size),
+                Self::layout(self.n_slots, self.hot.slot_size),
             )
         }
     }
@@ -165,7 +164,6 @@ impl Ring {
             .collect();
         let ring = Ring {
             n_slots,
-            slot_size,
             data,
             starts,
             seals,
@@ -199,7 +197,7 @@ impl Ring {
         unsafe {
             self.data
                 .as_ptr()
-                .add((seq % self.n_slots) as usize * self.slot_size)
+                .add((seq % self.n_slots) as usize * self.hot.slot_size)
         }
     }
 
@@ -247,8 +245,8 @@ impl Ring {
     ) -> Result<Option<u64>, ()> {
         self.hot
             .seal_at
-            .store(self.slot_size as u64, Ordering::Relaxed);
-        let fits = pos.len + max <= self.slot_size;
+            .store(self.hot.slot_size as u64, Ordering::Relaxed);
+        let fits = pos.len + max <= self.hot.slot_size;
         if fits && pos.len == 0 {
             return Ok(None);
         }
@@ -419,7 +417,7 @@ impl Ring {
     /// Tells loom which bytes were just accessed (see `byte_cells`).
     #[cfg(loom)]
     fn track(&self, seq: u64, from: usize, to: usize, write: bool) {
-        let base = (seq % self.n_slots) as usize * self.slot_size;
+        let base = (seq % self.n_slots) as usize * self.hot.slot_size;
         for c in &self.byte_cells[base + from..base + to] {
             if write {
                 c.with_mut(|_| ());
