@@ -100,8 +100,12 @@ fn worker() -> u32 {
 /// The task issuing a wake (0 outside any task) and the worker it runs on.
 /// A wake from inside the task this thread's last PollStart was for reuses
 /// that PollStart's worker lookup (tokio's `worker_index` is the same for
-/// the whole poll, `block_in_place` included); other wakes (the I/O driver's,
-/// a nested runtime's) look it up.
+/// the whole poll, `block_in_place` included); a wake from a parked worker
+/// (the I/O driver's, the timer's) reuses its park hook's. Outside any
+/// poll a multi-thread worker runs inside its launch task (a blocking
+/// task: `tokio::task::try_id` names it there), so the wakes the worker
+/// itself issues there (driver, timer, deferred wakes) would name that
+/// task: they say 0, no task, as WakeEvent's `waker_task_id` is defined.
 fn waker_and_worker() -> (u64, u32) {
     let task = current_task();
     if task != 0 {
@@ -109,8 +113,20 @@ fn waker_and_worker() -> (u64, u32) {
         if polling == task {
             return (task, w);
         }
+        if task != LAUNCH.get() {
+            // A blocking task's wake, or a nested runtime's.
+            return (task, worker());
+        }
     }
-    (task, worker())
+    let w = PARKED.get();
+    (
+        0,
+        if w != runtrace_format::NO_WORKER {
+            w
+        } else {
+            worker()
+        },
+    )
 }
 
 /// Minimum time between two schedstat reads of a worker (see
@@ -123,6 +139,37 @@ thread_local! {
     /// The task and worker index of this thread's last PollStart, so its
     /// PollEnd needs no second lookup.
     static POLLING: Cell<(u64, u32)> = const { Cell::new((0, runtrace_format::NO_WORKER)) };
+    /// The worker index this thread's park hook looked up, from the park
+    /// until its unpark (`NO_WORKER` otherwise, or when nothing recorded
+    /// the park): the wakes the I/O driver and the timer issue while the
+    /// worker is parked, and its WorkerUnpark, reuse it. A parked thread
+    /// stays the same worker until it unparks (a worker hands itself off
+    /// only from inside a poll, in `block_in_place`).
+    static PARKED: Cell<u32> = const { Cell::new(runtrace_format::NO_WORKER) };
+    /// The task tokio says this thread runs outside polls (a
+    /// multi-thread worker's launch task; 0 on other threads), learnt by
+    /// the park and unpark hooks while they record.
+    static LAUNCH: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Sets [`LAUNCH`] from a park or unpark hook (outside any poll) if not
+/// yet known: one thread-local load after the first time.
+#[inline]
+fn learn_launch_task() {
+    if LAUNCH.get() == 0 {
+        LAUNCH.set(current_task());
+    }
+}
+
+/// Fires this thread's WorkerStart (once, at its first recorded poll).
+/// Out of line, so the per-poll path keeps only the flag check.
+#[cold]
+#[inline(never)]
+fn worker_started(w: u32, runtime: u32) {
+    STARTED.set(true);
+    if probes::worker_start::enabled() {
+        probes::worker_start::fire(probes::worker_start::Args { worker: w, runtime });
+    }
 }
 
 /// Per-runtime state shared by its hooks.
@@ -149,14 +196,24 @@ impl RuntimeState {
         if w == runtrace_format::NO_WORKER {
             return 0;
         }
-        let m = match self.metrics.get() {
-            Some(m) => m,
-            None => match tokio::runtime::Handle::try_current() {
-                Ok(h) => self.metrics.get_or_init(|| h.metrics()),
-                Err(_) => return 0,
-            },
-        };
-        m.worker_local_queue_depth(w as usize) as u32
+        match self.metrics.get() {
+            Some(m) => m.worker_local_queue_depth(w as usize) as u32,
+            None => self.local_q_first(w),
+        }
+    }
+
+    /// [`local_q`](Self::local_q) before the metrics were taken: takes them
+    /// (once per runtime). Out of line, so the per-poll path stays short.
+    #[cold]
+    #[inline(never)]
+    fn local_q_first(&self, w: u32) -> u32 {
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => self
+                .metrics
+                .get_or_init(|| h.metrics())
+                .worker_local_queue_depth(w as usize) as u32,
+            Err(_) => 0,
+        }
     }
 
     /// Fires a QueueSample if none was fired for `min_gap` ticks (one
@@ -165,11 +222,21 @@ impl RuntimeState {
     #[inline]
     fn sample_queue(&self, now: u64, min_gap: u64) {
         let last = self.last_queue_sample.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < min_gap
-            || self
-                .last_queue_sample
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
+        if now.saturating_sub(last) >= min_gap {
+            self.sample_queue_due(now, last);
+        }
+    }
+
+    /// The rest of [`sample_queue`](Self::sample_queue) once a sample is
+    /// due (at most every 10 ms): out of line, so the per-poll path keeps
+    /// only the load and compare above.
+    #[cold]
+    #[inline(never)]
+    fn sample_queue_due(&self, now: u64, last: u64) {
+        if self
+            .last_queue_sample
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
         {
             return;
         }
@@ -244,6 +311,8 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
             // One clock read serves the event and the schedstat sampling.
             let now = clock.now();
             let w = worker();
+            PARKED.set(w);
+            learn_launch_task();
             let t = runtrace_core::thread_time::sampled(now, s4.sched_gap);
             probes::worker_park::fire_at(
                 now,
@@ -257,13 +326,19 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
     })
     .on_thread_unpark(move || {
         runtrace_core::parked::set(false);
+        let parked_as = PARKED.replace(runtrace_format::NO_WORKER);
         if probes::worker_unpark::enabled() {
+            learn_launch_task();
             let now = clock.now();
             let t = runtrace_core::thread_time::sampled(now, s5.sched_gap);
             probes::worker_unpark::fire_at(
                 now,
                 probes::worker_unpark::Args {
-                    worker: worker(),
+                    worker: if parked_as != runtrace_format::NO_WORKER {
+                        parked_as
+                    } else {
+                        worker()
+                    },
                     cpu_ns: t.cpu_ns,
                     sched_wait_ns: t.sched_wait_ns,
                 },
@@ -285,11 +360,8 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
             let w = worker();
             let id = task_id(meta.id());
             POLLING.set((id, w));
-            if !STARTED.replace(true) && probes::worker_start::enabled() {
-                probes::worker_start::fire(probes::worker_start::Args {
-                    worker: w,
-                    runtime: s3.id,
-                });
+            if !STARTED.get() {
+                worker_started(w, s3.id);
             }
             // One clock read for the event and the queue sampling.
             let now = clock.now();

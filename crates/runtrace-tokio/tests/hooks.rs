@@ -258,3 +258,100 @@ fn a_task_to_task_wake_names_the_wakers_worker() {
     // A waiter still pending when its sender runs is woken by it.
     assert!(checked >= 10, "{checked} task-to-task wakes checked");
 }
+
+/// A wake the timer or the I/O driver issues while a worker is parked
+/// names that worker (it reuses the park hook's lookup: the worker of the
+/// thread's polls before the park, tokio's `worker_index` looked up at
+/// each PollStart, as the park and its unpark say) and no waking task; and
+/// a wake naming a task comes from inside a poll of that task on the same
+/// thread (not from the worker's launch task, which tokio reports as the
+/// current task between polls).
+#[test]
+fn a_wake_from_a_parked_worker_names_that_worker_and_no_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = two_workers();
+    let events = record(dir.path(), || {
+        rt.block_on(async {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    tokio::spawn(async move {
+                        for j in 0..20 {
+                            tokio::time::sleep(Duration::from_micros(300 + 50 * i)).await;
+                            if j % 4 == 0 {
+                                // Task-to-task wakes (the child's end wakes
+                                // this task too), and deferred wakes, which
+                                // the worker issues between polls.
+                                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                                let child = tokio::spawn(async move { rx.await.unwrap() });
+                                tokio::task::yield_now().await;
+                                tx.send(()).unwrap();
+                                child.await.unwrap();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+        })
+    });
+    drop(rt);
+    let worker = |e: &Event| match e.get("worker") {
+        Some(Value::Worker(w)) => *w,
+        other => panic!("no worker field: {other:?}"),
+    };
+    // Per thread: the worker of its last poll, the task it is polling, and
+    // the worker it parked as.
+    let mut polled_as: HashMap<u64, Option<u32>> = HashMap::new();
+    let mut polling: HashMap<u64, u64> = HashMap::new();
+    let mut parked_as: HashMap<u64, Option<u32>> = HashMap::new();
+    let (mut parked_wakes, mut task_wakes, mut unparks) = (0, 0, 0);
+    for e in &events {
+        match e.schema.name.as_str() {
+            "task_poll_start" => {
+                polled_as.insert(e.tid, worker(e));
+                polling.insert(e.tid, e.u64("task_id").unwrap());
+            }
+            "task_poll_end" => {
+                polling.remove(&e.tid);
+            }
+            "worker_park" => {
+                let w = worker(e);
+                if let Some(p) = polled_as.get(&e.tid) {
+                    assert_eq!(w, *p, "park on thread {} after its polls", e.tid);
+                }
+                parked_as.insert(e.tid, w);
+            }
+            "worker_unpark" => {
+                if let Some(p) = parked_as.remove(&e.tid) {
+                    assert_eq!(worker(e), p, "unpark on thread {}", e.tid);
+                    unparks += 1;
+                }
+            }
+            "task_wake" => {
+                let waker = e.u64("waker_task_id").unwrap();
+                if let Some(p) = parked_as.get(&e.tid) {
+                    assert_eq!(waker, 0, "wake from parked thread {}: {e:?}", e.tid);
+                    assert_eq!(worker(e), *p, "wake from parked thread {}", e.tid);
+                    assert!(p.is_some(), "a parked worker has an index");
+                    parked_wakes += 1;
+                } else if waker != 0 {
+                    assert_eq!(
+                        polling.get(&e.tid),
+                        Some(&waker),
+                        "wake by a task not polled: {e:?}"
+                    );
+                    task_wakes += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        parked_wakes >= 20,
+        "{parked_wakes} wakes from parked workers checked"
+    );
+    assert!(task_wakes >= 10, "{task_wakes} wakes from polls checked");
+    assert!(unparks >= 20, "{unparks} unparks checked");
+}
