@@ -53,6 +53,16 @@
 //! this bench, e.g. of the commit before a change) adds modes `MODE@base`
 //! to `HTTP_BENCH_MODES`, served by that build in the same rounds: a
 //! before/after comparison paired round by round (see `base_exe`).
+//! `HTTP_BENCH_TOGGLE=STATE` measures one cost more finely: a single
+//! instrumented server under one wrk that runs throughout, its recording
+//! switched on and off every window (`HTTP_BENCH_WINDOW_MS`, default 1000;
+//! `HTTP_BENCH_SETTLE_MS` after each switch, default 300, unmeasured;
+//! `HTTP_BENCH_ROUNDS` pairs of adjacent windows, default 40): `record`
+//! against `idle`, `record_cpu` against `record`, or the A/A controls
+//! `idle` and `record_again` (see `toggle_rounds`). With 300 ms windows a
+//! pair takes 0.8 s instead of a round's ~10 s per mode, so the same
+//! minutes give ten times the pairs; it writes
+//! `target/bench-results/http_server_toggle.json`.
 //! Not run by CI: it measures time.
 //!
 //! To profile one server by hand: `RUNTRACE_HTTP_SERVER=record
@@ -97,19 +107,18 @@ fn serve(mode: &str) {
     }
     let rt = b.build().expect("build the server's runtime");
     let dir = std::env::temp_dir().join(format!("runtrace-http-bench-{}", std::process::id()));
-    let guard = mode.starts_with("record").then(|| {
+    let start = |cpu: bool| {
         runtrace_recorder::Recorder::builder()
             .path(dir.join("trace"))
             .max_file_size(64 << 20)
             .max_total_size(256 << 20)
-            .cpu_profile(if mode.starts_with("record_cpu") {
-                99
-            } else {
-                0
-            })
+            .cpu_profile(if cpu { 99 } else { 0 })
             .start()
             .expect("start recording")
-    });
+    };
+    let mut guard = mode
+        .starts_with("record")
+        .then(|| start(mode.starts_with("record_cpu")));
     let served = Arc::new(AtomicU64::new(0));
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -130,7 +139,24 @@ fn serve(mode: &str) {
     let _ = std::io::stdout().flush();
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        if line.trim() == "mark" {
+        // Mode `toggle` (see `toggle_rounds`): recording starts and stops
+        // on request, in this one process; `ok` says when it is done.
+        let cmd = line.trim();
+        if mode == "toggle" && matches!(cmd, "idle" | "record" | "record_cpu") {
+            if let Some(g) = guard.take() {
+                let st = g.finish().expect("finish recording");
+                if st.dropped != 0 {
+                    eprintln!("  warning: the recorder dropped {} events", st.dropped);
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            if cmd != "idle" {
+                guard = Some(start(cmd == "record_cpu"));
+            }
+            println!("ok");
+            let _ = std::io::stdout().flush();
+        }
+        if cmd == "mark" {
             println!(
                 "mark {} {} {} {} {}",
                 own_cpu_ns(),
@@ -334,6 +360,17 @@ impl Server {
             [cpu, n, sw, user, bpf] => (cpu, n, sw, user, bpf),
             _ => panic!("unexpected answer from the server: {l:?}"),
         }
+    }
+
+    /// Mode `toggle`: starts or stops recording (`idle`, `record`,
+    /// `record_cpu`) and waits until the server has.
+    fn set(&mut self, state: &str) {
+        let w = self.stdin.as_mut().expect("server stdin");
+        writeln!(w, "{state}")
+            .and_then(|_| w.flush())
+            .expect("ask the server");
+        let l = read_line(&mut self.stdout);
+        assert_eq!(l.trim(), "ok", "the server's answer to {state:?}");
     }
 
     /// callgrind: zeroes the counts (`callgrind_control -z`).
@@ -737,6 +774,141 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
+/// One measured window of the toggling server.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    cpu_per_request_ns: f64,
+    user_cpu_per_request_ns: f64,
+    /// Requests served per second of the window (the server's count).
+    throughput: f64,
+}
+
+/// A figure of a window, by the name it has in the JSON.
+type WindowMetric = (&'static str, fn(&Window) -> f64);
+
+/// `HTTP_BENCH_TOGGLE=STATE`: one instrumented server under one wrk that
+/// runs throughout, switched between two states every window: `record`
+/// against `idle` (hooks installed, nothing recording), `record_cpu`
+/// against `record`, or the A/A controls `idle` against `idle` and
+/// `record_again` (`record` against `record`, a new recording each
+/// window, as in the other comparisons). Each
+/// round measures one window of each, adjacent in time, in alternating
+/// order (so a drift of the machine does not favour either); a state
+/// change is followed by `settle` before its window starts (the recording's
+/// start, its rings' first pages and the previous recording's finish are
+/// not measured). Two windows a second apart share the machine's state far
+/// more than two server processes run seconds apart, which is what the
+/// alternating modes compare: this resolves a cost the default mode
+/// cannot. What it cannot show: the cost of the hooks themselves (both
+/// states have them: `idle_hooks` against `plain` in the default mode
+/// measures that) and p99 latency (wrk's figure covers the whole run).
+fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
+    let (a, b) = match b {
+        "record" | "idle" => ("idle", b),
+        "record_cpu" => ("record", b),
+        "record_again" => ("record", "record"),
+        other => {
+            eprintln!(
+                "HTTP_BENCH_TOGGLE={other:?}: expected record, record_cpu, idle or record_again"
+            );
+            std::process::exit(2);
+        }
+    };
+    let mut srv = Server::start("toggle");
+    let mut load = {
+        let mut cmd = match pinned_cpus() {
+            Some((_, cpu)) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &cpu.to_string(), "wrk"]);
+                c
+            }
+            None => Command::new("wrk"),
+        };
+        cmd.args(["-t1", "-c32", "-d3600s"])
+            .arg(format!("http://127.0.0.1:{}/", srv.port))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("run wrk")
+    };
+    println!(
+        "http_server toggle: {rounds} rounds of two windows, {b} against {a} ({} ms each, {} ms \
+         after each switch), one server under wrk -t1 -c32",
+        window.as_millis(),
+        settle.as_millis()
+    );
+    // Warm-up: connections, allocator and caches settle.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut measure = |state: &str| -> Window {
+        srv.set(state);
+        std::thread::sleep(settle);
+        let (c0, n0, _, u0, _) = srv.mark();
+        let t0 = std::time::Instant::now();
+        std::thread::sleep(window);
+        let (c1, n1, _, u1, _) = srv.mark();
+        let secs = t0.elapsed().as_secs_f64();
+        let n = (n1 - n0).max(1) as f64;
+        Window {
+            cpu_per_request_ns: (c1 - c0) as f64 / n,
+            user_cpu_per_request_ns: (u1 - u0) as f64 / n,
+            throughput: n / secs,
+        }
+    };
+    let mut pairs: Vec<(Window, Window)> = Vec::new();
+    for round in 0..rounds {
+        let (x, y) = if round % 2 == 0 {
+            let x = measure(a);
+            (x, measure(b))
+        } else {
+            let y = measure(b);
+            (measure(a), y)
+        };
+        println!(
+            "round {round} {a:<10} cpu/request {:>6.0} ns {:>8.0} req/s   {b:<10} cpu/request {:>6.0} ns {:>8.0} req/s   ratio {:.3}",
+            x.cpu_per_request_ns,
+            x.throughput,
+            y.cpu_per_request_ns,
+            y.throughput,
+            y.cpu_per_request_ns / x.cpu_per_request_ns
+        );
+        pairs.push((x, y));
+    }
+    srv.set("idle");
+    let _ = load.kill();
+    let _ = load.wait();
+    srv.stop();
+    let metrics: [WindowMetric; 3] = [
+        ("cpu_per_request", |w| w.cpu_per_request_ns),
+        ("user_cpu_per_request", |w| w.user_cpu_per_request_ns),
+        ("throughput", |w| w.throughput),
+    ];
+    let mut json = format!("{{\"toggle\": \"{b}\", \"against\": \"{a}\", \"pairs\": {rounds}");
+    for (name, f) in metrics {
+        let ratios: Vec<f64> = pairs.iter().map(|(x, y)| f(y) / f(x)).collect();
+        let med = median(ratios.clone());
+        let (gm, lo, hi) = common::geomean_ci95(&ratios);
+        println!(
+            "{name:<20} {b} vs {a}: median ratio {med:.4}, geometric mean {gm:.4} (95% CI {lo:.4}-{hi:.4})"
+        );
+        json += &format!(", \"{name}\": {med:.4}, \"{name}_ci95\": [{lo:.4}, {hi:.4}]");
+    }
+    let base = median(pairs.iter().map(|(x, _)| x.cpu_per_request_ns).collect());
+    let diff = median(
+        pairs
+            .iter()
+            .map(|(x, y)| y.cpu_per_request_ns - x.cpu_per_request_ns)
+            .collect(),
+    );
+    println!("{a}: median {base:.0} ns CPU per request; {b} - {a}: median of paired differences {diff:+.0} ns");
+    json += "}\n";
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
+    let _ = std::fs::create_dir_all(&out);
+    let file = out.join("http_server_toggle.json");
+    match std::fs::write(&file, &json) {
+        Ok(()) => println!("wrote {}", file.display()),
+        Err(e) => eprintln!("could not write {}: {e}", file.display()),
+    }
+}
+
 fn drive() {
     if Command::new("wrk").arg("--version").output().is_err() {
         eprintln!(
@@ -744,6 +916,15 @@ fn drive() {
              (Debian/Ubuntu), then run `cargo bench --bench http_server` again."
         );
         std::process::exit(2);
+    }
+    if let Ok(state) = std::env::var("HTTP_BENCH_TOGGLE") {
+        toggle_rounds(
+            &state,
+            env_u64("HTTP_BENCH_ROUNDS", 40).max(1) as usize,
+            Duration::from_millis(env_u64("HTTP_BENCH_WINDOW_MS", 1000).max(10)),
+            Duration::from_millis(env_u64("HTTP_BENCH_SETTLE_MS", 300)),
+        );
+        return;
     }
     let rounds = env_u64("HTTP_BENCH_ROUNDS", 6).max(1) as usize;
     let secs = env_u64("HTTP_BENCH_SECS", 5).max(1);
