@@ -644,15 +644,7 @@ fn answer_len(b: &[u8]) -> Option<usize> {
 
 /// Runs wrk for `secs` seconds; (requests/s, p99 µs).
 fn wrk(port: u16, secs: u64) -> (f64, f64) {
-    let mut cmd = match pinned_cpus() {
-        Some((_, cpu)) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", &cpu.to_string(), "wrk"]);
-            c
-        }
-        None => Command::new("wrk"),
-    };
-    let out = cmd
+    let out = wrk_command()
         .args(["-t1", "-c32", &format!("-d{secs}s"), "--latency"])
         .arg(format!("http://127.0.0.1:{port}/"))
         .output()
@@ -669,6 +661,18 @@ fn wrk(port: u16, secs: u64) -> (f64, f64) {
         .and_then(|v| parse_wrk_duration_us(v.trim()))
         .unwrap_or_else(|| panic!("no 99% latency in wrk's output:\n{text}"));
     (rps, p99)
+}
+
+/// `wrk`, pinned to its CPU with `HTTP_BENCH_PIN=1`.
+fn wrk_command() -> Command {
+    match pinned_cpus() {
+        Some((_, cpu)) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &cpu.to_string(), "wrk"]);
+            c
+        }
+        None => Command::new("wrk"),
+    }
 }
 
 /// `812.00us`, `1.23ms`, `2.00s` -> µs.
@@ -815,21 +819,13 @@ fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
         }
     };
     let mut srv = Server::start("toggle");
-    let mut load = {
-        let mut cmd = match pinned_cpus() {
-            Some((_, cpu)) => {
-                let mut c = Command::new("taskset");
-                c.args(["-c", &cpu.to_string(), "wrk"]);
-                c
-            }
-            None => Command::new("wrk"),
-        };
-        cmd.args(["-t1", "-c32", "-d3600s"])
-            .arg(format!("http://127.0.0.1:{}/", srv.port))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("run wrk")
-    };
+    // Killed after the last window.
+    let mut load = wrk_command()
+        .args(["-t1", "-c32", "-d3600s"])
+        .arg(format!("http://127.0.0.1:{}/", srv.port))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("run wrk");
     println!(
         "http_server toggle: {rounds} rounds of two windows, {b} against {a} ({} ms each, {} ms \
          after each switch), one server under wrk -t1 -c32",
