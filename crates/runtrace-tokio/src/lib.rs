@@ -118,15 +118,18 @@ fn waker_and_worker() -> (u64, u32) {
             return (task, worker());
         }
     }
-    let w = PARKED.get();
-    (
-        0,
-        if w != runtrace_format::NO_WORKER {
-            w
-        } else {
-            worker()
-        },
-    )
+    (0, known_or_lookup(PARKED.get()))
+}
+
+/// `w` if a hook already looked it up (not `NO_WORKER`), else tokio's
+/// answer now.
+#[inline]
+fn known_or_lookup(w: u32) -> u32 {
+    if w != runtrace_format::NO_WORKER {
+        w
+    } else {
+        worker()
+    }
 }
 
 /// Minimum time between two schedstat reads of a worker (see
@@ -334,11 +337,7 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
             probes::worker_unpark::fire_at(
                 now,
                 probes::worker_unpark::Args {
-                    worker: if parked_as != runtrace_format::NO_WORKER {
-                        parked_as
-                    } else {
-                        worker()
-                    },
+                    worker: known_or_lookup(parked_as),
                     cpu_ns: t.cpu_ns,
                     sched_wait_ns: t.sched_wait_ns,
                 },
