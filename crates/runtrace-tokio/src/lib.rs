@@ -311,96 +311,139 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
         // until unpark are the runtime idling (one load when no profile).
         runtrace_core::parked::set(true);
         if probes::worker_park::enabled() {
-            // One clock read serves the event and the schedstat sampling.
-            let now = clock.now();
-            let w = worker();
-            PARKED.set(w);
-            learn_launch_task();
-            let t = runtrace_core::thread_time::sampled(now, s4.sched_gap);
-            probes::worker_park::fire_at(
-                now,
-                probes::worker_park::Args {
-                    worker: w,
-                    local_q: s4.local_q(w),
-                    cpu_ns: t.cpu_ns,
-                },
-            );
+            park(&s4, clock);
         }
     })
     .on_thread_unpark(move || {
         runtrace_core::parked::set(false);
         let parked_as = PARKED.replace(runtrace_format::NO_WORKER);
         if probes::worker_unpark::enabled() {
-            learn_launch_task();
-            let now = clock.now();
-            let t = runtrace_core::thread_time::sampled(now, s5.sched_gap);
-            probes::worker_unpark::fire_at(
-                now,
-                probes::worker_unpark::Args {
-                    worker: known_or_lookup(parked_as),
-                    cpu_ns: t.cpu_ns,
-                    sched_wait_ns: t.sched_wait_ns,
-                },
-            );
+            unpark(&s5, clock, parked_as);
         }
     })
     .on_task_spawn(|meta| {
         if probes::task_spawn::enabled() {
-            probes::task_spawn::fire(probes::task_spawn::Args {
-                task_id: task_id(meta.id()),
-                parent_task_id: current_task(),
-                spawn_loc: Loc::from_location(meta.spawned_at()),
-                queue: Istr::EMPTY,
-            });
+            spawned(meta);
         }
     })
     .on_before_task_poll(move |meta| {
         if probes::task_poll_start::enabled() {
-            let w = worker();
-            let id = task_id(meta.id());
-            POLLING.set((id, w));
-            if !STARTED.get() {
-                worker_started(w, s3.id);
-            }
-            // One clock read for the event and the queue sampling.
-            let now = clock.now();
-            probes::task_poll_start::fire_at(
-                now,
-                probes::task_poll_start::Args {
-                    task_id: id,
-                    worker: w,
-                    queue: Istr::EMPTY,
-                    local_q: s3.local_q(w),
-                },
-            );
-            if probes::queue_sample::enabled() {
-                s3.sample_queue(now, s3.queue_gap);
-            }
+            poll_start(&s3, clock, meta);
         }
     })
     .on_after_task_poll(|meta| {
         if probes::task_poll_end::enabled() {
-            let id = task_id(meta.id());
-            // The PollStart's lookup, unless another poll ran in between on
-            // this thread (a nested runtime's `block_on`).
-            let (polling, w) = POLLING.get();
-            let worker = if polling == id { w } else { worker() };
-            // tokio's hook does not say whether the poll completed the
-            // task: `ready` is false here; TaskTerminate marks the end.
-            probes::task_poll_end::fire(probes::task_poll_end::Args {
-                task_id: id,
-                worker,
-                ready: false,
-            });
+            poll_end(meta);
         }
     })
     .on_task_terminate(|meta| {
         if probes::task_terminate::enabled() {
-            probes::task_terminate::fire(probes::task_terminate::Args {
-                task_id: task_id(meta.id()),
-            });
+            terminated(meta);
         }
     })
+}
+
+// The hooks' work while a backend listens, each out of line: a hook is
+// then its "is anything listening" check and a jump. Inlined into the
+// hooks, the work made each of them save and restore six registers before
+// the check, and touch a second cache line for the return, on every call
+// of a runtime that is not recording (`idle_hooks` in the HTTP server
+// benchmark; docs/recorder.md, "Hooks that return early").
+
+/// WorkerPark: one clock read serves the event and the schedstat sampling.
+#[inline(never)]
+fn park(st: &RuntimeState, clock: &TraceClock) {
+    let now = clock.now();
+    let w = worker();
+    PARKED.set(w);
+    learn_launch_task();
+    let t = runtrace_core::thread_time::sampled(now, st.sched_gap);
+    probes::worker_park::fire_at(
+        now,
+        probes::worker_park::Args {
+            worker: w,
+            local_q: st.local_q(w),
+            cpu_ns: t.cpu_ns,
+        },
+    );
+}
+
+/// WorkerUnpark, by the worker the park hook looked up (`parked_as`).
+#[inline(never)]
+fn unpark(st: &RuntimeState, clock: &TraceClock, parked_as: u32) {
+    learn_launch_task();
+    let now = clock.now();
+    let t = runtrace_core::thread_time::sampled(now, st.sched_gap);
+    probes::worker_unpark::fire_at(
+        now,
+        probes::worker_unpark::Args {
+            worker: known_or_lookup(parked_as),
+            cpu_ns: t.cpu_ns,
+            sched_wait_ns: t.sched_wait_ns,
+        },
+    );
+}
+
+/// TaskSpawn.
+#[inline(never)]
+fn spawned(meta: &tokio::runtime::TaskMeta<'_>) {
+    probes::task_spawn::fire(probes::task_spawn::Args {
+        task_id: task_id(meta.id()),
+        parent_task_id: current_task(),
+        spawn_loc: Loc::from_location(meta.spawned_at()),
+        queue: Istr::EMPTY,
+    });
+}
+
+/// TaskTerminate.
+#[inline(never)]
+fn terminated(meta: &tokio::runtime::TaskMeta<'_>) {
+    probes::task_terminate::fire(probes::task_terminate::Args {
+        task_id: task_id(meta.id()),
+    });
+}
+
+/// PollStart (and the worker's WorkerStart before its first one, and a
+/// due QueueSample).
+#[inline(never)]
+fn poll_start(st: &RuntimeState, clock: &TraceClock, meta: &tokio::runtime::TaskMeta<'_>) {
+    let w = worker();
+    let id = task_id(meta.id());
+    POLLING.set((id, w));
+    if !STARTED.get() {
+        worker_started(w, st.id);
+    }
+    // One clock read for the event and the queue sampling.
+    let now = clock.now();
+    probes::task_poll_start::fire_at(
+        now,
+        probes::task_poll_start::Args {
+            task_id: id,
+            worker: w,
+            queue: Istr::EMPTY,
+            local_q: st.local_q(w),
+        },
+    );
+    if probes::queue_sample::enabled() {
+        st.sample_queue(now, st.queue_gap);
+    }
+}
+
+/// PollEnd.
+#[inline(never)]
+fn poll_end(meta: &tokio::runtime::TaskMeta<'_>) {
+    let id = task_id(meta.id());
+    // The PollStart's lookup, unless another poll ran in between on this
+    // thread (a nested runtime's `block_on`).
+    let (polling, w) = POLLING.get();
+    let worker = if polling == id { w } else { worker() };
+    // tokio's hook does not say whether the poll completed the task:
+    // `ready` is false here; TaskTerminate marks the end.
+    probes::task_poll_end::fire(probes::task_poll_end::Args {
+        task_id: id,
+        worker,
+        ready: false,
+    });
 }
 
 /// Period of QueueSample events while a backend listens and the workers
