@@ -63,6 +63,12 @@
 //! pair takes 0.8 s instead of a round's ~10 s per mode, so the same
 //! minutes give ten times the pairs; it writes
 //! `target/bench-results/http_server_toggle.json`.
+//! `HTTP_BENCH_SWITCH=A,B` compares any two modes the same way: two
+//! servers, each with its own wrk, only one running at a time (the other
+//! wrk stopped), adjacent windows of each in alternating order, both
+//! servers started anew every `HTTP_BENCH_RESTART` rounds (default 5;
+//! two processes of one build differ by a few percent, see
+//! `switch_rounds`); it writes `target/bench-results/http_server_switch.json`.
 //! Not run by CI: it measures time.
 //!
 //! To profile one server by hand: `RUNTRACE_HTTP_SERVER=record
@@ -804,8 +810,9 @@ type WindowMetric = (&'static str, fn(&Window) -> f64);
 /// more than two server processes run seconds apart, which is what the
 /// alternating modes compare: this resolves a cost the default mode
 /// cannot. What it cannot show: the cost of the hooks themselves (both
-/// states have them: `idle_hooks` against `plain` in the default mode
-/// measures that) and p99 latency (wrk's figure covers the whole run).
+/// states have them: `idle_hooks` against `plain` in the default mode or
+/// with `HTTP_BENCH_SWITCH` measures that) and p99 latency (wrk's figure
+/// covers the whole run).
 fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
     let (a, b) = match b {
         "record" | "idle" => ("idle", b),
@@ -834,29 +841,51 @@ fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
     );
     // Warm-up: connections, allocator and caches settle.
     std::thread::sleep(Duration::from_secs(2));
-    let mut measure = |state: &str| -> Window {
+    let pairs = paired_windows(a, b, 0..rounds, |_, state: &str| -> Window {
         srv.set(state);
         std::thread::sleep(settle);
-        let (c0, n0, _, u0, _) = srv.mark();
-        let t0 = std::time::Instant::now();
-        std::thread::sleep(window);
-        let (c1, n1, _, u1, _) = srv.mark();
-        let secs = t0.elapsed().as_secs_f64();
-        let n = (n1 - n0).max(1) as f64;
-        Window {
-            cpu_per_request_ns: (c1 - c0) as f64 / n,
-            user_cpu_per_request_ns: (u1 - u0) as f64 / n,
-            throughput: n / secs,
-        }
-    };
-    let mut pairs: Vec<(Window, Window)> = Vec::new();
-    for round in 0..rounds {
+        measure_window(&mut srv, window)
+    });
+    srv.set("idle");
+    let _ = load.kill();
+    let _ = load.wait();
+    srv.stop();
+    report_pairs("toggle", a, b, &pairs, "http_server_toggle.json");
+}
+
+/// One window of `srv` under load: its CPU time and requests served over
+/// `window`, by its own count.
+fn measure_window(srv: &mut Server, window: Duration) -> Window {
+    let (c0, n0, _, u0, _) = srv.mark();
+    let t0 = std::time::Instant::now();
+    std::thread::sleep(window);
+    let (c1, n1, _, u1, _) = srv.mark();
+    let secs = t0.elapsed().as_secs_f64();
+    let n = (n1 - n0).max(1) as f64;
+    Window {
+        cpu_per_request_ns: (c1 - c0) as f64 / n,
+        user_cpu_per_request_ns: (u1 - u0) as f64 / n,
+        throughput: n / secs,
+    }
+}
+
+/// Pairs of adjacent windows of `a` and `b`, one per round, measured by
+/// `measure(0, a)` and `measure(1, b)`, in alternating order (so a drift
+/// of the machine favours neither), each pair printed as it comes.
+fn paired_windows(
+    a: &str,
+    b: &str,
+    rounds: std::ops::Range<usize>,
+    mut measure: impl FnMut(usize, &str) -> Window,
+) -> Vec<(Window, Window)> {
+    let mut pairs = Vec::with_capacity(rounds.len());
+    for round in rounds {
         let (x, y) = if round % 2 == 0 {
-            let x = measure(a);
-            (x, measure(b))
+            let x = measure(0, a);
+            (x, measure(1, b))
         } else {
-            let y = measure(b);
-            (measure(a), y)
+            let y = measure(1, b);
+            (measure(0, a), y)
         };
         println!(
             "round {round} {a:<10} cpu/request {:>6.0} ns {:>8.0} req/s   {b:<10} cpu/request {:>6.0} ns {:>8.0} req/s   ratio {:.3}",
@@ -868,16 +897,22 @@ fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
         );
         pairs.push((x, y));
     }
-    srv.set("idle");
-    let _ = load.kill();
-    let _ = load.wait();
-    srv.stop();
+    pairs
+}
+
+/// Prints the paired ratios `b` / `a` (median, geometric mean and its 95%
+/// interval) of every window figure and the median paired difference of
+/// CPU per request, and writes them to `target/bench-results/FILE` as
+/// `{"KIND": b, "against": a, "pairs": n, "cpu_per_request": r,
+/// "cpu_per_request_ci95": [lo, hi], ...}`.
+fn report_pairs(kind: &str, a: &str, b: &str, pairs: &[(Window, Window)], file: &str) {
+    let rounds = pairs.len();
     let metrics: [WindowMetric; 3] = [
         ("cpu_per_request", |w| w.cpu_per_request_ns),
         ("user_cpu_per_request", |w| w.user_cpu_per_request_ns),
         ("throughput", |w| w.throughput),
     ];
-    let mut json = format!("{{\"toggle\": \"{b}\", \"against\": \"{a}\", \"pairs\": {rounds}");
+    let mut json = format!("{{\"{kind}\": \"{b}\", \"against\": \"{a}\", \"pairs\": {rounds}");
     for (name, f) in metrics {
         let ratios: Vec<f64> = pairs.iter().map(|(x, y)| f(y) / f(x)).collect();
         let med = median(ratios.clone());
@@ -898,11 +933,151 @@ fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
     json += "}\n";
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
     let _ = std::fs::create_dir_all(&out);
-    let file = out.join("http_server_toggle.json");
+    let file = out.join(file);
     match std::fs::write(&file, &json) {
         Ok(()) => println!("wrote {}", file.display()),
         Err(e) => eprintln!("could not write {}: {e}", file.display()),
     }
+}
+
+/// Sends `sig` (`libc::SIGSTOP` or `libc::SIGCONT`) to a load generator.
+fn signal(load: &Child, sig: libc::c_int) {
+    // SAFETY: `kill` has no memory effects; the pid is our own child's,
+    // not yet waited for, so it cannot name another process.
+    let r = unsafe { libc::kill(load.id() as libc::pid_t, sig) };
+    assert_eq!(
+        r,
+        0,
+        "signal {sig} to wrk: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Two servers for [`switch_rounds`], each with its own wrk, which is
+/// stopped (`SIGSTOP`) except during its server's windows.
+struct TwoServers {
+    servers: [Server; 2],
+    loads: [Child; 2],
+}
+
+impl TwoServers {
+    /// Starts both, and warms each up alone for a second (connections,
+    /// allocators, caches).
+    fn start(a: &str, b: &str) -> TwoServers {
+        let servers = [Server::start(a), Server::start(b)];
+        let loads = [0, 1].map(|i| {
+            wrk_command()
+                // A stopped wrk must not count its requests as timed out.
+                .args(["-t1", "-c32", "-d3600s", "--timeout", "10s"])
+                .arg(format!("http://127.0.0.1:{}/", servers[i].port))
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("run wrk")
+        });
+        signal(&loads[1], libc::SIGSTOP);
+        std::thread::sleep(Duration::from_secs(1));
+        signal(&loads[0], libc::SIGSTOP);
+        signal(&loads[1], libc::SIGCONT);
+        std::thread::sleep(Duration::from_secs(1));
+        signal(&loads[1], libc::SIGSTOP);
+        TwoServers { servers, loads }
+    }
+
+    /// One window of server `i`: its wrk resumes, `settle` passes, the
+    /// window is measured, its wrk stops.
+    fn window(&mut self, i: usize, settle: Duration, window: Duration) -> Window {
+        signal(&self.loads[i], libc::SIGCONT);
+        std::thread::sleep(settle);
+        let w = measure_window(&mut self.servers[i], window);
+        signal(&self.loads[i], libc::SIGSTOP);
+        w
+    }
+
+    fn stop(self) {
+        let TwoServers { servers, loads } = self;
+        for mut load in loads {
+            signal(&load, libc::SIGCONT);
+            let _ = load.kill();
+            let _ = load.wait();
+        }
+        for srv in servers {
+            srv.stop();
+        }
+    }
+}
+
+/// `HTTP_BENCH_SWITCH=A,B`: two servers, in modes `A` and `B` (any of the
+/// default mode's, `MODE@base` included), each with its own wrk that runs
+/// throughout but is stopped (`SIGSTOP`) except during its server's
+/// windows: adjacent windows of the two, in alternating order, as in
+/// [`toggle_rounds`], so any two modes are compared window by window;
+/// `plain` against `record` is issue 11's figure itself, `plain` against
+/// `idle_hooks` the hooks' own cost, and `record` against `record@base` a
+/// before/after of a change. Each window starts `settle` after its wrk
+/// resumes (the server's caches warm again); a stopped wrk's connections
+/// stay open and idle, and its server's workers park. Only the loaded
+/// server's CPU is measured.
+///
+/// Two processes of one build are not equally fast (where their code and
+/// data landed in memory, their threads' placement): with one pair of
+/// `plain` servers for the whole run, an A/A run measured 0.970 (95% CI
+/// 0.952-0.988) over 200 rounds. So both servers are started anew every
+/// `HTTP_BENCH_RESTART` rounds (default 5), and a run's interval covers
+/// that spread too: the same A/A run so, 300 rounds, 0.999 (0.987-1.016).
+/// Writes `target/bench-results/http_server_switch.json`.
+fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) {
+    let known = [
+        "plain",
+        "idle_hooks",
+        "record",
+        "record_cpu",
+        "record_cpu_on",
+        "record_cpu_signal",
+    ];
+    let modes: Vec<&str> = spec.split(',').map(str::trim).collect();
+    let [a, b] = modes[..] else {
+        eprintln!("HTTP_BENCH_SWITCH={spec:?}: expected two modes, A,B (e.g. plain,record)");
+        std::process::exit(2);
+    };
+    for m in [a, b] {
+        let (name, base) = match m.strip_suffix("@base") {
+            Some(n) => (n, true),
+            None => (m, false),
+        };
+        if !known.contains(&name) {
+            eprintln!(
+                "HTTP_BENCH_SWITCH: unknown mode {m:?} (known: {}, each optionally @base)",
+                known.join(", ")
+            );
+            std::process::exit(2);
+        }
+        if base && base_exe().is_none() {
+            eprintln!(
+                "HTTP_BENCH_SWITCH: {m:?} needs HTTP_BENCH_BASE=PATH (another build of this bench)"
+            );
+            std::process::exit(2);
+        }
+    }
+    let restart = env_u64("HTTP_BENCH_RESTART", 5).max(1) as usize;
+    println!(
+        "http_server switch: {rounds} rounds of two windows, {b} against {a} ({} ms each, {} ms \
+         after each switch), two servers each with its own wrk -t1 -c32, one running at a time, \
+         both started anew every {restart} rounds",
+        window.as_millis(),
+        settle.as_millis()
+    );
+    let mut pairs = Vec::with_capacity(rounds);
+    let mut first = 0;
+    while first < rounds {
+        let last = (first + restart).min(rounds);
+        let mut two = TwoServers::start(a, b);
+        pairs.extend(paired_windows(a, b, first..last, |i, _| {
+            two.window(i, settle, window)
+        }));
+        two.stop();
+        first = last;
+    }
+    report_pairs("switch", a, b, &pairs, "http_server_switch.json");
 }
 
 fn drive() {
@@ -912,6 +1087,15 @@ fn drive() {
              (Debian/Ubuntu), then run `cargo bench --bench http_server` again."
         );
         std::process::exit(2);
+    }
+    if let Ok(spec) = std::env::var("HTTP_BENCH_SWITCH") {
+        switch_rounds(
+            &spec,
+            env_u64("HTTP_BENCH_ROUNDS", 40).max(1) as usize,
+            Duration::from_millis(env_u64("HTTP_BENCH_WINDOW_MS", 1000).max(10)),
+            Duration::from_millis(env_u64("HTTP_BENCH_SETTLE_MS", 300)),
+        );
+        return;
     }
     if let Ok(state) = std::env::var("HTTP_BENCH_TOGGLE") {
         toggle_rounds(
