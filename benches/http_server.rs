@@ -1026,14 +1026,7 @@ impl TwoServers {
 /// that spread too: the same A/A run so, 300 rounds, 0.999 (0.987-1.016).
 /// Writes `target/bench-results/http_server_switch.json`.
 fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) {
-    let known = [
-        "plain",
-        "idle_hooks",
-        "record",
-        "record_cpu",
-        "record_cpu_on",
-        "record_cpu_signal",
-    ];
+    let known = TIMED_MODES;
     let modes: Vec<&str> = spec.split(',').map(str::trim).collect();
     let [a, b] = modes[..] else {
         eprintln!("HTTP_BENCH_SWITCH={spec:?}: expected two modes, A,B (e.g. plain,record)");
@@ -1080,6 +1073,17 @@ fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) 
     report_pairs("switch", a, b, &pairs, "http_server_switch.json");
 }
 
+/// The modes every timed comparison knows (`record_all` and `plain_again`
+/// only the default mode).
+const TIMED_MODES: [&str; 6] = [
+    "plain",
+    "idle_hooks",
+    "record",
+    "record_cpu",
+    "record_cpu_on",
+    "record_cpu_signal",
+];
+
 fn drive() {
     if Command::new("wrk").arg("--version").output().is_err() {
         eprintln!(
@@ -1088,34 +1092,27 @@ fn drive() {
         );
         std::process::exit(2);
     }
-    if let Ok(spec) = std::env::var("HTTP_BENCH_SWITCH") {
-        switch_rounds(
-            &spec,
+    // The window modes: rounds of two adjacent windows.
+    let windows = || {
+        (
             env_u64("HTTP_BENCH_ROUNDS", 40).max(1) as usize,
             Duration::from_millis(env_u64("HTTP_BENCH_WINDOW_MS", 1000).max(10)),
             Duration::from_millis(env_u64("HTTP_BENCH_SETTLE_MS", 300)),
-        );
+        )
+    };
+    if let Ok(spec) = std::env::var("HTTP_BENCH_SWITCH") {
+        let (rounds, window, settle) = windows();
+        switch_rounds(&spec, rounds, window, settle);
         return;
     }
     if let Ok(state) = std::env::var("HTTP_BENCH_TOGGLE") {
-        toggle_rounds(
-            &state,
-            env_u64("HTTP_BENCH_ROUNDS", 40).max(1) as usize,
-            Duration::from_millis(env_u64("HTTP_BENCH_WINDOW_MS", 1000).max(10)),
-            Duration::from_millis(env_u64("HTTP_BENCH_SETTLE_MS", 300)),
-        );
+        let (rounds, window, settle) = windows();
+        toggle_rounds(&state, rounds, window, settle);
         return;
     }
     let rounds = env_u64("HTTP_BENCH_ROUNDS", 6).max(1) as usize;
     let secs = env_u64("HTTP_BENCH_SECS", 5).max(1);
-    let mut modes = vec![
-        "plain",
-        "idle_hooks",
-        "record",
-        "record_cpu",
-        "record_cpu_on",
-        "record_cpu_signal",
-    ];
+    let mut modes = TIMED_MODES.to_vec();
     let all_modes = cfg!(feature = "usdt");
     if let Ok(list) = std::env::var("HTTP_BENCH_MODES") {
         // `plain` is the reference every ratio divides by: always first.
