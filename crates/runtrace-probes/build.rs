@@ -2,7 +2,12 @@
 //! backends (this crate's features).
 
 fn main() {
-    let catalog = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../probes/events.toml");
+    // Read at run time, not baked in with `env!`: cargo reuses a build
+    // script's binary across checkouts that share a target directory (a
+    // `git worktree` built into the main one), and a baked-in path would
+    // name the checkout that compiled it, perhaps long deleted.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let catalog = std::path::Path::new(&dir).join("../../probes/events.toml");
     println!("cargo:rerun-if-changed={}", catalog.display());
     let cat = runtrace_build::Catalog::load(&catalog).unwrap_or_else(|e| panic!("{e}"));
     let on = |f: &str| std::env::var_os(format!("CARGO_FEATURE_{f}")).is_some();
