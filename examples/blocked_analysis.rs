@@ -12,6 +12,7 @@
 //! with `--json` and `--folded-out`).
 
 use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,7 +34,9 @@ fn main() -> ExitCode {
     }
     let files = runtrace_format::files::expand_lenient(vec![PathBuf::from(path)]);
     let (report, _profile, _names) = analyze_files(&files, &opts, Default::default());
-    print!("{report}");
+    // A reader that closed the pipe early (`| head`) is not an error:
+    // `print!` would panic on it.
+    let _ = write!(std::io::stdout().lock(), "{report}");
     if report.damaged {
         ExitCode::FAILURE
     } else {

@@ -14,6 +14,7 @@
 
 use runtrace_analyze::functions::StackNames;
 use runtrace_export::flamegraph::{fold, stacks, why_empty, Selection};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -41,6 +42,8 @@ fn main() -> ExitCode {
         eprintln!("error: {}", why_empty(&profile, &sel));
         return ExitCode::FAILURE;
     }
-    print!("{folded}");
+    // A reader that closed the pipe early (`| head`) is not an error:
+    // `print!` would panic on it.
+    let _ = std::io::stdout().lock().write_all(folded.as_bytes());
     ExitCode::SUCCESS
 }
