@@ -34,6 +34,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// `println!` that ignores a reader gone early (`| head`): the recording
+/// and its files are what matter, and `println!` would panic there.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 struct Options {
     out: Option<PathBuf>,
     secs: f64,
@@ -227,7 +235,7 @@ fn run(o: &Options, workdir: &Path) -> Result<(), String> {
         .map_err(|e| format!("logger: {e}"))?;
     let rotations = log.lock().rotations;
     let triggers: Vec<backlog::Backlog> = alerts.try_iter().collect();
-    println!(
+    say!(
         "backlog_pipeline: {:.1} s at {}/s: {consumed} items processed, {rotations} log rotations \
          ({} ms stall each), {} backlog triggers",
         o.secs,
@@ -236,7 +244,7 @@ fn run(o: &Options, workdir: &Path) -> Result<(), String> {
         triggers.len()
     );
     for t in &triggers {
-        println!(
+        say!(
             "  backlog on {:?}: {} items, growing {}/s ({})",
             t.queue,
             t.queue_size,
@@ -302,7 +310,7 @@ fn main() -> ExitCode {
     }
     if let Some(g) = guard {
         match g.finish() {
-            Ok(s) => println!(
+            Ok(s) => say!(
                 "recorded {} events ({} dropped) to {}",
                 s.events,
                 s.dropped,
@@ -315,7 +323,7 @@ fn main() -> ExitCode {
         }
         if o.report {
             // What `runtrace backlog DIR` prints.
-            println!("\n$ runtrace backlog {}", workdir.display());
+            say!("\n$ runtrace backlog {}", workdir.display());
             let mut files: Vec<PathBuf> = std::fs::read_dir(&workdir)
                 .into_iter()
                 .flatten()
@@ -325,7 +333,7 @@ fn main() -> ExitCode {
                 .collect();
             runtrace::format::merge::sort_trace_paths(&mut files);
             let report = runtrace_analyze::backlog::analyze_files(&files, &Default::default());
-            print!("{report}");
+            let _ = write!(std::io::stdout().lock(), "{report}");
         }
     }
     ExitCode::SUCCESS

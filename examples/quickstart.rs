@@ -30,6 +30,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// `println!` that ignores a reader gone early (`| head`): the recording
+/// and its files are what matter, and `println!` would panic there.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 fn usage() -> ExitCode {
     eprintln!("usage: quickstart --out DIR [--seconds S]   (S: 0.1 to 60, default 3)");
     ExitCode::from(2)
@@ -107,7 +116,7 @@ fn main() -> ExitCode {
         }
     };
     let files = trace_files(&out);
-    println!(
+    say!(
         "recorded {} events ({} dropped) in {:.2} s into {} file(s) under {}\n",
         stats.events,
         stats.dropped,
@@ -116,10 +125,10 @@ fn main() -> ExitCode {
         out.display()
     );
     let report = runtrace::format::check::check_files(&files);
-    println!("$ runtrace check {}/trace.*.bin\n{report}\n", out.display());
-    println!("$ runtrace analyze {}/trace.*.bin", out.display());
+    say!("$ runtrace check {}/trace.*.bin\n{report}\n", out.display());
+    say!("$ runtrace analyze {}/trace.*.bin", out.display());
     let analysis = analyze_with_functions(&files);
-    println!("{}", analysis.to_string().trim_end());
+    say!("{}", analysis.to_string().trim_end());
     let mut analyzed = !analysis.is_damaged();
     // The same trace to look at: a Perfetto timeline and the HTML report.
     let pftrace = out.join("trace.pftrace");
@@ -135,7 +144,7 @@ fn main() -> ExitCode {
         eprintln!("{e}");
         analyzed = false;
     }
-    println!(
+    say!(
         "\ntimeline (open in https://ui.perfetto.dev): {}\nreport (open in a browser):        {}",
         pftrace.display(),
         html.display()

@@ -315,3 +315,27 @@ fn cpu_profile_names_the_functions(files: &[std::path::PathBuf], stdout: &str) {
         );
     }
 }
+
+/// `cargo run --example quickstart | head` does not crash: a reader gone
+/// early is not an error (the recording and its files are written).
+#[test]
+fn quickstart_into_a_closed_pipe() {
+    let dir = std::env::temp_dir().join(format!("runtrace-quickstart-pipe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut child = Command::new(example("quickstart"))
+        .args(["--out", dir.to_str().unwrap(), "--seconds", "0.3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !err.contains("panicked"),
+        "{:?}\n{err}",
+        out.status
+    );
+    assert!(dir.join("report.html").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
