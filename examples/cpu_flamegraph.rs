@@ -38,6 +38,10 @@ fn main() -> ExitCode {
     for p in profile.notes.iter().chain(&names.problems()) {
         eprintln!("note: {p}");
     }
+    // Damage (file and byte offset): what was readable is still printed.
+    for e in &profile.stats.errors {
+        eprintln!("error: {e}");
+    }
     if folded.is_empty() {
         eprintln!("error: {}", why_empty(&profile, &sel));
         return ExitCode::FAILURE;
@@ -45,5 +49,9 @@ fn main() -> ExitCode {
     // A reader that closed the pipe early (`| head`) is not an error:
     // `print!` would panic on it.
     let _ = std::io::stdout().lock().write_all(folded.as_bytes());
-    ExitCode::SUCCESS
+    if profile.stats.damaged {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -32,7 +32,7 @@ pub struct BlockedArgs {
     pub files: Vec<PathBuf>,
     /// A task that waited longer than this many milliseconds from its wake
     /// to its poll is blocked.
-    #[arg(long, value_name = "MS", default_value = "10", value_parser = parse_ms)]
+    #[arg(long, value_name = "MS", default_value = "10", value_parser = parse_ms, allow_hyphen_values = true)]
     pub threshold_ms: f64,
     /// Print one JSON object instead of the text report.
     #[arg(long)]

@@ -120,6 +120,16 @@ pub fn run(args: &FlamegraphArgs) -> ExitCode {
     let folded = fold(stacks(&profile, &sel, &mut names));
     print_notes(&profile.notes);
     print_notes(&names.problems());
+    // Damage (file and byte offset): what was readable is still drawn,
+    // and the exit code says the input was damaged.
+    for e in &profile.stats.errors {
+        let _ = writeln!(std::io::stderr().lock(), "error: {e}");
+    }
+    let done = if profile.stats.damaged {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    };
     if folded.is_empty() {
         return fail(&why_empty(&profile, &sel));
     }
@@ -142,5 +152,5 @@ pub fn run(args: &FlamegraphArgs) -> ExitCode {
             return fail(&e);
         }
     }
-    ExitCode::SUCCESS
+    done
 }

@@ -274,6 +274,7 @@ fn bad_arguments_name_the_flag() {
         (&["flamegraph", "--folded", "--to", "soon"][..], "--to"),
         (&["flamegraph"][..], "--folded"),
         (&["blocked", "--threshold-ms", "0"][..], "--threshold-ms"),
+        (&["blocked", "--threshold-ms", "-1"][..], "--threshold-ms"),
     ] {
         let o = runtrace(args, &dir);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -287,6 +288,29 @@ fn bad_arguments_name_the_flag() {
     assert!(stderr(&o).contains("--from"), "{}", stderr(&o));
     let o = runtrace(&["flamegraph", "--folded"], &dir.join("missing"));
     assert_eq!(o.status.code(), Some(1));
+}
+
+/// A damaged file: what was readable is drawn, the damage is named (file
+/// and byte offset) and the exit code is 1.
+#[test]
+fn damaged_input_draws_what_was_readable_and_says_where() {
+    let bytes = scenario(Profiling::Sampled);
+    let dir = tempfile::tempdir().unwrap();
+    // Cut inside the last frame (the END frame: every sample is before it).
+    std::fs::write(dir.path().join("trace.0.bin"), &bytes[..bytes.len() - 3]).unwrap();
+    let o = runtrace(&["flamegraph", "--folded"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("trace.0.bin: truncated at byte"),
+        "{}",
+        stderr(&o)
+    );
+    let lines = folded(&stdout(&o));
+    assert!(
+        lines.iter().any(|l| leaf_is(l, "hot_api")),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
