@@ -262,16 +262,7 @@ fn cpu_profile_names_the_functions(files: &[std::path::PathBuf], stdout: &str) {
 
     let trace = files[0].to_str().unwrap();
     // `cargo run --example cpu_flamegraph -- trace.0.bin > flamegraph.txt`
-    let out = Command::new(example("cpu_flamegraph"))
-        .arg(trace)
-        .output()
-        .unwrap();
-    let folded = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let folded = example_output("cpu_flamegraph", trace);
     let mut through = 0;
     for line in folded.lines() {
         let (stack, n) = line.rsplit_once(' ').expect("`stack count`");
@@ -283,47 +274,33 @@ fn cpu_profile_names_the_functions(files: &[std::path::PathBuf], stdout: &str) {
     }
     assert!(through > 0, "no stack through checksum_report:\n{folded}");
     // `cargo run --example blocked_analysis -- trace.0.bin`
-    let out = Command::new(example("blocked_analysis"))
-        .arg(trace)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = example_output("blocked_analysis", trace);
     assert!(
         text.contains("from wake to poll") && text.contains("=== examples/quickstart.rs:"),
         "{text}"
     );
     // A reader that stops early is not a crash.
     for name in ["cpu_flamegraph", "blocked_analysis"] {
-        let mut child = Command::new(example(name))
-            .arg(trace)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() && !err.contains("panicked"),
-            "{name} into a closed pipe: {:?}\n{err}",
-            out.status
-        );
+        into_a_closed_pipe(Command::new(example(name)).arg(trace));
     }
 }
 
-/// `cargo run --example quickstart | head` does not crash: a reader gone
-/// early is not an error (the recording and its files are written).
-#[test]
-fn quickstart_into_a_closed_pipe() {
-    let dir = std::env::temp_dir().join(format!("runtrace-quickstart-pipe-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut child = Command::new(example("quickstart"))
-        .args(["--out", dir.to_str().unwrap(), "--seconds", "0.3"])
+/// The standard output of example `name` run on `trace`, which must
+/// succeed.
+fn example_output(name: &str, trace: &str) -> String {
+    let out = Command::new(example(name)).arg(trace).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `cmd` with its standard output closed before it writes (a reader
+/// gone early, as `| head` does): it must succeed, not panic.
+fn into_a_closed_pipe(cmd: &mut Command) {
+    let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -333,9 +310,23 @@ fn quickstart_into_a_closed_pipe() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && !err.contains("panicked"),
-        "{:?}\n{err}",
+        "{cmd:?} into a closed pipe: {:?}\n{err}",
         out.status
     );
+}
+
+/// `cargo run --example quickstart | head` does not crash: a reader gone
+/// early is not an error (the recording and its files are written).
+#[test]
+fn quickstart_into_a_closed_pipe() {
+    let dir = std::env::temp_dir().join(format!("runtrace-quickstart-pipe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    into_a_closed_pipe(Command::new(example("quickstart")).args([
+        "--out",
+        dir.to_str().unwrap(),
+        "--seconds",
+        "0.3",
+    ]));
     assert!(dir.join("report.html").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
