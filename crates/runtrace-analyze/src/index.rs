@@ -36,19 +36,24 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Keeps every event it is given, and counts them by kind.
+/// Keeps the runtime and application events it is given, and counts them
+/// and the CPU samples by kind.
 #[derive(Default)]
 struct Store(Vec<Ev>, Counts);
 
 impl Pass for Store {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP)
+        Wants::RUNTIME.or(Wants::APP).or(Wants::PROFILE)
     }
 
     #[inline(always)]
     fn event(&mut self, ev: &Ev, _model: &Model) {
         self.1.by_kind[ev.kind as usize] += 1;
-        self.0.push(*ev);
+        // CPU samples are counted (the summary's capabilities) and live in
+        // the `Profile`, not among the queryable events.
+        if !kind::is_profile(ev.kind) {
+            self.0.push(*ev);
+        }
     }
 }
 

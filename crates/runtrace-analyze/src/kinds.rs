@@ -7,6 +7,7 @@
 //! use runtrace_analyze::kinds;
 //! assert_eq!(kinds::name(kind::POLL_START), Some("task_poll_start"));
 //! assert_eq!(kinds::by_name("task_wake"), Some(kind::WAKE));
+//! assert_eq!(kinds::name(kind::CPU_SAMPLE), Some("cpu_sample"));
 //! assert_eq!(kinds::by_name("no_such_event"), None);
 //! ```
 
@@ -36,12 +37,20 @@ pub const ALL: [(u8, &str); 20] = [
     (kind::HEARTBEAT, "thread_heartbeat"),
 ];
 
-/// The catalog name of kind `k`.
+/// The CPU profile's kinds with their catalog names: counted by
+/// `runtrace summary`, read by [`crate::profile`], not kept as events
+/// (`query_trace_events` does not return them).
+pub const PROFILE: [(u8, &str); 2] = [(kind::CPU_SAMPLE, "cpu_sample"), (kind::OFF_CPU, "off_cpu")];
+
+/// The catalog name of kind `k` (the CPU profile's included).
 pub fn name(k: u8) -> Option<&'static str> {
-    ALL.iter().find(|(id, _)| *id == k).map(|(_, n)| *n)
+    ALL.iter()
+        .chain(&PROFILE)
+        .find(|(id, _)| *id == k)
+        .map(|(_, n)| *n)
 }
 
-/// The kind named `name`.
+/// The kind named `name`, among those kept as events ([`ALL`]).
 pub fn by_name(name: &str) -> Option<u8> {
     ALL.iter().find(|(_, n)| *n == name).map(|(id, _)| *id)
 }

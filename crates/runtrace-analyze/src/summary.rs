@@ -58,7 +58,7 @@ impl Counts {
 
 impl Pass for Counts {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP)
+        Wants::RUNTIME.or(Wants::APP).or(Wants::PROFILE)
     }
 
     #[inline(always)]
@@ -140,16 +140,31 @@ pub fn analyzers(c: &Counts) -> Vec<Value> {
             "reason": "needs runtrace-sync events (queues, locks, I/O, heartbeats); the trace has none",
         })
     });
-    for name in ["blocked", "flamegraph"] {
-        v.push(json!({
-            "name": name,
+    // A wait is from a task's wake, or its spawn, to its poll.
+    v.push(analyzer(
+        "blocked",
+        &[kind::CPU_SAMPLE, kind::POLL_START],
+        c,
+        &format!("needs polls and CPU samples ({RECORD_SAMPLES})"),
+    ));
+    // Either kind of sample draws a flame graph (`--off-cpu` the second).
+    let profile = [kind::CPU_SAMPLE, kind::OFF_CPU];
+    v.push(if profile.iter().any(|&k| c.of(k) > 0) {
+        json!({"name": "flamegraph", "applicable": true, "needs": names(&profile)})
+    } else {
+        json!({
+            "name": "flamegraph",
             "applicable": false,
-            "needs": "CPU samples",
-            "reason": "needs CPU samples; runtrace does not record CPU samples yet",
-        }));
-    }
+            "needs": names(&profile),
+            "reason": format!("needs CPU samples ({RECORD_SAMPLES}) (no cpu_sample, no off_cpu events)"),
+        })
+    });
     v
 }
+
+/// How to get CPU samples, for the profile analyses' reasons.
+const RECORD_SAMPLES: &str =
+    "record with RUNTRACE_CPU_HZ=99 or Recorder::builder().cpu_profile(99)";
 
 /// The summary of a trace as one JSON object: files, recordings, duration,
 /// event counts, and `capabilities` (`available_events`, `analyzers`).
@@ -161,6 +176,14 @@ pub fn summary(model: &Model, stats: &ReadStats, counts: &Counts, report: &Repor
         if n > 0 {
             event_counts.insert(name.to_string(), json!(n));
             available.push(name);
+        }
+    }
+    // Counted, but not kept as events (`query_trace_events` does not
+    // return them): not among `available_events`.
+    for (k, name) in kinds::PROFILE {
+        let n = counts.of(k);
+        if n > 0 {
+            event_counts.insert(name.to_string(), json!(n));
         }
     }
     let recordings: Vec<Value> = model

@@ -313,6 +313,50 @@ fn damaged_input_draws_what_was_readable_and_says_where() {
     );
 }
 
+/// `runtrace summary` (and the MCP server's summary, one `TraceIndex`)
+/// counts the samples and says `blocked` and `flamegraph` apply to a
+/// profiled trace, and how to get samples when they do not.
+#[test]
+fn summary_says_the_profile_analyses_apply() {
+    let find = |s: &Value, name: &str| -> Value {
+        s["capabilities"]["analyzers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("no analyzer {name}: {s:#}"))
+            .clone()
+    };
+    let (_d, dir) = trace(Profiling::Sampled);
+    let o = runtrace(&["summary", "--json"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cli: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let files = runtrace_format::files::expand_lenient(vec![dir.clone()]);
+    let mcp = runtrace_analyze::index::TraceIndex::load(&files).summary();
+    for s in [&cli, &mcp] {
+        assert!(s["event_counts"]["cpu_sample"].as_u64() > Some(20), "{s:#}");
+        assert_eq!(s["event_counts"]["off_cpu"], 1, "{s:#}");
+        assert_eq!(s["other_events"], 0, "samples are not 'other': {s:#}");
+        for name in ["blocked", "flamegraph"] {
+            assert_eq!(find(s, name)["applicable"], true, "{name}: {s:#}");
+        }
+        // Counted, not queryable.
+        let avail = s["capabilities"]["available_events"].as_array().unwrap();
+        assert!(!avail.iter().any(|e| e == "cpu_sample"), "{avail:?}");
+    }
+
+    let (_d, dir) = trace(Profiling::Off);
+    let s: Value = serde_json::from_slice(&runtrace(&["summary", "--json"], &dir).stdout).unwrap();
+    for name in ["blocked", "flamegraph"] {
+        let a = find(&s, name);
+        assert_eq!(a["applicable"], false, "{name}: {s:#}");
+        assert!(
+            a["reason"].as_str().unwrap().contains("RUNTRACE_CPU_HZ"),
+            "{a}"
+        );
+    }
+}
+
 #[test]
 fn blocked_names_the_culprit_and_its_function() {
     let (_d, dir) = trace(Profiling::Sampled);
