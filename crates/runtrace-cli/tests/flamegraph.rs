@@ -229,18 +229,67 @@ fn the_svg_parses_as_xml_and_names_the_functions() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).is_empty(), "no --folded: nothing on stdout");
     let text = std::fs::read_to_string(&svg).unwrap();
-    let mut r = quick_xml::Reader::from_str(&text);
+    assert!(xml_elements(&text) > 5);
+    assert!(text.contains("hot_api") && text.contains("crunch_batch"));
+}
+
+/// The start tags of an XML document; panics where it is not XML.
+fn xml_elements(text: &str) -> usize {
+    let mut r = quick_xml::Reader::from_str(text);
     let mut elements = 0;
     loop {
         match r.read_event() {
-            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(quick_xml::events::Event::Eof) => return elements,
             Ok(quick_xml::events::Event::Start(_)) => elements += 1,
             Ok(_) => {}
             Err(e) => panic!("not XML at {}: {e}", r.buffer_position()),
         }
     }
-    assert!(elements > 5);
-    assert!(text.contains("hot_api") && text.contains("crunch_batch"));
+}
+
+/// `runtrace report`'s CPU section: the on-CPU and off-CPU flame graphs
+/// as `data:` images of SVG documents naming the functions, or how to
+/// record samples.
+#[test]
+fn the_report_draws_the_flame_graphs() {
+    use base64::Engine as _;
+    let (_d, dir) = trace(Profiling::Sampled);
+    let page = dir.join("report.html");
+    let o = runtrace(&["report", "-o", page.to_str().unwrap()], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let prefix = "<img class=\"flame\" alt=\"flame graph: ";
+    let images: Vec<String> = html
+        .match_indices(prefix)
+        .map(|(i, _)| {
+            let rest = &html[i..];
+            let start = rest.find("base64,").unwrap() + "base64,".len();
+            let len = rest[start..].find('"').unwrap();
+            let svg = base64::engine::general_purpose::STANDARD
+                .decode(&rest[start..start + len])
+                .expect("base64");
+            String::from_utf8(svg).unwrap()
+        })
+        .collect();
+    assert_eq!(images.len(), 2, "on-CPU and off-CPU:\n{html}");
+    for svg in &images {
+        assert!(xml_elements(svg) > 5);
+    }
+    assert!(images[0].contains("hot_api") && images[0].contains("crunch_batch"));
+    assert!(images[1].contains("nap") && !images[1].contains("hot_api"));
+    let csp = "img-src data:";
+    assert!(
+        html.contains(csp),
+        "the page's policy must allow its images"
+    );
+
+    let (_d, dir) = trace(Profiling::Off);
+    let page = dir.join("report.html");
+    let o = runtrace(&["report", "-o", page.to_str().unwrap()], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains(prefix));
+    assert!(html.contains("No CPU samples in this trace: record with"));
 }
 
 #[test]

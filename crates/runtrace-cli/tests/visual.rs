@@ -56,7 +56,33 @@ fn have_perfetto() -> bool {
 /// queue samples of a named queue, and runtrace-sync's queue, lock, I/O,
 /// drop, trigger and heartbeat events.
 fn synthetic() -> Vec<u8> {
+    synthetic_with(false)
+}
+
+/// [`synthetic`], with a CPU profile when `profiled`: on-CPU samples of
+/// the two workers inside their polls, in a binary that is not on this
+/// machine (its frames are drawn as `[unknown] app+0x...`).
+fn synthetic_with(profiled: bool) -> Vec<u8> {
     let mut b = TraceBuilder::new();
+    if profiled {
+        b.profile(&runtrace_format::frame::ProfileInfo {
+            mode: 1,
+            hz: 99,
+            flags: 0,
+            message: String::new(),
+        });
+        b.mappings(&[runtrace_format::frame::Mapping {
+            start: 0x40_0000,
+            end: 0x50_0000,
+            file_offset: 0,
+            build_id: Vec::new(),
+            path: "/nonexistent/app".into(),
+        }]);
+        b.stacks(&[
+            (1, &[0x40_1000, 0x40_2000, 0x40_3000][..]),
+            (2, &[0x40_1800, 0x40_2000, 0x40_3000][..]),
+        ]);
+    }
     b.location(1, "src/server.rs", 10, 5);
     b.location(2, "src/jobs.rs", 20, 9);
     b.string(1, "jobs");
@@ -91,6 +117,9 @@ fn synthetic() -> Vec<u8> {
         // Nested: an executor (worker 7) driven from inside the tokio poll.
         b.poll_start(tid, 7, end - 2_000, 500 + task, 1, 0);
         b.poll_end(tid, 7, end - 1_000, 500 + task, false);
+        if profiled {
+            b.cpu_sample(99, t + 3_500, tid, 1 + task % 2);
+        }
         b.poll_end(tid, w, end, task, true);
         b.terminate(tid, end, task);
         // An executor worker polls the tasks of its named queue.
@@ -293,7 +322,14 @@ fn report_renders_in_headless_chromium() {
     std::fs::create_dir_all(&shots).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let synth = write_trace(dir.path(), &synthetic());
-    for (name, input) in [("quickstart", golden("quickstart")), ("synthetic", synth)] {
+    let profiled_dir = dir.path().join("profiled");
+    std::fs::create_dir_all(&profiled_dir).unwrap();
+    let profiled = write_trace(&profiled_dir, &synthetic_with(true));
+    for (name, input) in [
+        ("quickstart", golden("quickstart")),
+        ("synthetic", synth),
+        ("profiled", profiled),
+    ] {
         let page = dir.path().join(format!("{name}.html"));
         let o = runtrace(&["report", &input, "-o", page.to_str().unwrap()]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -354,9 +390,18 @@ fn report_renders_in_headless_chromium() {
             dom.matches("<rect").count() > 20,
             "{name}: charts are empty"
         );
-        if name == "synthetic" {
+        if name != "quickstart" {
             assert!(dom.contains("id=\"triggers\""), "no backlog triggers table");
             assert!(dom.contains("class=\"chart backlog\""), "no queue timeline");
+        }
+        // The CPU section: the flame graph is an image the page's policy
+        // lets load (a blocked one logs a console error, checked above).
+        let flames = dom.matches("<img class=\"flame\"").count();
+        if name == "profiled" {
+            assert_eq!(flames, 1, "{name}: the on-CPU flame graph");
+        } else {
+            assert_eq!(flames, 0, "{name}");
+            assert!(dom.contains("No CPU samples in this trace"), "{name}");
         }
     }
     // The console check can fail: a page that logs an error.

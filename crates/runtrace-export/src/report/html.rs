@@ -34,16 +34,24 @@ table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;pad
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\
 .finding{border-left:5px solid #e0a800;padding:.4em .8em;margin:.6em 0;background:#fffbea}\
 .finding.critical{border-color:#d33;background:#fff0f0}.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}\
-.ok{color:#2a7}.err{color:#d33}.muted{color:#777}code{font-size:.95em}svg{display:block;margin:.4em 0}";
+.ok{color:#2a7}.err{color:#d33}.muted{color:#777}code{font-size:.95em}svg{display:block;margin:.4em 0}\
+img.flame{display:block;width:100%;height:auto;margin:.4em 0}";
 
 /// Renders the page (see the [module](super) for an example through
 /// [`super::write`]).
-pub fn render(r: &Report, b: &BacklogReport, c: &Charts, model: &Model) -> String {
+pub fn render(
+    r: &Report,
+    b: &BacklogReport,
+    c: &Charts,
+    model: &Model,
+    flames: &[Flame],
+    notes: &[String],
+) -> String {
     let mut h = String::with_capacity(64 << 10);
     let _ = write!(
         h,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\
          <title>runtrace report</title><style>{STYLE}</style></head><body>"
     );
     summary(&mut h, r, b);
@@ -58,13 +66,52 @@ pub fn render(r: &Report, b: &BacklogReport, c: &Charts, model: &Model) -> Strin
         &c.wake_hist,
     );
     locations(&mut h, r);
-    h.push_str(
-        "<h2 id=\"flame\">CPU flame graphs</h2><p class=\"muted\">No CPU samples in this trace \
-         (runtrace does not record them yet).</p>",
-    );
+    flame_graphs(&mut h, flames, notes);
     backlog(&mut h, b, c, model);
     h.push_str("</body></html>\n");
     h
+}
+
+/// A flame graph of the page: an SVG drawn by inferno
+/// ([`crate::flamegraph::svg`]).
+pub struct Flame {
+    /// Its title (drawn inside the SVG; the image's `alt` text).
+    pub title: &'static str,
+    /// The SVG document.
+    pub svg: Vec<u8>,
+}
+
+/// The CPU section: each flame graph as an image (a `data:` URL: the SVG's
+/// own styles and script stay inside it, and the page stays one file) and
+/// what symbolization could not do (`notes`), or how to record samples
+/// when the trace has none.
+fn flame_graphs(h: &mut String, flames: &[Flame], notes: &[String]) {
+    use base64::Engine as _;
+    h.push_str("<h2 id=\"flame\">CPU flame graphs</h2>");
+    if flames.is_empty() {
+        h.push_str(
+            "<p class=\"muted\">No CPU samples in this trace: record with \
+             <code>RUNTRACE_CPU_HZ=99</code> (or <code>Recorder::builder().cpu_profile(99)</code>) \
+             to see here where the CPU time went.</p>",
+        );
+        return;
+    }
+    h.push_str(
+        "<p class=\"muted\">Stacks root at the bottom, widths in samples (on-CPU) or time \
+         (off-CPU). To search, zoom or select a spawn location, worker or time range: \
+         <code>runtrace flamegraph DIR -o flame.svg</code>.</p>",
+    );
+    for f in flames {
+        let _ = write!(
+            h,
+            "<img class=\"flame\" alt=\"flame graph: {}\" src=\"data:image/svg+xml;base64,{}\">",
+            esc(f.title),
+            base64::engine::general_purpose::STANDARD.encode(&f.svg)
+        );
+    }
+    for n in notes {
+        let _ = write!(h, "<p class=\"muted\">Note: {}</p>", esc(n));
+    }
 }
 
 fn summary(h: &mut String, r: &Report, b: &BacklogReport) {

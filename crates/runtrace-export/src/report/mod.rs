@@ -2,9 +2,9 @@
 //! person on call. Summary, findings first, per-worker utilisation over
 //! time, poll-duration and wake->poll histograms, the top spawn locations,
 //! and the backlog timeline with each trigger's verdict when the trace has
-//! runtrace-sync events. Inline CSS and hand-written SVG, no script, nothing
-//! loaded from the network; aggregates only, so its size does not grow with
-//! the trace.
+//! runtrace-sync events, and the CPU flame graphs when the trace has a CPU
+//! profile. Inline CSS and SVG, no script, nothing loaded from the network;
+//! aggregates only, so its size does not grow with the trace.
 //!
 //! One streaming read feeds four passes: `runtrace_analyze`'s runtime
 //! engine, backlog pass and CPU profile (when the trace has one: findings
@@ -31,8 +31,10 @@
 pub mod charts;
 pub mod html;
 
+use crate::flamegraph::{fold, stacks, svg, Selection};
 use runtrace_analyze::backlog::{Backlog, BacklogOptions};
 use runtrace_analyze::functions::StackNames;
+use runtrace_analyze::profile::Profile;
 use runtrace_analyze::runtime::{Engine, WhenProfiled};
 use runtrace_analyze::Thresholds;
 use std::path::{Path, PathBuf};
@@ -69,11 +71,15 @@ pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String>
     let mut r = passes.0.report(&model, stats.clone());
     let (backlog, (charts, profiled)) = passes.1;
     let profile = profiled.pass.profile(&model, stats.clone());
+    let (mut flames, mut notes) = (Vec::new(), Vec::new());
     if !profile.samples.is_empty() {
-        r.add_functions(&profile, &mut StackNames::recorded(&profile));
+        let mut names = StackNames::recorded(&profile);
+        r.add_functions(&profile, &mut names);
+        flames = flame_graphs(&profile, &mut names);
+        notes = names.problems();
     }
     let b = backlog.report(&model, stats);
-    let page = html::render(&r, &b, &charts, &model);
+    let page = html::render(&r, &b, &charts, &model, &flames, &notes);
     std::fs::write(out, &page).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
     Ok(Written {
         bytes: page.len() as u64,
@@ -81,4 +87,28 @@ pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String>
         findings: r.findings.len(),
         errors: if r.is_damaged() { r.errors } else { Vec::new() },
     })
+}
+
+/// The flame graphs of the page's CPU section: all on-CPU samples, then
+/// all off-CPU time, as `runtrace flamegraph -o` draws them (one kind is
+/// left out when the trace has no samples of it).
+fn flame_graphs(profile: &Profile, names: &mut StackNames) -> Vec<html::Flame> {
+    [false, true]
+        .into_iter()
+        .filter_map(|off_cpu| {
+            let sel = Selection {
+                off_cpu,
+                ..Selection::default()
+            };
+            let folded = fold(stacks(profile, &sel, names));
+            let title = if off_cpu {
+                "Off-CPU time (µs), every recording thread"
+            } else {
+                "On-CPU samples, every recording thread"
+            };
+            let mut image = Vec::new();
+            svg(&folded, title, sel.count_name(), &mut image).ok()?;
+            Some(html::Flame { title, svg: image })
+        })
+        .collect()
 }
