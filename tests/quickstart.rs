@@ -242,6 +242,19 @@ fn cpu_profile_names_the_functions(files: &[std::path::PathBuf], stdout: &str) {
         stdout.contains("burning CPU in quickstart::checksum_report"),
         "the report does not name checksum_report:\n{stdout}"
     );
+    // The HTML page: the functions under the finding, the flame graphs.
+    let page = files[0].with_file_name("report.html");
+    let html = std::fs::read_to_string(&page).expect("the quickstart's report.html");
+    assert!(
+        html.contains("<b>Functions:</b> burning CPU in quickstart::checksum_report"),
+        "{} does not name checksum_report under its finding",
+        page.display()
+    );
+    assert!(
+        html.contains("<img class=\"flame\""),
+        "no flame graph in {}",
+        page.display()
+    );
     if info.mode == 1 && info.off_cpu() {
         assert!(
             stdout.contains("blocked in quickstart::write_audit_log_sync"),

@@ -245,30 +245,11 @@ impl fmt::Display for Report {
             if let Some(w) = x.window_ns {
                 writeln!(f, "           window {}", fmt_window(w))?;
             }
-            if let Some(c) = &x.functions {
-                writeln!(f, "           functions: {}", functions_line(c))?;
+            if let Some(line) = x.functions_line() {
+                writeln!(f, "           functions: {line}")?;
             }
-            if !x.victims.is_empty() {
-                let v: Vec<String> = x
-                    .victims
-                    .iter()
-                    .take(5)
-                    .map(|v| {
-                        format!(
-                            "{} ({} delayed, worst {})",
-                            v.location,
-                            v.delayed_polls,
-                            fmt_ns(v.worst_delay_ns)
-                        )
-                    })
-                    .collect();
-                let more = x.victims.len().saturating_sub(5);
-                let more = if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                };
-                writeln!(f, "           victims: {}{more}", v.join(", "))?;
+            if let Some(line) = x.victims_line() {
+                writeln!(f, "           victims: {line}")?;
             }
             for e in &x.effects {
                 writeln!(f, "           effect {}: {}", e.kind.as_str(), e.detail)?;
@@ -345,6 +326,61 @@ fn finding_json(f: &Finding) -> Value {
         });
     }
     v
+}
+
+impl Finding {
+    /// The `functions:` line of `runtrace analyze`'s text: "burning CPU
+    /// in" or "blocked in", then the functions with their shares, the top
+    /// first (None without CPU samples).
+    ///
+    /// ```
+    /// # use runtrace_analyze::{analyze_bytes, synth::TraceBuilder};
+    /// let mut b = TraceBuilder::new();
+    /// b.location(1, "src/main.rs", 10, 5);
+    /// b.spawn(7, 1_000, 1, 0, 1, 0);
+    /// b.poll_start(7, 0, 2_000, 1, 0, 0);
+    /// b.poll_end(7, 0, 60_000_000, 1, true);
+    /// let r = analyze_bytes(&b.finish(), Default::default());
+    /// assert_eq!(r.findings[0].functions_line(), None); // no samples
+    /// ```
+    pub fn functions_line(&self) -> Option<String> {
+        self.functions.as_ref().map(functions_line)
+    }
+
+    /// The `victims:` line of `runtrace analyze`'s text: the first five
+    /// locations whose polls it delayed, with their counts and worst
+    /// delays (None when none).
+    ///
+    /// ```
+    /// # use runtrace_analyze::{analyze_bytes, synth::TraceBuilder};
+    /// let r = analyze_bytes(&TraceBuilder::new().finish(), Default::default());
+    /// assert!(r.findings.iter().all(|f| f.victims_line().is_none() == f.victims.is_empty()));
+    /// ```
+    pub fn victims_line(&self) -> Option<String> {
+        if self.victims.is_empty() {
+            return None;
+        }
+        let v: Vec<String> = self
+            .victims
+            .iter()
+            .take(5)
+            .map(|v| {
+                format!(
+                    "{} ({} delayed, worst {})",
+                    v.location,
+                    v.delayed_polls,
+                    fmt_ns(v.worst_delay_ns)
+                )
+            })
+            .collect();
+        let more = self.victims.len().saturating_sub(5);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        Some(format!("{}{more}", v.join(", ")))
+    }
 }
 
 /// The `functions:` line of a finding with CPU samples: "burning CPU in"

@@ -186,6 +186,30 @@ fn findings(h: &mut String, r: &Report) {
             );
         }
         let _ = write!(h, "<p>{}</p>", esc(&f.detail));
+        // What `runtrace analyze` prints under a finding: the functions
+        // its culprit ran, its victims, the symptoms it explains.
+        if let Some(line) = f.functions_line() {
+            let _ = write!(
+                h,
+                "<p class=\"functions\"><b>Functions:</b> {}</p>",
+                esc(&line)
+            );
+        }
+        if let Some(line) = f.victims_line() {
+            let _ = write!(h, "<p class=\"victims\"><b>Victims:</b> {}</p>", esc(&line));
+        }
+        if !f.effects.is_empty() {
+            h.push_str("<p><b>Symptoms it explains:</b></p><ul class=\"effects\">");
+            for e in &f.effects {
+                let _ = write!(
+                    h,
+                    "<li><b>{}</b>: {}</li>",
+                    e.kind.as_str().replace('_', " "),
+                    esc(&e.detail)
+                );
+            }
+            h.push_str("</ul>");
+        }
         if !f.spawn_locs.is_empty() {
             h.push_str("<p>Spawn locations: ");
             let locs: Vec<String> = f
