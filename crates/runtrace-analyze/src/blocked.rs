@@ -151,13 +151,33 @@ pub fn analyze_files<P: AsRef<Path>>(
 ) -> (BlockedReport, Profile, StackNames) {
     let (ws, lost, profile) = read(paths, opts.threshold_ns, None);
     let mut names = StackNames::for_mappings(&profile.mappings, sym);
-    let mut r = attribute(&ws, &profile, &mut names, opts);
+    let r = report(&ws, lost, &profile, &mut names, opts);
+    (r, profile, names)
+}
+
+/// [`attribute`], with the waits lost over [`MAX_WAITS`], the profile's
+/// notes, the symbolizer's problems and the read's damage added: what
+/// [`analyze_files`] and `TraceIndex::blocked` (the MCP server) report.
+pub(crate) fn report(
+    waits: &[Wait],
+    lost: u64,
+    profile: &Profile,
+    names: &mut StackNames,
+    opts: &BlockedOptions,
+) -> BlockedReport {
+    let mut r = attribute(waits, profile, names, opts);
     r.notes.extend(profile.notes.iter().cloned());
     r.notes.extend(names.problems());
     r.waits_lost = lost;
     r.errors.extend(profile.stats.errors.iter().cloned());
     r.damaged |= profile.stats.damaged;
-    (r, profile, names)
+    r
+}
+
+/// Waits kept at most ([`crate::runtime::Engine::keep_waits`]): the rest
+/// are counted in `waits_lost`.
+pub(crate) const fn max_waits() -> usize {
+    MAX_WAITS
 }
 
 /// Blames the on-CPU samples of `profile` taken during `waits` on the

@@ -22,6 +22,7 @@
 //! ```
 
 use crate::backlog::{Backlog, BacklogOptions, BacklogReport};
+use crate::blocked::{self, BlockedOptions, BlockedReport};
 use crate::event::{kind, Ev};
 use crate::functions::StackNames;
 use crate::fxhash::FxHashMap;
@@ -124,6 +125,25 @@ impl TraceIndex {
         })
     }
 
+    /// The report of `runtrace blocked --json` with `threshold_ns` (a
+    /// replay of the kept events at each call; no culprits, with a note,
+    /// when the trace has no CPU samples).
+    pub fn blocked(&self, threshold_ns: u64) -> BlockedReport {
+        let opts = BlockedOptions {
+            threshold_ns,
+            ..BlockedOptions::default()
+        };
+        let mut e = Engine::new(Thresholds {
+            wake_delay_ns: threshold_ns,
+            ..Thresholds::default()
+        });
+        e.keep_waits(blocked::max_waits());
+        self.replay(&mut e);
+        let (waits, lost) = e.waits(&self.model);
+        let mut names = StackNames::recorded(&self.profile);
+        blocked::report(&waits, lost, &self.profile, &mut names, &opts)
+    }
+
     /// The report of `runtrace backlog` (computed at the first call).
     pub fn backlog(&self) -> &BacklogReport {
         self.backlog.get_or_init(|| {
@@ -217,11 +237,24 @@ impl TraceIndex {
             .filter(|a| a["applicable"] == false)
             .map(|a| json!({"name": a["name"], "reason": a["reason"]}))
             .collect();
+        // Applies, but is a picture: drawn by its own command.
+        let elsewhere: Vec<Value> = applies("flamegraph")
+            .then(|| {
+                json!({
+                    "name": "flamegraph",
+                    "command": "runtrace flamegraph DIR -o flame.svg (folded stacks: --folded)",
+                })
+            })
+            .into_iter()
+            .collect();
         json!({
             "analyze": applies("poll_times").then(|| self.runtime().to_json()),
             "backlog": applies("backlog").then(|| self.backlog().to_json()),
+            "blocked": applies("blocked")
+                .then(|| self.blocked(BlockedOptions::default().threshold_ns).to_json()),
             "outliers": applies("outliers").then(|| self.outliers(Method::Iqr, Category::All, 100)),
             "skipped": skipped,
+            "elsewhere": elsewhere,
             "summary": summary,
         })
     }

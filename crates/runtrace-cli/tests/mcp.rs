@@ -1,7 +1,7 @@
 //! `runtrace mcp` driven by a real MCP client written by others: the
 //! official MCP Python SDK (`mcp.client.stdio`, tests/mcp_client.py) calls
 //! every tool on the recorded golden traces and a damaged copy, including
-//! the error paths. Without python3 and the `mcp` package the test skips
+//! the error paths, and a synthetic trace with a CPU profile. Without python3 and the `mcp` package the test skips
 //! with a message, unless `CI=true`, where it fails (.ci/run installs
 //! them).
 
@@ -38,6 +38,9 @@ fn official_python_client_calls_every_tool() {
     let damaged = dir.join("trace.0.bin");
     let whole = std::fs::read(golden("backlog/trace.0.bin")).unwrap();
     std::fs::write(&damaged, &whole[..whole.len() / 3]).unwrap();
+    let profiled = dir.join("profiled");
+    std::fs::create_dir_all(&profiled).unwrap();
+    std::fs::write(profiled.join("trace.0.bin"), profiled_trace()).unwrap();
 
     let out = Command::new("python3")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py"))
@@ -45,6 +48,7 @@ fn official_python_client_calls_every_tool() {
         .arg(golden("quickstart"))
         .arg(golden("backlog"))
         .arg(&damaged)
+        .arg(&profiled)
         .output()
         .expect("run python3");
     let _ = std::fs::remove_dir_all(&dir);
@@ -52,4 +56,40 @@ fn official_python_client_calls_every_tool() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "client failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+/// A trace with a CPU profile (issue 13's analyses over MCP): task 1
+/// (`src/api.rs:5:9`) polls from 1 to 21 ms on worker 0, sampled on-CPU
+/// every ms from 2 to 20 ms (19 samples, in a binary that is not here:
+/// unresolved frames); task 2 (`src/victim.rs:9:1`) is spawned at 2 ms and
+/// first polled at 25 ms on worker 0, a 23 ms wait behind it.
+fn profiled_trace() -> Vec<u8> {
+    const MS: u64 = 1_000_000;
+    let mut b = runtrace_analyze::synth::TraceBuilder::new();
+    b.location(1, "src/api.rs", 5, 9);
+    b.location(2, "src/victim.rs", 9, 1);
+    b.profile(&runtrace_format::frame::ProfileInfo {
+        mode: 1,
+        hz: 1000,
+        flags: 0,
+        message: String::new(),
+    });
+    b.mappings(&[runtrace_format::frame::Mapping {
+        start: 0x40_0000,
+        end: 0x50_0000,
+        file_offset: 0,
+        build_id: Vec::new(),
+        path: "/nonexistent/app".into(),
+    }]);
+    b.stacks(&[(1, &[0x40_1000, 0x40_2000][..])]);
+    b.spawn(100, 500_000, 1, 0, 1, 0);
+    b.poll_start(100, 0, MS, 1, 0, 0);
+    b.spawn(100, 2 * MS, 2, 0, 2, 0);
+    for ms in 2..=20 {
+        b.cpu_sample(999, ms * MS, 100, 1);
+    }
+    b.poll_end(100, 0, 21 * MS, 1, true);
+    b.poll_start(100, 0, 25 * MS, 2, 0, 0);
+    b.poll_end(100, 0, 26 * MS, 2, true);
+    b.finish()
 }

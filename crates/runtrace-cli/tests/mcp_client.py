@@ -1,7 +1,7 @@
 """Drives `runtrace mcp` with the official MCP Python SDK (mcp.client.stdio):
 every tool on recorded traces, and the error paths. Run by tests/mcp.rs:
 
-    python3 mcp_client.py RUNTRACE QUICKSTART_DIR BACKLOG_DIR DAMAGED_FILE
+    python3 mcp_client.py RUNTRACE QUICKSTART_DIR BACKLOG_DIR DAMAGED_FILE PROFILED_DIR
 
 Prints `N passed, 0 failed` and exits 0 when every check holds; raises
 (exit 1) at the first that does not.
@@ -17,7 +17,7 @@ from mcp.client.stdio import stdio_client
 TOOLS = {
     "load_trace", "list_traces", "unload_trace", "get_trace_summary",
     "run_all_analyzers", "analyze_wakeup_latency", "analyze_poll_times",
-    "analyze_workers", "analyze_spawn_locations", "analyze_backlog",
+    "analyze_workers", "analyze_spawn_locations", "analyze_backlog", "analyze_blocked",
     "find_scheduling_bottlenecks", "detect_outliers", "query_trace_events",
     "get_task_timeline",
 }
@@ -48,7 +48,7 @@ async def err(s, tool, args, *needles):
     return text
 
 
-async def main(runtrace, quick, backlog, damaged):
+async def main(runtrace, quick, backlog, damaged, profiled):
     params = StdioServerParameters(command=runtrace, args=["mcp"])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as s:
@@ -82,6 +82,30 @@ async def main(runtrace, quick, backlog, damaged):
             check(allq["outliers"]["categories"]["poll"]["samples"] == 2712, "run_all outliers")
             allb = await ok(s, "run_all_analyzers", {"trace_id": "b"})
             check(allb["backlog"]["queues"], "run_all b has the backlog")
+            check(allq["blocked"] is None and allq["elsewhere"] == [], "no CPU samples in q")
+
+            # A CPU profile: the summary says what applies, run-all runs it.
+            await ok(s, "load_trace", {"file_path": profiled, "trace_id": "p"})
+            sp = await ok(s, "get_trace_summary", {"trace_id": "p"})
+            check(sp["event_counts"].get("cpu_sample") == 19, f"samples counted: {sp['event_counts']}")
+            anp = {a["name"]: a for a in sp["capabilities"]["analyzers"]}
+            check(anp["blocked"]["applicable"] and anp["flamegraph"]["applicable"], f"{anp}")
+            allp = await ok(s, "run_all_analyzers", {"trace_id": "p"})
+            check(allp["blocked"]["culprits"][0]["location"].startswith("src/api.rs:5:9"), f"{allp['blocked']}")
+            check([e["name"] for e in allp["elsewhere"]] == ["flamegraph"], f"{allp['elsewhere']}")
+            bl = await ok(s, "analyze_blocked", {"trace_id": "p"})
+            c = bl["culprits"][0]
+            check(bl["applicable"] and bl["waits"] == 1 and c["samples"] == 19, f"blocked: {bl}")
+            check(c["victims"][0]["location"].startswith("src/victim.rs"), f"victims: {c['victims']}")
+            check(bl["threshold_ns"] == 10_000_000, "default threshold 10 ms")
+            b30 = await ok(s, "analyze_blocked", {"trace_id": "p", "threshold_ms": 30})
+            check(b30["waits"] == 0 and b30["culprits"] == [], f"a 23 ms wait is under 30 ms: {b30}")
+            b0 = await ok(s, "analyze_blocked", {"trace_id": "p", "limit": 0})
+            check(b0["culprits"] == [] and b0["truncated"] and b0["culprits_total"] == 1, f"limit: {b0}")
+            bq2 = await ok(s, "analyze_blocked", {"trace_id": "q"})
+            check(not bq2["applicable"] and "RUNTRACE_CPU_HZ" in bq2["reason"], f"{bq2.get('reason')}")
+            await err(s, "analyze_blocked", {"trace_id": "p", "threshold_ms": 0}, "threshold_ms")
+            await ok(s, "unload_trace", {"trace_id": "p"})
 
             # The analyses.
             wl = await ok(s, "analyze_wakeup_latency", {"trace_id": "q", "limit": 2})
@@ -155,4 +179,4 @@ async def main(runtrace, quick, backlog, damaged):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5]))
+    asyncio.run(main(*sys.argv[1:6]))

@@ -107,6 +107,18 @@ pub fn list() -> Vec<ToolDef> {
             schema: with_limit("entries per list"),
         },
         ToolDef {
+            name: "analyze_blocked",
+            description: "What ran while tasks waited: every wait from wake (or spawn) to poll longer than threshold_ms, the CPU samples of the worker that finally polled the task during it, blamed on the spawn locations whose polls held that worker, with their top functions (self and inclusive) and their victims (needs CPU samples: a recording made with RUNTRACE_CPU_HZ).",
+            schema: obj(
+                json!({
+                    "trace_id": trace_id(),
+                    "threshold_ms": {"type": "integer", "minimum": 1, "description": "A wait longer than this many milliseconds counts (default 10)."},
+                    "limit": limit(DEFAULT_LIST_LIMIT, "culprits and worst waits"),
+                }),
+                &["trace_id"],
+            ),
+        },
+        ToolDef {
             name: "find_scheduling_bottlenecks",
             description: "The findings: long polls, wake delays, local queue buildup, worker imbalance, idle workers while work is queued, CPU-bound spawn locations; each names the spawn locations and evidence.",
             schema: with_limit("findings"),
@@ -192,6 +204,20 @@ pub fn call(traces: &Traces, name: &str, arguments: &Value) -> Result<Value, Str
             &loaded()?.index,
             a.limit(DEFAULT_LIST_LIMIT)?,
         )),
+        "analyze_blocked" => {
+            let t = loaded()?;
+            let ms = a.opt_u64("threshold_ms")?.unwrap_or(10);
+            if ms == 0 || ms > u64::MAX / 1_000_000 {
+                return Err(format!(
+                    "argument `threshold_ms` must be a whole number of milliseconds from 1, got {ms}"
+                ));
+            }
+            Ok(views::blocked(
+                &t.index,
+                ms * 1_000_000,
+                a.limit(DEFAULT_LIST_LIMIT)?,
+            ))
+        }
         "find_scheduling_bottlenecks" => Ok(views::bottlenecks(
             &loaded()?.index,
             a.limit(DEFAULT_LIST_LIMIT)?,

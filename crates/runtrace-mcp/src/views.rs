@@ -157,15 +157,38 @@ pub fn backlog(ix: &TraceIndex, limit: usize) -> Value {
             put_list(&mut out, key, a.clone(), limit);
         }
     }
+    applicability(ix, "backlog", &mut out);
+    Value::Object(out)
+}
+
+/// Adds the summary's `applicable` (and `reason`, when it does not apply)
+/// of analyzer `name` to `out`.
+fn applicability(ix: &TraceIndex, name: &str, out: &mut Map<String, Value>) {
     let summary = ix.summary();
     let entry = summary["capabilities"]["analyzers"]
         .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == "backlog").cloned())
+        .and_then(|a| a.iter().find(|a| a["name"] == name).cloned())
         .unwrap_or(Value::Null);
     out.insert("applicable".into(), entry["applicable"].clone());
     if entry["applicable"] == false {
         out.insert("reason".into(), entry["reason"].clone());
     }
+}
+
+/// `analyze_blocked`: `runtrace blocked --json` with `threshold_ns`, its
+/// culprits and worst waits cut to `limit`, and whether it applies.
+pub fn blocked(ix: &TraceIndex, threshold_ns: u64, limit: usize) -> Value {
+    let b = ix.blocked(threshold_ns).to_json();
+    let mut out = match &b {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    for key in ["culprits", "worst"] {
+        if let Some(Value::Array(a)) = b.get(key) {
+            put_list(&mut out, key, a.clone(), limit);
+        }
+    }
+    applicability(ix, "blocked", &mut out);
     Value::Object(out)
 }
 
