@@ -135,6 +135,36 @@ impl TraceBuilder {
         frame::write(&mut self.out, FrameType::Profile, &frame::profile(info));
     }
 
+    /// A CPU profile at `hz` (a PROFILE frame, perf_event_open's mode)
+    /// of a binary that is on no machine: one mapping of
+    /// `/nonexistent/app` over `0x400000..0x500000`, so stacks of
+    /// addresses there read back unresolved (`[unknown] app+0x...`). For
+    /// tests of what is drawn or counted rather than named.
+    ///
+    /// ```
+    /// # use runtrace_analyze::synth::TraceBuilder;
+    /// let mut b = TraceBuilder::new();
+    /// b.profile_elsewhere(99);
+    /// b.stacks(&[(1, &[0x40_1000, 0x40_2000])]);
+    /// b.cpu_sample(999, 5_000, 100, 1);
+    /// assert_eq!(b.events(), 1);
+    /// ```
+    pub fn profile_elsewhere(&mut self, hz: u64) {
+        self.profile(&ProfileInfo {
+            mode: 1,
+            hz,
+            flags: 0,
+            message: String::new(),
+        });
+        self.mappings(&[Mapping {
+            start: 0x40_0000,
+            end: 0x50_0000,
+            file_offset: 0,
+            build_id: Vec::new(),
+            path: "/nonexistent/app".into(),
+        }]);
+    }
+
     /// `cpu_sample` of thread `tid` at `ticks` with stack id `stack`,
     /// written in the chunks of `writer` (the recorder's writer thread, as
     /// the recorder does).

@@ -68,19 +68,7 @@ fn profiled_trace() -> Vec<u8> {
     let mut b = runtrace_analyze::synth::TraceBuilder::new();
     b.location(1, "src/api.rs", 5, 9);
     b.location(2, "src/victim.rs", 9, 1);
-    b.profile(&runtrace_format::frame::ProfileInfo {
-        mode: 1,
-        hz: 1000,
-        flags: 0,
-        message: String::new(),
-    });
-    b.mappings(&[runtrace_format::frame::Mapping {
-        start: 0x40_0000,
-        end: 0x50_0000,
-        file_offset: 0,
-        build_id: Vec::new(),
-        path: "/nonexistent/app".into(),
-    }]);
+    b.profile_elsewhere(1000);
     b.stacks(&[(1, &[0x40_1000, 0x40_2000][..])]);
     b.spawn(100, 500_000, 1, 0, 1, 0);
     b.poll_start(100, 0, MS, 1, 0, 0);

@@ -65,19 +65,7 @@ fn synthetic() -> Vec<u8> {
 fn synthetic_with(profiled: bool) -> Vec<u8> {
     let mut b = TraceBuilder::new();
     if profiled {
-        b.profile(&runtrace_format::frame::ProfileInfo {
-            mode: 1,
-            hz: 99,
-            flags: 0,
-            message: String::new(),
-        });
-        b.mappings(&[runtrace_format::frame::Mapping {
-            start: 0x40_0000,
-            end: 0x50_0000,
-            file_offset: 0,
-            build_id: Vec::new(),
-            path: "/nonexistent/app".into(),
-        }]);
+        b.profile_elsewhere(99);
         b.stacks(&[
             (1, &[0x40_1000, 0x40_2000, 0x40_3000][..]),
             (2, &[0x40_1800, 0x40_2000, 0x40_3000][..]),
