@@ -30,7 +30,7 @@ use std::fmt;
 use std::path::Path;
 
 /// Waits kept at most (the worst are reported; the count of the rest too).
-const MAX_WAITS: usize = 1 << 20;
+pub(crate) const MAX_WAITS: usize = 1 << 20;
 
 /// The name of the culprit of samples taken outside every poll.
 pub const OUTSIDE_POLLS: &str = "(outside polls)";
@@ -172,12 +172,6 @@ pub(crate) fn report(
     r.errors.extend(profile.stats.errors.iter().cloned());
     r.damaged |= profile.stats.damaged;
     r
-}
-
-/// Waits kept at most ([`crate::runtime::Engine::keep_waits`]): the rest
-/// are counted in `waits_lost`.
-pub(crate) const fn max_waits() -> usize {
-    MAX_WAITS
 }
 
 /// Blames the on-CPU samples of `profile` taken during `waits` on the

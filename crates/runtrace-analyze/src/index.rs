@@ -137,7 +137,7 @@ impl TraceIndex {
             wake_delay_ns: threshold_ns,
             ..Thresholds::default()
         });
-        e.keep_waits(blocked::max_waits());
+        e.keep_waits(blocked::MAX_WAITS);
         self.replay(&mut e);
         let (waits, lost) = e.waits(&self.model);
         let mut names = StackNames::recorded(&self.profile);
