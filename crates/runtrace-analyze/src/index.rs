@@ -37,24 +37,20 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Keeps the runtime and application events it is given, and counts them
-/// and the CPU samples by kind.
+/// Keeps every event it is given, and counts them by kind (the CPU
+/// samples, which live in the `Profile`, are counted from it).
 #[derive(Default)]
 struct Store(Vec<Ev>, Counts);
 
 impl Pass for Store {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP).or(Wants::PROFILE)
+        Wants::RUNTIME.or(Wants::APP)
     }
 
     #[inline(always)]
     fn event(&mut self, ev: &Ev, _model: &Model) {
         self.1.by_kind[ev.kind as usize] += 1;
-        // CPU samples are counted (the summary's capabilities) and live in
-        // the `Profile`, not among the queryable events.
-        if !kind::is_profile(ev.kind) {
-            self.0.push(*ev);
-        }
+        self.0.push(*ev);
     }
 }
 
@@ -95,9 +91,10 @@ impl TraceIndex {
             WhenProfiled::new(&paths),
         );
         let (model, stats) = input::read(&paths, &mut passes, None);
-        let (Store(mut events, counts), profiled) = passes;
+        let (Store(mut events, mut counts), profiled) = passes;
         events.shrink_to_fit();
         let profile = profiled.pass.profile(&model, stats.clone());
+        counts.add_samples(&profile);
         TraceIndex {
             model,
             stats,

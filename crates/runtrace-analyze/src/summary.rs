@@ -28,6 +28,7 @@ use crate::input::ReadStats;
 use crate::kinds;
 use crate::model::Model;
 use crate::pass::{Pass, Wants};
+use crate::profile::{Profile, SampleKind};
 use crate::runtime::Report;
 use serde_json::{json, Value};
 
@@ -48,6 +49,26 @@ impl Counts {
     /// Events of kind `k`.
     pub fn of(&self, k: u8) -> u64 {
         self.by_kind[k as usize]
+    }
+
+    /// Counts the samples of `profile` (one per `cpu_sample` or `off_cpu`
+    /// event), for a read whose CPU samples went to the profile pass
+    /// instead of this one.
+    ///
+    /// ```
+    /// use runtrace_analyze::{event::kind, profile::Profile, summary::Counts};
+    /// let mut c = Counts::default();
+    /// c.add_samples(&Profile::default());
+    /// assert_eq!(c.of(kind::CPU_SAMPLE), 0);
+    /// ```
+    pub fn add_samples(&mut self, profile: &Profile) {
+        for s in &profile.samples {
+            let k = match s.kind {
+                SampleKind::OnCpu => kind::CPU_SAMPLE,
+                SampleKind::OffCpu { .. } => kind::OFF_CPU,
+            };
+            self.by_kind[k as usize] += 1;
+        }
     }
 
     /// Events of all built-in kinds.
