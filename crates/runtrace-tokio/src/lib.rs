@@ -151,12 +151,14 @@ thread_local! {
     static PARKED: Cell<u32> = const { Cell::new(runtrace_format::NO_WORKER) };
     /// The task tokio says this thread runs outside polls (a
     /// multi-thread worker's launch task; 0 on other threads), learnt by
-    /// the park and unpark hooks while they record.
+    /// the thread's first recorded PollStart and by the park and unpark
+    /// hooks while they record.
     static LAUNCH: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Sets [`LAUNCH`] from a park or unpark hook (outside any poll) if not
-/// yet known: one thread-local load after the first time.
+/// Sets [`LAUNCH`] from a hook that runs outside any poll's task id
+/// (park, unpark, and PollStart's before-poll hook) if not yet known: one
+/// thread-local load after the first time.
 #[inline]
 fn learn_launch_task() {
     if LAUNCH.get() == 0 {
@@ -170,6 +172,11 @@ fn learn_launch_task() {
 #[inline(never)]
 fn worker_started(w: u32, runtime: u32) {
     STARTED.set(true);
+    // tokio calls the poll hook outside the polled task's id guard: the
+    // current task here is the worker's launch task. Learning it here, and
+    // not only at the first park, keeps the wakes the worker issues between
+    // its first polls and its first park (deferred wakes) from naming it.
+    learn_launch_task();
     if probes::worker_start::enabled() {
         probes::worker_start::fire(probes::worker_start::Args { worker: w, runtime });
     }
