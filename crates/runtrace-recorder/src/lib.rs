@@ -25,7 +25,7 @@
 //   session  -> config, error, state, writer
 //   writer   -> error, profile, ring, state, sync
 //   profile  -> config (its submodules: only profile/mod.rs uses them)
-//   producer -> config, ring, state, sync
+//   producer -> config, out, ring, state, sync
 //   state    -> config, error, ring, sync
 //   ring     -> sync
 //   config   -> error
@@ -33,6 +33,7 @@
 // reach a recording through `state` alone (see its rules).
 mod config;
 mod error;
+mod out;
 mod producer;
 mod profile;
 mod ring;
@@ -202,6 +203,52 @@ macro_rules! __note_worker {
     ($w:ident, $t:ident, $v:expr) => {};
 }
 
+/// Writes one built-in event field through an [`out::Out`]; at most
+/// `__max_len!` of its type bytes.
+macro_rules! put {
+    ($out:ident, $reg:ident, task, $v:expr) => {
+        $out.task($reg, $v)
+    };
+    ($out:ident, $reg:ident, worker, $v:expr) => {};
+    ($out:ident, $reg:ident, bool, $v:expr) => {
+        $out.byte($v as u8)
+    };
+    ($out:ident, $reg:ident, istr, $v:expr) => {
+        $out.varint($v.id() as u64)
+    };
+    ($out:ident, $reg:ident, loc, $v:expr) => {
+        $out.varint($v.id() as u64)
+    };
+    ($out:ident, $reg:ident, i64, $v:expr) => {
+        $out.varint($crate::__varint::zigzag($v))
+    };
+    ($out:ident, $reg:ident, i32, $v:expr) => {
+        $out.varint($crate::__varint::zigzag($v as i64))
+    };
+    ($out:ident, $reg:ident, $t:ident, $v:expr) => {
+        $out.varint($v as u64)
+    };
+}
+
+/// The body of a built-in event's recording function: `$ticks` is the
+/// caller's time (`Some`) or `None` to read the clock.
+macro_rules! record_builtin {
+    ($ticks:expr, $id:expr, [$($f:ident : $t:ident),*]) => {{
+        // `emit_out` returns at once when no recording runs (its one load
+        // of the recording generation is the only check).
+        let mut worker: Option<u32> = None;
+        $( __note_worker!(worker, $t, $f); )*
+        // SAFETY: the bound is the sum of the fields' longest encodings
+        // (`__max_len!`), and `put!` writes each field within its type's.
+        unsafe {
+            crate::producer::emit_out($ticks, $id, 0 $(+ __max_len!($t))*, worker, |out: &mut crate::out::Out, reg: &mut u64| {
+                let _ = &reg;
+                $( put!(out, reg, $t, $f); )*
+            })
+        }
+    }};
+}
+
 macro_rules! gen_builtin_fns {
     ($( ($name:ident, $id:expr, $json:expr, $doc:expr, [$($f:ident : $t:ident),* $(,)?]) )*) => {
         $(
@@ -211,15 +258,7 @@ macro_rules! gen_builtin_fns {
             #[inline]
             #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
             pub fn $name($($f: __arg_ty!($t)),*) {
-                // `emit` returns at once when no recording runs (its one
-                // load of the recording generation is the only check).
-                let mut worker: Option<u32> = None;
-                $( __note_worker!(worker, $t, $f); )*
-                emit($id, 0 $(+ __max_len!($t))*, worker, |buf: &mut [u8], pos: usize, reg: &mut u64| {
-                    let _ = &reg;
-                    $( let pos = __enc!(buf, pos, reg, $t, $f); )*
-                    pos
-                });
+                record_builtin!(None, $id, [$($f: $t),*])
             }
         )*
     };
@@ -232,15 +271,7 @@ macro_rules! gen_builtin_fns_at {
             #[inline]
             #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
             pub fn $name(ticks: u64, $($f: __arg_ty!($t)),*) {
-                // `emit` returns at once when no recording runs (its one
-                // load of the recording generation is the only check).
-                let mut worker: Option<u32> = None;
-                $( __note_worker!(worker, $t, $f); )*
-                emit_at(ticks, $id, 0 $(+ __max_len!($t))*, worker, |buf: &mut [u8], pos: usize, reg: &mut u64| {
-                    let _ = &reg;
-                    $( let pos = __enc!(buf, pos, reg, $t, $f); )*
-                    pos
-                });
+                record_builtin!(Some(ticks), $id, [$($f: $t),*])
             }
         )*
     };
@@ -249,13 +280,11 @@ macro_rules! gen_builtin_fns_at {
 /// One recording function per built-in event, generated from
 /// `probes/events.toml` (also re-exported at the crate root).
 pub mod events {
-    use crate::emit;
     runtrace_format::for_each_builtin_event!(gen_builtin_fns);
 
     /// The same functions taking the event's time (trace ticks) from the
     /// caller, for callers that read the clock once for several events.
     pub mod at {
-        use crate::emit_at;
         runtrace_format::for_each_builtin_event!(gen_builtin_fns_at);
     }
 }

@@ -13,6 +13,7 @@
 //! pointer without a destructor (`HOT`), because Rust checks the
 //! registration state of a thread-local with a destructor on every access.
 
+use crate::out::Out;
 use crate::ring::{ProducerPos, Ring};
 use crate::state::{Shared, ACTIVE_GEN};
 use crate::sync::{Cell, Ordering, RefCell};
@@ -79,15 +80,15 @@ pub fn is_recording() -> bool {
 
 /// Records one event. `max` bounds the bytes `enc` writes; `enc` encodes
 /// the fields at `buf[pos..]`, updating the task register, and returns the
-/// new position. Not for direct use: the generated per-event functions and
-/// [`user_events!`](crate::user_events) call it.
+/// new position. Not for direct use: the [`user_events!`](crate::user_events)
+/// macro and the application probes `runtrace-build` generates call it.
 #[doc(hidden)]
 #[inline(always)]
 pub fn emit<F>(id: u32, max: usize, worker: Option<u32>, enc: F)
 where
     F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
 {
-    emit_inner(None, id, max, worker, enc)
+    emit_slice(None, id, max, worker, enc)
 }
 
 /// [`emit`] with a timestamp the caller read (trace ticks, from
@@ -99,13 +100,41 @@ pub fn emit_at<F>(ticks: u64, id: u32, max: usize, worker: Option<u32>, enc: F)
 where
     F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
 {
-    emit_inner(Some(ticks), id, max, worker, enc)
+    emit_slice(Some(ticks), id, max, worker, enc)
 }
 
+/// The application events' way in: their encoders write through a
+/// bounds-checked slice of `max` bytes.
 #[inline(always)]
-fn emit_inner<F>(ticks: Option<u64>, id: u32, max: usize, worker: Option<u32>, enc: F)
+fn emit_slice<F>(ticks: Option<u64>, id: u32, max: usize, worker: Option<u32>, enc: F)
 where
     F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
+{
+    // SAFETY: `record` reserves `max` bytes beyond the header, and
+    // `with_slice` hands the encoder exactly `max` of them.
+    unsafe {
+        emit_out(ticks, id, max, worker, |out: &mut Out, reg: &mut u64| {
+            out.with_slice(max, |buf| (enc(buf, 0, reg), ()))
+        })
+    }
+}
+
+/// Records one event whose fields `enc` writes through an [`Out`]: the
+/// built-in events' way in (generated in `lib.rs`), without a bounds check
+/// per byte ([`crate::out`] says why).
+///
+/// # Safety
+/// `enc` writes at most `max` bytes (each built-in event passes the sum of
+/// its fields' longest encodings, `__max_len!`).
+#[inline(always)]
+pub(crate) unsafe fn emit_out<F>(
+    ticks: Option<u64>,
+    id: u32,
+    max: usize,
+    worker: Option<u32>,
+    enc: F,
+) where
+    F: FnOnce(&mut Out, &mut u64),
 {
     let gen = ACTIVE_GEN.load(Ordering::Relaxed);
     if gen == 0 {
@@ -125,14 +154,23 @@ where
     // SAFETY: as above; and nothing below can re-enter `emit` on this
     // thread (the encoders are our own code), so this is the only reference.
     let p = unsafe { &mut *p };
-    p.record(ticks, id, max, worker, enc);
+    // SAFETY: passed on from our caller.
+    unsafe { p.record(ticks, id, max, worker, enc) };
 }
 
 impl Producer {
+    /// # Safety
+    /// `enc` writes at most `max` bytes.
     #[inline(always)]
-    fn record<F>(&mut self, ticks: Option<u64>, id: u32, max: usize, worker: Option<u32>, enc: F)
-    where
-        F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
+    unsafe fn record<F>(
+        &mut self,
+        ticks: Option<u64>,
+        id: u32,
+        max: usize,
+        worker: Option<u32>,
+        enc: F,
+    ) where
+        F: FnOnce(&mut Out, &mut u64),
     {
         // Timestamps within a thread never go back (a caller-provided one
         // may be a little older than the last event's).
@@ -141,32 +179,48 @@ impl Producer {
             .max(self.state.ticks);
         // SAFETY: `ring` points into `_ring`, alive as long as `self`.
         let ring = unsafe { &*self.ring };
-        if ring.must_leave(&self.pos, max + OVERHEAD) && !self.next_slot(now, max + OVERHEAD) {
+        let room = max + OVERHEAD;
+        if ring.must_leave(&self.pos, room) && !self.next_slot(now, room) {
             return;
         }
-        // SAFETY: we are the ring's only producer and hold no other slice.
-        let buf = unsafe { ring.tail(&self.pos) };
-        let mut pos = 0;
+        // SAFETY: `must_leave` (or `next_slot`) left at least `room` bytes
+        // after the producer's position in the slot it owns (ring rule 1),
+        // which the writer does not read until `publish` (rule 5); the
+        // header below writes at most OVERHEAD bytes and `enc` at most
+        // `max` (our caller's promise).
+        let mut out = unsafe { Out::new(ring.tail_ptr(&self.pos), room) };
+        let start = out.at();
         if let Some(w) = worker {
             if w != self.state.worker_reg {
-                buf[0] = runtrace_format::SET_WORKER as u8;
-                pos = varint::write(buf, 1, now - self.state.ticks);
-                pos = varint::write(buf, pos, (w as u64 + 1) & 0xffff_ffff);
-                self.state.ticks = now;
-                self.state.worker_reg = w;
+                out = self.set_worker(out, now, w);
             }
         }
         if id < runtrace_format::TAG_ESCAPE as u32 {
-            buf[pos] = id as u8;
-            pos += 1;
+            out.byte(id as u8);
         } else {
-            buf[pos] = runtrace_format::TAG_ESCAPE;
-            pos = varint::write(buf, pos + 1, id as u64);
+            out.byte(runtrace_format::TAG_ESCAPE);
+            out.varint(id as u64);
         }
-        pos = varint::write(buf, pos, now - self.state.ticks);
+        out.varint(now - self.state.ticks);
         self.state.ticks = now;
-        pos = enc(buf, pos, &mut self.state.task_reg);
-        ring.publish(&mut self.pos, pos, 1);
+        enc(&mut out, &mut self.state.task_reg);
+        let n = out.at() as usize - start as usize;
+        ring.publish(&mut self.pos, n, 1);
+    }
+
+    /// Writes a `set_worker` record: a worker thread's first event of a
+    /// chunk, and after a thread changes workers. Out of line, so the
+    /// per-event path keeps only the comparison; `out` goes in and comes
+    /// back by value, so the caller keeps it in a register.
+    #[cold]
+    #[inline(never)]
+    fn set_worker(&mut self, mut out: Out, now: u64, w: u32) -> Out {
+        out.byte(runtrace_format::SET_WORKER as u8);
+        out.varint(now - self.state.ticks);
+        out.varint((w as u64 + 1) & 0xffff_ffff);
+        self.state.ticks = now;
+        self.state.worker_reg = w;
+        out
     }
 
     /// Leaves the current slot (ring rule 4) because the next event (at

@@ -203,20 +203,19 @@ impl Ring {
 
     // ---- producer side -------------------------------------------------
 
-    /// The unwritten tail of the producer's current slot.
+    /// Where the unwritten tail of the producer's current slot starts
+    /// (`slot_size - len` bytes from there are the producer's).
     ///
     /// # Safety
-    /// Only the ring's single producer may call this, and it must not hold
-    /// two of these slices at once.
+    /// Only the ring's single producer may call this, and it may write only
+    /// below the slot's end.
     #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn tail(&self, pos: &ProducerPos) -> &mut [u8] {
+    pub(crate) unsafe fn tail_ptr(&self, pos: &ProducerPos) -> *mut u8 {
         // SAFETY: rule 1: the producer owns slot `pos.seq`, which starts at
         // `pos.base`; bytes from `len` on are not published, so the writer
-        // never reads them (rule 5).
-        unsafe {
-            std::slice::from_raw_parts_mut(pos.base.add(pos.len), self.hot.slot_size - pos.len)
-        }
+        // never reads them (rule 5). `len <= slot_size`, so the offset stays
+        // inside the slot (or one past its end).
+        unsafe { pos.base.add(pos.len) }
     }
 
     /// Whether an event of at most `max` bytes must go to a new slot: it
@@ -462,8 +461,9 @@ mod loom_tests {
                         dropped += 1;
                         continue;
                     }
-                    // SAFETY: single producer, one slice at a time.
-                    unsafe { r2.tail(&pos)[0] = k };
+                    // SAFETY: single producer; `must_leave(.., 1)` left a
+                    // byte free in its slot.
+                    unsafe { r2.tail_ptr(&pos).write(k) };
                     r2.publish(&mut pos, 1, 1);
                 }
                 r2.closed.store(true, Ordering::Release);
