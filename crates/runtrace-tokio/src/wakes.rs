@@ -12,7 +12,8 @@
 //! so are the waker callsites of `waker.clone` and `waker.drop` once their
 //! first event has shown which operation they report (tokio has one
 //! callsite per operation; the operation is a field value, not in the
-//! callsite's metadata).
+//! callsite's metadata). A wake callsite's later events are read for
+//! their task id alone, with no field name or operation compared.
 //!
 //! ```
 //! // `instrument` installs it when no global tracing subscriber is set.
@@ -109,6 +110,49 @@ fn learn_not_wake(m: &'static Metadata<'static>) {
     }
 }
 
+/// Waker callsites seen reporting a wake (`waker.wake`,
+/// `waker.wake_by_ref`) with tokio's two fields, `op` and `task.id`: their
+/// events are read with [`TaskOnly`], without comparing field names or the
+/// operation (tokio has one callsite per operation, so the operation a
+/// callsite reports never changes). tokio has two; a few more slots in
+/// case a version adds some.
+static WAKES: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+/// How many of tokio's waker callsites are known to report wakes, read
+/// the short way: 0 until a recording has seen their first events.
+///
+/// ```
+/// assert!(runtrace_tokio::wakes::learned_wake_callsites() <= 4);
+/// ```
+pub fn learned_wake_callsites() -> usize {
+    WAKES
+        .iter()
+        .filter(|s| s.load(Ordering::Relaxed) != 0)
+        .count()
+}
+
+#[inline]
+fn is_known_wake(m: &'static Metadata<'static>) -> bool {
+    let a = m as *const Metadata<'static> as usize;
+    WAKES.iter().any(|s| s.load(Ordering::Relaxed) == a)
+}
+
+/// Remembers that callsite `m` reports wakes, if its fields are tokio's
+/// two: then its only `u64` is `task.id` (a field's type is fixed at its
+/// callsite). Runs once per such callsite.
+#[cold]
+fn learn_wake(m: &'static Metadata<'static>) {
+    let names: Vec<&str> = m.fields().iter().map(|f| f.name()).collect();
+    if names != ["op", "task.id"] || is_known_wake(m) {
+        return;
+    }
+    let a = m as *const Metadata<'static> as usize;
+    let _ = WAKES.iter().any(|s| {
+        s.compare_exchange(0, a, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    });
+}
+
 /// Span ids of spans that are not task spans (never expected: only task
 /// spans are enabled), kept apart from task ids by the top bit.
 static OTHER_SPANS: AtomicU64 = AtomicU64::new(1 << 63);
@@ -150,6 +194,18 @@ impl Visit for Fields {
         }
     }
     // `op` is a `&str` (record_str); nothing else is read.
+    fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+}
+
+/// Reads the task id of a learned wake callsite's event ([`WAKES`]): its
+/// only `u64` field.
+struct TaskOnly(u64);
+
+impl Visit for TaskOnly {
+    fn record_u64(&mut self, _: &Field, v: u64) {
+        self.0 = v;
+    }
+    fn record_str(&mut self, _: &Field, _: &str) {}
     fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
 }
 
@@ -215,14 +271,25 @@ impl Subscriber for TaskWakes {
         if !probes::task_wake::enabled() {
             return;
         }
-        let mut f = Fields::default();
-        ev.record(&mut f);
-        if !f.wake {
-            learn_not_wake(ev.metadata());
-        } else if f.task != 0 {
+        let m = ev.metadata();
+        let task = if is_known_wake(m) {
+            let mut t = TaskOnly(0);
+            ev.record(&mut t);
+            t.0
+        } else {
+            let mut f = Fields::default();
+            ev.record(&mut f);
+            if !f.wake {
+                learn_not_wake(m);
+                return;
+            }
+            learn_wake(m);
+            f.task
+        };
+        if task != 0 {
             let (waker_task_id, worker) = crate::waker_and_worker();
             probes::task_wake::fire(probes::task_wake::Args {
-                woken_task_id: f.task,
+                woken_task_id: task,
                 waker_task_id,
                 worker,
             });
