@@ -183,11 +183,13 @@ impl Producer {
         if ring.must_leave(&self.pos, room) && !self.next_slot(now, room) {
             return;
         }
-        // SAFETY: `must_leave` (or `next_slot`) left at least `room` bytes
-        // after the producer's position in the slot it owns (ring rule 1),
-        // which the writer does not read until `publish` (rule 5); the
-        // header below writes at most OVERHEAD bytes and `enc` at most
-        // `max` (our caller's promise).
+        // SAFETY: at least `room` bytes follow the producer's position in
+        // the slot it owns (ring rule 1): `must_leave` said so, or
+        // `next_slot` stayed because they fit or moved to an empty slot,
+        // which every event fits (slots are at least MIN_BUFFER / 4 bytes,
+        // asserted above MAX_RECORD_BYTES). The writer does not read them
+        // until `publish` (rule 5). The header below writes at most
+        // OVERHEAD bytes and `enc` at most `max` (our caller's promise).
         let mut out = unsafe { Out::new(ring.tail_ptr(&self.pos), room) };
         let start = out.at();
         if let Some(w) = worker {
