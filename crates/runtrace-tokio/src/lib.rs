@@ -106,6 +106,10 @@ fn worker() -> u32 {
 /// task: `tokio::task::try_id` names it there), so the wakes the worker
 /// itself issues there (driver, timer, deferred wakes) would name that
 /// task: they say 0, no task, as WakeEvent's `waker_task_id` is defined.
+///
+/// Out of line: inlined into the wake subscriber (`wakes`, another codegen
+/// unit), each of its thread-local reads became a call of its own.
+#[inline(never)]
 fn waker_and_worker() -> (u64, u32) {
     let task = current_task();
     if task != 0 {
