@@ -154,62 +154,43 @@ pub(crate) unsafe fn emit_out<F>(
     // SAFETY: as above; and nothing below can re-enter `emit` on this
     // thread (the encoders are our own code), so this is the only reference.
     let p = unsafe { &mut *p };
-    // SAFETY: passed on from our caller.
-    unsafe { p.record(ticks, id, max, worker, enc) };
+    // Timestamps within a thread never go back (a caller-provided one
+    // may be a little older than the last event's).
+    let now = ticks.unwrap_or_else(|| p.clock.now()).max(p.state.ticks);
+    // SAFETY: `ring` points into `_ring`, alive as long as the producer.
+    let ring = unsafe { &*p.ring };
+    let room = max + OVERHEAD;
+    if ring.must_leave(&p.pos, room) && !p.next_slot(now, room) {
+        return;
+    }
+    // SAFETY: at least `room` bytes follow the producer's position in
+    // the slot it owns (ring rule 1): `must_leave` said so, or
+    // `next_slot` stayed because they fit or moved to an empty slot,
+    // which every event fits (slots are at least MIN_BUFFER / 4 bytes,
+    // asserted above MAX_RECORD_BYTES). The writer does not read them
+    // until `publish` (rule 5). The header below writes at most
+    // OVERHEAD bytes and `enc` at most `max` (the caller's promise).
+    let mut out = unsafe { Out::new(ring.tail_ptr(&p.pos), room) };
+    let start = out.at();
+    if let Some(w) = worker {
+        if w != p.state.worker_reg {
+            out = p.set_worker(out, now, w);
+        }
+    }
+    if id < runtrace_format::TAG_ESCAPE as u32 {
+        out.byte(id as u8);
+    } else {
+        out.byte(runtrace_format::TAG_ESCAPE);
+        out.varint(id as u64);
+    }
+    out.varint(now - p.state.ticks);
+    p.state.ticks = now;
+    enc(&mut out, &mut p.state.task_reg);
+    let n = out.at() as usize - start as usize;
+    ring.publish(&mut p.pos, n, 1);
 }
 
 impl Producer {
-    /// # Safety
-    /// `enc` writes at most `max` bytes.
-    #[inline(always)]
-    unsafe fn record<F>(
-        &mut self,
-        ticks: Option<u64>,
-        id: u32,
-        max: usize,
-        worker: Option<u32>,
-        enc: F,
-    ) where
-        F: FnOnce(&mut Out, &mut u64),
-    {
-        // Timestamps within a thread never go back (a caller-provided one
-        // may be a little older than the last event's).
-        let now = ticks
-            .unwrap_or_else(|| self.clock.now())
-            .max(self.state.ticks);
-        // SAFETY: `ring` points into `_ring`, alive as long as `self`.
-        let ring = unsafe { &*self.ring };
-        let room = max + OVERHEAD;
-        if ring.must_leave(&self.pos, room) && !self.next_slot(now, room) {
-            return;
-        }
-        // SAFETY: at least `room` bytes follow the producer's position in
-        // the slot it owns (ring rule 1): `must_leave` said so, or
-        // `next_slot` stayed because they fit or moved to an empty slot,
-        // which every event fits (slots are at least MIN_BUFFER / 4 bytes,
-        // asserted above MAX_RECORD_BYTES). The writer does not read them
-        // until `publish` (rule 5). The header below writes at most
-        // OVERHEAD bytes and `enc` at most `max` (our caller's promise).
-        let mut out = unsafe { Out::new(ring.tail_ptr(&self.pos), room) };
-        let start = out.at();
-        if let Some(w) = worker {
-            if w != self.state.worker_reg {
-                out = self.set_worker(out, now, w);
-            }
-        }
-        if id < runtrace_format::TAG_ESCAPE as u32 {
-            out.byte(id as u8);
-        } else {
-            out.byte(runtrace_format::TAG_ESCAPE);
-            out.varint(id as u64);
-        }
-        out.varint(now - self.state.ticks);
-        self.state.ticks = now;
-        enc(&mut out, &mut self.state.task_reg);
-        let n = out.at() as usize - start as usize;
-        ring.publish(&mut self.pos, n, 1);
-    }
-
     /// Writes a `set_worker` record: a worker thread's first event of a
     /// chunk, and after a thread changes workers. Out of line, so the
     /// per-event path keeps only the comparison; `out` goes in and comes
