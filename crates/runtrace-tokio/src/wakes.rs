@@ -66,11 +66,47 @@ pub(crate) fn install() {
     });
 }
 
-/// Waker callsites (their metadata's address) seen reporting an
-/// operation that is not a wake: `register_callsite` disables them.
-/// tokio has two (clone and drop); a few more slots in case a version adds
-/// some.
-static NOT_WAKES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+/// A few callsites, by their metadata's address: added once each, never
+/// removed, read with one load a slot (no lock on the event path).
+struct Callsites<const N: usize>([AtomicUsize; N]);
+
+impl<const N: usize> Callsites<N> {
+    const fn new() -> Self {
+        Callsites([const { AtomicUsize::new(0) }; N])
+    }
+
+    fn addr(m: &'static Metadata<'static>) -> usize {
+        m as *const Metadata<'static> as usize
+    }
+
+    #[inline]
+    fn contains(&self, m: &'static Metadata<'static>) -> bool {
+        let a = Self::addr(m);
+        self.0.iter().any(|s| s.load(Ordering::Relaxed) == a)
+    }
+
+    /// Adds `m`: false if it was there already or no slot is free.
+    fn insert(&self, m: &'static Metadata<'static>) -> bool {
+        let a = Self::addr(m);
+        !self.contains(m)
+            && self.0.iter().any(|s| {
+                s.compare_exchange(0, a, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            })
+    }
+
+    fn len(&self) -> usize {
+        self.0
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+}
+
+/// Waker callsites seen reporting an operation that is not a wake:
+/// `register_callsite` disables them. tokio has two (clone and drop); a
+/// few more slots in case a version adds some.
+static NOT_WAKES: Callsites<8> = Callsites::new();
 
 /// How many of tokio's waker callsites are known to report no wakes (waker
 /// clones and drops) and are disabled for good: 0 until a recording has
@@ -80,15 +116,7 @@ static NOT_WAKES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
 /// assert!(runtrace_tokio::wakes::disabled_callsites() <= 8);
 /// ```
 pub fn disabled_callsites() -> usize {
-    NOT_WAKES
-        .iter()
-        .filter(|s| s.load(Ordering::Relaxed) != 0)
-        .count()
-}
-
-fn is_not_wake(m: &'static Metadata<'static>) -> bool {
-    let a = m as *const Metadata<'static> as usize;
-    NOT_WAKES.iter().any(|s| s.load(Ordering::Relaxed) == a)
+    NOT_WAKES.len()
 }
 
 /// Remembers that callsite `m` reports no wakes and has tracing ask
@@ -98,14 +126,7 @@ fn is_not_wake(m: &'static Metadata<'static>) -> bool {
 /// such callsite: later events of it are not dispatched.
 #[cold]
 fn learn_not_wake(m: &'static Metadata<'static>) {
-    if is_not_wake(m) {
-        return;
-    }
-    let a = m as *const Metadata<'static> as usize;
-    if NOT_WAKES.iter().any(|s| {
-        s.compare_exchange(0, a, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    }) {
+    if NOT_WAKES.insert(m) {
         tracing::callsite::rebuild_interest_cache();
     }
 }
@@ -116,25 +137,17 @@ fn learn_not_wake(m: &'static Metadata<'static>) {
 /// operation (tokio has one callsite per operation, so the operation a
 /// callsite reports never changes). tokio has two; a few more slots in
 /// case a version adds some.
-static WAKES: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+static WAKES: Callsites<4> = Callsites::new();
 
 /// How many of tokio's waker callsites are known to report wakes, read
-/// the short way: 0 until a recording has seen their first events.
+/// for their task id alone: 0 until a recording has seen their first
+/// events.
 ///
 /// ```
 /// assert!(runtrace_tokio::wakes::learned_wake_callsites() <= 4);
 /// ```
 pub fn learned_wake_callsites() -> usize {
-    WAKES
-        .iter()
-        .filter(|s| s.load(Ordering::Relaxed) != 0)
-        .count()
-}
-
-#[inline]
-fn is_known_wake(m: &'static Metadata<'static>) -> bool {
-    let a = m as *const Metadata<'static> as usize;
-    WAKES.iter().any(|s| s.load(Ordering::Relaxed) == a)
+    WAKES.len()
 }
 
 /// Remembers that callsite `m` reports wakes, if its fields are tokio's
@@ -143,14 +156,9 @@ fn is_known_wake(m: &'static Metadata<'static>) -> bool {
 #[cold]
 fn learn_wake(m: &'static Metadata<'static>) {
     let names: Vec<&str> = m.fields().iter().map(|f| f.name()).collect();
-    if names != ["op", "task.id"] || is_known_wake(m) {
-        return;
+    if names == ["op", "task.id"] {
+        WAKES.insert(m);
     }
-    let a = m as *const Metadata<'static> as usize;
-    let _ = WAKES.iter().any(|s| {
-        s.compare_exchange(0, a, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    });
 }
 
 /// Span ids of spans that are not task spans (never expected: only task
@@ -223,7 +231,7 @@ impl Subscriber for TaskWakes {
             // With a backend that outside tools switch on, `enabled` is
             // asked at each waker operation, and the event is not even
             // built while nothing listens.
-            if is_not_wake(m) {
+            if NOT_WAKES.contains(m) {
                 Interest::never()
             } else if runtrace_probes::EXTERNAL_BACKENDS {
                 Interest::sometimes()
@@ -272,7 +280,7 @@ impl Subscriber for TaskWakes {
             return;
         }
         let m = ev.metadata();
-        let task = if is_known_wake(m) {
+        let task = if WAKES.contains(m) {
             let mut t = TaskOnly(0);
             ev.record(&mut t);
             t.0
