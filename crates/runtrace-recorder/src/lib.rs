@@ -225,6 +225,14 @@ macro_rules! put {
     ($out:ident, $reg:ident, i32, $v:expr) => {
         $out.varint($crate::__varint::zigzag($v as i64))
     };
+    // No built-in event has these; `Out` would need a method for each (an
+    // `f64` would otherwise fall to the varint arm below through `as`).
+    ($out:ident, $reg:ident, f64, $v:expr) => {
+        compile_error!("built-in events have no f64 field writer (recorder/src/out.rs)")
+    };
+    ($out:ident, $reg:ident, str, $v:expr) => {
+        compile_error!("built-in events have no str field writer (recorder/src/out.rs)")
+    };
     ($out:ident, $reg:ident, $t:ident, $v:expr) => {
         $out.varint($v as u64)
     };

@@ -15,8 +15,9 @@
 //!
 //! Debug builds keep a bounds check (`debug_assert!`) on every write.
 //! It writes what built-in events hold (bytes, varints, task ids): a field
-//! type no built-in event has (`str`, `f64`) has no method here, so adding
-//! one to the catalog fails to compile until it gets one.
+//! type no built-in event has (`str`, `f64`) has no method here, and
+//! `lib.rs`'s `put!` makes a built-in event with one fail to compile
+//! until it gets one.
 
 use runtrace_format::varint;
 
