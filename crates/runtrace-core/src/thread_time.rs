@@ -141,11 +141,31 @@ fn read_schedstat(s: &State) -> Option<(u64, u64)> {
 }
 
 /// The first two whitespace-separated numbers of a schedstat line
-/// (`sum_exec_runtime run_delay pcount`).
+/// (`sum_exec_runtime run_delay pcount`). Byte by byte, without
+/// `str::from_utf8`: the UTF-8 check cost ~100 of the ~460 instructions
+/// of a read (callgrind, HTTP server benchmark at 4,000 requests a
+/// second).
 fn parse_schedstat(b: &[u8]) -> Option<(u64, u64)> {
-    let s = std::str::from_utf8(b).ok()?;
-    let mut f = s.split_ascii_whitespace().map(|v| v.parse::<u64>().ok());
+    let mut f = b
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty())
+        .map(decimal);
     Some((f.next()??, f.next()??))
+}
+
+/// A field of ASCII digits as a number: None if empty, not all digits,
+/// or over `u64::MAX`.
+fn decimal(f: &[u8]) -> Option<u64> {
+    if f.is_empty() {
+        return None;
+    }
+    f.iter().try_fold(0u64, |n, &c| {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d))
+    })
 }
 
 fn read_wait(s: &State) -> u64 {
@@ -217,8 +237,17 @@ mod tests {
             parse_schedstat(b"1109092 25536785 3\n"),
             Some((1109092, 25536785))
         );
+        assert_eq!(parse_schedstat(b"  7\t8 9"), Some((7, 8)));
+        assert_eq!(
+            parse_schedstat(b"18446744073709551615 0 1\n"),
+            Some((u64::MAX, 0))
+        );
+        assert_eq!(parse_schedstat(b"18446744073709551616 0 1\n"), None);
         assert_eq!(parse_schedstat(b"1109092\n"), None);
+        assert_eq!(parse_schedstat(b""), None);
         assert_eq!(parse_schedstat(b"x y z"), None);
+        assert_eq!(parse_schedstat(b"12 3x 4"), None);
+        assert_eq!(parse_schedstat(b"-1 2 3"), None);
     }
 
     #[test]
