@@ -9,6 +9,10 @@
 //!   more CPU per request than `record`);
 //! - `record_cpu_on`: `record_cpu` without off-CPU stacks
 //!   (`RUNTRACE_CPU_OFF_CPU=off`: on-CPU samples only);
+//! - `record_no_wakes`: `record` without tokio's waker events
+//!   (`RUNTRACE_TOKIO_WAKES=off`: no WakeEvents for plain `tokio::spawn`
+//!   tasks, and no tracing subscriber or task spans): what recording who
+//!   woke whom costs, against the same round's `record`;
 //! - `record_cpu_signal`: `record_cpu` with the timer + SIGPROF backend
 //!   (`RUNTRACE_CPU_FALLBACK=signal`: on-CPU stacks only, no per-switch
 //!   cost);
@@ -328,6 +332,9 @@ impl Server {
         }
         if mode == "record_cpu_on" {
             cmd.env("RUNTRACE_CPU_OFF_CPU", "off");
+        }
+        if mode == "record_no_wakes" {
+            cmd.env("RUNTRACE_TOKIO_WAKES", "off");
         }
         let mut child = cmd
             .env(SERVER_ENV, mode)
@@ -1075,10 +1082,11 @@ fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) 
 
 /// The modes every timed comparison knows (`record_all` and `plain_again`
 /// only the default mode).
-const TIMED_MODES: [&str; 6] = [
+const TIMED_MODES: [&str; 7] = [
     "plain",
     "idle_hooks",
     "record",
+    "record_no_wakes",
     "record_cpu",
     "record_cpu_on",
     "record_cpu_signal",
@@ -1293,8 +1301,14 @@ fn drive() {
             list.join(" ")
         );
     };
-    // CPU profiling's own cost: record_cpu against the same round's record.
-    for name in ["record_cpu", "record_cpu_on", "record_cpu_signal"] {
+    // CPU profiling's own cost, and the waker events': each against the
+    // same round's record.
+    for name in [
+        "record_cpu",
+        "record_cpu_on",
+        "record_cpu_signal",
+        "record_no_wakes",
+    ] {
         if let (Some(rec), Some(cpu)) = (at("record"), at(name)) {
             against(cpu, rec);
         }
