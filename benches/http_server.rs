@@ -13,6 +13,14 @@
 //!   (`RUNTRACE_TOKIO_WAKES=off`: no WakeEvents for plain `tokio::spawn`
 //!   tasks, and no tracing subscriber or task spans): what recording who
 //!   woke whom costs, against the same round's `record`;
+//! - `floor_hooks`: not runtrace's hooks but the least any tracer built on
+//!   tokio's hooks can do: each poll start and end, park and unpark reads
+//!   the recorder's clock once and stores it with the task id in a
+//!   thread-local array (no encoding, no buffer protocol, no worker or
+//!   queue lookups, no wakes, no writer thread); see [`floor`]. What it
+//!   costs against `plain` is the floor under issue 11's 3% on this host;
+//! - `floor_no_clock`: `floor_hooks` storing a counter where it stored the
+//!   clock: against `floor_hooks`, what the clock reads alone cost;
 //! - `record_cpu_signal`: `record_cpu` with the timer + SIGPROF backend
 //!   (`RUNTRACE_CPU_FALLBACK=signal`: on-CPU stacks only, no per-switch
 //!   cost);
@@ -112,7 +120,9 @@ fn serve(mode: &str) {
     }
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.worker_threads(2).enable_all();
-    if !mode.starts_with("plain") {
+    if mode.starts_with("floor") {
+        floor::install(&mut b, mode == "floor_hooks");
+    } else if !mode.starts_with("plain") {
         runtrace_tokio::instrument(&mut b);
     }
     let rt = b.build().expect("build the server's runtime");
@@ -190,6 +200,47 @@ fn serve(mode: &str) {
         eprintln!("trace kept in {}", dir.display());
     } else {
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Mode `floor_hooks`: tokio's poll and park hooks doing the least a
+/// tracer can do with them, as a yardstick for runtrace's own (issue 11).
+/// Each hook reads the recorder's clock ([`TraceClock::now`], one `rdtsc`
+/// and a shift) and stores it with a tag and the task id, 16 bytes, in a
+/// thread-local array that wraps. Nothing reads the array: a real tracer
+/// must also get the bytes out, name the worker and say who woke whom, so
+/// this is a lower bound, not a design.
+mod floor {
+    use runtrace_core::clock::TraceClock;
+    use std::cell::Cell;
+
+    /// u64 slots per thread: 64 KiB, two per event.
+    const SLOTS: usize = 8192;
+
+    thread_local! {
+        static AT: Cell<usize> = const { Cell::new(0) };
+        static EVENTS: [Cell<u64>; SLOTS] = const { [const { Cell::new(0) }; SLOTS] };
+    }
+
+    #[inline]
+    fn note(clock: Option<&TraceClock>, tag: u64, task: u64) {
+        let at = AT.get();
+        // Without the clock: a value that still changes per event.
+        let now = clock.map_or(at as u64, |c| c.now());
+        EVENTS.with(|e| {
+            e[at].set(now);
+            e[at + 1].set(tag << 56 | task);
+        });
+        AT.set((at + 2) % SLOTS);
+    }
+
+    /// Installs the four hooks on `b`, reading the clock if `clock`.
+    pub fn install(b: &mut tokio::runtime::Builder, clock: bool) {
+        let clock = clock.then(TraceClock::get);
+        b.on_before_task_poll(move |m| note(clock, 1, runtrace_tokio::task_id(m.id())))
+            .on_after_task_poll(move |m| note(clock, 2, runtrace_tokio::task_id(m.id())))
+            .on_thread_park(move || note(clock, 3, 0))
+            .on_thread_unpark(move || note(clock, 4, 0));
     }
 }
 
@@ -1082,9 +1133,11 @@ fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) 
 
 /// The modes every timed comparison knows (`record_all` and `plain_again`
 /// only the default mode).
-const TIMED_MODES: [&str; 7] = [
+const TIMED_MODES: [&str; 9] = [
     "plain",
     "idle_hooks",
+    "floor_hooks",
+    "floor_no_clock",
     "record",
     "record_no_wakes",
     "record_cpu",
@@ -1311,6 +1364,13 @@ fn drive() {
     ] {
         if let (Some(rec), Some(cpu)) = (at("record"), at(name)) {
             against(cpu, rec);
+        }
+    }
+    // The yardsticks: what the clock reads alone cost, and what recording
+    // costs above the least a tracer on tokio's hooks can do.
+    for (a, b) in [("floor_hooks", "floor_no_clock"), ("record", "floor_hooks")] {
+        if let (Some(a), Some(b)) = (at(a), at(b)) {
+            against(a, b);
         }
     }
     // Before/after: each mode against the same round's `MODE@base`.
