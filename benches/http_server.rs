@@ -21,6 +21,12 @@
 //!   costs against `plain` is the floor under issue 11's 3% on this host;
 //! - `floor_no_clock`: `floor_hooks` storing a counter where it stored the
 //!   clock: against `floor_hooks`, what the clock reads alone cost;
+//! - `floor_wakes`: `floor_hooks` plus the least a tracer can do to learn
+//!   of each wake of a plain `tokio::spawn` task from stock tokio (a
+//!   tracing subscriber enabling tokio's task spans and waker events, each
+//!   wake stored like the hooks' events); see [`floor::install_wakes`].
+//!   Against `plain`, the floor under a tracer that records what
+//!   runtrace's analysis needs (polls, parks and wakes);
 //! - `record_cpu_signal`: `record_cpu` with the timer + SIGPROF backend
 //!   (`RUNTRACE_CPU_FALLBACK=signal`: on-CPU stacks only, no per-switch
 //!   cost);
@@ -121,7 +127,10 @@ fn serve(mode: &str) {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.worker_threads(2).enable_all();
     if mode.starts_with("floor") {
-        floor::install(&mut b, mode == "floor_hooks");
+        floor::install(&mut b, mode != "floor_no_clock");
+        if mode == "floor_wakes" {
+            floor::install_wakes();
+        }
     } else if !mode.starts_with("plain") {
         runtrace_tokio::instrument(&mut b);
     }
@@ -213,6 +222,11 @@ fn serve(mode: &str) {
 mod floor {
     use runtrace_core::clock::TraceClock;
     use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::subscriber::Interest;
+    use tracing::{Event, Metadata, Subscriber};
 
     /// u64 slots per thread: 64 KiB, two per event.
     const SLOTS: usize = 8192;
@@ -241,6 +255,134 @@ mod floor {
             .on_after_task_poll(move |m| note(clock, 2, runtrace_tokio::task_id(m.id())))
             .on_thread_park(move || note(clock, 3, 0))
             .on_thread_unpark(move || note(clock, 4, 0));
+    }
+
+    /// Mode `floor_wakes`: installs [`Wakes`] as the global tracing
+    /// subscriber, so tokio (`--cfg tokio_unstable`, its `tracing`
+    /// feature) reports every waker operation of every task.
+    pub fn install_wakes() {
+        tracing::dispatcher::set_global_default(tracing::Dispatch::new(Wakes))
+            .expect("floor_wakes: no other global tracing subscriber in this process");
+    }
+
+    /// Callsites of tokio's waker events, by their metadata's address,
+    /// learnt from their first event (tokio has one callsite per
+    /// operation): slots 0-3 report no wake (clones and drops: disabled),
+    /// 4-7 report wakes (read for their one u64 field, `task.id`, alone).
+    static CALLSITES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+
+    fn slots(wakes: bool) -> &'static [AtomicUsize] {
+        if wakes {
+            &CALLSITES[4..]
+        } else {
+            &CALLSITES[..4]
+        }
+    }
+
+    fn known(m: &Metadata<'_>, wakes: bool) -> bool {
+        let a = m as *const Metadata<'_> as usize;
+        slots(wakes).iter().any(|s| s.load(Ordering::Relaxed) == a)
+    }
+
+    #[cold]
+    fn learn(m: &Metadata<'_>, wakes: bool) {
+        let a = m as *const Metadata<'_> as usize;
+        let _ = slots(wakes).iter().any(|s| {
+            s.compare_exchange(0, a, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        });
+        if !wakes {
+            tracing::callsite::rebuild_interest_cache();
+        }
+    }
+
+    /// The least a tracing subscriber can do to learn of each wake from
+    /// stock tokio: it enables tokio's `runtime.spawn` task spans (tokio
+    /// then names a waker event's task by its span's id, which this sets
+    /// to the tokio task id) and waker events, disables the callsites of
+    /// waker clones and drops after their first event, and stores each
+    /// wake's time and task id like the hooks' events. It does not name
+    /// the waking task or the worker, as a real tracer must.
+    pub struct Wakes;
+
+    /// Reads a waker event's or task span's `task.id`, and whether the
+    /// operation is a wake.
+    #[derive(Default)]
+    struct Fields {
+        task: u64,
+        wake: bool,
+    }
+
+    impl Visit for Fields {
+        fn record_u64(&mut self, f: &Field, v: u64) {
+            if f.name() == "task.id" {
+                self.task = v;
+            }
+        }
+        fn record_str(&mut self, _: &Field, v: &str) {
+            self.wake = v == "waker.wake" || v == "waker.wake_by_ref";
+        }
+        fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+    }
+
+    /// Reads a learnt wake callsite's event: its one u64 field.
+    struct TaskOnly(u64);
+
+    impl Visit for TaskOnly {
+        fn record_u64(&mut self, _: &Field, v: u64) {
+            self.0 = v;
+        }
+        fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+    }
+
+    fn is_task_span(m: &Metadata<'_>) -> bool {
+        m.is_span() && m.name() == "runtime.spawn"
+    }
+
+    fn is_waker_event(m: &Metadata<'_>) -> bool {
+        m.is_event() && m.target() == "tokio::task::waker"
+    }
+
+    impl Subscriber for Wakes {
+        fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
+            if is_task_span(m) || (is_waker_event(m) && !known(m, false)) {
+                Interest::always()
+            } else {
+                Interest::never()
+            }
+        }
+        fn enabled(&self, m: &Metadata<'_>) -> bool {
+            is_task_span(m) || is_waker_event(m)
+        }
+        fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+            Some(tracing::level_filters::LevelFilter::TRACE)
+        }
+        fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+            let mut f = Fields::default();
+            attrs.record(&mut f);
+            Id::from_u64(f.task.max(1))
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, ev: &Event<'_>) {
+            let m = ev.metadata();
+            let task = if known(m, true) {
+                let mut t = TaskOnly(0);
+                ev.record(&mut t);
+                t.0
+            } else {
+                let mut f = Fields::default();
+                ev.record(&mut f);
+                learn(m, f.wake);
+                if !f.wake {
+                    return;
+                }
+                f.task
+            };
+            note(Some(TraceClock::get()), 5, task);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
     }
 }
 
@@ -1133,11 +1275,12 @@ fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) 
 
 /// The modes every timed comparison knows (`record_all` and `plain_again`
 /// only the default mode).
-const TIMED_MODES: [&str; 9] = [
+const TIMED_MODES: [&str; 10] = [
     "plain",
     "idle_hooks",
     "floor_hooks",
     "floor_no_clock",
+    "floor_wakes",
     "record",
     "record_no_wakes",
     "record_cpu",
@@ -1366,9 +1509,15 @@ fn drive() {
             against(cpu, rec);
         }
     }
-    // The yardsticks: what the clock reads alone cost, and what recording
-    // costs above the least a tracer on tokio's hooks can do.
-    for (a, b) in [("floor_hooks", "floor_no_clock"), ("record", "floor_hooks")] {
+    // The yardsticks: what the clock reads alone cost, what learning of
+    // the wakes adds, and what recording costs above the least a tracer
+    // on tokio's hooks can do, with and without wakes.
+    for (a, b) in [
+        ("floor_hooks", "floor_no_clock"),
+        ("floor_wakes", "floor_hooks"),
+        ("record", "floor_wakes"),
+        ("record_no_wakes", "floor_hooks"),
+    ] {
         if let (Some(a), Some(b)) = (at(a), at(b)) {
             against(a, b);
         }
