@@ -27,6 +27,12 @@
 //!   wake stored like the hooks' events); see [`floor::install_wakes`].
 //!   Against `plain`, the floor under a tracer that records what
 //!   runtrace's analysis needs (polls, parks and wakes);
+//! - `floor_fire`: `floor_wakes` writing runtrace's events (its probes'
+//!   `fire`, into a running recording) where it stored 16 bytes, with
+//!   worker 0 and no queue depths, waking task or thread times: against
+//!   `floor_wakes`, what runtrace's write path (producer, encoding, ring,
+//!   writer thread) costs; `record` against it, what runtrace's hooks do
+//!   beyond writing (lookups, bookkeeping, thread times);
 //! - `record_cpu_signal`: `record_cpu` with the timer + SIGPROF backend
 //!   (`RUNTRACE_CPU_FALLBACK=signal`: on-CPU stacks only, no per-switch
 //!   cost);
@@ -126,7 +132,9 @@ fn serve(mode: &str) {
     }
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.worker_threads(2).enable_all();
-    if mode.starts_with("floor") {
+    if mode == "floor_fire" {
+        floor::install_fire(&mut b);
+    } else if mode.starts_with("floor") {
         floor::install(&mut b, mode != "floor_no_clock");
         if mode == "floor_wakes" {
             floor::install_wakes();
@@ -145,8 +153,7 @@ fn serve(mode: &str) {
             .start()
             .expect("start recording")
     };
-    let mut guard = mode
-        .starts_with("record")
+    let mut guard = (mode.starts_with("record") || mode == "floor_fire")
         .then(|| start(mode.starts_with("record_cpu")));
     let served = Arc::new(AtomicU64::new(0));
     let listener = rt
@@ -261,8 +268,56 @@ mod floor {
     /// subscriber, so tokio (`--cfg tokio_unstable`, its `tracing`
     /// feature) reports every waker operation of every task.
     pub fn install_wakes() {
-        tracing::dispatcher::set_global_default(tracing::Dispatch::new(Wakes))
+        tracing::dispatcher::set_global_default(tracing::Dispatch::new(Wakes::<false>))
             .expect("floor_wakes: no other global tracing subscriber in this process");
+    }
+
+    /// Mode `floor_fire`: the hooks of [`install`] and the subscriber of
+    /// [`install_wakes`], each firing runtrace's event through its probe
+    /// (as runtrace's hooks do once they have their fields) instead of
+    /// storing 16 bytes: worker 0, no queue depth, no waking task, no
+    /// thread times.
+    pub fn install_fire(b: &mut tokio::runtime::Builder) {
+        use runtrace_probes::builtin as p;
+        b.on_before_task_poll(|m| {
+            if p::task_poll_start::enabled() {
+                p::task_poll_start::fire(p::task_poll_start::Args {
+                    task_id: runtrace_tokio::task_id(m.id()),
+                    worker: 0,
+                    queue: runtrace_core::Istr::EMPTY,
+                    local_q: 0,
+                });
+            }
+        })
+        .on_after_task_poll(|m| {
+            if p::task_poll_end::enabled() {
+                p::task_poll_end::fire(p::task_poll_end::Args {
+                    task_id: runtrace_tokio::task_id(m.id()),
+                    worker: 0,
+                    ready: false,
+                });
+            }
+        })
+        .on_thread_park(|| {
+            if p::worker_park::enabled() {
+                p::worker_park::fire(p::worker_park::Args {
+                    worker: 0,
+                    local_q: 0,
+                    cpu_ns: 0,
+                });
+            }
+        })
+        .on_thread_unpark(|| {
+            if p::worker_unpark::enabled() {
+                p::worker_unpark::fire(p::worker_unpark::Args {
+                    worker: 0,
+                    cpu_ns: 0,
+                    sched_wait_ns: 0,
+                });
+            }
+        });
+        tracing::dispatcher::set_global_default(tracing::Dispatch::new(Wakes::<true>))
+            .expect("floor_fire: no other global tracing subscriber in this process");
     }
 
     /// Callsites of tokio's waker events, by their metadata's address,
@@ -301,9 +356,10 @@ mod floor {
     /// then names a waker event's task by its span's id, which this sets
     /// to the tokio task id) and waker events, disables the callsites of
     /// waker clones and drops after their first event, and stores each
-    /// wake's time and task id like the hooks' events. It does not name
-    /// the waking task or the worker, as a real tracer must.
-    pub struct Wakes;
+    /// wake's time and task id like the hooks' events (or, if `FIRE`,
+    /// fires runtrace's WakeEvent). It does not name the waking task or
+    /// the worker, as a real tracer must.
+    pub struct Wakes<const FIRE: bool>;
 
     /// Reads a waker event's or task span's `task.id`, and whether the
     /// operation is a wake.
@@ -343,7 +399,7 @@ mod floor {
         m.is_event() && m.target() == "tokio::task::waker"
     }
 
-    impl Subscriber for Wakes {
+    impl<const FIRE: bool> Subscriber for Wakes<FIRE> {
         fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
             if is_task_span(m) || (is_waker_event(m) && !known(m, false)) {
                 Interest::always()
@@ -379,7 +435,16 @@ mod floor {
                 }
                 f.task
             };
-            note(Some(TraceClock::get()), 5, task);
+            if !FIRE {
+                note(Some(TraceClock::get()), 5, task);
+            } else if runtrace_probes::builtin::task_wake::enabled() {
+                use runtrace_probes::builtin::task_wake as w;
+                w::fire(w::Args {
+                    woken_task_id: task,
+                    waker_task_id: 0,
+                    worker: 0,
+                });
+            }
         }
         fn enter(&self, _: &Id) {}
         fn exit(&self, _: &Id) {}
@@ -1275,12 +1340,13 @@ fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) 
 
 /// The modes every timed comparison knows (`record_all` and `plain_again`
 /// only the default mode).
-const TIMED_MODES: [&str; 10] = [
+const TIMED_MODES: [&str; 11] = [
     "plain",
     "idle_hooks",
     "floor_hooks",
     "floor_no_clock",
     "floor_wakes",
+    "floor_fire",
     "record",
     "record_no_wakes",
     "record_cpu",
@@ -1516,6 +1582,8 @@ fn drive() {
         ("floor_hooks", "floor_no_clock"),
         ("floor_wakes", "floor_hooks"),
         ("record", "floor_wakes"),
+        ("floor_fire", "floor_wakes"),
+        ("record", "floor_fire"),
         ("record_no_wakes", "floor_hooks"),
     ] {
         if let (Some(a), Some(b)) = (at(a), at(b)) {
