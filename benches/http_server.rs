@@ -137,7 +137,7 @@ fn serve(mode: &str) {
     } else if mode.starts_with("floor") {
         floor::install(&mut b, mode != "floor_no_clock");
         if mode == "floor_wakes" {
-            floor::install_wakes();
+            floor::install_wakes::<false>();
         }
     } else if !mode.starts_with("plain") {
         runtrace_tokio::instrument(&mut b);
@@ -264,12 +264,13 @@ mod floor {
             .on_thread_unpark(move || note(clock, 4, 0));
     }
 
-    /// Mode `floor_wakes`: installs [`Wakes`] as the global tracing
-    /// subscriber, so tokio (`--cfg tokio_unstable`, its `tracing`
-    /// feature) reports every waker operation of every task.
-    pub fn install_wakes() {
-        tracing::dispatcher::set_global_default(tracing::Dispatch::new(Wakes::<false>))
-            .expect("floor_wakes: no other global tracing subscriber in this process");
+    /// Mode `floor_wakes` (and `floor_fire`, with `FIRE`): installs
+    /// [`Wakes`] as the global tracing subscriber, so tokio (`--cfg
+    /// tokio_unstable`, its `tracing` feature) reports every waker
+    /// operation of every task.
+    pub fn install_wakes<const FIRE: bool>() {
+        tracing::dispatcher::set_global_default(tracing::Dispatch::new(Wakes::<FIRE>))
+            .expect("floor modes: no other global tracing subscriber in this process");
     }
 
     /// Mode `floor_fire`: the hooks of [`install`] and the subscriber of
@@ -316,8 +317,7 @@ mod floor {
                 });
             }
         });
-        tracing::dispatcher::set_global_default(tracing::Dispatch::new(Wakes::<true>))
-            .expect("floor_fire: no other global tracing subscriber in this process");
+        install_wakes::<true>();
     }
 
     /// Callsites of tokio's waker events, by their metadata's address,
