@@ -2,7 +2,7 @@
 //! least 10M events (a healthy runtime mix: spawn, poll start/end, wake,
 //! terminate on 4 workers, ROUND frames every ms of trace time),
 //! written to a temporary file with `runtrace_format`'s frame API
-//! (`runtrace_analyze::synth::workload`). Reports events per second on
+//! (`runtrace_model::synth::workload`). Reports events per second on
 //! one core (the analysis is single-threaded) and writes the figures to
 //! `target/bench-results/analyze.json`. Target: >= 20M events/s.
 //!
@@ -12,8 +12,8 @@
 //!
 //! Run: `cargo bench --bench analyze` (`-- --events N` for another size).
 
-use runtrace_analyze::synth::{workload, Workload};
 use runtrace_analyze::{analyze_files, Options};
+use runtrace_model::synth::{workload, Workload};
 use std::time::Instant;
 
 /// CPU time of the calling thread, in seconds: the machine may be shared,
@@ -106,7 +106,7 @@ fn main() {
 /// Returns (events, best wall seconds, best CPU seconds).
 fn backlog(path: &std::path::Path, events: u64, runs: usize) -> (u64, f64, f64) {
     use runtrace_analyze::backlog::{analyze_files, BacklogOptions};
-    use runtrace_analyze::synth::TraceBuilder;
+    use runtrace_model::synth::TraceBuilder;
     const US: u64 = 1_000; // TraceBuilder's ticks are ns
     const MS: u64 = 1_000 * US;
     const PRODUCER: u64 = 1;

@@ -173,8 +173,8 @@ fn python_decoder_agrees_with_rust_reader() {
 /// through the analysis's synthetic trace builder) as the Rust reader does.
 #[test]
 fn python_decoder_agrees_on_profile_frames() {
-    use runtrace_analyze::synth::TraceBuilder;
     use runtrace_format::frame::{Mapping, ProfileInfo};
+    use runtrace_model::synth::TraceBuilder;
     let dir = scratch_dir("pyprofile");
     let mut b = TraceBuilder::new();
     b.profile(&ProfileInfo {

@@ -11,7 +11,7 @@
 use runtrace_analyze::index::TraceIndex;
 use runtrace_analyze::outliers::{Category, Method};
 use runtrace_analyze::query::{query, timeline, Query};
-use runtrace_analyze::synth::{workload, Workload};
+use runtrace_model::synth::{workload, Workload};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

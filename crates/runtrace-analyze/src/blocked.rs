@@ -19,10 +19,10 @@
 //! ```
 
 use crate::functions::{FunctionStat, StackNames, Tally};
-use crate::input;
 use crate::profile::{Profile, SampleKind};
 use crate::runtime::{Engine, Thresholds, Wait, WhenProfiled};
-use crate::text::fmt_ns;
+use runtrace_model::fmt_ns;
+use runtrace_model::input;
 use runtrace_symbolize::SymbolizeOptions;
 use serde_json::{json, Value};
 use std::collections::HashMap;

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use runtrace_analyze::index::TraceIndex;
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.spawn(7, 1_000, 1, 0, 0, 0);
 //! b.poll_start(7, 0, 2_000, 1, 0, 0);
@@ -23,16 +23,16 @@
 
 use crate::backlog::{Backlog, BacklogOptions, BacklogReport};
 use crate::blocked::{self, BlockedOptions, BlockedReport};
-use crate::event::{kind, Ev};
 use crate::functions::StackNames;
-use crate::fxhash::FxHashMap;
-use crate::input::{self, ReadStats};
-use crate::model::{Model, UNKNOWN_LOC};
 use crate::outliers::{Category, Method, Outliers};
-use crate::pass::{Pass, Wants};
 use crate::profile::Profile;
 use crate::runtime::{Engine, Report, Thresholds, WhenProfiled};
 use crate::summary::{self, Counts};
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::input::{self, ReadStats};
+use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::pass::{Pass, Wants};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -1,18 +1,12 @@
 //! Streaming analysis of runtrace traces (`runtrace analyze`,
 //! `runtrace backlog`).
 //!
-//! Layers, data flow first:
-//! - [`input`] reads the files once, in bounded memory: chunks are walked
-//!   without building `Event`s ([`runtrace_format::reader::FileReader::next_raw`]),
-//!   the events some pass reads are kept as 32-byte [`event::Ev`]s (which
-//!   built-in event is which kind, and which field is which, comes from the
-//!   catalog, `probes/events.toml`, at build time), put in timestamp order
-//!   one writer round behind (docs/format.md section 8), and handed to
-//!   [passes](pass::Pass), while it fills the [`model::Model`]: processes,
-//!   threads, spawn locations and names.
+//! The trace model (reading, ordering, the `Model`, the `Pass` trait, event
+//! kinds, histograms, the synthetic trace builder) is `runtrace_model`;
+//! the analyses here are passes over it. Data flow first:
 //! - [`runtime`] is the pass of `runtrace analyze`: per worker and per spawn
 //!   location, polls, busy time, wake->poll delays and poll durations in
-//!   fixed-size [`hist::Histogram`]s, and *findings* (long polls, wake
+//!   fixed-size `Histogram`s, and *findings* (long polls, wake
 //!   delays, local queue buildup, worker imbalance, idle workers while work
 //!   is queued, CPU-bound spawn locations), each naming the spawn locations
 //!   responsible and the evidence.
@@ -22,7 +16,7 @@
 //!   poll, task, spawn location and worker they were taken in.
 //! - [`summary`] (event counts, which analyses apply) and [`outliers`]
 //!   (IQR, MAD, stddev, percentile over wake->poll delays, poll durations
-//!   and CPU shares) are passes too; [`kinds`] names the event kinds.
+//!   and CPU shares) are passes too.
 //! - [`functions`] names CPU-profile stacks (runtrace-symbolize) and tallies top functions, which
 //!   the findings of [`runtime`] carry (`Report::add_functions`) and
 //!   [`blocked`] (`runtrace blocked`: what workers ran while tasks waited)
@@ -36,7 +30,8 @@
 //! every JSON key.
 //!
 //! ```
-//! use runtrace_analyze::{analyze_bytes, synth::TraceBuilder, Options};
+//! use runtrace_analyze::{analyze_bytes, Options};
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
 //! b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -52,21 +47,13 @@
 
 pub mod backlog;
 pub mod blocked;
-pub mod event;
 pub mod functions;
-mod fxhash;
-pub mod hist;
 pub mod index;
-pub mod input;
-pub mod kinds;
-pub mod model;
 pub mod outliers;
-pub mod pass;
 pub mod profile;
 pub mod query;
 pub mod runtime;
 pub mod summary;
-pub mod synth;
 mod text;
 
 pub use runtime::{
@@ -74,7 +61,7 @@ pub use runtime::{
     QueueReport, Report, Severity, Thresholds, WorkerId, WorkerReport,
 };
 
-pub use text::fmt_ns;
+pub use runtrace_model::fmt_ns;
 
 /// A read that found no trace at all (see [`profile::load`]).
 pub use profile::Error;
@@ -85,7 +72,8 @@ use std::path::Path;
 /// the same reports as [`analyze_files`] and [`backlog::analyze_files`].
 ///
 /// ```
-/// use runtrace_analyze::{analyze_with_backlog, backlog::BacklogOptions, synth::TraceBuilder};
+/// use runtrace_analyze::{analyze_with_backlog, backlog::BacklogOptions};
+/// use runtrace_model::synth::TraceBuilder;
 /// let mut b = TraceBuilder::new();
 /// b.string(1, "jobs");
 /// b.enqueue(1, 1_000, 1, 1, 1);
@@ -104,12 +92,12 @@ pub fn analyze_with_backlog<P: AsRef<Path>>(
     opts: Options<'_>,
     backlog_opts: &backlog::BacklogOptions,
 ) -> (Report, backlog::BacklogReport) {
-    let paths = input::sorted(paths);
+    let paths = runtrace_model::input::sorted(paths);
     let mut passes = (
         runtime::Engine::new(opts.thresholds),
         backlog::Backlog::new(backlog_opts),
     );
-    let (model, stats) = input::read(&paths, &mut passes, opts.progress);
+    let (model, stats) = runtrace_model::input::read(&paths, &mut passes, opts.progress);
     (
         passes.0.report(&model, stats.clone()),
         passes.1.report(&model, stats),

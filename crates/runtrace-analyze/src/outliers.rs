@@ -24,11 +24,11 @@
 //! assert!(1000.0 > b.hi && 20.0 < b.hi);
 //! ```
 
-use crate::event::{kind, Ev};
-use crate::fxhash::FxHashMap;
-use crate::model::Model;
-use crate::pass::{Pass, Wants};
 use runtrace_format::NO_WORKER;
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::model::Model;
+use runtrace_model::pass::{Pass, Wants};
 use serde_json::{json, Value};
 
 /// Groups with fewer samples are not judged (their statistics mean little).
@@ -246,7 +246,7 @@ impl Pass for Outliers {
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
-        if !crate::kinds::has_task(ev.kind) {
+        if !runtrace_model::kinds::has_task(ev.kind) {
             return;
         }
         let proc = model.threads[ev.thread as usize].proc;

@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use runtrace_analyze::profile::{self, SampleKind};
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
 //! b.stacks(&[(1, &[0x40_1234, 0x40_1000])]);
@@ -35,12 +35,12 @@
 //! assert_eq!(p.samples[1].task, None);
 //! ```
 
-use crate::event::{kind, Ev};
-use crate::fxhash::FxHashMap;
-use crate::input::{self, ReadStats};
-use crate::model::{Model, UNKNOWN_LOC};
-use crate::pass::{Pass, Wants};
 use runtrace_format::frame::{Mapping, ProfileInfo};
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::input::{self, ReadStats};
+use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::pass::{Pass, Wants};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -189,7 +189,7 @@ impl ThreadPolls {
 /// ```
 /// use runtrace_analyze::profile::ProfilePass;
 /// use runtrace_analyze::runtime::Engine;
-/// use runtrace_analyze::synth::TraceBuilder;
+/// use runtrace_model::synth::TraceBuilder;
 /// let mut b = TraceBuilder::new();
 /// b.stacks(&[(1, &[0x40_1234])]);
 /// b.poll_start(100, 0, 2_000, 7, 0, 0);
@@ -200,7 +200,7 @@ impl ThreadPolls {
 /// std::fs::write(&path, b.finish()).unwrap();
 /// // One read for the runtime analysis and the profile.
 /// let mut passes = (Engine::new(Default::default()), ProfilePass::default());
-/// let (model, stats) = runtrace_analyze::input::read(&[path], &mut passes, None);
+/// let (model, stats) = runtrace_model::input::read(&[path], &mut passes, None);
 /// let profile = passes.1.profile(&model, stats);
 /// assert_eq!(profile.samples[0].worker, Some(0));
 /// ```

@@ -5,7 +5,7 @@
 //! ```
 //! use runtrace_analyze::index::TraceIndex;
 //! use runtrace_analyze::query::{query, timeline, Query};
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 3, 5);
 //! b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -23,10 +23,10 @@
 //! assert_eq!(timeline(&ix, 1, None).unwrap()["events"].as_array().unwrap().len(), 4);
 //! ```
 
-use crate::event::{kind, Ev};
 use crate::index::TraceIndex;
-use crate::kinds;
 use runtrace_format::NO_WORKER;
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::kinds;
 use serde_json::{json, Map, Value};
 
 /// `limit` when none is given.

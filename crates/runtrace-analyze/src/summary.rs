@@ -5,7 +5,8 @@
 //!
 //! ```
 //! use runtrace_analyze::summary::{summary, Counts};
-//! use runtrace_analyze::{input, runtime::Engine, synth::TraceBuilder};
+//! use runtrace_analyze::runtime::Engine;
+//! use runtrace_model::{input, synth::TraceBuilder};
 //! let mut b = TraceBuilder::new();
 //! b.spawn(7, 1_000, 1, 0, 0, 0);
 //! b.poll_start(7, 0, 2_000, 1, 0, 0);
@@ -23,13 +24,13 @@
 //! assert_eq!(backlog["applicable"], false);
 //! ```
 
-use crate::event::{kind, Ev};
-use crate::input::ReadStats;
-use crate::kinds;
-use crate::model::Model;
-use crate::pass::{Pass, Wants};
 use crate::profile::{Profile, SampleKind};
 use crate::runtime::Report;
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::input::ReadStats;
+use runtrace_model::kinds;
+use runtrace_model::model::Model;
+use runtrace_model::pass::{Pass, Wants};
 use serde_json::{json, Value};
 
 /// Events by kind (the pass of `runtrace summary`).
@@ -56,7 +57,8 @@ impl Counts {
     /// instead of this one.
     ///
     /// ```
-    /// use runtrace_analyze::{event::kind, profile::Profile, summary::Counts};
+    /// use runtrace_analyze::{profile::Profile, summary::Counts};
+    /// use runtrace_model::event::kind;
     /// let mut c = Counts::default();
     /// c.add_samples(&Profile::default());
     /// assert_eq!(c.of(kind::CPU_SAMPLE), 0);

@@ -13,7 +13,7 @@
 use runtrace_analyze::backlog::{
     analyze_bytes, analyze_files, BacklogOptions, BacklogReport, Cause,
 };
-use runtrace_analyze::synth::TraceBuilder;
+use runtrace_model::synth::TraceBuilder;
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;

@@ -8,9 +8,9 @@
 mod common;
 
 use common::*;
-use runtrace_analyze::synth::{workload, TraceBuilder, Workload};
 use runtrace_analyze::{analyze_files, Finding, FindingKind, Options, Report, Severity};
 use runtrace_format::NO_WORKER;
+use runtrace_model::synth::{workload, TraceBuilder, Workload};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;

@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use runtrace_analyze::synth::{workload, TraceBuilder, Workload};
 use runtrace_analyze::{analyze_bytes, analyze_files, Options};
+use runtrace_model::synth::{workload, TraceBuilder, Workload};
 use std::sync::{Mutex, MutexGuard};
 
 /// One recording per process at a time.

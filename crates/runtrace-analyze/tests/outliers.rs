@@ -3,7 +3,7 @@
 
 use runtrace_analyze::index::TraceIndex;
 use runtrace_analyze::outliers::{bounds, Category, Method, CPU_WINDOW_NS, MIN_SAMPLES};
-use runtrace_analyze::synth::TraceBuilder;
+use runtrace_model::synth::TraceBuilder;
 
 /// A small deterministic generator (xorshift64*).
 struct Rng(u64);

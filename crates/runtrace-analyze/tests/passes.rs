@@ -5,8 +5,8 @@
 mod common;
 
 use runtrace_analyze::backlog::{self, BacklogOptions, Cause};
-use runtrace_analyze::synth::{workload, TraceBuilder, Workload};
 use runtrace_analyze::{analyze_files, analyze_with_backlog, Options};
+use runtrace_model::synth::{workload, TraceBuilder, Workload};
 
 /// A runtime workload with one 60 ms poll, and a consumer that stalls
 /// while its producer goes on (the backlog module's example), on other
@@ -85,7 +85,8 @@ fn a_pure_runtime_trace_gives_an_empty_backlog() {
 /// (issue 17 item 7: "1 tasks alive").
 #[test]
 fn live_task_count_reads_in_the_singular_and_plural() {
-    use runtrace_analyze::{analyze_bytes, synth::TraceBuilder, Options};
+    use runtrace_analyze::{analyze_bytes, Options};
+    use runtrace_model::synth::TraceBuilder;
     let line = |live: u64| {
         let mut b = TraceBuilder::new();
         b.location(1, "src/main.rs", 10, 5);

@@ -9,9 +9,9 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use runtrace_analyze::synth::{workload, TraceBuilder, Workload};
 use runtrace_analyze::{analyze_files, Options};
 use runtrace_format::NO_WORKER;
+use runtrace_model::synth::{workload, TraceBuilder, Workload};
 use std::collections::HashMap;
 
 /// One poll of a task: idle gap before it (after the task's previous poll
@@ -130,7 +130,7 @@ fn build(tasks: &[Task], workers: u32, tick_ns: u64) -> (Vec<u8>, Samples, Sampl
     (b.finish(), polls, wakes)
 }
 
-fn check_summary(what: &str, got: &runtrace_analyze::hist::Summary, mut want: Vec<u64>) {
+fn check_summary(what: &str, got: &runtrace_model::hist::Summary, mut want: Vec<u64>) {
     want.sort_unstable();
     assert_eq!(got.count, want.len() as u64, "{what} count");
     assert_close(&format!("{what} p50"), got.p50, exact_quantile(&want, 500));

@@ -5,9 +5,10 @@
 
 use runtrace_analyze::profile::{self, Profile, ProfilePass, SampleKind};
 use runtrace_analyze::runtime::Engine;
-use runtrace_analyze::synth::TraceBuilder;
-use runtrace_analyze::{analyze_files, input, Options};
+use runtrace_analyze::{analyze_files, Options};
 use runtrace_format::frame::{Mapping, ProfileInfo};
+use runtrace_model::input;
+use runtrace_model::synth::TraceBuilder;
 use std::path::PathBuf;
 
 /// The recorder's writer thread: samples are in its chunks.

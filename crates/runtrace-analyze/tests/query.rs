@@ -3,7 +3,7 @@
 
 use runtrace_analyze::index::TraceIndex;
 use runtrace_analyze::query::{query, timeline, Query};
-use runtrace_analyze::synth::TraceBuilder;
+use runtrace_model::synth::TraceBuilder;
 use serde_json::Value;
 
 /// Two locations; tasks 1..=50 at src/a.rs on worker 0, 51..=100 at

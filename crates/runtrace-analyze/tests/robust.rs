@@ -2,8 +2,8 @@
 //! (debug builds: an overflow panics), and a task's identity kept until
 //! its last event.
 
-use runtrace_analyze::synth::TraceBuilder;
 use runtrace_analyze::{analyze_bytes, Options};
+use runtrace_model::synth::TraceBuilder;
 
 /// tokio at runtime shutdown: TaskTerminate, then one more poll of the
 /// task on another worker. That poll is still the task spawned at its

@@ -11,7 +11,7 @@
 use crate::output::{print_report, with_progress};
 use crate::OutliersArgs;
 use runtrace_analyze::outliers::{Category, Method, Outliers};
-use runtrace_analyze::{fmt_ns, input};
+use runtrace_model::{fmt_ns, input};
 use serde_json::Value;
 use std::fmt::Write;
 use std::path::PathBuf;

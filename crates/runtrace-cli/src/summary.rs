@@ -10,7 +10,8 @@
 use crate::output::{print_report, with_progress};
 use crate::SummaryArgs;
 use runtrace_analyze::summary::{summary as build, Counts};
-use runtrace_analyze::{fmt_ns, input, runtime::Engine, Thresholds};
+use runtrace_analyze::{runtime::Engine, Thresholds};
+use runtrace_model::{fmt_ns, input};
 use serde_json::Value;
 use std::fmt::Write;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! `runtrace backlog` end to end: the JSON keys the issue requires, the
 //! text report, directories as input, and usage errors.
 
-use runtrace_analyze::synth::TraceBuilder;
+use runtrace_model::synth::TraceBuilder;
 use serde_json::Value as Json;
 use std::path::PathBuf;
 use std::process::{Command, Output};

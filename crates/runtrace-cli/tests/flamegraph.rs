@@ -12,8 +12,8 @@
 //! - task 3 (`src/victim.rs:9:1`) is spawned at 2 ms and first polled at
 //!   25 ms on worker 0: a 23 ms wait behind `src/api.rs`.
 
-use runtrace_analyze::synth::TraceBuilder;
 use runtrace_format::frame::ProfileInfo;
+use runtrace_model::synth::TraceBuilder;
 use self_maps::{inside, mapping_of};
 use serde_json::Value;
 use std::hint::black_box;

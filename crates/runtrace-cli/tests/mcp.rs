@@ -65,7 +65,7 @@ fn official_python_client_calls_every_tool() {
 /// first polled at 25 ms on worker 0, a 23 ms wait behind it.
 fn profiled_trace() -> Vec<u8> {
     const MS: u64 = 1_000_000;
-    let mut b = runtrace_analyze::synth::TraceBuilder::new();
+    let mut b = runtrace_model::synth::TraceBuilder::new();
     b.location(1, "src/api.rs", 5, 9);
     b.location(2, "src/victim.rs", 9, 1);
     b.profile_elsewhere(1000);

@@ -15,7 +15,7 @@
 //! runtrace-parquet's tests/dataset.rs).
 #![cfg(feature = "parquet")]
 
-use runtrace_analyze::synth::{workload, TraceBuilder, Workload};
+use runtrace_model::synth::{workload, TraceBuilder, Workload};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

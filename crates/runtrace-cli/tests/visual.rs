@@ -5,7 +5,7 @@
 //! checked). With `CI=true` a missing tool fails the test; elsewhere the
 //! test says it skipped.
 
-use runtrace_analyze::synth::TraceBuilder;
+use runtrace_model::synth::TraceBuilder;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,5 +1,5 @@
 //! Throughput and size of `runtrace perfetto` and `runtrace report` on a
-//! synthetic healthy runtime (`runtrace_analyze::synth::workload`: 4
+//! synthetic healthy runtime (`runtrace_model::synth::workload`: 4
 //! workers, spawns, polls, wakes, queue samples).
 //!
 //! ```text
@@ -12,9 +12,9 @@
 //! machine the CPU time is the stable figure), events per second of each,
 //! the peak resident memory, and the output's size. EVENTS defaults to 10 million.
 
-use runtrace_analyze::event::Ev;
-use runtrace_analyze::model::Model;
-use runtrace_analyze::pass::{Pass, Wants};
+use runtrace_model::event::Ev;
+use runtrace_model::model::Model;
+use runtrace_model::pass::{Pass, Wants};
 use std::time::Instant;
 
 /// Reads every event and does nothing: the cost of the read alone.
@@ -87,7 +87,7 @@ fn main() {
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let dir = tempfile::tempdir().expect("temporary directory");
     let input = dir.path().join("trace.0.bin");
-    let (bytes, n) = runtrace_analyze::synth::workload(&runtrace_analyze::synth::Workload {
+    let (bytes, n) = runtrace_model::synth::workload(&runtrace_model::synth::Workload {
         events,
         ..Default::default()
     });
@@ -97,7 +97,7 @@ fn main() {
     let inputs = [input];
 
     measure("read only", n, runs, || {
-        runtrace_analyze::input::read(&inputs, &mut Nothing, None);
+        runtrace_model::input::read(&inputs, &mut Nothing, None);
         String::new()
     });
     let out = dir.path().join("trace.pftrace");

@@ -4,10 +4,10 @@
 //! same output with Perfetto's own Python protos.)
 
 use prost::Message;
-use runtrace_analyze::synth::TraceBuilder;
 use runtrace_export::perfetto::proto::{
     TracePacket, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
+use runtrace_model::synth::TraceBuilder;
 use std::collections::HashMap;
 
 /// `Trace`: the file is `repeated TracePacket packet = 1`.

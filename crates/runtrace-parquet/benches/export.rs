@@ -1,5 +1,5 @@
 //! Export throughput: events per second of `runtrace_parquet::export` on
-//! a synthetic healthy runtime (runtrace_analyze::synth::workload), beside
+//! a synthetic healthy runtime (runtrace_model::synth::workload), beside
 //! a read of the same file that does nothing with the events (the
 //! decoding alone), medians of 5 runs each. Both per wall-clock second and
 //! per second on the CPU (this thread's run time from
@@ -9,10 +9,10 @@
 //! `cargo bench -p runtrace-parquet --bench export` (EVENTS=N to change
 //! the size, default 4,000,000).
 
-use runtrace_analyze::event::Ev;
-use runtrace_analyze::model::Model;
-use runtrace_analyze::pass::{Pass, Wants};
-use runtrace_analyze::synth::{workload, Workload};
+use runtrace_model::event::Ev;
+use runtrace_model::model::Model;
+use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::synth::{workload, Workload};
 use runtrace_parquet::{export, ExportOptions};
 use std::time::Instant;
 
@@ -67,7 +67,7 @@ fn main() {
     for i in 0..5 {
         let (w, c) = timed(n, || {
             let mut p = Nothing(0);
-            let _ = runtrace_analyze::input::read(&paths, &mut p, None);
+            let _ = runtrace_model::input::read(&paths, &mut p, None);
             std::hint::black_box(p.0);
         });
         read.push(w);

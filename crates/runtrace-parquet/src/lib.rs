@@ -12,7 +12,7 @@
 //! when all are complete.
 //!
 //! ```
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! use runtrace_parquet::{export, ExportOptions};
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
@@ -127,8 +127,8 @@ pub fn export(paths: &[PathBuf], root: &Path, opts: &ExportOptions) -> Result<Su
         replace: opts.replace,
     };
     let mut ex = Exporter::new(target.clone());
-    let paths = runtrace_analyze::input::sorted(paths);
-    let (_model, stats) = runtrace_analyze::input::read(&paths, &mut ex, None);
+    let paths = runtrace_model::input::sorted(paths);
+    let (_model, stats) = runtrace_model::input::read(&paths, &mut ex, None);
     let written = ex.take_written();
     let notes = std::mem::take(&mut ex.samples.notes);
     if let Some(e) = ex.error.take() {
@@ -147,7 +147,7 @@ pub fn export(paths: &[PathBuf], root: &Path, opts: &ExportOptions) -> Result<Su
 fn commit(
     written: Vec<pass::Written>,
     target: &Target,
-    stats: runtrace_analyze::input::ReadStats,
+    stats: runtrace_model::input::ReadStats,
 ) -> Result<Summary, String> {
     let mut s = Summary {
         events: stats.events,

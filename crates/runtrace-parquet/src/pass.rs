@@ -9,7 +9,7 @@
 //! thread, parked workers, and one row batch per table and recording.
 //!
 //! ```
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! use runtrace_parquet::pass::{Exporter, Target};
 //! let mut b = TraceBuilder::new();
 //! b.poll_start(7, 0, 2_000, 1, 0, 0);
@@ -25,7 +25,7 @@
 //!     replace: false,
 //! };
 //! let mut ex = Exporter::new(target);
-//! runtrace_analyze::input::read(&[trace], &mut ex, None);
+//! runtrace_model::input::read(&[trace], &mut ex, None);
 //! let files = ex.take_written(); // under temporary names, to rename
 //! assert_eq!(files.iter().find(|f| f.table.name() == "polls").unwrap().rows, 1);
 //! assert!(files.iter().all(|f| f.tmp.exists() && !f.path.exists()));
@@ -35,9 +35,9 @@ use crate::layout;
 use crate::samples::Samples;
 use crate::schema::Table;
 use crate::writer::TableWriter;
-use runtrace_analyze::event::{kind, Ev};
-use runtrace_analyze::model::{Model, UNKNOWN_LOC};
-use runtrace_analyze::pass::{Pass, Wants};
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::pass::{Pass, Wants};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
@@ -82,7 +82,7 @@ struct WallClock {
 }
 
 impl WallClock {
-    fn new(p: &runtrace_analyze::model::Process) -> WallClock {
+    fn new(p: &runtrace_model::model::Process) -> WallClock {
         let tps = p.ticks_per_sec.max(1);
         WallClock {
             anchor_ticks: p.anchor_ticks,
@@ -96,7 +96,7 @@ impl WallClock {
     }
 
     #[inline(always)]
-    fn wall(&self, p: &runtrace_analyze::model::Process, ticks: u64) -> i64 {
+    fn wall(&self, p: &runtrace_model::model::Process, ticks: u64) -> i64 {
         if self.whole != 0 && ticks >= self.anchor_ticks {
             let d = (ticks - self.anchor_ticks).saturating_mul(self.whole);
             self.anchor_wall

@@ -14,7 +14,7 @@
 //! events (a sample per thread every 10 ms at 99 Hz).
 //!
 //! ```
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! use runtrace_format::frame::ProfileInfo;
 //! use runtrace_parquet::{export, ExportOptions};
 //! let mut b = TraceBuilder::new();
@@ -36,11 +36,11 @@
 //! ```
 
 use crate::writer::TableWriter;
-use runtrace_analyze::event::{kind, Ev};
-use runtrace_analyze::input::ReadStats;
-use runtrace_analyze::model::Model;
-use runtrace_analyze::pass::{Pass, Wants};
 use runtrace_analyze::profile::{ProfilePass, SampleKind};
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::input::ReadStats;
+use runtrace_model::model::Model;
+use runtrace_model::pass::{Pass, Wants};
 use runtrace_symbolize::{SymbolizeOptions, Symbolizer};
 use std::collections::HashMap;
 use std::sync::Arc;

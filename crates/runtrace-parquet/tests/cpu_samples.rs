@@ -13,8 +13,8 @@
 mod common;
 
 use common::{duckdb, have_duckdb};
-use runtrace_analyze::synth::TraceBuilder;
 use runtrace_format::frame::{Mapping, ProfileInfo};
+use runtrace_model::synth::TraceBuilder;
 use runtrace_parquet::{export, ExportOptions};
 use serde_json::Value;
 use std::path::Path;

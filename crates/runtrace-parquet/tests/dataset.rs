@@ -5,7 +5,7 @@
 
 use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use runtrace_analyze::synth::TraceBuilder;
+use runtrace_model::synth::TraceBuilder;
 use runtrace_parquet::layout::data_files;
 use runtrace_parquet::schema::{describe, Table, SCHEMA_VERSION, VERSION_KEY};
 use runtrace_parquet::{export, ExportOptions};

@@ -4,13 +4,13 @@ use super::options::*;
 use super::report::*;
 use super::state::*;
 use super::text::*;
-use crate::input::ReadStats;
-use crate::model::{Model, Process, Thread};
-use crate::text::fmt_ns;
+use runtrace_model::fmt_ns;
+use runtrace_model::input::ReadStats;
+use runtrace_model::model::{Model, Process, Thread};
 use std::fmt::Write as _;
 
 impl Backlog {
-    /// The report of a finished pass (after [`crate::input::read`]) over the model
+    /// The report of a finished pass (after [`runtrace_model::input::read`]) over the model
     /// and read statistics of the same read.
     pub fn report(&self, model: &Model, stats: ReadStats) -> BacklogReport {
         build(self, model, stats)

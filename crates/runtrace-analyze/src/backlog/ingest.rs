@@ -4,9 +4,9 @@
 use super::options::*;
 use super::state::*;
 use super::window::*;
-use crate::event::{kind, Ev};
-use crate::model::Model;
-use crate::pass::{Pass, Wants};
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::model::Model;
+use runtrace_model::pass::{Pass, Wants};
 
 impl Pass for Backlog {
     fn wants(&self) -> Wants {

@@ -9,7 +9,7 @@
 //! babeltrace and awk.
 //!
 //! A [`Backlog`] pass over the same read as `runtrace analyze`
-//! ([`crate::input`]; the two can share one read), in memory bounded by
+//! ([`runtrace_model::input`]; the two can share one read), in memory bounded by
 //! the lookback window (plus a cap on remembered intervals), not by the
 //! trace: totals and percentiles are kept per queue, lock, I/O op and
 //! heartbeat; the lock waits, lock holds and I/O intervals of the last `lookback + lookahead`
@@ -23,7 +23,7 @@
 //!
 //! ```
 //! use runtrace_analyze::backlog::{analyze_bytes, BacklogOptions, Cause};
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.string(1, "jobs");
 //! b.string(2, "size_threshold");
@@ -65,7 +65,7 @@ pub use report::{
 };
 pub use state::Backlog;
 
-use crate::input;
+use runtrace_model::input;
 use std::path::{Path, PathBuf};
 
 /// Analyses the files of one or more recordings (sorted as `trace.0.bin`,

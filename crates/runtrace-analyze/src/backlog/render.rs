@@ -3,8 +3,8 @@
 use super::options::*;
 use super::report::*;
 use super::text::*;
-use crate::hist::Summary;
-use crate::text::fmt_ns;
+use runtrace_model::fmt_ns;
+use runtrace_model::hist::Summary;
 use serde_json::{json, Value};
 use std::fmt::{self, Write as _};
 

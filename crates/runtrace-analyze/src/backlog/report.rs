@@ -2,7 +2,7 @@
 //! [`super::render`]).
 
 use super::options::BacklogOptions;
-use crate::hist::Summary;
+use runtrace_model::hist::Summary;
 use std::fmt;
 use std::path::PathBuf;
 

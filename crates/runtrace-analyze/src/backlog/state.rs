@@ -4,8 +4,8 @@
 use super::options::*;
 use super::report::Cause;
 use super::window::*;
-use crate::fxhash::FxHashMap;
-use crate::hist::Histogram;
+use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::hist::Histogram;
 use std::collections::VecDeque;
 
 /// Per thread.
@@ -171,13 +171,13 @@ pub(super) struct TriggerRec {
     pub(super) verdicts: Vec<(f64, Acc)>,
 }
 
-/// The backlog analysis (`runtrace backlog`) as a [`crate::pass::Pass`]: queues,
+/// The backlog analysis (`runtrace backlog`) as a [`runtrace_model::pass::Pass`]: queues,
 /// locks, I/O and heartbeats from the application events, and a verdict
 /// for every `backlog_trigger`. Its report: [`Backlog::report`].
 ///
 /// ```
 /// use runtrace_analyze::backlog::{Backlog, BacklogOptions};
-/// use runtrace_analyze::{input, synth::TraceBuilder};
+/// use runtrace_model::{input, synth::TraceBuilder};
 /// let mut b = TraceBuilder::new();
 /// b.string(1, "jobs");
 /// b.enqueue(1, 1_000, 1, 1, 1);

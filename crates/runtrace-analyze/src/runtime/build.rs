@@ -4,9 +4,9 @@ use super::ctx::Ctx;
 use super::engine::Engine;
 use super::findings;
 use super::report::{LocationReport, ProcessReport, QueueReport, Report, WorkerReport};
-use crate::input::ReadStats;
-use crate::model::Model;
 use runtrace_format::NO_WORKER;
+use runtrace_model::input::ReadStats;
+use runtrace_model::model::Model;
 
 /// Builds the report from the finished engine.
 pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {

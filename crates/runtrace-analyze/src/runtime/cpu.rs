@@ -8,13 +8,13 @@ use super::engine::Engine;
 use super::findings::NO_CPU_TIME;
 use super::report::{CpuFunctions, Finding, FindingKind, FunctionShare, Report};
 use super::Options;
-use crate::event::Ev;
 use crate::functions::{own_frame, FunctionStat, StackNames, Tally};
-use crate::input;
-use crate::model::Model;
-use crate::pass::{Pass, Wants};
 use crate::profile::{Profile, ProfilePass, SampleKind};
-use crate::text::fmt_ns;
+use runtrace_model::event::Ev;
+use runtrace_model::fmt_ns;
+use runtrace_model::input;
+use runtrace_model::model::Model;
+use runtrace_model::pass::{Pass, Wants};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -142,7 +142,8 @@ impl Report {
     /// samples (the report stays as without a profile).
     ///
     /// ```
-    /// use runtrace_analyze::{analyze_bytes, functions::StackNames, profile::Profile, synth::TraceBuilder};
+    /// use runtrace_analyze::{analyze_bytes, functions::StackNames, profile::Profile};
+    /// use runtrace_model::synth::TraceBuilder;
     /// use runtrace_symbolize::Symbolizer;
     /// let mut b = TraceBuilder::new();
     /// b.location(1, "src/main.rs", 10, 5);

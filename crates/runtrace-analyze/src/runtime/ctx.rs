@@ -5,9 +5,9 @@
 use super::engine::Engine;
 use super::report::{Finding, FindingKind, Severity, WorkerId};
 use super::state::Window;
-use crate::model::Model;
-use crate::text::fmt_ns;
 use runtrace_format::NO_WORKER;
+use runtrace_model::fmt_ns;
+use runtrace_model::model::Model;
 use serde_json::{json, Value};
 
 pub(crate) struct Ctx<'a> {

@@ -5,11 +5,11 @@
 
 use super::state::*;
 use super::thresholds::Thresholds;
-use crate::event::{kind, Ev};
-use crate::fxhash::FxHashMap;
-use crate::hist::Histogram;
-use crate::model::{Model, UNKNOWN_LOC};
-use crate::pass::{Pass, Wants};
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::hist::Histogram;
+use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::pass::{Pass, Wants};
 
 const NO_PENDING: u64 = u64::MAX;
 /// How stale a sampled schedstat read may be (docs/analysis.md: read at
@@ -31,7 +31,8 @@ const MAX_ORPHAN_WAKES: usize = 1 << 16;
 /// [`Engine::report`].
 ///
 /// ```
-/// use runtrace_analyze::{input, runtime::Engine, synth::TraceBuilder};
+/// use runtrace_analyze::runtime::Engine;
+/// use runtrace_model::{input, synth::TraceBuilder};
 /// let mut b = TraceBuilder::new();
 /// b.poll_start(1, 0, 1_000, 7, 0, 0);
 /// b.poll_end(1, 0, 3_000, 7, true);

@@ -6,8 +6,8 @@ use super::ctx::{finding, Ctx};
 use super::report::{fmt_at, times, Finding, FindingKind, Severity, Victim};
 use super::state::LocStats;
 use super::thresholds::Thresholds;
-use crate::text::fmt_ns;
 use runtrace_format::NO_WORKER;
+use runtrace_model::fmt_ns;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 

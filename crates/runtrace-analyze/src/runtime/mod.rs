@@ -3,7 +3,8 @@
 //! text and JSON forms.
 //!
 //! ```
-//! use runtrace_analyze::{analyze_bytes, synth::TraceBuilder, Options};
+//! use runtrace_analyze::{analyze_bytes, Options};
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
 //! b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -36,8 +37,8 @@ pub use report::{
 pub use thresholds::Thresholds;
 pub use waits::Wait;
 
-use crate::input::{self, ReadStats};
-use crate::model::Model;
+use runtrace_model::input::{self, ReadStats};
+use runtrace_model::model::Model;
 use std::path::{Path, PathBuf};
 
 /// Analysis options.

@@ -2,8 +2,8 @@
 //! `runtrace analyze --json`; the JSON keys are in docs/analysis.md).
 
 use super::report::{fmt_at, CpuFunctions, Finding, FindingKind, QueueReport, Report, Severity};
-use crate::hist::Summary;
-use crate::text::fmt_ns;
+use runtrace_model::fmt_ns;
+use runtrace_model::hist::Summary;
 use serde_json::{json, Value};
 use std::fmt;
 
@@ -334,7 +334,8 @@ impl Finding {
     /// first (None without CPU samples).
     ///
     /// ```
-    /// # use runtrace_analyze::{analyze_bytes, synth::TraceBuilder};
+    /// # use runtrace_analyze::analyze_bytes;
+    /// # use runtrace_model::synth::TraceBuilder;
     /// let mut b = TraceBuilder::new();
     /// b.location(1, "src/main.rs", 10, 5);
     /// b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -352,7 +353,8 @@ impl Finding {
     /// delays (None when none).
     ///
     /// ```
-    /// # use runtrace_analyze::{analyze_bytes, synth::TraceBuilder};
+    /// # use runtrace_analyze::analyze_bytes;
+    /// # use runtrace_model::synth::TraceBuilder;
     /// let r = analyze_bytes(&TraceBuilder::new().finish(), Default::default());
     /// assert!(r.findings.iter().all(|f| f.victims_line().is_none() == f.victims.is_empty()));
     /// ```

@@ -3,7 +3,7 @@
 //! keys are documented in docs/analysis.md).
 
 use super::thresholds::Thresholds;
-use crate::hist::Summary;
+use runtrace_model::hist::Summary;
 use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;

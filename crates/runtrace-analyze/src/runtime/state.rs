@@ -2,9 +2,9 @@
 //! queued tracking), per thread (open polls), per worker, per spawn
 //! location and per named queue. The [`super::engine::Engine`] moves it.
 
-use crate::fxhash::FxHashMap;
-use crate::hist::Histogram;
-use crate::model::TickScale;
+use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::hist::Histogram;
+use runtrace_model::model::TickScale;
 
 /// Runtime state of one recording (process): its live tasks, wakes of
 /// tasks not seen yet, and idle-while-queued tracking.

@@ -5,7 +5,7 @@
 use super::ctx::Ctx;
 use super::engine::Engine;
 use super::report::WorkerId;
-use crate::model::Model;
+use runtrace_model::model::Model;
 
 /// A poll that started more than the wake-delay threshold after its wake
 /// (the engine's wake->poll pairing: the first wake, or the spawn, since
@@ -32,7 +32,8 @@ impl Engine {
     /// polls started, and how many more there were past the cap.
     ///
     /// ```
-    /// use runtrace_analyze::{input, runtime::Engine, synth::TraceBuilder};
+    /// use runtrace_analyze::runtime::Engine;
+    /// use runtrace_model::{input, synth::TraceBuilder};
     /// let mut b = TraceBuilder::new();
     /// b.location(1, "src/main.rs", 3, 1);
     /// b.spawn(7, 0, 1, 0, 1, 0); // task 1 at location 1, on tid 7

@@ -12,12 +12,12 @@
 //! backlog triggers and heartbeats as instants. Names are interned
 //! (`interned_data`, one sequence with incremental state).
 //!
-//! It is a [pass](runtrace_analyze::pass::Pass) over one streaming read, so
+//! It is a [pass](runtrace_model::pass::Pass) over one streaming read, so
 //! memory is bounded by the trace's concurrency (live tasks, open slices,
 //! tracks), not its length; the output is written as it goes.
 //!
 //! ```
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
 //! b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -60,9 +60,9 @@ pub struct Converted {
 /// [`Converted::errors`] and the readable part is converted.
 pub fn convert<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Converted, String> {
     let file = File::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
-    let paths: Vec<PathBuf> = runtrace_analyze::input::sorted(paths);
+    let paths: Vec<PathBuf> = runtrace_model::input::sorted(paths);
     let mut ex = Exporter::new(BufWriter::with_capacity(1 << 20, file));
-    let (_model, stats) = runtrace_analyze::input::read(&paths, &mut ex, None);
+    let (_model, stats) = runtrace_model::input::read(&paths, &mut ex, None);
     let (_out, err, written) = ex.finish_output();
     if let Some(e) = err {
         return Err(format!("{}: cannot write: {e}", out.display()));

@@ -1,5 +1,5 @@
 //! The exporter pass: runtrace events (in time order, from
-//! `runtrace_analyze::input`) to Perfetto track events, streaming. State is
+//! `runtrace_model::input`) to Perfetto track events, streaming. State is
 //! per live task, per thread (its open slices) and per track, so memory is
 //! bounded by the trace's concurrency, never its length.
 
@@ -8,9 +8,9 @@ use super::proto::{
     TrackEvent, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
 use super::writer::PacketWriter;
-use runtrace_analyze::event::{kind, Ev};
-use runtrace_analyze::model::{Model, UNKNOWN_LOC};
-use runtrace_analyze::pass::{Pass, Wants};
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::pass::{Pass, Wants};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
@@ -173,7 +173,7 @@ struct Task {
 /// read as a pair.
 ///
 /// ```
-/// use runtrace_analyze::synth::TraceBuilder;
+/// use runtrace_model::synth::TraceBuilder;
 /// use runtrace_export::perfetto::Exporter;
 /// let mut b = TraceBuilder::new();
 /// b.park(7, 0, 1_000, 0, 0);
@@ -182,7 +182,7 @@ struct Task {
 /// let path = dir.path().join("trace.0.bin");
 /// std::fs::write(&path, b.finish()).unwrap();
 /// let mut ex = Exporter::new(Vec::new());
-/// runtrace_analyze::input::read(&[path], &mut ex, None);
+/// runtrace_model::input::read(&[path], &mut ex, None);
 /// let (bytes, err, stats) = ex.finish_output();
 /// assert!(err.is_none() && !bytes.is_empty());
 /// assert_eq!(stats.parks, 1);

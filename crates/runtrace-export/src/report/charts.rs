@@ -5,9 +5,9 @@
 //! bucket. Aggregates only: the page's size does not grow with
 //! the trace.
 
-use runtrace_analyze::event::{kind, Ev};
-use runtrace_analyze::model::Model;
-use runtrace_analyze::pass::{Pass, Wants};
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::model::Model;
+use runtrace_model::pass::{Pass, Wants};
 use std::collections::HashMap;
 
 /// Time buckets per utilisation row.
@@ -27,7 +27,7 @@ pub struct Row {
 /// The chart data of a read.
 ///
 /// ```
-/// use runtrace_analyze::synth::TraceBuilder;
+/// use runtrace_model::synth::TraceBuilder;
 /// use runtrace_export::report::charts::Charts;
 /// let mut b = TraceBuilder::new();
 /// b.poll_start(7, 0, 1_000, 1, 0, 0);
@@ -36,7 +36,7 @@ pub struct Row {
 /// let path = dir.path().join("trace.0.bin");
 /// std::fs::write(&path, b.finish()).unwrap();
 /// let mut c = Charts::default();
-/// runtrace_analyze::input::read(&[path], &mut c, None);
+/// runtrace_model::input::read(&[path], &mut c, None);
 /// assert_eq!(c.rows[0].busy.iter().sum::<u64>(), 2_000);
 /// assert_eq!(c.poll_hist[10], 1); // 2 us: [1024, 2048) ns
 /// ```

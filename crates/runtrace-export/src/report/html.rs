@@ -4,8 +4,9 @@
 
 use super::charts::{Charts, BUCKETS, HIST};
 use runtrace_analyze::backlog::BacklogReport;
-use runtrace_analyze::model::Model;
-use runtrace_analyze::{fmt_ns, Report};
+use runtrace_analyze::Report;
+use runtrace_model::fmt_ns;
+use runtrace_model::model::Model;
 use std::fmt::Write;
 
 /// Escapes text for HTML content and attribute values.

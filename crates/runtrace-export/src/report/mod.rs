@@ -12,7 +12,7 @@
 //! [`charts::Charts`].
 //!
 //! ```
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
 //! b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -58,7 +58,7 @@ pub struct Written {
 pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String> {
     // Fail on an unwritable path before reading a large trace.
     std::fs::File::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
-    let paths: Vec<PathBuf> = runtrace_analyze::input::sorted(paths);
+    let paths: Vec<PathBuf> = runtrace_model::input::sorted(paths);
     let backlog_opts = BacklogOptions::default();
     let mut passes = (
         Engine::new(Thresholds::default()),
@@ -67,7 +67,7 @@ pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String>
             (charts::Charts::default(), WhenProfiled::new(&paths)),
         ),
     );
-    let (model, stats) = runtrace_analyze::input::read(&paths, &mut passes, None);
+    let (model, stats) = runtrace_model::input::read(&paths, &mut passes, None);
     let mut r = passes.0.report(&model, stats.clone());
     let (backlog, (charts, profiled)) = passes.1;
     let profile = profiled.pass.profile(&model, stats.clone());

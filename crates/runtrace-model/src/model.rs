@@ -5,7 +5,7 @@
 //! passes read it ([`crate::pass::Pass`]) and keep their own state.
 //!
 //! ```
-//! use runtrace_analyze::model::{Model, TickScale};
+//! use runtrace_model::model::{Model, TickScale};
 //! let m = Model::new();
 //! assert_eq!(&*m.locs[0].text, "<unknown>"); // index 0: unknown location
 //! assert_eq!(&*m.names[0], ""); // index 0: the empty name
@@ -210,7 +210,7 @@ impl Model {
     /// The index of thread `tid` of process `proc`, added if new.
     ///
     /// ```
-    /// let mut m = runtrace_analyze::model::Model::new();
+    /// let mut m = runtrace_model::model::Model::new();
     /// let t = m.thread(0, 77);
     /// assert_eq!(m.thread(0, 77), t);
     /// assert_ne!(m.thread(1, 77), t);

@@ -4,7 +4,7 @@
 //! `benches/analyze.rs`).
 //!
 //! ```
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
 //! b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -111,7 +111,7 @@ impl TraceBuilder {
     /// Defines call stacks (a STACKS frame): `(id, addresses leaf first)`.
     ///
     /// ```
-    /// use runtrace_analyze::synth::TraceBuilder;
+    /// use runtrace_model::synth::TraceBuilder;
     /// let mut b = TraceBuilder::new();
     /// b.stacks(&[(1, &[0x1234, 0x1000])]);
     /// b.cpu_sample(1, 5_000, 100, 1);
@@ -142,7 +142,7 @@ impl TraceBuilder {
     /// tests of what is drawn or counted rather than named.
     ///
     /// ```
-    /// # use runtrace_analyze::synth::TraceBuilder;
+    /// # use runtrace_model::synth::TraceBuilder;
     /// let mut b = TraceBuilder::new();
     /// b.profile_elsewhere(99);
     /// b.stacks(&[(1, &[0x40_1000, 0x40_2000])]);
@@ -198,7 +198,7 @@ impl TraceBuilder {
     /// (`NO_WORKER` for none), `None` leaves it.
     ///
     /// ```
-    /// use runtrace_analyze::synth::TraceBuilder;
+    /// use runtrace_model::synth::TraceBuilder;
     /// use runtrace_format::schema::ids;
     /// let mut b = TraceBuilder::new();
     /// // task_terminate { task_id }

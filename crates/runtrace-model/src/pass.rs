@@ -6,10 +6,10 @@
 //! `(a, b)` (statically dispatched, so a pair costs no virtual calls).
 //!
 //! ```
-//! use runtrace_analyze::event::{kind, Ev};
-//! use runtrace_analyze::model::Model;
-//! use runtrace_analyze::pass::{Pass, Wants};
-//! use runtrace_analyze::synth::TraceBuilder;
+//! use runtrace_model::event::{kind, Ev};
+//! use runtrace_model::model::Model;
+//! use runtrace_model::pass::{Pass, Wants};
+//! use runtrace_model::synth::TraceBuilder;
 //!
 //! /// Counts polls per thread.
 //! #[derive(Default)]
@@ -37,7 +37,7 @@
 //! let path = dir.path().join("trace.0.bin");
 //! std::fs::write(&path, b.finish()).unwrap();
 //! let mut polls = Polls::default();
-//! let (model, stats) = runtrace_analyze::input::read(&[path], &mut polls, None);
+//! let (model, stats) = runtrace_model::input::read(&[path], &mut polls, None);
 //! assert_eq!(polls.0, [1]);
 //! assert_eq!(model.threads[0].tid, 3);
 //! assert_eq!(stats.events, 2);
@@ -53,7 +53,7 @@ pub struct Wants {
     pub runtime: bool,
     /// Application instrumentation (`runtrace backlog`).
     pub app: bool,
-    /// CPU profile samples (`cpu_sample`, `off_cpu`: [`crate::profile`]).
+    /// CPU profile samples (`cpu_sample`, `off_cpu`: the CPU profile pass (`runtrace_analyze::profile`)).
     pub profile: bool,
 }
 

@@ -14,7 +14,7 @@
 //! order.
 //!
 //! ```
-//! use runtrace_analyze::hist::Histogram;
+//! use runtrace_model::hist::Histogram;
 //! let mut h = Histogram::new();
 //! for v in 1..=1000u64 {
 //!     h.record(v * 1000);

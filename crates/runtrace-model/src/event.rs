@@ -5,7 +5,7 @@
 //! `probes/events.toml`), so there is no second numbering to keep in step.
 //!
 //! ```
-//! use runtrace_analyze::event::{kind, Ev};
+//! use runtrace_model::event::{kind, Ev};
 //! let ev = Ev { ticks: 5, x: 7, a: 0, thread: 0, worker: 1, kind: kind::TERMINATE, flag: 0 };
 //! assert!(kind::is_runtime(ev.kind));
 //! assert!(kind::is_app(kind::ENQUEUE));
@@ -81,7 +81,7 @@ pub mod kind {
         k >= LOCK_WAIT && k <= HEARTBEAT
     }
 
-    /// A CPU profile sample ([`crate::profile`]'s input).
+    /// A CPU profile sample (the CPU profile pass (`runtrace_analyze::profile`)'s input).
     #[inline(always)]
     pub const fn is_profile(k: u8) -> bool {
         k == CPU_SAMPLE || k == OFF_CPU
@@ -160,8 +160,8 @@ impl Ev {
     /// older than the child; otherwise both values are in [`Model::side`].
     ///
     /// ```
-    /// use runtrace_analyze::event::{kind, Ev};
-    /// use runtrace_analyze::model::Model;
+    /// use runtrace_model::event::{kind, Ev};
+    /// use runtrace_model::model::Model;
     /// let mut m = Model::new();
     /// let (worker, flag) = Ev::pack_spawn(10, 7, 3, &mut m);
     /// let ev = Ev { ticks: 5, x: 10, a: 0, thread: 0, worker, kind: kind::SPAWN, flag };

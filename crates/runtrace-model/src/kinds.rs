@@ -3,8 +3,8 @@
 //! `query_trace_events` filters by them.
 //!
 //! ```
-//! use runtrace_analyze::event::kind;
-//! use runtrace_analyze::kinds;
+//! use runtrace_model::event::kind;
+//! use runtrace_model::kinds;
 //! assert_eq!(kinds::name(kind::POLL_START), Some("task_poll_start"));
 //! assert_eq!(kinds::by_name("task_wake"), Some(kind::WAKE));
 //! assert_eq!(kinds::name(kind::CPU_SAMPLE), Some("cpu_sample"));
@@ -38,7 +38,7 @@ pub const ALL: [(u8, &str); 20] = [
 ];
 
 /// The CPU profile's kinds with their catalog names: counted by
-/// `runtrace summary`, read by [`crate::profile`], not kept as events
+/// `runtrace summary`, read by the CPU profile pass (`runtrace_analyze::profile`), not kept as events
 /// (`query_trace_events` does not return them).
 pub const PROFILE: [(u8, &str); 2] = [(kind::CPU_SAMPLE, "cpu_sample"), (kind::OFF_CPU, "off_cpu")];
 

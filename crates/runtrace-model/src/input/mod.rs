@@ -5,12 +5,16 @@
 //! (`order`). [`read`] feeds any [`Pass`] (or pair of passes) in one read.
 //!
 //! ```
-//! use runtrace_analyze::input::{read, sorted};
-//! use runtrace_analyze::runtime::Engine;
+//! use runtrace_model::input::{read, sorted};
+//! use runtrace_model::{event::Ev, model::Model, pass::{Pass, Wants}};
+//! struct Nothing;
+//! impl Pass for Nothing {
+//!     fn wants(&self) -> Wants { Wants::RUNTIME }
+//!     fn event(&mut self, _: &Ev, _: &Model) {}
+//! }
 //! let paths = sorted(&["trace.10.bin", "trace.2.bin"]);
 //! assert!(paths[0].ends_with("trace.2.bin"));
-//! let mut engine = Engine::new(Default::default());
-//! let (model, stats) = read(&paths, &mut engine, None);
+//! let (model, stats) = read(&paths, &mut Nothing, None);
 //! assert!(stats.damaged); // no such files
 //! assert!(model.procs.is_empty());
 //! ```
@@ -78,11 +82,7 @@ pub fn read<P: Pass>(
 /// Writes `bytes` to a temporary trace file (the reader reads files) and
 /// runs `f` on its path, or on a message naming the file when it cannot be
 /// written; removes the file after. For the `analyze_bytes` functions.
-pub(crate) fn via_temp_file<R>(
-    bytes: &[u8],
-    what: &str,
-    f: impl FnOnce(Result<&Path, String>) -> R,
-) -> R {
+pub fn via_temp_file<R>(bytes: &[u8], what: &str, f: impl FnOnce(Result<&Path, String>) -> R) -> R {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path: PathBuf =
