@@ -9,7 +9,7 @@
 //! binaries recorded in the trace; draw them with `inferno-flamegraph
 //! flamegraph.txt > flamegraph.svg`, or use `runtrace flamegraph DIR -o
 //! flamegraph.svg` (which also filters by spawn location, worker, time).
-//! The library calls are `runtrace_analyze::profile::load` and
+//! The library calls are `runtrace_model::profile::load` and
 //! `runtrace_export::flamegraph::{stacks, fold}`.
 
 use runtrace_analyze::functions::StackNames;
@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let files = runtrace_format::files::expand_lenient(paths);
-    let profile = match runtrace_analyze::profile::load(&files) {
+    let profile = match runtrace_model::profile::load(&files) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");

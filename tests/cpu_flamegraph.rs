@@ -10,10 +10,10 @@
 //! part needs perf_event_open (mode 1; the signal fallback is on-CPU only).
 
 use runtrace_analyze::functions::StackNames;
-use runtrace_analyze::profile::{self, Profile};
 use runtrace_analyze::runtime::analyze_files_profiled;
 use runtrace_analyze::{Options, Report};
 use runtrace_export::flamegraph::{fold, stacks, Selection};
+use runtrace_model::profile::{self, Profile};
 use runtrace_recorder::Recorder;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -229,7 +229,7 @@ fn quickstart_findings_name_the_planted_problems() {
 /// Under `CI=true` a recording without samples fails; elsewhere it is
 /// skipped with a message.
 fn cpu_profile_names_the_functions(files: &[std::path::PathBuf], stdout: &str) {
-    let profile = runtrace_analyze::profile::load(files).expect("the trace's CPU profile");
+    let profile = runtrace_model::profile::load(files).expect("the trace's CPU profile");
     let info = &profile.info.first().expect("a PROFILE frame").1;
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     if info.mode == 0 {

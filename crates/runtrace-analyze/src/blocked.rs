@@ -19,10 +19,10 @@
 //! ```
 
 use crate::functions::{FunctionStat, StackNames, Tally};
-use crate::profile::{Profile, SampleKind};
 use crate::runtime::{Engine, Thresholds, Wait, WhenProfiled};
 use runtrace_model::fmt_ns;
 use runtrace_model::input;
+use runtrace_model::profile::{Profile, SampleKind};
 use runtrace_symbolize::SymbolizeOptions;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -180,7 +180,7 @@ pub(crate) fn report(
 /// ```
 /// use runtrace_analyze::blocked::{attribute, BlockedOptions};
 /// use runtrace_analyze::functions::StackNames;
-/// use runtrace_analyze::profile::Profile;
+/// use runtrace_model::profile::Profile;
 /// use runtrace_symbolize::Symbolizer;
 /// let mut names = StackNames::new(Symbolizer::new(&[], Default::default()));
 /// let r = attribute(&[], &Profile::default(), &mut names, &BlockedOptions::default());

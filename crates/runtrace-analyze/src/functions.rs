@@ -58,11 +58,12 @@ impl StackNames {
     /// looked up at their recorded paths).
     ///
     /// ```
-    /// use runtrace_analyze::{functions::StackNames, profile::Profile};
+    /// use runtrace_analyze::functions::StackNames;
+    /// use runtrace_model::profile::Profile;
     /// let names = StackNames::recorded(&Profile::default());
     /// assert!(names.problems().is_empty());
     /// ```
-    pub fn recorded(profile: &crate::profile::Profile) -> StackNames {
+    pub fn recorded(profile: &runtrace_model::profile::Profile) -> StackNames {
         StackNames::for_mappings(&profile.mappings, SymbolizeOptions::default())
     }
 

@@ -25,14 +25,15 @@ use crate::backlog::{Backlog, BacklogOptions, BacklogReport};
 use crate::blocked::{self, BlockedOptions, BlockedReport};
 use crate::functions::StackNames;
 use crate::outliers::{Category, Method, Outliers};
-use crate::profile::Profile;
 use crate::runtime::{Engine, Report, Thresholds, WhenProfiled};
 use crate::summary::{self, Counts};
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::input::{self, ReadStats};
+use runtrace_model::lifecycle::Tracked;
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::profile::Profile;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -150,9 +151,17 @@ impl TraceIndex {
         })
     }
 
-    /// Feeds the kept events to `pass` as [`input::read`] would, and
-    /// finishes it.
+    /// Feeds the kept events to `pass` as [`input::read`] would (with the
+    /// lifecycle's records when it wants them), and finishes it.
     pub fn replay<P: Pass>(&self, pass: &mut P) {
+        if pass.wants().lifecycle {
+            self.replay_events(&mut Tracked::new(pass));
+        } else {
+            self.replay_events(pass);
+        }
+    }
+
+    fn replay_events<P: Pass>(&self, pass: &mut P) {
         let wants = pass.wants();
         let mut proc = None;
         for ev in &self.events {

@@ -12,8 +12,6 @@
 //!   responsible and the evidence.
 //! - [`backlog`] is the pass of `runtrace backlog`: queues, locks, I/O and
 //!   a root-cause verdict for every backlog trigger.
-//! - [`profile`] attributes CPU samples (`cpu_sample`, `off_cpu`) to the
-//!   poll, task, spawn location and worker they were taken in.
 //! - [`summary`] (event counts, which analyses apply) and [`outliers`]
 //!   (IQR, MAD, stddev, percentile over wake->poll delays, poll durations
 //!   and CPU shares) are passes too.
@@ -50,7 +48,6 @@ pub mod blocked;
 pub mod functions;
 pub mod index;
 pub mod outliers;
-pub mod profile;
 pub mod query;
 pub mod runtime;
 pub mod summary;
@@ -63,8 +60,8 @@ pub use runtime::{
 
 pub use runtrace_model::fmt_ns;
 
-/// A read that found no trace at all (see [`profile::load`]).
-pub use profile::Error;
+/// A read that found no trace at all (see `runtrace_model::profile::load`).
+pub use runtrace_model::profile::Error;
 
 use std::path::Path;
 

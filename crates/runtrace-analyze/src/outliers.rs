@@ -25,8 +25,9 @@
 //! ```
 
 use runtrace_format::NO_WORKER;
-use runtrace_model::event::{kind, Ev};
+use runtrace_model::event::Ev;
 use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::lifecycle::{Life, Poll, Task};
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
 use serde_json::{json, Value};
@@ -199,39 +200,38 @@ pub struct Sample {
     pub value: f64,
 }
 
-#[derive(Default, Clone, Copy)]
-struct TaskState {
+/// The CPU window a task's polls are being summed into: (window index,
+/// busy ns, last worker). A task's polls arrive in time order, so a window
+/// is done when a later one starts (no map of all windows).
+#[derive(Clone, Copy)]
+struct CpuWindow {
+    window: i64,
+    busy_ns: u64,
+    worker: u32,
     loc: u32,
-    /// Ticks of the pending wake (or spawn).
-    wake: Option<u64>,
-    /// Ticks and worker of the open poll.
-    poll: Option<(u64, u32)>,
-    /// The CPU window being summed: (window index, busy ns, last worker).
-    /// A task's polls arrive in time order, so a window is done when a
-    /// later one starts (no map of all windows).
-    cpu: Option<(i64, u64, u32)>,
 }
 
-impl TaskState {
-    /// The CPU sample of the window being summed, if any, and resets it.
-    fn take_cpu(&mut self, proc: u32, task: u64) -> Option<Sample> {
-        let (w, busy, worker) = self.cpu.take()?;
-        Some(Sample {
+impl CpuWindow {
+    /// The window's CPU sample.
+    fn sample(self, proc: u32, task: u64) -> Sample {
+        Sample {
             proc,
             task,
             loc: self.loc,
-            worker,
-            start_ns: w * CPU_WINDOW_NS,
-            end_ns: (w + 1) * CPU_WINDOW_NS,
-            value: busy as f64 / CPU_WINDOW_NS as f64,
-        })
+            worker: self.worker,
+            start_ns: self.window * CPU_WINDOW_NS,
+            end_ns: (self.window + 1) * CPU_WINDOW_NS,
+            value: self.busy_ns as f64 / CPU_WINDOW_NS as f64,
+        }
     }
 }
 
-/// The pass of `runtrace outliers`: collects the samples.
+/// The pass of `runtrace outliers`: collects the samples from the polls
+/// the lifecycle pairs ([`runtrace_model::lifecycle`]).
 #[derive(Default)]
 pub struct Outliers {
-    tasks: FxHashMap<(u32, u64), TaskState>,
+    /// The CPU window being summed, per live task (by process and id).
+    cpu_open: FxHashMap<(u32, u64), CpuWindow>,
     /// Wake -> poll delays.
     pub latency: Vec<Sample>,
     /// Poll durations.
@@ -240,78 +240,95 @@ pub struct Outliers {
     pub cpu: Vec<Sample>,
 }
 
-impl Pass for Outliers {
-    fn wants(&self) -> Wants {
-        Wants::RUNTIME
+impl Outliers {
+    fn poll_start(&mut self, p: &Poll, model: &Model) {
+        let proc = model.threads[p.thread as usize].proc;
+        let pr = &model.procs[proc as usize];
+        if let Some(w) = p.wake {
+            let (s, e) = (pr.ns(w), pr.ns(p.start));
+            self.latency.push(Sample {
+                proc,
+                task: p.task,
+                loc: p.loc,
+                worker: p.worker,
+                start_ns: s,
+                end_ns: e,
+                value: (e - s).max(0) as f64,
+            });
+        }
     }
 
-    fn event(&mut self, ev: &Ev, model: &Model) {
-        if !runtrace_model::kinds::has_task(ev.kind) {
-            return;
+    fn poll_end(&mut self, p: &Poll, model: &Model) {
+        let proc = model.threads[p.thread as usize].proc;
+        let pr = &model.procs[proc as usize];
+        let (s, e) = (pr.ns(p.start), pr.ns(p.end).max(pr.ns(p.start)));
+        self.poll.push(Sample {
+            proc,
+            task: p.task,
+            loc: p.loc,
+            worker: p.worker,
+            start_ns: s,
+            end_ns: e,
+            value: (e - s) as f64,
+        });
+        // Split the poll over the CPU windows it spans.
+        let mut at = s;
+        while at < e {
+            let w = at.div_euclid(CPU_WINDOW_NS);
+            let until = ((w + 1) * CPU_WINDOW_NS).min(e);
+            let c = self.cpu_open.entry((proc, p.task)).or_insert(CpuWindow {
+                window: w,
+                busy_ns: 0,
+                worker: p.worker,
+                loc: p.loc,
+            });
+            if c.window != w {
+                self.cpu.push(c.sample(proc, p.task));
+                *c = CpuWindow {
+                    window: w,
+                    busy_ns: 0,
+                    worker: p.worker,
+                    loc: p.loc,
+                };
+            }
+            c.busy_ns += (until - at) as u64;
+            c.worker = p.worker;
+            at = until;
         }
-        let proc = model.threads[ev.thread as usize].proc;
-        let p = &model.procs[proc as usize];
-        let st = self.tasks.entry((proc, ev.x)).or_default();
-        match ev.kind {
-            kind::SPAWN => {
-                st.loc = ev.a;
-                st.wake = Some(ev.ticks);
-            }
-            kind::WAKE => {
-                st.wake.get_or_insert(ev.ticks);
-            }
-            kind::POLL_START => {
-                if let Some(w) = st.wake.take() {
-                    let (s, e) = (p.ns(w), p.ns(ev.ticks));
-                    self.latency.push(Sample {
-                        proc,
-                        task: ev.x,
-                        loc: st.loc,
-                        worker: ev.worker,
-                        start_ns: s,
-                        end_ns: e,
-                        value: (e - s).max(0) as f64,
-                    });
-                }
-                st.poll = Some((ev.ticks, ev.worker));
-            }
-            kind::POLL_END => {
-                if let Some((t0, worker)) = st.poll.take() {
-                    let (s, e) = (p.ns(t0), p.ns(ev.ticks).max(p.ns(t0)));
-                    let loc = st.loc;
-                    self.poll.push(Sample {
-                        proc,
-                        task: ev.x,
-                        loc,
-                        worker,
-                        start_ns: s,
-                        end_ns: e,
-                        value: (e - s) as f64,
-                    });
-                    // Split the poll over the CPU windows it spans.
-                    let mut at = s;
-                    while at < e {
-                        let w = at.div_euclid(CPU_WINDOW_NS);
-                        let until = ((w + 1) * CPU_WINDOW_NS).min(e);
-                        if st.cpu.is_some_and(|c| c.0 != w) {
-                            self.cpu.extend(st.take_cpu(proc, ev.x));
-                        }
-                        let c = st.cpu.get_or_insert((w, 0, worker));
-                        c.1 += (until - at) as u64;
-                        c.2 = worker;
-                        at = until;
-                    }
-                }
-            }
+    }
+
+    /// A task's life is over: its last CPU window is done.
+    fn task_done(&mut self, t: &Task) {
+        if let Some(c) = self.cpu_open.remove(&(t.proc, t.task)) {
+            self.cpu.push(c.sample(t.proc, t.task));
+        }
+    }
+}
+
+impl Pass for Outliers {
+    fn wants(&self) -> Wants {
+        Wants::LIFECYCLE
+    }
+
+    fn event(&mut self, _ev: &Ev, _model: &Model) {}
+
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        match *rec {
+            Life::PollStart(p) => self.poll_start(p, model),
+            Life::PollEnd(p) => self.poll_end(p, model),
+            Life::End(t) | Life::Alive(t) => self.task_done(t),
             _ => {}
         }
     }
 
     fn finish(&mut self, _model: &Model) {
-        for (&(proc, task), st) in self.tasks.iter_mut() {
-            self.cpu.extend(st.take_cpu(proc, task));
+        // Tasks whose polls were after their terminate (rule 4 of the
+        // lifecycle) left a window open.
+        for ((proc, task), c) in std::mem::take(&mut self.cpu_open) {
+            self.cpu.push(c.sample(proc, task));
         }
-        // The map's order is arbitrary: the report must not be.
+        // The order of task ends is not the order of windows: the report
+        // must not depend on either.
         self.cpu
             .sort_unstable_by_key(|s| (s.proc, s.task, s.start_ns));
     }

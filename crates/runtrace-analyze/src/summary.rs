@@ -24,13 +24,13 @@
 //! assert_eq!(backlog["applicable"], false);
 //! ```
 
-use crate::profile::{Profile, SampleKind};
 use crate::runtime::Report;
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::input::ReadStats;
 use runtrace_model::kinds;
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::profile::{Profile, SampleKind};
 use serde_json::{json, Value};
 
 /// Events by kind (the pass of `runtrace summary`).
@@ -57,7 +57,8 @@ impl Counts {
     /// instead of this one.
     ///
     /// ```
-    /// use runtrace_analyze::{profile::Profile, summary::Counts};
+    /// use runtrace_analyze::summary::Counts;
+    /// use runtrace_model::profile::Profile;
     /// use runtrace_model::event::kind;
     /// let mut c = Counts::default();
     /// c.add_samples(&Profile::default());

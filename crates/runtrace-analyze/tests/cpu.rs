@@ -22,8 +22,9 @@
 use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::runtime::analyze_files_profiled;
-use runtrace_analyze::{analyze_files as analyze, profile, FindingKind, Options};
+use runtrace_analyze::{analyze_files as analyze, FindingKind, Options};
 use runtrace_format::frame::ProfileInfo;
+use runtrace_model::profile;
 use runtrace_model::synth::TraceBuilder;
 use self_maps::{inside, mapping_of};
 use std::hint::black_box;

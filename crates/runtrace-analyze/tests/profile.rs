@@ -1,13 +1,13 @@
 //! CPU profile input (format 1.1): `cpu_sample` / `off_cpu` events
 //! attributed to the poll running on the sampled thread
-//! (`runtrace_analyze::profile`), the notes about what was recorded, files
+//! (`runtrace_model::profile`), the notes about what was recorded, files
 //! cut anywhere, and the runtime analysis unchanged by samples.
 
-use runtrace_analyze::profile::{self, Profile, ProfilePass, SampleKind};
 use runtrace_analyze::runtime::Engine;
 use runtrace_analyze::{analyze_files, Options};
 use runtrace_format::frame::{Mapping, ProfileInfo};
 use runtrace_model::input;
+use runtrace_model::profile::{self, Profile, ProfilePass, SampleKind};
 use runtrace_model::synth::TraceBuilder;
 use std::path::PathBuf;
 

@@ -11,9 +11,9 @@ use crate::output::{print_report, with_progress};
 use crate::AnalyzeArgs;
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::index::TraceIndex;
-use runtrace_analyze::profile::Profile;
 use runtrace_analyze::runtime::analyze_files_profiled;
 use runtrace_analyze::{Options, Report};
+use runtrace_model::profile::Profile;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -106,7 +106,7 @@ pub fn run(args: &FlamegraphArgs) -> ExitCode {
         }
     }
     let files = runtrace_format::files::expand_lenient(args.files.clone());
-    let profile = match runtrace_analyze::profile::load(&files) {
+    let profile = match runtrace_model::profile::load(&files) {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string()),
     };

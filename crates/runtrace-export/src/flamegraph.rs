@@ -18,7 +18,7 @@
 //! ```
 
 use runtrace_analyze::functions::StackNames;
-use runtrace_analyze::profile::{Profile, Sample, SampleKind};
+use runtrace_model::profile::{Profile, Sample, SampleKind};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::Arc;
@@ -137,7 +137,7 @@ pub fn named<'a>(
 /// the recorder's message), or samples present but none selected.
 ///
 /// ```
-/// use runtrace_analyze::profile::Profile;
+/// use runtrace_model::profile::Profile;
 /// use runtrace_export::flamegraph::{why_empty, Selection};
 /// let m = why_empty(&Profile::default(), &Selection::default());
 /// assert!(m.contains("without CPU profiling"), "{m}");

@@ -81,7 +81,7 @@ pub mod kind {
         k >= LOCK_WAIT && k <= HEARTBEAT
     }
 
-    /// A CPU profile sample (the CPU profile pass (`runtrace_analyze::profile`)'s input).
+    /// A CPU profile sample (the CPU profile pass (`runtrace_model::profile`)'s input).
     #[inline(always)]
     pub const fn is_profile(k: u8) -> bool {
         k == CPU_SAMPLE || k == OFF_CPU

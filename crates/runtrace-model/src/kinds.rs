@@ -38,7 +38,7 @@ pub const ALL: [(u8, &str); 20] = [
 ];
 
 /// The CPU profile's kinds with their catalog names: counted by
-/// `runtrace summary`, read by the CPU profile pass (`runtrace_analyze::profile`), not kept as events
+/// `runtrace summary`, read by the CPU profile pass (`runtrace_model::profile`), not kept as events
 /// (`query_trace_events` does not return them).
 pub const PROFILE: [(u8, &str); 2] = [(kind::CPU_SAMPLE, "cpu_sample"), (kind::OFF_CPU, "off_cpu")];
 

@@ -14,7 +14,12 @@
 //! - [`event`] is the compact event and its kinds; [`kinds`] names them.
 //! - [`model`] is a recording's identity (processes, threads, locations,
 //!   names, stacks, mappings).
-//! - [`pass`] is the trait every analysis and exporter implements.
+//! - [`pass`] is the trait every analysis and exporter implements, and
+//!   [`lifecycle`] pairs the task lifecycle once for all of them (a poll
+//!   with its task, location, worker and the wake it answers; a task's
+//!   spawn, parent, first poll and end).
+//! - [`profile`] attributes CPU samples (`cpu_sample`, `off_cpu`) to the
+//!   poll, task, spawn location and worker they were taken in.
 //! - [`hist`] is the fixed-precision histogram the reports share, and
 //!   [`fmt_ns`] their duration format.
 //! - [`synth`] builds trace files for tests and examples.
@@ -45,8 +50,10 @@ pub mod fxhash;
 pub mod hist;
 pub mod input;
 pub mod kinds;
+pub mod lifecycle;
 pub mod model;
 pub mod pass;
+pub mod profile;
 pub mod synth;
 mod units;
 

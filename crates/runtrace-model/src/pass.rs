@@ -44,6 +44,7 @@
 //! ```
 
 use crate::event::{kind, Ev};
+use crate::lifecycle::Life;
 use crate::model::Model;
 
 /// The event groups a pass reads.
@@ -53,8 +54,11 @@ pub struct Wants {
     pub runtime: bool,
     /// Application instrumentation (`runtrace backlog`).
     pub app: bool,
-    /// CPU profile samples (`cpu_sample`, `off_cpu`: the CPU profile pass (`runtrace_analyze::profile`)).
+    /// CPU profile samples (`cpu_sample`, `off_cpu`: the CPU profile pass (`runtrace_model::profile`)).
     pub profile: bool,
+    /// The task lifecycle's derived records ([`Pass::life`], see
+    /// [`crate::lifecycle`]); implies `runtime`.
+    pub lifecycle: bool,
 }
 
 impl Wants {
@@ -63,26 +67,37 @@ impl Wants {
         runtime: true,
         app: false,
         profile: false,
+        lifecycle: false,
     };
     /// Application events only.
     pub const APP: Wants = Wants {
         runtime: false,
         app: true,
         profile: false,
+        lifecycle: false,
     };
     /// CPU profile samples only.
     pub const PROFILE: Wants = Wants {
         runtime: false,
         app: false,
         profile: true,
+        lifecycle: false,
+    };
+    /// The lifecycle's records, and the runtime events they come from.
+    pub const LIFECYCLE: Wants = Wants {
+        runtime: true,
+        app: false,
+        profile: false,
+        lifecycle: true,
     };
 
     /// Either group.
-    pub fn or(self, o: Wants) -> Wants {
+    pub const fn or(self, o: Wants) -> Wants {
         Wants {
             runtime: self.runtime || o.runtime,
             app: self.app || o.app,
             profile: self.profile || o.profile,
+            lifecycle: self.lifecycle || o.lifecycle,
         }
     }
 
@@ -104,6 +119,11 @@ pub trait Pass {
     /// still delivered; a pass may count those). Indexes in `ev` point into
     /// `model`.
     fn event(&mut self, ev: &Ev, model: &Model);
+
+    /// A record of the task lifecycle ([`crate::lifecycle`]), for passes
+    /// that [want](Wants::lifecycle) them; for one raw event, before
+    /// [`Pass::event`].
+    fn life(&mut self, _rec: &Life<'_>, _model: &Model) {}
 
     /// A recording's events are over (another follows, or the read ends).
     fn end_recording(&mut self, _model: &Model) {}
@@ -127,6 +147,16 @@ impl<A: Pass, B: Pass> Pass for (A, B) {
         }
     }
 
+    #[inline(always)]
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        if self.0.wants().lifecycle {
+            self.0.life(rec, model);
+        }
+        if self.1.wants().lifecycle {
+            self.1.life(rec, model);
+        }
+    }
+
     fn end_recording(&mut self, model: &Model) {
         self.0.end_recording(model);
         self.1.end_recording(model);
@@ -146,6 +176,11 @@ impl<P: Pass + ?Sized> Pass for &mut P {
     #[inline(always)]
     fn event(&mut self, ev: &Ev, model: &Model) {
         (**self).event(ev, model)
+    }
+
+    #[inline(always)]
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        (**self).life(rec, model)
     }
 
     fn end_recording(&mut self, model: &Model) {

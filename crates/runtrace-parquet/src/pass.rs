@@ -36,7 +36,8 @@ use crate::samples::Samples;
 use crate::schema::Table;
 use crate::writer::TableWriter;
 use runtrace_model::event::{kind, Ev};
-use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::lifecycle::{Life, Poll, Task};
+use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -107,12 +108,6 @@ impl WallClock {
     }
 }
 
-const NO_PENDING: u64 = u64::MAX;
-/// Polls one thread may have open at once (as the analysis: more means a
-/// lost poll end).
-const MAX_OPEN: usize = 16;
-/// Wakes of tasks not seen yet kept at once (as the analysis).
-const MAX_ORPHAN_WAKES: usize = 1 << 16;
 /// `Ev::worker` of an event outside any worker.
 const NO_WORKER: u32 = u32::MAX;
 
@@ -131,50 +126,11 @@ pub struct Target {
     pub replace: bool,
 }
 
-struct Task {
-    loc: u32,
-    pending: u64,
-    spawn: u64,
-    spawn_tid: u64,
-    /// Parent task id (0: none or unknown).
-    parent: u64,
-    /// Name index of its queue (0: none or unknown).
-    queue: u32,
-}
-
-impl Task {
-    /// A task seen first by something other than its spawn.
-    fn unknown(tid: u64) -> Task {
-        Task {
-            loc: UNKNOWN_LOC,
-            pending: NO_PENDING,
-            spawn: NO_PENDING,
-            spawn_tid: tid,
-            parent: 0,
-            queue: 0,
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Open {
-    worker: u32,
-    task: u64,
-    start: u64,
-    loc: u32,
-    local_q: u32,
-    /// Name index of the queue polled from (0: none).
-    queue: u32,
-    wake_delay: Option<i64>,
-}
-
 /// A recording's files and state.
 struct Rec {
     writers: Vec<TableWriter>,
     finals: Vec<PathBuf>,
     clock: WallClock,
-    tasks: IntMap<u64, Task>,
-    orphan_wakes: IntMap<u64, u64>,
 }
 
 /// A file the export wrote, under its temporary name until committed.
@@ -197,8 +153,6 @@ pub struct Exporter {
     target: Target,
     /// By model process index (None: not started, or failed).
     recs: Vec<Option<Rec>>,
-    /// Open polls by model thread index.
-    open: Vec<Vec<Open>>,
     /// Parked workers: (thread, worker) -> (park ticks, local_q).
     parked: IntMap<(u32, u32), (u64, u32)>,
     /// The first write error (the export stops writing).
@@ -216,7 +170,6 @@ impl Exporter {
         Exporter {
             target,
             recs: Vec::new(),
-            open: Vec::new(),
             parked: IntMap::default(),
             error: None,
             written: Vec::new(),
@@ -287,8 +240,6 @@ impl Exporter {
             writers,
             finals,
             clock: WallClock::new(proc),
-            tasks: IntMap::default(),
-            orphan_wakes: IntMap::default(),
         });
         Ok(())
     }
@@ -315,9 +266,6 @@ impl Exporter {
         let proc = &m.procs[p];
         let (pid, rid, tid) = (proc.pid, proc.recording_id, th.tid);
         let worker = (ev.worker != NO_WORKER).then_some(ev.worker);
-        if self.open.len() < m.threads.len() {
-            self.open.resize_with(m.threads.len(), Vec::new);
-        }
         let Some(rec) = self.recs[p].as_mut() else {
             return Ok(());
         };
@@ -326,98 +274,6 @@ impl Exporter {
         let ts = wall(ev.ticks);
         let w = &mut rec.writers;
         match ev.kind {
-            kind::SPAWN => {
-                rec.orphan_wakes.remove(&ev.x);
-                // A task id spawned again: the old one's row goes out first.
-                if let Some(old) = rec.tasks.insert(
-                    ev.x,
-                    Task {
-                        loc: ev.a,
-                        pending: ev.ticks,
-                        spawn: ev.ticks,
-                        spawn_tid: tid,
-                        parent: ev.spawn_parent(m),
-                        queue: ev.spawn_queue(m),
-                    },
-                ) {
-                    task_row(&mut w[1], pid, rid, ev.x, &old, None, m, wall)?;
-                }
-            }
-            kind::TERMINATE => {
-                rec.orphan_wakes.remove(&ev.x);
-                let t = rec.tasks.remove(&ev.x).unwrap_or(Task::unknown(tid));
-                task_row(&mut w[1], pid, rid, ev.x, &t, Some(ts), m, wall)?;
-            }
-            kind::WAKE => match rec.tasks.get_mut(&ev.x) {
-                Some(t) => {
-                    if t.pending == NO_PENDING {
-                        t.pending = ev.ticks;
-                    }
-                }
-                None => {
-                    if rec.orphan_wakes.len() >= MAX_ORPHAN_WAKES {
-                        rec.orphan_wakes.clear();
-                    }
-                    rec.orphan_wakes.entry(ev.x).or_insert(ev.ticks);
-                }
-            },
-            kind::POLL_START => {
-                let (loc, pending, queue) = match rec.tasks.get_mut(&ev.x) {
-                    Some(t) => {
-                        let r = (t.loc, t.pending, t.queue);
-                        t.pending = NO_PENDING;
-                        r
-                    }
-                    None => {
-                        let pending = rec.orphan_wakes.remove(&ev.x).unwrap_or(NO_PENDING);
-                        rec.tasks.insert(ev.x, Task::unknown(tid));
-                        (UNKNOWN_LOC, pending, 0)
-                    }
-                };
-                let open = &mut self.open[ev.thread as usize];
-                if let Some(top) = open.last() {
-                    if top.worker == ev.worker || open.len() >= MAX_OPEN {
-                        open.pop(); // Its end was lost.
-                    }
-                }
-                let wake_delay = (pending != NO_PENDING)
-                    .then(|| proc.scale.ns(ev.ticks.saturating_sub(pending)) as i64);
-                open.push(Open {
-                    worker: ev.worker,
-                    task: ev.x,
-                    start: ev.ticks,
-                    loc,
-                    local_q: ev.a,
-                    // The executor polls a task from the queue it was
-                    // spawned on; `flag`: this poll came from a named queue.
-                    queue: if ev.flag != 0 { queue } else { 0 },
-                    wake_delay,
-                });
-            }
-            kind::POLL_END => {
-                let open = &mut self.open[ev.thread as usize];
-                let o = match open.last() {
-                    Some(top) if top.task == ev.x => open.pop(),
-                    _ => open
-                        .iter()
-                        .rposition(|o| o.task == ev.x)
-                        .map(|i| open.remove(i)),
-                };
-                let Some(o) = o else { return Ok(()) };
-                let dur = proc.scale.ns(ev.ticks.saturating_sub(o.start)) as i64;
-                w[0].u64(pid)
-                    .u64(rid)
-                    .u64(tid)
-                    .u64(o.task)
-                    .str(Some(&m.locs[o.loc as usize].text))
-                    .opt_u32((o.worker != NO_WORKER).then_some(o.worker))
-                    .str((o.queue != 0).then(|| m.name(o.queue)))
-                    .i64(wall(o.start))
-                    .i64(dur)
-                    .opt_i64(o.wake_delay)
-                    .u32(o.local_q);
-                w[0].end_row()?;
-            }
             kind::PARK => {
                 self.parked
                     .entry((ev.thread, ev.worker))
@@ -507,26 +363,7 @@ impl Exporter {
         for (p, rec) in self.recs.iter_mut().enumerate() {
             let Some(mut rec) = rec.take() else { continue };
             let proc = &m.procs[p];
-            let mut live: Vec<(u64, Task)> = rec.tasks.drain().collect();
-            live.sort_by_key(|(id, _)| *id);
             self.samples.write(&mut rec.writers[8], m, p)?;
-            let clock = rec.clock;
-            for (id, t) in &live {
-                // Tasks only ever polled (spawned before the recording and
-                // never terminated in it) have no task event to report.
-                if t.spawn != NO_PENDING {
-                    task_row(
-                        &mut rec.writers[1],
-                        proc.pid,
-                        proc.recording_id,
-                        *id,
-                        t,
-                        None,
-                        m,
-                        |ticks| clock.wall(proc, ticks),
-                    )?;
-                }
-            }
             for (w, path) in rec.writers.into_iter().zip(rec.finals) {
                 let (table, rows) = (w.table(), w.rows());
                 let tmp = w.finish()?;
@@ -544,32 +381,101 @@ impl Exporter {
 }
 
 /// A `tasks` row.
-#[allow(clippy::too_many_arguments)]
 fn task_row(
     w: &mut TableWriter,
-    pid: u64,
-    rid: u64,
-    id: u64,
     t: &Task,
-    terminate: Option<i64>,
     m: &Model,
     wall: impl Fn(u64) -> i64,
 ) -> Result<(), String> {
-    let spawned = t.spawn != NO_PENDING;
-    w.u64(pid)
-        .u64(rid)
-        .opt_u64(spawned.then_some(t.spawn_tid))
-        .u64(id)
+    let proc = &m.procs[t.proc as usize];
+    w.u64(proc.pid)
+        .u64(proc.recording_id)
+        .opt_u64(t.spawn.map(|_| m.threads[t.spawn_thread as usize].tid))
+        .u64(t.task)
         .str(Some(&m.locs[t.loc as usize].text))
         .opt_u64((t.parent != 0).then_some(t.parent))
-        .opt_i64(spawned.then(|| wall(t.spawn)))
-        .opt_i64(terminate);
+        .opt_i64(t.spawn.map(&wall))
+        .opt_i64(t.end.map(&wall));
     w.end_row()
+}
+
+/// A `polls` row.
+fn poll_row(
+    w: &mut TableWriter,
+    p: &Poll,
+    m: &Model,
+    wall: impl Fn(u64) -> i64,
+) -> Result<(), String> {
+    let th = &m.threads[p.thread as usize];
+    let proc = &m.procs[th.proc as usize];
+    let dur = proc.scale.ns(p.ticks()) as i64;
+    // The executor polls a task from the queue it was spawned on; a poll
+    // from a named queue names it.
+    let queue = if p.executor { p.queue } else { 0 };
+    w.u64(proc.pid)
+        .u64(proc.recording_id)
+        .u64(th.tid)
+        .u64(p.task)
+        .str(Some(&m.locs[p.loc as usize].text))
+        .opt_u32((p.worker != NO_WORKER).then_some(p.worker))
+        .str((queue != 0).then(|| m.name(queue)))
+        .i64(wall(p.start))
+        .i64(dur)
+        .opt_i64(p.delay_ticks().map(|d| proc.scale.ns(d) as i64))
+        .u32(p.local_q);
+    w.end_row()
+}
+
+impl Exporter {
+    /// Writes the rows of the lifecycle's records: a poll at its end, a
+    /// task at its end (or alive at its recording's end, when spawned in
+    /// it).
+    fn life_step(&mut self, rec: &Life<'_>, m: &Model) -> Result<(), String> {
+        let (proc, row): (
+            u32,
+            fn(&mut Vec<TableWriter>, &Life<'_>, &Model, WallClock) -> Result<(), String>,
+        ) = match *rec {
+            Life::PollEnd(p) => (m.threads[p.thread as usize].proc, |w, rec, m, c| {
+                let Life::PollEnd(p) = *rec else {
+                    return Ok(());
+                };
+                let pr = m.proc_of(p.thread);
+                poll_row(&mut w[0], p, m, |t| c.wall(pr, t))
+            }),
+            Life::End(t) | Life::Alive(t) if t.end.is_some() || t.spawn.is_some() => {
+                (t.proc, |w, rec, m, c| {
+                    let (Life::End(t) | Life::Alive(t)) = *rec else {
+                        return Ok(());
+                    };
+                    let pr = &m.procs[t.proc as usize];
+                    task_row(&mut w[1], t, m, |ticks| c.wall(pr, ticks))
+                })
+            }
+            _ => return Ok(()),
+        };
+        if !self.rec_ready(proc as usize, m) {
+            return Ok(());
+        }
+        let Some(r) = self.recs[proc as usize].as_mut() else {
+            return Ok(());
+        };
+        row(&mut r.writers, rec, m, r.clock)
+    }
 }
 
 impl Pass for Exporter {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP).or(Samples::wants())
+        Wants::LIFECYCLE.or(Wants::APP).or(Samples::wants())
+    }
+
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.life_step(rec, model) {
+            self.error = Some(e);
+        }
+        self.samples.life(rec, model);
     }
 
     #[inline]

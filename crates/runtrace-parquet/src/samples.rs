@@ -1,7 +1,7 @@
 //! The `cpu_samples` table: a recording's CPU-profile samples (format
 //! 1.1's `cpu_sample` and `off_cpu` events), attributed to the poll, task,
 //! spawn location and worker they were taken in exactly as
-//! `runtrace_analyze::profile` does (its [`ProfilePass`] runs inside the
+//! `runtrace_model::profile` does (its [`ProfilePass`] runs inside the
 //! export's one read), with their stacks symbolized (runtrace-symbolize;
 //! each distinct stack once).
 //!
@@ -36,11 +36,12 @@
 //! ```
 
 use crate::writer::TableWriter;
-use runtrace_analyze::profile::{ProfilePass, SampleKind};
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::input::ReadStats;
+use runtrace_model::lifecycle::Life;
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::profile::{ProfilePass, SampleKind};
 use runtrace_symbolize::{SymbolizeOptions, Symbolizer};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -69,6 +70,15 @@ impl Samples {
     pub fn event(&mut self, ev: &Ev, m: &Model) {
         if (!m.profiles.is_empty() || kind::is_profile(ev.kind)) && self.pass.wants().has(ev.kind) {
             self.pass.event(ev, m);
+        }
+    }
+
+    /// One lifecycle record of the read (the attribution pairs polls with
+    /// them), taken as [`Samples::event`] takes events.
+    #[inline]
+    pub fn life(&mut self, rec: &Life<'_>, m: &Model) {
+        if !m.profiles.is_empty() {
+            self.pass.life(rec, m);
         }
     }
 

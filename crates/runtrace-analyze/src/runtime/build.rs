@@ -28,7 +28,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             recording_id: p.recording_id,
             events: p.events,
             duration_ns: (p.ns(p.last_ticks) - p.ns(p.first_ticks)).max(0) as u64,
-            live_tasks: ps.live_tasks() as u64,
+            live_tasks: ps.live_tasks(),
         });
     }
     let duration_ns = if last >= first {

@@ -9,12 +9,13 @@ use super::findings::NO_CPU_TIME;
 use super::report::{CpuFunctions, Finding, FindingKind, FunctionShare, Report};
 use super::Options;
 use crate::functions::{own_frame, FunctionStat, StackNames, Tally};
-use crate::profile::{Profile, ProfilePass, SampleKind};
 use runtrace_model::event::Ev;
 use runtrace_model::fmt_ns;
 use runtrace_model::input;
+use runtrace_model::lifecycle::Life;
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::profile::{Profile, ProfilePass, SampleKind};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -80,6 +81,13 @@ impl Pass for WhenProfiled {
         }
     }
 
+    #[inline(always)]
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        if self.on {
+            self.pass.life(rec, model);
+        }
+    }
+
     fn end_recording(&mut self, model: &Model) {
         if self.on {
             self.pass.end_recording(model);
@@ -93,7 +101,7 @@ impl Pass for WhenProfiled {
     }
 }
 
-/// [`super::analyze_files`] and the CPU profile ([`crate::profile`]) over
+/// [`super::analyze_files`] and the CPU profile ([`runtrace_model::profile`]) over
 /// one read: the report, and the profile to pass to
 /// [`Report::add_functions`] (empty for recordings made without CPU
 /// profiling).
@@ -142,7 +150,8 @@ impl Report {
     /// samples (the report stays as without a profile).
     ///
     /// ```
-    /// use runtrace_analyze::{analyze_bytes, functions::StackNames, profile::Profile};
+    /// use runtrace_analyze::{analyze_bytes, functions::StackNames};
+    /// use runtrace_model::profile::Profile;
     /// use runtrace_model::synth::TraceBuilder;
     /// use runtrace_symbolize::Symbolizer;
     /// let mut b = TraceBuilder::new();

@@ -6,24 +6,17 @@
 use super::state::*;
 use super::thresholds::Thresholds;
 use runtrace_model::event::{kind, Ev};
-use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::hist::Histogram;
+use runtrace_model::lifecycle::{Life, Poll};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Pass, Wants};
 
-const NO_PENDING: u64 = u64::MAX;
 /// How stale a sampled schedstat read may be (docs/analysis.md: read at
 /// most every 10 ms per worker by the tokio hooks, SCHED_SAMPLE_HZ in
 /// runtrace-tokio).
 const SCHED_SAMPLE_SLACK_NS: u64 = 10_000_000;
 /// Polls remembered per worker for the delayed-window analysis.
 const RING_CAP: usize = 1 << 14;
-/// Polls one thread may have open at once (nested executors); more means
-/// lost PollEnd events.
-const MAX_OPEN: usize = 16;
-/// Wakes of tasks never seen otherwise kept at once (a wake for a task
-/// that already terminated is common and must not leak).
-const MAX_ORPHAN_WAKES: usize = 1 << 16;
 
 /// The runtime analysis (`runtrace analyze`) as a [`Pass`]: per-worker
 /// and per-location statistics, percentiles and the evidence of findings,
@@ -74,7 +67,7 @@ pub struct Engine {
 
 impl Pass for Engine {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME
+        Wants::LIFECYCLE
     }
 
     #[inline(always)]
@@ -83,6 +76,38 @@ impl Pass for Engine {
             self.sync(model);
         }
         self.step(ev, model);
+    }
+
+    #[inline(always)]
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        match *rec {
+            Life::PollStart(p) => {
+                if p.thread as usize >= self.threads.len() {
+                    self.sync(model);
+                }
+                self.poll_start(p)
+            }
+            Life::PollEnd(p) => self.poll_end(p),
+            Life::Spawn(t) => {
+                self.spawns += 1;
+                if t.loc as usize >= self.locs.len() {
+                    self.sync(model);
+                }
+                self.locs[t.loc as usize].tasks += 1;
+            }
+            Life::Seen(_) => self.locs[UNKNOWN_LOC as usize].tasks += 1,
+            Life::End(t) => self.terminated += t.end.is_some() as u64,
+            Life::Alive(t) => {
+                if t.proc as usize >= self.procs.len() {
+                    self.sync(model);
+                }
+                self.procs[t.proc as usize].live_tasks += 1;
+            }
+            Life::PollLost(_) => self.unmatched_poll_starts += 1,
+            Life::EndUnmatched(_) => self.unmatched_poll_ends += 1,
+            Life::WakesForgotten(n) => self.dropped_orphan_wakes += n,
+            Life::Wake(_) => {}
+        }
     }
 
     /// A new recording starts after this one: forget its order.
@@ -137,9 +162,7 @@ impl Engine {
         for p in &m.procs[self.procs.len()..] {
             self.procs.push(ProcState {
                 scale: p.scale,
-                tasks: FxHashMap::default(),
-                orphan_wakes: FxHashMap::default(),
-                ended: FxHashMap::default(),
+                live_tasks: 0,
                 last_sample_q: 0,
                 global_q: 0,
                 idle: Idle::default(),
@@ -149,7 +172,6 @@ impl Engine {
             self.threads.push(ThreadState {
                 proc: t.proc,
                 workers: Vec::new(),
-                open: Vec::new(),
             });
         }
         if self.locs.len() < m.locs.len() {
@@ -217,11 +239,7 @@ impl Engine {
             self.last_ticks_seen = ev.ticks;
         }
         match ev.kind {
-            kind::POLL_START => self.poll_start(ev),
-            kind::POLL_END => self.poll_end(ev),
-            kind::WAKE => self.wake(ev),
-            kind::SPAWN => self.spawn(ev, m),
-            kind::TERMINATE => self.terminate(ev),
+            // Tasks and polls come paired, as lifecycle records.
             kind::PARK => self.park(ev),
             kind::UNPARK => self.unpark(ev),
             kind::QUEUE_SAMPLE => self.queue_sample(ev, m),
@@ -237,97 +255,14 @@ impl Engine {
         self.threads[thread as usize].proc
     }
 
-    fn spawn(&mut self, ev: &Ev, m: &Model) {
-        let p = self.proc_of(ev.thread) as usize;
-        self.spawns += 1;
-        let loc = ev.a;
-        if loc as usize >= self.locs.len() {
-            self.sync(m);
-        }
-        self.locs[loc as usize].tasks += 1;
-        if !self.procs[p].orphan_wakes.is_empty() {
-            self.procs[p].orphan_wakes.remove(&ev.x);
-        }
-        self.procs[p].tasks.insert(
-            ev.x,
-            Task {
-                loc,
-                pending: ev.ticks,
-            },
-        );
-    }
-
-    fn terminate(&mut self, ev: &Ev) {
-        let p = self.proc_of(ev.thread) as usize;
-        self.terminated += 1;
-        if let Some(t) = self.procs[p].tasks.remove(&ev.x) {
-            let ended = &mut self.procs[p].ended;
-            if ended.len() >= MAX_ORPHAN_WAKES {
-                ended.clear();
-            }
-            ended.insert(ev.x, t.loc);
-        }
-        if !self.procs[p].orphan_wakes.is_empty() {
-            self.procs[p].orphan_wakes.remove(&ev.x);
-        }
-    }
-
     #[inline(always)]
-    fn wake(&mut self, ev: &Ev) {
-        let p = &mut self.procs[self.threads[ev.thread as usize].proc as usize];
-        match p.tasks.get_mut(&ev.x) {
-            Some(t) => {
-                if t.pending == NO_PENDING {
-                    t.pending = ev.ticks;
-                }
-            }
-            None => {
-                // A task not seen yet (spawned before the trace began), or
-                // one that already terminated: keep the wake, bounded.
-                if p.orphan_wakes.len() >= MAX_ORPHAN_WAKES {
-                    self.dropped_orphan_wakes += p.orphan_wakes.len() as u64;
-                    p.orphan_wakes.clear();
-                }
-                p.orphan_wakes.entry(ev.x).or_insert(ev.ticks);
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn poll_start(&mut self, ev: &Ev) {
-        let wi = self.worker_idx(ev.thread, ev.worker);
-        let pi = self.threads[ev.thread as usize].proc as usize;
-        // The task, its location and its pending wake.
-        let p = &mut self.procs[pi];
-        let (loc, pending) = match p.tasks.get_mut(&ev.x) {
-            Some(t) => {
-                let r = (t.loc, t.pending);
-                t.pending = NO_PENDING;
-                r
-            }
-            // A poll after the task's TaskTerminate (tokio at shutdown):
-            // still that task, not a new one at an unknown location.
-            None if p.ended.contains_key(&ev.x) => (p.ended[&ev.x], NO_PENDING),
-            None => {
-                let pending = if p.orphan_wakes.is_empty() {
-                    NO_PENDING
-                } else {
-                    p.orphan_wakes.remove(&ev.x).unwrap_or(NO_PENDING)
-                };
-                p.tasks.insert(
-                    ev.x,
-                    Task {
-                        loc: UNKNOWN_LOC,
-                        pending: NO_PENDING,
-                    },
-                );
-                self.locs[UNKNOWN_LOC as usize].tasks += 1;
-                (UNKNOWN_LOC, pending)
-            }
-        };
-        let local_q = ev.a;
+    fn poll_start(&mut self, p: &Poll) {
+        let wi = self.worker_idx(p.thread, p.worker);
+        let pi = self.threads[p.thread as usize].proc as usize;
+        let loc = p.loc;
+        let local_q = p.local_q;
         let w = &mut self.workers[wi as usize];
-        if ev.flag != 0 {
+        if p.executor {
             if !w.saw_executor {
                 w.saw_executor = true;
             }
@@ -340,59 +275,30 @@ impl Engine {
         let over = local_q > self.th.idle_local_q;
         let over_changed = over != w.over;
         if was_parked || over_changed {
-            self.worker_state(wi, ev.ticks, false, over);
+            self.worker_state(wi, p.start, false, over);
         } else if over && self.procs[pi].idle.active {
             let idle = &mut self.procs[pi].idle;
             idle.cur_max_q = idle.cur_max_q.max(local_q);
         }
-        // Open the poll.
-        let t = &mut self.threads[ev.thread as usize];
-        if let Some(top) = t.open.last() {
-            if top.worker == wi || t.open.len() >= MAX_OPEN {
-                // The previous poll's end was lost.
-                t.open.pop();
-                self.unmatched_poll_starts += 1;
-            }
-        }
-        t.open.push(OpenPoll {
-            worker: wi,
-            task: ev.x,
-            start: ev.ticks,
-            loc,
-            local_q,
-        });
         // Wake -> poll delay.
-        if pending == NO_PENDING {
-            self.locs[loc as usize].uncovered_polls += 1;
-        } else {
-            let scale = self.procs[pi].scale;
-            let delay = scale.ns(ev.ticks.saturating_sub(pending));
-            self.locs[loc as usize].wake.record(delay);
-            if delay > self.th.wake_delay_ns {
-                self.delayed_window(wi, loc, pending, ev.ticks, delay, ev.x, local_q);
+        match p.wake {
+            None => self.locs[loc as usize].uncovered_polls += 1,
+            Some(wake) => {
+                let scale = self.procs[pi].scale;
+                let delay = scale.ns(p.start.saturating_sub(wake));
+                self.locs[loc as usize].wake.record(delay);
+                if delay > self.th.wake_delay_ns {
+                    self.delayed_window(wi, loc, wake, p.start, delay, p.task, local_q);
+                }
             }
         }
     }
 
     #[inline(always)]
-    fn poll_end(&mut self, ev: &Ev) {
-        let t = &mut self.threads[ev.thread as usize];
-        // The open poll of this task: normally the top.
-        let o = match t.open.last() {
-            Some(top) if top.task == ev.x => t.open.pop(),
-            _ => match t.open.iter().rposition(|o| o.task == ev.x) {
-                Some(pos) => Some(t.open.remove(pos)),
-                None => None,
-            },
-        };
-        let Some(o) = o else {
-            self.unmatched_poll_ends += 1;
-            return;
-        };
-        let wi = o.worker;
+    fn poll_end(&mut self, o: &Poll) {
+        let wi = self.worker_idx(o.thread, o.worker);
         let w = &mut self.workers[wi as usize];
-        let dt = ev.ticks.saturating_sub(o.start);
-        let ns = w.scale.ns(dt);
+        let ns = w.scale.ns(o.ticks());
         w.polls += 1;
         w.busy_ns = w.busy_ns.saturating_add(ns);
         let li = o.loc as usize;
@@ -403,7 +309,7 @@ impl Engine {
         w.loc_polls[li].1 = w.loc_polls[li].1.saturating_add(ns);
         let e = RingEntry {
             start: o.start,
-            end: ev.ticks,
+            end: o.end,
             loc: o.loc,
             local_q: o.local_q,
         };
@@ -437,8 +343,8 @@ impl Engine {
         let idle = &mut self.procs[pi].idle;
         if idle.active && !parked {
             let from = o.start.max(idle.start);
-            if ev.ticks > from {
-                let n = scale.ns(ev.ticks - from);
+            if o.end > from {
+                let n = scale.ns(o.end - from);
                 if o.loc as usize >= idle.cur_locs.len() {
                     idle.cur_locs.resize(o.loc as usize + 1, 0);
                 }

@@ -1,22 +1,18 @@
 //! The runtime engine's state: per recording (live tasks, idle-while-
-//! queued tracking), per thread (open polls), per worker, per spawn
+//! queued tracking), per thread (its workers), per worker, per spawn
 //! location and per named queue. The [`super::engine::Engine`] moves it.
 
 use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::hist::Histogram;
 use runtrace_model::model::TickScale;
 
-/// Runtime state of one recording (process): its live tasks, wakes of
-/// tasks not seen yet, and idle-while-queued tracking.
+/// Runtime state of one recording (process): its live tasks at the end,
+/// and idle-while-queued tracking.
 pub(crate) struct ProcState {
     /// Tick-to-ns conversion of the recording (a copy of the model's).
     pub(super) scale: TickScale,
-    pub(super) tasks: FxHashMap<u64, Task>,
-    pub(super) orphan_wakes: FxHashMap<u64, u64>,
-    /// Locations of tasks that terminated recently: tokio can run one more
-    /// poll of a task after its TaskTerminate (at runtime shutdown, on
-    /// another worker); that poll keeps the task's identity. Bounded.
-    pub(super) ended: FxHashMap<u64, u32>,
+    /// Tasks alive when the recording's events ended.
+    pub(super) live_tasks: u64,
     /// The global queue depth of the last QueueSample.
     pub(super) last_sample_q: u32,
     /// The global queue as queued work for idle-while-queued: the depth,
@@ -27,16 +23,9 @@ pub(crate) struct ProcState {
 }
 
 impl ProcState {
-    pub fn live_tasks(&self) -> usize {
-        self.tasks.len()
+    pub fn live_tasks(&self) -> u64 {
+        self.live_tasks
     }
-}
-
-#[derive(Clone, Copy)]
-pub(super) struct Task {
-    pub(super) loc: u32,
-    /// Ticks of the first wake (or the spawn) not yet followed by a poll.
-    pub(super) pending: u64,
 }
 
 /// Idle-while-queued tracking for one process.
@@ -74,22 +63,12 @@ pub(crate) struct IdleWindow {
     pub max_global_q: u32,
 }
 
-/// Runtime state of a thread: its workers and open polls.
+/// Runtime state of a thread: its workers.
 pub(crate) struct ThreadState {
     /// Its process (a copy of the model's).
     pub proc: u32,
     /// (worker index from the trace, engine's worker index).
     pub(super) workers: Vec<(u32, u32)>,
-    pub(super) open: Vec<OpenPoll>,
-}
-
-#[derive(Clone, Copy)]
-pub(super) struct OpenPoll {
-    pub(super) worker: u32,
-    pub(super) task: u64,
-    pub(super) start: u64,
-    pub(super) loc: u32,
-    pub(super) local_q: u32,
 }
 
 #[derive(Clone, Copy, Default)]

@@ -9,6 +9,7 @@ use super::proto::{
 };
 use super::writer::PacketWriter;
 use runtrace_model::event::{kind, Ev};
+use runtrace_model::lifecycle::{Life, Poll};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Pass, Wants};
 use std::collections::{HashMap, HashSet};
@@ -162,10 +163,16 @@ struct ThreadState {
     local_q: Option<u32>,
 }
 
-struct Task {
-    loc: u32,
-    /// Flow waiting for the task's next poll (0: none).
-    flow: u64,
+/// The id of the flow from the wake (or spawn) at `ticks` of `task` in
+/// recording `proc` to the poll that answers it (the lifecycle's
+/// [`Poll::wake`]): both ends compute it, so no task map is kept. Never 0.
+fn flow_id(proc: u32, task: u64, ticks: u64) -> u64 {
+    // splitmix64 finalizer over the three values: distinct flows collide
+    // with probability ~2^-64 per pair.
+    let mut z = ticks ^ task.rotate_left(32) ^ (proc as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)).max(1)
 }
 
 /// The Perfetto exporter as a pass; [`Exporter::finish_output`] returns
@@ -192,10 +199,14 @@ pub struct Exporter<W: Write> {
     te: TrackEvent,
     threads: Vec<ThreadState>,
     procs_described: Vec<bool>,
-    tasks: IntMap<(u32, u64), Task>,
+    /// The lifecycle's record of the raw event being exported (it comes
+    /// just before the event): a poll start's task location and wake.
+    cur_poll: Option<Poll>,
+    /// Whether the wake being exported is its task's first since its last
+    /// poll (the one its next poll answers).
+    cur_wake_first: bool,
     tracks: HashSet<u64, BuildHasherDefault<IntHasher>>,
     lanes: IntMap<(u32, usize), Vec<u64>>,
-    next_flow: u64,
     /// Wall-clock ns of timestamp 0: the anchor of the first recording
     /// with an event (`u64::MAX` until then). Events of a recording that
     /// started earlier are clamped to 0.
@@ -213,10 +224,10 @@ impl<W: Write> Exporter<W> {
             te: TrackEvent::default(),
             threads: Vec::new(),
             procs_described: Vec::new(),
-            tasks: IntMap::default(),
+            cur_poll: None,
+            cur_wake_first: false,
             tracks: HashSet::default(),
             lanes: IntMap::default(),
-            next_flow: 1,
             base: u64::MAX,
             stats: ExportStats::default(),
         }
@@ -499,7 +510,15 @@ impl<W: Write> Exporter<W> {
 
 impl<W: Write> Pass for Exporter<W> {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP)
+        Wants::LIFECYCLE.or(Wants::APP)
+    }
+
+    fn life(&mut self, rec: &Life<'_>, _model: &Model) {
+        match *rec {
+            Life::PollStart(p) => self.cur_poll = Some(*p),
+            Life::Wake(w) => self.cur_wake_first = w.first,
+            _ => {}
+        }
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
@@ -508,10 +527,8 @@ impl<W: Write> Pass for Exporter<W> {
         let proc = model.threads[ev.thread as usize].proc;
         match ev.kind {
             kind::SPAWN => {
-                let flow = self.next_flow;
-                self.next_flow += 1;
+                let flow = flow_id(proc, ev.x, ev.ticks);
                 self.stats.flows += 1;
-                self.tasks.insert((proc, ev.x), Task { loc: ev.a, flow });
                 let iid = self.w.event_name(S_FIXED, F_SPAWN, || FIXED[2].into());
                 self.instant(ts, track, iid, |e| {
                     Self::ann_u(e, A_TASK, ev.x);
@@ -524,8 +541,8 @@ impl<W: Write> Pass for Exporter<W> {
                 // slices stay bounded.
                 self.close_stale(ev.thread, ts, Open::Poll(ev.x));
                 self.local_q(ev, ts, ev.a);
-                let (loc, flow) = match self.tasks.get_mut(&(proc, ev.x)) {
-                    Some(t) => (t.loc, std::mem::take(&mut t.flow)),
+                let (loc, flow) = match self.cur_poll.take() {
+                    Some(p) => (p.loc, p.wake.map_or(0, |w| flow_id(proc, ev.x, w))),
                     None => (UNKNOWN_LOC, 0),
                 };
                 let iid = self
@@ -551,17 +568,11 @@ impl<W: Write> Pass for Exporter<W> {
             }
             kind::POLL_END => self.close_to(ev.thread, ts, Open::Poll(ev.x)),
             kind::WAKE => {
-                let task = self.tasks.entry((proc, ev.x)).or_insert(Task {
-                    loc: UNKNOWN_LOC,
-                    flow: 0,
-                });
                 // Only the first wake before a poll starts a flow: the
                 // poll answers that one.
-                let flow = if task.flow == 0 {
-                    task.flow = self.next_flow;
-                    self.next_flow += 1;
+                let flow = if std::mem::take(&mut self.cur_wake_first) {
                     self.stats.flows += 1;
-                    task.flow
+                    flow_id(proc, ev.x, ev.ticks)
                 } else {
                     0
                 };
@@ -572,9 +583,6 @@ impl<W: Write> Pass for Exporter<W> {
                         e.flow_ids.push(flow);
                     }
                 });
-            }
-            kind::TERMINATE => {
-                self.tasks.remove(&(proc, ev.x));
             }
             kind::PARK => {
                 self.local_q(ev, ts, ev.a);

@@ -6,6 +6,7 @@
 //! the trace.
 
 use runtrace_model::event::{kind, Ev};
+use runtrace_model::lifecycle::{Life, Poll};
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
 use std::collections::HashMap;
@@ -55,10 +56,7 @@ pub struct Charts {
     pub wake_hist: [u64; HIST],
     /// End of the latest event seen, ns since its recording started.
     pub end_ns: u64,
-    /// Per thread: start ns of its open polls (innermost last).
-    open: Vec<Vec<u64>>,
     row_of: HashMap<u32, usize>,
-    woken: HashMap<(u32, u64), u64>,
 }
 
 impl Default for Charts {
@@ -70,9 +68,7 @@ impl Default for Charts {
             poll_hist: [0; HIST],
             wake_hist: [0; HIST],
             end_ns: 0,
-            open: Vec::new(),
             row_of: HashMap::new(),
-            woken: HashMap::new(),
         }
     }
 }
@@ -137,46 +133,36 @@ impl Charts {
 
 impl Pass for Charts {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP)
+        Wants::LIFECYCLE.or(Wants::APP)
+    }
+
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        let ns = |p: &Poll, ticks: u64| model.proc_of(p.thread).ns(ticks).max(0) as u64;
+        match *rec {
+            Life::PollStart(p) => {
+                if let Some(w) = p.wake {
+                    let d = ns(p, p.start).saturating_sub(ns(p, w));
+                    self.wake_hist[log2_bucket(d)] += 1;
+                }
+            }
+            Life::PollEnd(p) => {
+                let (from, to) = (ns(p, p.start), ns(p, p.end));
+                self.poll_hist[log2_bucket(to.saturating_sub(from))] += 1;
+                // Only outermost polls count as busy time (an executor
+                // polls its tasks inside a tokio poll on the same thread).
+                if p.depth == 0 {
+                    let r = self.row(p.thread);
+                    self.busy(r, from, to.max(from));
+                }
+            }
+            _ => {}
+        }
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
         let ns = model.proc_of(ev.thread).ns(ev.ticks).max(0) as u64;
         self.end_ns = self.end_ns.max(ns);
-        let key = (model.threads[ev.thread as usize].proc, ev.x);
         match ev.kind {
-            kind::SPAWN | kind::WAKE => {
-                self.woken.entry(key).or_insert(ns);
-            }
-            kind::TERMINATE => {
-                self.woken.remove(&key);
-            }
-            kind::POLL_START => {
-                if let Some(w) = self.woken.remove(&key) {
-                    self.wake_hist[log2_bucket(ns.saturating_sub(w))] += 1;
-                }
-                let t = ev.thread as usize;
-                if t >= self.open.len() {
-                    self.open.resize_with(t + 1, Vec::new);
-                }
-                // A poll end lost to damage must not grow this forever:
-                // real nesting is a few levels deep.
-                if self.open[t].len() < 64 {
-                    self.open[t].push(ns);
-                }
-            }
-            kind::POLL_END => {
-                let t = ev.thread as usize;
-                if let Some(from) = self.open.get_mut(t).and_then(|s| s.pop()) {
-                    self.poll_hist[log2_bucket(ns.saturating_sub(from))] += 1;
-                    // Only outermost polls count as busy time (an executor
-                    // polls its tasks inside a tokio poll on the same thread).
-                    if self.open[t].is_empty() {
-                        let r = self.row(ev.thread);
-                        self.busy(r, from, ns.max(from));
-                    }
-                }
-            }
             kind::ENQUEUE | kind::DEQUEUE | kind::QUEUE_SNAPSHOT => {
                 self.fit(ns);
                 let i = match self.queues.iter().position(|q| q.0 == ev.worker) {

@@ -34,9 +34,9 @@ pub mod html;
 use crate::flamegraph::{fold, stacks, svg, Selection};
 use runtrace_analyze::backlog::{Backlog, BacklogOptions};
 use runtrace_analyze::functions::StackNames;
-use runtrace_analyze::profile::Profile;
 use runtrace_analyze::runtime::{Engine, WhenProfiled};
 use runtrace_analyze::Thresholds;
+use runtrace_model::profile::Profile;
 use std::path::{Path, PathBuf};
 
 /// What [`write`] wrote.

@@ -23,6 +23,7 @@ mod decode;
 mod order;
 mod roles;
 
+use crate::lifecycle::Tracked;
 use crate::model::{Model, Process};
 use crate::pass::Pass;
 use decode::{decode_chunk, FileCache, Names};
@@ -74,8 +75,17 @@ pub fn read<P: Pass>(
     progress: Progress<'_>,
 ) -> (Model, ReadStats) {
     let mut model = Model::new();
-    let st = read_files(paths, pass, &mut model, progress);
-    pass.finish(&model);
+    let st = if pass.wants().lifecycle {
+        // The lifecycle's records, computed once for every pass in `pass`.
+        let mut tracked = Tracked::new(&mut *pass);
+        let st = read_files(paths, &mut tracked, &mut model, progress);
+        tracked.finish(&model);
+        st
+    } else {
+        let st = read_files(paths, pass, &mut model, progress);
+        pass.finish(&model);
+        st
+    };
     (model, st)
 }
 

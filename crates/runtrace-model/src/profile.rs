@@ -13,7 +13,7 @@
 //! runs it alone.
 //!
 //! ```
-//! use runtrace_analyze::profile::{self, SampleKind};
+//! use runtrace_model::profile::{self, SampleKind};
 //! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 10, 5);
@@ -35,12 +35,12 @@
 //! assert_eq!(p.samples[1].task, None);
 //! ```
 
+use crate::event::{kind, Ev};
+use crate::input::{self, ReadStats};
+use crate::lifecycle::Life;
+use crate::model::{Model, UNKNOWN_LOC};
+use crate::pass::{Pass, Wants};
 use runtrace_format::frame::{Mapping, ProfileInfo};
-use runtrace_model::event::{kind, Ev};
-use runtrace_model::fxhash::FxHashMap;
-use runtrace_model::input::{self, ReadStats};
-use runtrace_model::model::{Model, UNKNOWN_LOC};
-use runtrace_model::pass::{Pass, Wants};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -187,8 +187,7 @@ impl ThreadPolls {
 /// with other passes), then take the result with [`ProfilePass::profile`].
 ///
 /// ```
-/// use runtrace_analyze::profile::ProfilePass;
-/// use runtrace_analyze::runtime::Engine;
+/// use runtrace_model::profile::ProfilePass;
 /// use runtrace_model::synth::TraceBuilder;
 /// let mut b = TraceBuilder::new();
 /// b.stacks(&[(1, &[0x40_1234])]);
@@ -198,17 +197,15 @@ impl ThreadPolls {
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("trace.0.bin");
 /// std::fs::write(&path, b.finish()).unwrap();
-/// // One read for the runtime analysis and the profile.
-/// let mut passes = (Engine::new(Default::default()), ProfilePass::default());
-/// let (model, stats) = runtrace_model::input::read(&[path], &mut passes, None);
-/// let profile = passes.1.profile(&model, stats);
+/// // Pair it with other passes to read once for all of them.
+/// let mut pass = ProfilePass::default();
+/// let (model, stats) = runtrace_model::input::read(&[path], &mut pass, None);
+/// let profile = pass.profile(&model, stats);
 /// assert_eq!(profile.samples[0].worker, Some(0));
 /// ```
 #[derive(Debug, Default)]
 pub struct ProfilePass {
     threads: Vec<ThreadPolls>,
-    /// Spawn location index of live tasks, by (process, task).
-    task_loc: FxHashMap<(u32, u64), u32>,
     samples: Vec<Sample>,
     /// Thread index of each sample (names are known at the end).
     sample_thread: Vec<u32>,
@@ -310,37 +307,26 @@ impl ProfilePass {
 
 impl Pass for ProfilePass {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::PROFILE)
+        Wants::LIFECYCLE.or(Wants::PROFILE)
+    }
+
+    fn life(&mut self, rec: &Life<'_>, _model: &Model) {
+        if let Life::PollStart(p) = rec {
+            let polls = self.polls(p.thread);
+            // A poll without its end (lost events) ends here.
+            polls.close(p.start);
+            polls.open = Some(Span {
+                start: p.start,
+                end: u64::MAX,
+                task: p.task,
+                worker: p.worker,
+                loc: p.loc,
+            });
+        }
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
         match ev.kind {
-            kind::SPAWN => {
-                let proc = model.threads[ev.thread as usize].proc;
-                self.task_loc.insert((proc, ev.x), ev.a);
-            }
-            kind::TERMINATE => {
-                let proc = model.threads[ev.thread as usize].proc;
-                self.task_loc.remove(&(proc, ev.x));
-            }
-            kind::POLL_START => {
-                let proc = model.threads[ev.thread as usize].proc;
-                let loc = self
-                    .task_loc
-                    .get(&(proc, ev.x))
-                    .copied()
-                    .unwrap_or(UNKNOWN_LOC);
-                let p = self.polls(ev.thread);
-                // A poll without its end (lost events) ends here.
-                p.close(ev.ticks);
-                p.open = Some(Span {
-                    start: ev.ticks,
-                    end: u64::MAX,
-                    task: ev.x,
-                    worker: ev.worker,
-                    loc,
-                });
-            }
             kind::POLL_END => self.polls(ev.thread).close(ev.ticks),
             kind::CPU_SAMPLE | kind::OFF_CPU => self.sample(ev, model),
             _ => {}
