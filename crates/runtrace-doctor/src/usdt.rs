@@ -2,7 +2,7 @@
 //! offsets perf, bpftrace and the kernel will compute for its probe and
 //! semaphore simulated (see the crate docs for the three rules).
 
-use crate::elf::Image;
+use crate::elf::{Image, Section};
 use crate::fix::push_fix;
 use crate::hex::{hex, hex_opt, signed_hex};
 use object::elf;
@@ -103,13 +103,43 @@ fn parse_sdt_desc(img: &Image<'_>, desc: &[u8]) -> Option<(u64, u64, u64, String
     Some((pc, base, sem, provider, name, args))
 }
 
+/// The two sections the offset rules depend on, when the binary has them.
+#[derive(Clone, Copy)]
+struct SdtSections<'i> {
+    /// `.stapsdt.base`: perf's prelink correction of probe addresses.
+    base: Option<&'i Section>,
+    /// `.probes`: where perf assumes every semaphore is.
+    probes: Option<&'i Section>,
+}
+
 /// Lists every SDT note and checks that perf 6.1, bpftrace and the
 /// kernel's semaphore code compute the right offsets for it.
 pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
-    let mut r = UsdtReport::default();
-    let base_sec = img.section(SDT_BASE_SECTION);
-    let probes_sec = img.section(SEMAPHORE_SECTION);
-    r.base_section = base_sec.map(|s| s.addr);
+    let secs = SdtSections {
+        base: img.section(SDT_BASE_SECTION),
+        probes: img.section(SEMAPHORE_SECTION),
+    };
+    let mut r = UsdtReport {
+        base_section: secs.base.map(|s| s.addr),
+        ..UsdtReport::default()
+    };
+    read_probes(img, secs, &mut r);
+    if r.probes.is_empty() {
+        return r;
+    }
+    check_base_section(secs.base, &mut r);
+    check_perf_pc_offsets(img, secs.base, &mut r, fix);
+    check_kernel_semaphores(img, &mut r, fix);
+    check_perf_semaphore_offsets(&mut r, fix);
+    report_other_placement_issues(&mut r, fix);
+    check_one_semaphore_per_event(&mut r, fix);
+    check_probes_section(secs.probes, &mut r);
+    r
+}
+
+/// Every `stapsdt` note as a probe site, in note order; damaged notes and
+/// notes of other types are reported, not listed.
+fn read_probes(img: &Image<'_>, secs: SdtSections<'_>, r: &mut UsdtReport) {
     let mut malformed = 0usize;
     let mut other_types = BTreeSet::new();
     for note in &img.sdt_notes {
@@ -120,138 +150,11 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
             other_types.insert(note.n_type);
             continue;
         }
-        let Some((pc, base, semaphore, provider, name, args)) = parse_sdt_desc(img, &note.desc)
-        else {
-            malformed += 1;
-            continue;
-        };
-        // perf 6.1, sdt_adjust_loc: only when .stapsdt.base has a non-zero
-        // file offset; the address is used as an offset otherwise.
-        let perf_pc_offset = match base_sec {
-            Some(s) if s.offset != 0 => pc.wrapping_add(s.offset).wrapping_sub(base),
-            _ => pc,
-        };
-        let mut issues = Vec::new();
-        let pc_offset = match img.file_offset(pc) {
-            Some((off, seg)) => {
-                if seg.flags & elf::PF_X == 0 {
-                    issues.push(format!(
-                        "pc {} is in PT_LOAD #{} which is not executable",
-                        hex(pc),
-                        seg.index
-                    ));
-                }
-                if perf_pc_offset != off {
-                    issues.push(format!(
-                        "perf 6.1 places the uprobe at file offset {} but the probe's nop is at {}: it never fires",
-                        hex(perf_pc_offset),
-                        hex(off)
-                    ));
-                }
-                Some(off)
-            }
-            None => {
-                issues.push(format!(
-                    "pc {} is not in any PT_LOAD segment's file data",
-                    hex(pc)
-                ));
-                None
-            }
-        };
-        let mut semaphore_section = None;
-        let mut semaphore_offset = None;
-        let mut perf_semaphore_offset = None;
-        let mut kernel_semaphore_vaddr = None;
-        if semaphore != 0 {
-            match img.section_at(semaphore) {
-                Some(s) => {
-                    semaphore_section = Some(s.name.clone());
-                    if !s.is_write() || s.sh_type != elf::SHT_PROGBITS {
-                        issues.push(format!(
-                            "semaphore {} is in {} which is not a writable PROGBITS section{}",
-                            hex(semaphore),
-                            s.name,
-                            if s.sh_type == elf::SHT_NOBITS {
-                                " (it is .bss-like: no file offset for the kernel to find)"
-                            } else {
-                                ""
-                            }
-                        ));
-                    }
-                }
-                None => issues.push(format!(
-                    "semaphore {} is not inside any allocated section",
-                    hex(semaphore)
-                )),
-            }
-            // perf 6.1, sdt_adjust_refctr: relative to the .probes section.
-            perf_semaphore_offset = Some(match probes_sec {
-                Some(s) if s.offset != 0 => semaphore.wrapping_sub(s.addr.wrapping_sub(s.offset)),
-                _ => semaphore,
-            });
-            match img.file_offset(semaphore) {
-                Some((off, seg)) => {
-                    semaphore_offset = Some(off);
-                    if seg.flags & elf::PF_W == 0 {
-                        issues.push(format!(
-                            "semaphore {} is in PT_LOAD #{} which is not writable",
-                            hex(semaphore),
-                            seg.index
-                        ));
-                    }
-                    if perf_semaphore_offset != Some(off) {
-                        issues.push(format!(
-                            "perf 6.1 passes semaphore offset {} but the semaphore is at file offset {}",
-                            hex_opt(perf_semaphore_offset),
-                            hex(off)
-                        ));
-                    }
-                    match img.kernel_refctr_vaddr(off) {
-                        Some((v, kseg)) => {
-                            kernel_semaphore_vaddr = Some(v);
-                            if v != semaphore {
-                                issues.push(format!(
-                                    "the kernel increments {} (PT_LOAD #{} maps the same file page first), not the semaphore at {}: guarded probes stay off",
-                                    hex(v),
-                                    kseg.index,
-                                    hex(semaphore)
-                                ));
-                            }
-                        }
-                        None => issues.push(format!(
-                            "no writable mapping covers the semaphore's file offset {}: the kernel cannot increment it",
-                            hex(off)
-                        )),
-                    }
-                }
-                // Already reported when the section is NOBITS.
-                None if semaphore_section.is_some()
-                    && img
-                        .section_at(semaphore)
-                        .is_some_and(|s| s.sh_type == elf::SHT_NOBITS) => {}
-                None => issues.push(format!(
-                    "semaphore {} has no file offset (not in a PT_LOAD's file data): the kernel cannot increment it",
-                    hex(semaphore)
-                )),
-            }
+        match parse_sdt_desc(img, &note.desc) {
+            Some(desc) => r.probes.push(probe_site(img, secs, desc)),
+            None => malformed += 1,
         }
-        r.probes.push(SdtProbe {
-            provider,
-            name,
-            pc,
-            base,
-            semaphore,
-            args,
-            pc_offset,
-            perf_pc_offset,
-            semaphore_section,
-            semaphore_offset,
-            perf_semaphore_offset,
-            kernel_semaphore_vaddr,
-            issues,
-        });
     }
-
     if malformed > 0 {
         r.problems.push(format!(
             "{malformed} stapsdt note{} too short or without provider/name: damaged notes",
@@ -264,11 +167,225 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
             other_types
         ));
     }
-    if r.probes.is_empty() {
-        return r;
-    }
+}
 
-    // (a) .stapsdt.base.
+/// One probe site from its note: where the tools will put its uprobe and
+/// find its semaphore, and what is wrong with either.
+fn probe_site(
+    img: &Image<'_>,
+    secs: SdtSections<'_>,
+    (pc, base, semaphore, provider, name, args): (u64, u64, u64, String, String, String),
+) -> SdtProbe {
+    let perf_pc_offset = perf_pc_offset(secs.base, pc, base);
+    let mut issues = Vec::new();
+    let pc_offset = check_pc(img, pc, perf_pc_offset, &mut issues);
+    let sem = if semaphore != 0 {
+        check_semaphore(img, secs.probes, semaphore, &mut issues)
+    } else {
+        SemaphorePlace::default()
+    };
+    SdtProbe {
+        provider,
+        name,
+        pc,
+        base,
+        semaphore,
+        args,
+        pc_offset,
+        perf_pc_offset,
+        semaphore_section: sem.section,
+        semaphore_offset: sem.offset,
+        perf_semaphore_offset: sem.perf_offset,
+        kernel_semaphore_vaddr: sem.kernel_vaddr,
+        issues,
+    }
+}
+
+/// The file offset perf 6.1 computes for a probe at `pc` (its
+/// `sdt_adjust_loc`): corrected by `.stapsdt.base` only when that section
+/// has a non-zero file offset; the address is used as an offset otherwise.
+fn perf_pc_offset(base_sec: Option<&Section>, pc: u64, base: u64) -> u64 {
+    match base_sec {
+        Some(s) if s.offset != 0 => pc.wrapping_add(s.offset).wrapping_sub(base),
+        _ => pc,
+    }
+}
+
+/// The correct file offset of the probe's nop, noting in `issues` when it
+/// is not executable, not in the file, or not where perf puts the uprobe.
+fn check_pc(
+    img: &Image<'_>,
+    pc: u64,
+    perf_pc_offset: u64,
+    issues: &mut Vec<String>,
+) -> Option<u64> {
+    match img.file_offset(pc) {
+        Some((off, seg)) => {
+            if seg.flags & elf::PF_X == 0 {
+                issues.push(format!(
+                    "pc {} is in PT_LOAD #{} which is not executable",
+                    hex(pc),
+                    seg.index
+                ));
+            }
+            if perf_pc_offset != off {
+                issues.push(format!(
+                    "perf 6.1 places the uprobe at file offset {} but the probe's nop is at {}: it never fires",
+                    hex(perf_pc_offset),
+                    hex(off)
+                ));
+            }
+            Some(off)
+        }
+        None => {
+            issues.push(format!(
+                "pc {} is not in any PT_LOAD segment's file data",
+                hex(pc)
+            ));
+            None
+        }
+    }
+}
+
+/// Where a semaphore is, and where perf and the kernel think it is.
+#[derive(Default)]
+struct SemaphorePlace {
+    section: Option<String>,
+    offset: Option<u64>,
+    perf_offset: Option<u64>,
+    kernel_vaddr: Option<u64>,
+}
+
+/// Checks a probe's (non-zero) semaphore: its section, the offset perf
+/// passes, and the address the kernel increments.
+fn check_semaphore(
+    img: &Image<'_>,
+    probes_sec: Option<&Section>,
+    semaphore: u64,
+    issues: &mut Vec<String>,
+) -> SemaphorePlace {
+    let section = check_semaphore_section(img, semaphore, issues);
+    let perf_offset = Some(perf_semaphore_offset(probes_sec, semaphore));
+    let (offset, kernel_vaddr) = check_semaphore_mapping(img, semaphore, perf_offset, issues);
+    SemaphorePlace {
+        section,
+        offset,
+        perf_offset,
+        kernel_vaddr,
+    }
+}
+
+/// The name of the section holding the semaphore, noting in `issues` when
+/// it is not a writable PROGBITS section or in no allocated section.
+fn check_semaphore_section(
+    img: &Image<'_>,
+    semaphore: u64,
+    issues: &mut Vec<String>,
+) -> Option<String> {
+    let Some(s) = img.section_at(semaphore) else {
+        issues.push(format!(
+            "semaphore {} is not inside any allocated section",
+            hex(semaphore)
+        ));
+        return None;
+    };
+    if !s.is_write() || s.sh_type != elf::SHT_PROGBITS {
+        issues.push(format!(
+            "semaphore {} is in {} which is not a writable PROGBITS section{}",
+            hex(semaphore),
+            s.name,
+            if s.sh_type == elf::SHT_NOBITS {
+                " (it is .bss-like: no file offset for the kernel to find)"
+            } else {
+                ""
+            }
+        ));
+    }
+    Some(s.name.clone())
+}
+
+/// The semaphore offset perf 6.1 passes (its `sdt_adjust_refctr`):
+/// relative to the `.probes` section.
+fn perf_semaphore_offset(probes_sec: Option<&Section>, semaphore: u64) -> u64 {
+    match probes_sec {
+        Some(s) if s.offset != 0 => semaphore.wrapping_sub(s.addr.wrapping_sub(s.offset)),
+        _ => semaphore,
+    }
+}
+
+/// The semaphore's file offset and the address the kernel increments for
+/// it, noting in `issues` when it has no file offset, its segment is not
+/// writable, or perf passes another offset.
+fn check_semaphore_mapping(
+    img: &Image<'_>,
+    semaphore: u64,
+    perf_offset: Option<u64>,
+    issues: &mut Vec<String>,
+) -> (Option<u64>, Option<u64>) {
+    let Some((off, seg)) = img.file_offset(semaphore) else {
+        // Already reported when the section is NOBITS.
+        if img
+            .section_at(semaphore)
+            .is_none_or(|s| s.sh_type != elf::SHT_NOBITS)
+        {
+            issues.push(format!(
+                "semaphore {} has no file offset (not in a PT_LOAD's file data): the kernel cannot increment it",
+                hex(semaphore)
+            ));
+        }
+        return (None, None);
+    };
+    if seg.flags & elf::PF_W == 0 {
+        issues.push(format!(
+            "semaphore {} is in PT_LOAD #{} which is not writable",
+            hex(semaphore),
+            seg.index
+        ));
+    }
+    if perf_offset != Some(off) {
+        issues.push(format!(
+            "perf 6.1 passes semaphore offset {} but the semaphore is at file offset {}",
+            hex_opt(perf_offset),
+            hex(off)
+        ));
+    }
+    let kernel_vaddr = check_kernel_refctr(img, semaphore, off, issues);
+    (Some(off), kernel_vaddr)
+}
+
+/// The address the kernel increments for a semaphore at file offset
+/// `off`, noting in `issues` when it is another copy or none.
+fn check_kernel_refctr(
+    img: &Image<'_>,
+    semaphore: u64,
+    off: u64,
+    issues: &mut Vec<String>,
+) -> Option<u64> {
+    match img.kernel_refctr_vaddr(off) {
+        Some((v, kseg)) => {
+            if v != semaphore {
+                issues.push(format!(
+                    "the kernel increments {} (PT_LOAD #{} maps the same file page first), not the semaphore at {}: guarded probes stay off",
+                    hex(v),
+                    kseg.index,
+                    hex(semaphore)
+                ));
+            }
+            Some(v)
+        }
+        None => {
+            issues.push(format!(
+                "no writable mapping covers the semaphore's file offset {}: the kernel cannot increment it",
+                hex(off)
+            ));
+            None
+        }
+    }
+}
+
+/// (a) `.stapsdt.base`: present at the address every note carries, or
+/// absent with every note's base 0.
+fn check_base_section(base_sec: Option<&Section>, r: &mut UsdtReport) {
     match base_sec {
         // rust-lld's --gc-sections drops the section (nothing allocated
         // refers to it) and the notes then carry base 0. Tools skip the
@@ -305,73 +422,102 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
             }
         }
     }
+}
 
-    // (b) Offsets, aggregated over sites.
+/// (b) The uprobe offsets perf computes, aggregated over the sites: one
+/// problem naming the segments that cause them, and the layout fix.
+fn check_perf_pc_offsets(
+    img: &Image<'_>,
+    base_sec: Option<&Section>,
+    r: &mut UsdtReport,
+    fix: &mut Vec<String>,
+) {
     let perf_pc_bad: Vec<&SdtProbe> = r
         .probes
         .iter()
         .filter(|p| p.pc_offset.is_some_and(|o| o != p.perf_pc_offset))
         .collect();
-    if let Some(first) = perf_pc_bad.first() {
-        let base_seg = match base_sec {
-            Some(b) => img
-                .segment_at(b.addr)
-                .map(|s| {
-                    format!(
-                        ".stapsdt.base is in PT_LOAD #{} (vaddr - offset {})",
-                        s.index,
-                        signed_hex(s.bias())
-                    )
-                })
-                .unwrap_or_else(|| ".stapsdt.base is in no PT_LOAD segment".into()),
-            None => "without .stapsdt.base perf takes the addresses as file offsets (vaddr - offset 0x0)"
-                .into(),
-        };
-        let text_segs: BTreeSet<String> = perf_pc_bad
-            .iter()
-            .filter_map(|p| img.segment_at(p.pc))
+    let Some(first) = perf_pc_bad.first() else {
+        return;
+    };
+    let base_seg = base_segment(img, base_sec);
+    let text_segs: BTreeSet<String> = perf_pc_bad
+        .iter()
+        .filter_map(|p| img.segment_at(p.pc))
+        .map(|s| {
+            format!(
+                "PT_LOAD #{} (vaddr - offset {})",
+                s.index,
+                signed_hex(s.bias())
+            )
+        })
+        .collect();
+    let problem = format!(
+        "perf 6.1 computes wrong file offsets for {} of {} probe sites (e.g. {} at pc {}: perf uses {}, the nop is at {}): \
+         {base_seg} but the probes are in {}. The uprobes land on the wrong bytes and never fire. \
+         This is lld's default layout (segments packed in the file, each starting on a new page in memory).",
+        perf_pc_bad.len(),
+        r.probes.len(),
+        first.event(),
+        hex(first.pc),
+        hex(first.perf_pc_offset),
+        hex_opt(first.pc_offset),
+        text_segs.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    r.problems.push(problem);
+    push_fix(fix, layout_fix(img));
+}
+
+/// Where perf's probe offsets come from: the segment of `.stapsdt.base`
+/// and its bias, or the addresses taken as offsets without it.
+fn base_segment(img: &Image<'_>, base_sec: Option<&Section>) -> String {
+    match base_sec {
+        Some(b) => img
+            .segment_at(b.addr)
             .map(|s| {
                 format!(
-                    "PT_LOAD #{} (vaddr - offset {})",
+                    ".stapsdt.base is in PT_LOAD #{} (vaddr - offset {})",
                     s.index,
                     signed_hex(s.bias())
                 )
             })
-            .collect();
-        r.problems.push(format!(
-            "perf 6.1 computes wrong file offsets for {} of {} probe sites (e.g. {} at pc {}: perf uses {}, the nop is at {}): \
-             {base_seg} but the probes are in {}. The uprobes land on the wrong bytes and never fire. \
-             This is lld's default layout (segments packed in the file, each starting on a new page in memory).",
-            perf_pc_bad.len(),
-            r.probes.len(),
-            first.event(),
-            hex(first.pc),
-            hex(first.perf_pc_offset),
-            hex_opt(first.pc_offset),
-            text_segs.into_iter().collect::<Vec<_>>().join(", ")
-        ));
-        push_fix(fix, layout_fix(img));
+            .unwrap_or_else(|| ".stapsdt.base is in no PT_LOAD segment".into()),
+        None => {
+            "without .stapsdt.base perf takes the addresses as file offsets (vaddr - offset 0x0)"
+                .into()
+        }
     }
+}
+
+/// Semaphores whose file page an earlier writable segment maps too, so
+/// the kernel increments the wrong copy: one problem, and the layout fix.
+fn check_kernel_semaphores(img: &Image<'_>, r: &mut UsdtReport, fix: &mut Vec<String>) {
     let sem_kernel_bad: Vec<&SdtProbe> = r
         .probes
         .iter()
         .filter(|p| p.semaphore != 0)
         .filter(|p| p.kernel_semaphore_vaddr.is_some_and(|v| v != p.semaphore))
         .collect();
-    if let Some(first) = sem_kernel_bad.first() {
-        let n: BTreeSet<u64> = sem_kernel_bad.iter().map(|p| p.semaphore).collect();
-        r.problems.push(format!(
-            "the kernel increments the wrong copy of {} semaphore{} (e.g. {}: semaphore {}, kernel writes {}): \
-             an earlier writable segment maps the same file page, so semaphore-guarded probes never turn on \
-             (perf, bpftrace and any other uprobe user alike)",
-            n.len(),
-            if n.len() == 1 { "" } else { "s" },
-            first.event(),
-            hex(first.semaphore),
-            hex_opt(first.kernel_semaphore_vaddr),
-        ));
-        push_fix(fix, layout_fix(img));
-    }
+    let Some(first) = sem_kernel_bad.first() else {
+        return;
+    };
+    let n: BTreeSet<u64> = sem_kernel_bad.iter().map(|p| p.semaphore).collect();
+    let problem = format!(
+        "the kernel increments the wrong copy of {} semaphore{} (e.g. {}: semaphore {}, kernel writes {}): \
+         an earlier writable segment maps the same file page, so semaphore-guarded probes never turn on \
+         (perf, bpftrace and any other uprobe user alike)",
+        n.len(),
+        if n.len() == 1 { "" } else { "s" },
+        first.event(),
+        hex(first.semaphore),
+        hex_opt(first.kernel_semaphore_vaddr),
+    );
+    r.problems.push(problem);
+    push_fix(fix, layout_fix(img));
+}
+
+/// Semaphores perf looks for in `.probes` though they are elsewhere.
+fn check_perf_semaphore_offsets(r: &mut UsdtReport, fix: &mut Vec<String>) {
     let sem_perf_bad = r
         .probes
         .iter()
@@ -383,15 +529,13 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
             "perf 6.1 computes wrong semaphore offsets for {sem_perf_bad} site{} (it assumes every semaphore is in .probes)",
             if sem_perf_bad == 1 { "" } else { "s" }
         ));
-        push_fix(
-            fix,
-            "Put every SDT semaphore in one writable PROGBITS section named .probes \
-             (Rust: #[link_section = \".probes\"] on a `static mut u16`; C: __attribute__((section(\".probes\"))))."
-                .into(),
-        );
+        push_fix(fix, probes_section_fix());
     }
-    // Placement problems not covered above (bad section, no file offset,
-    // non-executable pc).
+}
+
+/// Placement problems not covered above (bad section, no file offset,
+/// non-executable pc), each once with the events it affects.
+fn report_other_placement_issues(r: &mut UsdtReport, fix: &mut Vec<String>) {
     let mut other: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for p in &r.probes {
         for i in &p.issues {
@@ -404,16 +548,13 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
     for (issue, events) in other {
         r.problems.push(format!("{}: {issue}", events.join(", ")));
         if issue.contains("semaphore") {
-            push_fix(
-                fix,
-                "Put every SDT semaphore in one writable PROGBITS section named .probes \
-                 (Rust: #[link_section = \".probes\"] on a `static mut u16`; C: __attribute__((section(\".probes\"))))."
-                    .into(),
-            );
+            push_fix(fix, probes_section_fix());
         }
     }
+}
 
-    // Semaphores per event: all sites of one event share one semaphore.
+/// Semaphores per event: all sites of one event must share one semaphore.
+fn check_one_semaphore_per_event(r: &mut UsdtReport, fix: &mut Vec<String>) {
     let mut by_event: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
     for p in &r.probes {
         by_event.entry(p.event()).or_default().insert(p.semaphore);
@@ -439,6 +580,11 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
             ));
         }
     }
+}
+
+/// `.probes`, when present, must be writable PROGBITS for the kernel to
+/// increment the semaphores in it.
+fn check_probes_section(probes_sec: Option<&Section>, r: &mut UsdtReport) {
     if let Some(s) = probes_sec {
         if !s.is_write() || s.sh_type != elf::SHT_PROGBITS {
             r.problems.push(
@@ -447,7 +593,13 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
             );
         }
     }
-    r
+}
+
+/// The fix for semaphores outside one writable `.probes` section.
+fn probes_section_fix() -> String {
+    "Put every SDT semaphore in one writable PROGBITS section named .probes \
+     (Rust: #[link_section = \".probes\"] on a `static mut u16`; C: __attribute__((section(\".probes\"))))."
+        .into()
 }
 
 #[cfg(test)]

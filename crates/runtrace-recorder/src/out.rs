@@ -7,7 +7,7 @@
 //! spread over ~16 cache lines, and the application's code evicts those
 //! lines between requests: in the HTTP server benchmark under callgrind,
 //! `poll_start` alone missed the instruction cache ~9 times a call
-//! (docs/recorder.md, "Events written without bounds checks"). The
+//! (docs/measurements/server-instructions.md, "Events written without bounds checks"). The
 //! producer already checks once per event that `max` bytes are free
 //! ([`crate::ring`]'s `must_leave`); each built-in event's `max` is the sum
 //! of its fields' longest encodings, so the per-byte checks could never

@@ -359,7 +359,7 @@ pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Build
 // hooks, the work made each of them save and restore six registers before
 // the check, and touch a second cache line for the return, on every call
 // of a runtime that is not recording (`idle_hooks` in the HTTP server
-// benchmark; docs/recorder.md, "Hooks that return early").
+// benchmark; docs/measurements/server-instructions.md, "Hooks that return early").
 
 /// WorkerPark: one clock read serves the event and the schedstat sampling.
 #[inline(never)]
