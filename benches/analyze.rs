@@ -6,6 +6,12 @@
 //! one core (the analysis is single-threaded) and writes the figures to
 //! `target/bench-results/analyze.json`. Target: >= 20M events/s.
 //!
+//! Then `runtrace analyze --all` on the same trace: every applicable
+//! analysis of the registry (summary, the runtime report, outliers, ...)
+//! over one read of the file, and its JSON answer; median wall seconds
+//! (`all` in the JSON). Target: under 2 s for 10M events on the 2-core
+//! reference machine.
+//!
 //! Then the same for `runtrace backlog` on a generated application trace
 //! of about as many events (queue, lock and processing events; figures in
 //! the JSON's `backlog`).
@@ -84,6 +90,7 @@ fn main() {
         rate / 1e6,
         cpu_rate / 1e6
     );
+    let all = analyze_all(&path, n, runs);
     let _ = std::fs::remove_file(&path);
     let (bl_n, bl_best, bl_cpu) = backlog(&path, events, runs);
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
@@ -91,13 +98,38 @@ fn main() {
         let _ = std::fs::write(
             out.join("analyze.json"),
             format!(
-                "{{\"events\": {n}, \"best_seconds\": {best:.4}, \"events_per_sec\": {rate:.0}, \"best_cpu_seconds\": {best_cpu:.4}, \"events_per_cpu_sec\": {cpu_rate:.0}, \"backlog\": {{\"events\": {bl_n}, \"best_seconds\": {bl_best:.4}, \"events_per_sec\": {:.0}, \"events_per_cpu_sec\": {:.0}}}}}\n",
+                "{{\"events\": {n}, \"best_seconds\": {best:.4}, \"events_per_sec\": {rate:.0}, \"best_cpu_seconds\": {best_cpu:.4}, \"events_per_cpu_sec\": {cpu_rate:.0}, \"all\": {{\"median_seconds\": {all:.4}}}, \"backlog\": {{\"events\": {bl_n}, \"best_seconds\": {bl_best:.4}, \"events_per_sec\": {:.0}, \"events_per_cpu_sec\": {:.0}}}}}\n",
                 bl_n as f64 / bl_best,
                 bl_n as f64 / bl_cpu
             ),
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `runtrace analyze --all` on `path` (`n` events): one read, every
+/// applicable analysis, the JSON answer. Returns the median wall seconds.
+fn analyze_all(path: &std::path::Path, n: u64, runs: usize) -> f64 {
+    use runtrace_analyze::registry::run_all;
+    use runtrace_analyze::reports::{OneRead, Reports};
+    let mut times = Vec::new();
+    for run in 0..runs {
+        let t = Instant::now();
+        let r = OneRead::read(&[path], None);
+        let text = run_all(&r).to_string();
+        let s = t.elapsed().as_secs_f64();
+        assert_eq!(r.stats().events, n, "every event read");
+        assert!(text.contains("\"outliers\":{"), "outliers ran");
+        println!(
+            "analyze --all: run {run}: {n} events in {s:.3} s wall, {} bytes of JSON",
+            text.len()
+        );
+        times.push(s);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    println!("analyze --all: median {median:.3} s (target < 2 s for 10M events)");
+    median
 }
 
 /// `runtrace backlog` on a generated application trace of about `events`

@@ -25,6 +25,8 @@ use crate::backlog::{Backlog, BacklogOptions, BacklogReport};
 use crate::blocked::{self, BlockedOptions, BlockedReport};
 use crate::functions::StackNames;
 use crate::outliers::{Category, Method, Outliers};
+use crate::registry;
+use crate::reports::Reports;
 use crate::runtime::{Engine, Report, Thresholds, WhenProfiled};
 use crate::summary::{self, Counts};
 use runtrace_model::event::{kind, Ev};
@@ -34,7 +36,7 @@ use runtrace_model::lifecycle::Tracked;
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Pass, Wants};
 use runtrace_model::profile::Profile;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -73,6 +75,7 @@ pub struct TraceIndex {
     pub profile: Profile,
     runtime: OnceLock<Report>,
     backlog: OnceLock<BacklogReport>,
+    outliers: OnceLock<Outliers>,
     task_locs: OnceLock<FxHashMap<(u32, u64), u32>>,
 }
 
@@ -104,6 +107,7 @@ impl TraceIndex {
             profile,
             runtime: OnceLock::new(),
             backlog: OnceLock::new(),
+            outliers: OnceLock::new(),
             task_locs: OnceLock::new(),
         }
     }
@@ -112,43 +116,19 @@ impl TraceIndex {
     /// findings naming their functions when the trace has a CPU profile
     /// ([`Report::add_functions`]).
     pub fn runtime(&self) -> &Report {
-        self.runtime.get_or_init(|| {
-            let mut e = Engine::new(Thresholds::default());
-            self.replay(&mut e);
-            let mut r = e.report(&self.model, self.stats.clone());
-            if !self.profile.samples.is_empty() {
-                r.add_functions(&self.profile, &mut StackNames::recorded(&self.profile));
-            }
-            r
-        })
+        Reports::runtime(self)
+    }
+
+    /// The report of `runtrace backlog` (computed at the first call).
+    pub fn backlog(&self) -> &BacklogReport {
+        Reports::backlog(self)
     }
 
     /// The report of `runtrace blocked --json` with `threshold_ns` (a
     /// replay of the kept events at each call; no culprits, with a note,
     /// when the trace has no CPU samples).
     pub fn blocked(&self, threshold_ns: u64) -> BlockedReport {
-        let opts = BlockedOptions {
-            threshold_ns,
-            ..BlockedOptions::default()
-        };
-        let mut e = Engine::new(Thresholds {
-            wake_delay_ns: threshold_ns,
-            ..Thresholds::default()
-        });
-        e.keep_waits(blocked::MAX_WAITS);
-        self.replay(&mut e);
-        let (waits, lost) = e.waits(&self.model);
-        let mut names = StackNames::recorded(&self.profile);
-        blocked::report(&waits, lost, &self.profile, &mut names, &opts)
-    }
-
-    /// The report of `runtrace backlog` (computed at the first call).
-    pub fn backlog(&self) -> &BacklogReport {
-        self.backlog.get_or_init(|| {
-            let mut b = Backlog::new(&BacklogOptions::default());
-            self.replay(&mut b);
-            b.report(&self.model, self.stats.clone())
-        })
+        Reports::blocked(self, threshold_ns)
     }
 
     /// Feeds the kept events to `pass` as [`input::read`] would (with the
@@ -213,55 +193,80 @@ impl TraceIndex {
 
     /// `runtrace summary --json` (keys in docs/mcp.md).
     pub fn summary(&self) -> Value {
-        summary::summary(&self.model, &self.stats, &self.counts, self.runtime())
+        summary::summary(self)
     }
 
     /// `runtrace outliers --json`.
     pub fn outliers(&self, method: Method, category: Category, limit: usize) -> Value {
-        let mut o = Outliers::default();
-        self.replay(&mut o);
-        o.report(&self.model, method, category, limit)
+        Reports::outliers(self).report(&self.model, method, category, limit)
     }
 
-    /// Every applicable analysis as one JSON object: `summary`, `analyze`
-    /// (the runtime report with its findings), `backlog`, `outliers` (IQR,
-    /// all categories, the 100 strongest), each `null` when it does not
-    /// apply, and `skipped`: the analyses that do not apply and why.
+    /// Every applicable analysis as one JSON object
+    /// ([`registry::run_all`]).
     pub fn run_all(&self) -> Value {
-        let summary = self.summary();
-        let applies = |name: &str| {
-            summary["capabilities"]["analyzers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|a| a["name"] == name && a["applicable"] == true)
+        registry::run_all(self)
+    }
+}
+
+impl Reports for TraceIndex {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+
+    fn stats(&self) -> &ReadStats {
+        &self.stats
+    }
+
+    fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    fn runtime(&self) -> &Report {
+        self.runtime.get_or_init(|| {
+            let mut e = Engine::new(Thresholds::default());
+            self.replay(&mut e);
+            let mut r = e.report(&self.model, self.stats.clone());
+            if !self.profile.samples.is_empty() {
+                r.add_functions(&self.profile, &mut StackNames::recorded(&self.profile));
+            }
+            r
+        })
+    }
+
+    fn backlog(&self) -> &BacklogReport {
+        self.backlog.get_or_init(|| {
+            let mut b = Backlog::new(&BacklogOptions::default());
+            self.replay(&mut b);
+            b.report(&self.model, self.stats.clone())
+        })
+    }
+
+    /// A replay of the kept events at each call.
+    fn blocked(&self, threshold_ns: u64) -> BlockedReport {
+        let opts = BlockedOptions {
+            threshold_ns,
+            ..BlockedOptions::default()
         };
-        let skipped: Vec<Value> = summary["capabilities"]["analyzers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|a| a["applicable"] == false)
-            .map(|a| json!({"name": a["name"], "reason": a["reason"]}))
-            .collect();
-        // Applies, but is a picture: drawn by its own command.
-        let elsewhere: Vec<Value> = applies("flamegraph")
-            .then(|| {
-                json!({
-                    "name": "flamegraph",
-                    "command": "runtrace flamegraph DIR -o flame.svg (folded stacks: --folded)",
-                })
-            })
-            .into_iter()
-            .collect();
-        json!({
-            "analyze": applies("poll_times").then(|| self.runtime().to_json()),
-            "backlog": applies("backlog").then(|| self.backlog().to_json()),
-            "blocked": applies("blocked")
-                .then(|| self.blocked(BlockedOptions::default().threshold_ns).to_json()),
-            "outliers": applies("outliers").then(|| self.outliers(Method::Iqr, Category::All, 100)),
-            "skipped": skipped,
-            "elsewhere": elsewhere,
-            "summary": summary,
+        let mut e = Engine::new(Thresholds {
+            wake_delay_ns: threshold_ns,
+            ..Thresholds::default()
+        });
+        e.keep_waits(blocked::MAX_WAITS);
+        self.replay(&mut e);
+        let (waits, lost) = e.waits(&self.model);
+        let mut names = StackNames::recorded(&self.profile);
+        blocked::report(&waits, lost, &self.profile, &mut names, &opts)
+    }
+
+    fn outliers(&self) -> &Outliers {
+        self.outliers.get_or_init(|| {
+            let mut o = Outliers::default();
+            self.replay(&mut o);
+            o
         })
     }
 }

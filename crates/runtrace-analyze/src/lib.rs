@@ -49,9 +49,12 @@ pub mod functions;
 pub mod index;
 pub mod outliers;
 pub mod query;
+pub mod registry;
+pub mod reports;
 pub mod runtime;
 pub mod summary;
 mod text;
+pub mod views;
 
 pub use runtime::{
     analyze_bytes, analyze_files, Finding, FindingKind, LocationReport, Options, ProcessReport,

@@ -26,11 +26,13 @@
 
 use runtrace_format::NO_WORKER;
 use runtrace_model::event::Ev;
+use runtrace_model::fmt_ns;
 use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::lifecycle::{Life, Poll, Task};
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
 use serde_json::{json, Value};
+use std::fmt::Write;
 
 /// Groups with fewer samples are not judged (their statistics mean little).
 pub const MIN_SAMPLES: usize = 10;
@@ -480,4 +482,61 @@ fn judge(model: &Model, samples: &[Sample], method: Method, unit: &str, limit: u
         "truncated": total > outliers.len(),
         "outliers": outliers,
     })
+}
+
+fn text_value(v: &Value, unit: &str) -> String {
+    let x = v.as_f64().unwrap_or(0.0);
+    if unit == "ns" {
+        fmt_ns(x.max(0.0) as u64)
+    } else {
+        format!("{:.1}%", x * 100.0)
+    }
+}
+
+/// The text form of an [`Outliers::report`] (`runtrace outliers` without
+/// `--json`).
+///
+/// ```
+/// let t = runtrace_analyze::outliers::text(&serde_json::json!({"method": "iqr", "min_samples": 10}));
+/// assert!(t.starts_with("method: iqr (groups of at least 10 samples)"));
+/// ```
+pub fn text(r: &Value) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "method: {} (groups of at least {} samples)",
+        r["method"].as_str().unwrap_or(""),
+        r["min_samples"]
+    );
+    for (cat, c) in r["categories"].as_object().into_iter().flatten() {
+        let unit = c["unit"].as_str().unwrap_or("ns");
+        let _ = writeln!(
+            t,
+            "\n=== {cat}: {} outliers in {} samples ({} groups judged, {} too small or without spread){}",
+            c["outliers_total"],
+            c["samples"],
+            c["groups_checked"],
+            c["groups_skipped"],
+            if c["truncated"] == true { "; the strongest:" } else { "" }
+        );
+        for o in c["outliers"].as_array().into_iter().flatten() {
+            let w = &o["window_ns"];
+            let _ =
+                writeln!(
+                t,
+                "  task {} at {} (pid {}): {} {} threshold {} in its {}, worker {}, {:.6}..{:.6} s",
+                o["task_id"],
+                o["spawn_loc"].as_str().unwrap_or(""),
+                o["pid"],
+                text_value(&o["value"], unit),
+                if o["direction"] == "high" { "above" } else { "below" },
+                text_value(&o["threshold"], unit),
+                o["scope"].as_str().unwrap_or(""),
+                o["worker"],
+                w[0].as_f64().unwrap_or(0.0) / 1e9,
+                w[1].as_f64().unwrap_or(0.0) / 1e9,
+            );
+        }
+    }
+    t
 }

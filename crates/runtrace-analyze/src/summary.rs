@@ -1,12 +1,12 @@
 //! `runtrace summary`: what a trace holds and which analyses apply to it.
 //! The [`Counts`] pass counts events by kind; [`summary`] joins those
-//! counts with the [`Model`], the read statistics and the runtime report
-//! into one JSON object (keys in docs/mcp.md).
+//! counts with the model, the read statistics and the runtime report
+//! into one JSON object (keys in docs/mcp.md); [`text`] renders it.
 //!
 //! ```
-//! use runtrace_analyze::summary::{summary, Counts};
-//! use runtrace_analyze::runtime::Engine;
-//! use runtrace_model::{input, synth::TraceBuilder};
+//! use runtrace_analyze::reports::OneRead;
+//! use runtrace_analyze::summary::summary;
+//! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.spawn(7, 1_000, 1, 0, 0, 0);
 //! b.poll_start(7, 0, 2_000, 1, 0, 0);
@@ -14,24 +14,23 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("trace.0.bin");
 //! std::fs::write(&path, b.finish()).unwrap();
-//! let mut passes = (Engine::new(Default::default()), Counts::default());
-//! let (model, stats) = input::read(&[path], &mut passes, None);
-//! let report = passes.0.report(&model, stats.clone());
-//! let s = summary(&model, &stats, &passes.1, &report);
+//! let s = summary(&OneRead::read(&[path], None));
 //! assert_eq!(s["event_counts"]["task_poll_start"], 1);
 //! let backlog = &s["capabilities"]["analyzers"].as_array().unwrap()
 //!     .iter().find(|a| a["name"] == "backlog").unwrap().clone();
 //! assert_eq!(backlog["applicable"], false);
 //! ```
 
-use crate::runtime::Report;
+use crate::registry::ANALYSES;
+use crate::reports::Reports;
 use runtrace_model::event::{kind, Ev};
-use runtrace_model::input::ReadStats;
+use runtrace_model::fmt_ns;
 use runtrace_model::kinds;
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
 use runtrace_model::profile::{Profile, SampleKind};
 use serde_json::{json, Value};
+use std::fmt::Write;
 
 /// Events by kind (the pass of `runtrace summary`).
 #[derive(Debug, Clone)]
@@ -91,108 +90,16 @@ impl Pass for Counts {
     }
 }
 
-/// One analysis and whether it applies to this trace (and why not).
-fn analyzer(name: &str, needs: &[u8], c: &Counts, why_not: &str) -> Value {
-    let missing: Vec<&str> = needs
-        .iter()
-        .filter(|&&k| c.of(k) == 0)
-        .filter_map(|&k| kinds::name(k))
-        .collect();
-    if missing.is_empty() {
-        json!({"name": name, "applicable": true, "needs": names(needs)})
-    } else {
-        json!({
-            "name": name,
-            "applicable": false,
-            "needs": names(needs),
-            "reason": format!("{why_not} (no {} events)", missing.join(", no ")),
-        })
-    }
-}
-
-fn names(ks: &[u8]) -> Vec<&'static str> {
-    ks.iter().filter_map(|&k| kinds::name(k)).collect()
-}
-
 /// The analyses and whether each applies: `{name, applicable, needs,
-/// reason}` (`reason` only when it does not apply).
+/// reason}` (`reason` only when it does not apply), from the registry.
 pub fn analyzers(c: &Counts) -> Vec<Value> {
-    let app = [
-        kind::LOCK_WAIT,
-        kind::LOCK_HOLD,
-        kind::ENQUEUE,
-        kind::DEQUEUE,
-        kind::PROCESSING_END,
-        kind::ITEM_DROPPED,
-        kind::QUEUE_SNAPSHOT,
-        kind::BACKLOG_TRIGGER,
-        kind::IO,
-        kind::HEARTBEAT,
-    ];
-    let polls = [kind::POLL_START, kind::POLL_END];
-    let mut v = vec![
-        analyzer("poll_times", &polls, c, "needs polls"),
-        analyzer(
-            "wakeup_latency",
-            &[kind::WAKE, kind::POLL_START],
-            c,
-            "needs wakes and polls",
-        ),
-        analyzer("workers", &polls, c, "needs polls by workers"),
-        analyzer(
-            "spawn_locations",
-            &[kind::SPAWN, kind::POLL_START, kind::POLL_END],
-            c,
-            "needs spawns and polls",
-        ),
-        analyzer(
-            "scheduling_bottlenecks",
-            &polls,
-            c,
-            "the findings of `runtrace analyze` need polls",
-        ),
-        analyzer("outliers", &polls, c, "needs polls"),
-    ];
-    let has_app = app.iter().any(|&k| c.of(k) > 0);
-    v.push(if has_app {
-        json!({"name": "backlog", "applicable": true, "needs": "runtrace-sync events"})
-    } else {
-        json!({
-            "name": "backlog",
-            "applicable": false,
-            "needs": "runtrace-sync events",
-            "reason": "needs runtrace-sync events (queues, locks, I/O, heartbeats); the trace has none",
-        })
-    });
-    // A wait is from a task's wake, or its spawn, to its poll.
-    v.push(analyzer(
-        "blocked",
-        &[kind::CPU_SAMPLE, kind::POLL_START],
-        c,
-        &format!("needs polls and CPU samples ({RECORD_SAMPLES})"),
-    ));
-    // Either kind of sample draws a flame graph (`--off-cpu` the second).
-    let profile = [kind::CPU_SAMPLE, kind::OFF_CPU];
-    v.push(if profile.iter().any(|&k| c.of(k) > 0) {
-        json!({"name": "flamegraph", "applicable": true, "needs": names(&profile)})
-    } else {
-        json!({
-            "name": "flamegraph",
-            "applicable": false,
-            "needs": names(&profile),
-            "reason": format!("needs CPU samples ({RECORD_SAMPLES}) (no cpu_sample, no off_cpu events)"),
-        })
-    });
-    v
+    ANALYSES.iter().map(|a| a.summary_entry(c)).collect()
 }
-
-/// How to get CPU samples, for the profile analyses' reasons.
-const RECORD_SAMPLES: &str =
-    "record with RUNTRACE_CPU_HZ=99 or Recorder::builder().cpu_profile(99)";
 
 /// The summary of a trace as one JSON object: files, recordings, duration,
 /// event counts, and `capabilities` (`available_events`, `analyzers`).
-pub fn summary(model: &Model, stats: &ReadStats, counts: &Counts, report: &Report) -> Value {
+pub fn summary(r: &dyn Reports) -> Value {
+    let (model, stats, counts, report) = (r.model(), r.stats(), r.counts(), r.runtime());
     let mut event_counts = serde_json::Map::new();
     let mut available = Vec::new();
     for (k, name) in kinds::ALL {
@@ -256,4 +163,70 @@ pub fn summary(model: &Model, stats: &ReadStats, counts: &Counts, report: &Repor
             "analyzers": analyzers(counts),
         },
     })
+}
+
+/// The text form of a [`summary`] (`runtrace summary` without `--json`).
+///
+/// ```
+/// let t = runtrace_analyze::summary::text(&serde_json::json!({"events": 3}));
+/// assert!(t.contains("events:       3"));
+/// ```
+pub fn text(s: &Value) -> String {
+    let mut t = String::new();
+    let files: Vec<&str> = s["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let _ = writeln!(t, "files:        {}", files.join(" "));
+    for r in s["recordings"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            t,
+            "recording:    pid {} ({}), {} events, {}",
+            r["pid"],
+            r["process_name"].as_str().unwrap_or(""),
+            r["events"],
+            fmt_ns(r["duration_ns"].as_u64().unwrap_or(0))
+        );
+    }
+    let _ = writeln!(
+        t,
+        "duration:     {}",
+        fmt_ns(s["duration_ns"].as_u64().unwrap_or(0))
+    );
+    let _ = writeln!(
+        t,
+        "events:       {} ({} of other types, {} dropped)",
+        s["events"], s["other_events"], s["dropped_events"]
+    );
+    let _ = writeln!(
+        t,
+        "tasks:        {} spawned, {} terminated; {} workers, {} spawn locations",
+        s["tasks_spawned"], s["tasks_terminated"], s["workers"], s["spawn_locations"]
+    );
+    let _ = writeln!(t, "\n=== Events");
+    if let Some(m) = s["event_counts"].as_object() {
+        for (name, n) in m {
+            let _ = writeln!(t, "  {name:<18} {n}");
+        }
+    }
+    let _ = writeln!(t, "\n=== Analyzers");
+    for a in s["capabilities"]["analyzers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let name = a["name"].as_str().unwrap_or("");
+        if a["applicable"] == true {
+            let _ = writeln!(t, "  {name:<24} applies");
+        } else {
+            let _ = writeln!(
+                t,
+                "  {name:<24} does not apply: {}",
+                a["reason"].as_str().unwrap_or("")
+            );
+        }
+    }
+    t
 }

@@ -1,20 +1,27 @@
 //! `runtrace backlog`: queues, locks, I/O, heartbeats and the ranked root
 //! causes of every backlog trigger, from the application-instrumentation
 //! events (`runtrace_analyze::backlog`), as text or JSON.
-//!
-//! ```no_run
-//! use runtrace_analyze::backlog::BacklogOptions;
-//! let code = runtrace_cli::backlog::backlog(&["traces/".into()], false, &BacklogOptions::default());
-//! # let _ = code;
-//! ```
 
-use crate::output::{print_report, with_progress};
-use crate::BacklogArgs;
-use runtrace_analyze::backlog::{analyze_files_with_progress, BacklogOptions, BacklogReport};
-use runtrace_format::files::expand;
-use std::io::Write;
-use std::path::PathBuf;
+use crate::output::{print_report, with_progress, Traces};
+use runtrace_analyze::backlog::{analyze_files_with_progress, BacklogOptions};
 use std::process::ExitCode;
+
+/// Arguments of `runtrace backlog`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The trace files.
+    #[command(flatten)]
+    pub traces: Traces,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// Width of the producer/consumer rate windows (e.g. 1s, 500ms).
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration)]
+    pub window: u64,
+    /// How far before each trigger to look for its causes (e.g. 2s).
+    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse_duration)]
+    pub lookback: u64,
+}
 
 /// Parses a duration: a number with a unit (`ns`, `us`, `µs`, `ms`, `s`,
 /// `m`), or a bare number of seconds; must be positive. For `--window` and
@@ -50,42 +57,26 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
     Ok(ns.round() as u64)
 }
 
-/// Analyses `files` (with a progress line on a terminal for large inputs).
-pub fn report(files: &[PathBuf], opts: &BacklogOptions) -> BacklogReport {
-    with_progress("backlog", files, |progress| {
-        analyze_files_with_progress(files, opts, progress)
-    })
-}
-
-/// Prints the backlog report of `inputs` (files or directories) to
-/// standard output, damage to standard error. Exit code 0, or 1 when a file
-/// was damaged, cut short or missing (the report still covers what was
-/// readable).
-pub fn backlog(inputs: &[PathBuf], json: bool, opts: &BacklogOptions) -> ExitCode {
-    let files = match expand(inputs) {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = writeln!(std::io::stderr().lock(), "error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let r = report(&files, opts);
-    let text = if json {
-        r.to_json().to_string()
-    } else {
-        r.to_string()
-    };
-    print_report(&text, &r.errors, r.is_damaged())
-}
-
-/// `runtrace backlog FILE... [--json] [--window DUR] [--lookback DUR]`.
-pub fn run(args: &BacklogArgs) -> ExitCode {
+/// `runtrace backlog FILE... [--json] [--window DUR] [--lookback DUR]`:
+/// prints the report to standard output, damage to standard error. Exit
+/// code 0, or 1 when a file was damaged, cut short or missing (the report
+/// still covers what was readable).
+pub fn run(args: &Args) -> ExitCode {
     let opts = BacklogOptions {
         window_ns: args.window,
         lookback_ns: args.lookback,
         ..BacklogOptions::default()
     };
-    backlog(&args.files, args.json, &opts)
+    let files = args.traces.expand();
+    let r = with_progress("backlog", &files, |progress| {
+        analyze_files_with_progress(&files, &opts, progress)
+    });
+    let text = if args.json {
+        r.to_json().to_string()
+    } else {
+        r.to_string()
+    };
+    print_report(&text, &r.errors, r.is_damaged())
 }
 
 #[cfg(test)]

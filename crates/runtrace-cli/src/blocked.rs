@@ -12,9 +12,7 @@
 //! # let _ = code;
 //! ```
 
-use crate::flamegraph::fail;
-use crate::output::print_report;
-use clap::Args;
+use crate::output::{fail, print_report, Traces};
 use runtrace_analyze::blocked::{analyze_files, BlockedOptions, BlockedReport};
 use runtrace_analyze::functions::StackNames;
 use runtrace_export::flamegraph::{fold, named};
@@ -24,12 +22,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `runtrace blocked`.
-#[derive(Debug, Clone, Args)]
-pub struct BlockedArgs {
-    /// Trace files (trace.0.bin ...) in any order, or directories holding
-    /// them.
-    #[arg(required = true, value_name = "DIR|FILE")]
-    pub files: Vec<PathBuf>,
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The trace files.
+    #[command(flatten)]
+    pub traces: Traces,
     /// A task that waited longer than this many milliseconds from its wake
     /// to its poll is blocked.
     #[arg(long, value_name = "MS", default_value = "10", value_parser = parse_ms, allow_hyphen_values = true)]
@@ -76,8 +73,8 @@ pub fn folded(r: &BlockedReport, profile: &Profile, names: &mut StackNames) -> S
 /// `runtrace blocked DIR|FILE... [--threshold-ms 10] [--json]
 /// [--folded-out FILE]`: exit 0, or 1 when the input is damaged (the
 /// report covers what was readable) or FILE cannot be written.
-pub fn run(args: &BlockedArgs) -> ExitCode {
-    let files = runtrace_format::files::expand_lenient(args.files.clone());
+pub fn run(args: &Args) -> ExitCode {
+    let files = args.traces.expand();
     let opts = BlockedOptions {
         threshold_ns: (args.threshold_ms * 1e6) as u64,
         ..BlockedOptions::default()

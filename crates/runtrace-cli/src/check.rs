@@ -6,11 +6,22 @@
 //! println!("{}", runtrace_cli::check::to_json(&report));
 //! ```
 
-use crate::CheckArgs;
+use crate::output::Traces;
 use runtrace_format::check::{check_files, CheckReport};
 use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
+
+/// Arguments of `runtrace check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The trace files.
+    #[command(flatten)]
+    pub traces: Traces,
+    /// Print one JSON object instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// The report as the single JSON object `runtrace check --json` prints.
 ///
@@ -45,13 +56,8 @@ pub fn to_json(report: &CheckReport) -> serde_json::Value {
 
 /// `runtrace check`: prints the report (text or JSON) to standard output.
 /// Exit code 0 when every file is clean, 1 otherwise.
-///
-/// ```no_run
-/// let code = runtrace_cli::check::run(&runtrace_cli::CheckArgs { files: vec!["trace.0.bin".into()], json: true });
-/// # let _ = code;
-/// ```
-pub fn run(args: &CheckArgs) -> ExitCode {
-    let report = check_files(&args.files);
+pub fn run(args: &Args) -> ExitCode {
+    let report = check_files(&args.traces.expand());
     let text = if args.json {
         to_json(&report).to_string()
     } else {

@@ -1,19 +1,25 @@
 //! `runtrace doctor`: the report of [`runtrace_doctor::inspect`] as text or
 //! as one JSON object.
 
-use crate::DoctorArgs;
 use serde_json::json;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Arguments of `runtrace doctor`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The executable or shared library to inspect.
+    #[arg(value_name = "BINARY")]
+    pub binary: PathBuf,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `runtrace doctor`: prints the report (text or JSON) and returns 0 if
 /// everything found is sound, 1 on any problem or unreadable input.
-///
-/// ```no_run
-/// let code = runtrace_cli::doctor::run(&runtrace_cli::DoctorArgs { binary: "target/release/app".into(), json: false });
-/// # let _ = code;
-/// ```
-pub fn run(args: &DoctorArgs) -> ExitCode {
+pub fn run(args: &Args) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match runtrace_doctor::inspect(&args.binary) {
         Ok(report) => {

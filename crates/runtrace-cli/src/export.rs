@@ -2,27 +2,49 @@
 //! [--host NAME] [--replace]`: recordings into a Hive-partitioned Parquet
 //! dataset (runtrace-parquet; docs/parquet.md).
 //!
-//! ```no_run
-//! use runtrace_cli::{ExportFormat, ParquetArgs};
-//! let code = runtrace_cli::export::run(&ExportFormat::Parquet(ParquetArgs {
-//!     files: vec!["trace.0.bin".into()],
-//!     output: "dataset".into(),
-//!     service: Some("api".into()),
-//!     host: None,
-//!     replace: false,
-//! }));
-//! # let _ = code;
-//! ```
-
-use crate::{ExportFormat, ParquetArgs};
+use crate::output::Traces;
+use clap::Subcommand;
 use runtrace_parquet::{export, ExportOptions};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The formats of `runtrace export`.
+#[derive(Debug, Subcommand)]
+pub enum Format {
+    /// Hive-partitioned Parquet tables (polls, tasks, workers, queues,
+    /// lock_events, io_events, backlog_triggers, queue_snapshots) under
+    /// DATASET/<table>/service=S/host=H/date=D/, for DuckDB, Spark,
+    /// Trino/Athena (docs/parquet.md). Exit 1 if a file is damaged (what
+    /// was readable is exported) or the export fails (nothing written).
+    Parquet(ParquetArgs),
+}
+
+/// Arguments of `runtrace export parquet`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ParquetArgs {
+    /// The trace files; several recordings may be given.
+    #[command(flatten)]
+    pub traces: Traces,
+    /// The dataset's root directory (created if missing; other exports
+    /// there are kept).
+    #[arg(short = 'o', long = "output", value_name = "DATASET", required = true)]
+    pub output: PathBuf,
+    /// The `service` partition (default: each recording's process name).
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+    /// The `host` partition (default: this machine's host name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Replace recordings already in the dataset instead of refusing them.
+    #[arg(long)]
+    pub replace: bool,
+}
+
 /// Runs `runtrace export FORMAT ...`.
-pub fn run(format: &ExportFormat) -> ExitCode {
+pub fn run(format: &Format) -> ExitCode {
     match format {
-        ExportFormat::Parquet(a) => parquet(a),
+        Format::Parquet(a) => parquet(a),
     }
 }
 
@@ -35,7 +57,7 @@ fn parquet(a: &ParquetArgs) -> ExitCode {
         replace: a.replace,
     };
     let mut err = std::io::stderr().lock();
-    match export(&a.files, &a.output, &opts) {
+    match export(&a.traces.expand(), &a.output, &opts) {
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
             let _ = writeln!(err, "error: nothing was written to {}", a.output.display());

@@ -10,7 +10,8 @@
 //! # let _ = code;
 //! ```
 
-use clap::{ArgGroup, Args};
+use crate::output::{fail, print_notes, Traces};
+use clap::ArgGroup;
 use runtrace_analyze::functions::StackNames;
 use runtrace_export::flamegraph::{fold, stacks, svg, why_empty, Selection};
 use runtrace_symbolize::SymbolizeOptions;
@@ -19,13 +20,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `runtrace flamegraph`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, clap::Args)]
 #[command(group(ArgGroup::new("out").required(true).multiple(true).args(["folded", "output"])))]
-pub struct FlamegraphArgs {
-    /// Trace files (trace.0.bin ...) in any order, or directories holding
-    /// them.
-    #[arg(required = true, value_name = "DIR|FILE")]
-    pub files: Vec<PathBuf>,
+pub struct Args {
+    /// The trace files.
+    #[command(flatten)]
+    pub traces: Traces,
     /// Print folded stacks (`root;...;leaf COUNT`, one line per stack) on
     /// standard output.
     #[arg(long)]
@@ -68,7 +68,7 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-impl FlamegraphArgs {
+impl Args {
     /// The samples these arguments select.
     pub fn selection(&self) -> Selection {
         Selection {
@@ -81,31 +81,17 @@ impl FlamegraphArgs {
     }
 }
 
-/// Prints symbolization problems and other notes once, on standard error.
-pub(crate) fn print_notes(notes: &[String]) {
-    let mut err = std::io::stderr().lock();
-    for n in notes {
-        let _ = writeln!(err, "note: {n}");
-    }
-}
-
-/// Fails with `error: MESSAGE` on standard error.
-pub(crate) fn fail(msg: &str) -> ExitCode {
-    let _ = writeln!(std::io::stderr().lock(), "error: {msg}");
-    ExitCode::FAILURE
-}
-
 /// `runtrace flamegraph DIR|FILE... [--folded] [-o OUT.svg] [--off-cpu]
 /// [--location SUBSTR] [--worker N] [--from S --to S]`: exit 0, or 1 when
 /// no sample is selected (the reason on standard error), the SVG cannot
 /// be written, or the input is damaged (what was readable is drawn).
-pub fn run(args: &FlamegraphArgs) -> ExitCode {
+pub fn run(args: &Args) -> ExitCode {
     if let (Some(a), Some(b)) = (args.from, args.to) {
         if a > b {
             return fail(&format!("--from {a} is after --to {b}"));
         }
     }
-    let files = runtrace_format::files::expand_lenient(args.files.clone());
+    let files = args.traces.expand();
     let profile = match runtrace_model::profile::load(&files) {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string()),

@@ -1,15 +1,22 @@
 //! `runtrace jsonl`: [`runtrace_export::jsonl::convert`] on the command
 //! line's files.
 
-use crate::JsonlArgs;
+use crate::output::Traces;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Arguments of `runtrace jsonl`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The trace files of one recording (sorted by N in trace.N.bin).
+    #[command(flatten)]
+    pub traces: Traces,
+    /// Write to OUT instead of standard output ("-" is standard output).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
 /// `runtrace jsonl FILE... [-o OUT]`.
-///
-/// ```no_run
-/// let code = runtrace_cli::jsonl::run(&runtrace_cli::JsonlArgs { files: vec!["trace.0.bin".into()], output: None });
-/// # let _ = code;
-/// ```
-pub fn run(args: &JsonlArgs) -> ExitCode {
-    runtrace_export::jsonl::convert(&args.files, args.output.as_deref())
+pub fn run(args: &Args) -> ExitCode {
+    runtrace_export::jsonl::convert(&args.traces.expand(), args.output.as_deref())
 }

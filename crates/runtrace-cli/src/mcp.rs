@@ -1,11 +1,7 @@
 //! `runtrace mcp`: the MCP server (`runtrace_mcp`) on standard input and
 //! output; docs/mcp.md shows how to register it with an MCP client.
-//!
-//! ```no_run
-//! let code = runtrace_cli::mcp::run();
-//! # let _ = code;
-//! ```
 
+use crate::output::fail;
 use std::process::ExitCode;
 
 /// Serves until the client closes standard input; exit code 1 when the
@@ -14,9 +10,6 @@ use std::process::ExitCode;
 pub fn run() -> ExitCode {
     match runtrace_mcp::serve_stdio() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e),
     }
 }

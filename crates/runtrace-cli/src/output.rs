@@ -1,11 +1,36 @@
-//! What the report commands (`analyze`, `backlog`) share on the way out: a
-//! progress bar on standard error for large inputs, and printing a report
-//! with its errors and exit code.
+//! What the commands share on the way in and out: the trace files a
+//! command line names ([`Traces`], expanded in this one place), a progress
+//! bar on standard error for large inputs, printing a report with its
+//! errors and exit code, and error lines.
 
+use clap::Args;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+
+/// The trace files of a command line: files in any order, or
+/// directories holding them (`runtrace_format::files`).
+#[derive(Debug, Clone, Args)]
+pub struct Traces {
+    /// Trace files (trace.0.bin trace.1.bin ...) in any order, or
+    /// directories holding them.
+    #[arg(required = true, value_name = "DIR|FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+impl Traces {
+    /// The files named, a directory standing for its trace files; a path
+    /// that is neither stays as given, for the reader to report.
+    ///
+    /// ```
+    /// let t = runtrace_cli::output::Traces { files: vec!["x.0.bin".into()] };
+    /// assert_eq!(t.expand(), [std::path::PathBuf::from("x.0.bin")]);
+    /// ```
+    pub fn expand(&self) -> Vec<PathBuf> {
+        runtrace_format::files::expand_lenient(self.files.clone())
+    }
+}
 
 /// Inputs smaller than this get no progress bar (they take well under a
 /// second).
@@ -125,4 +150,19 @@ pub(crate) fn wrote_file(written: Result<(String, Vec<String>), String>) -> Exit
             }
         }
     }
+}
+
+/// Prints notes (symbolization problems and the like), once each, on
+/// standard error.
+pub(crate) fn print_notes(notes: &[String]) {
+    let mut err = std::io::stderr().lock();
+    for n in notes {
+        let _ = writeln!(err, "note: {n}");
+    }
+}
+
+/// Fails with `error: MESSAGE` on standard error.
+pub(crate) fn fail(msg: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr().lock(), "error: {msg}");
+    ExitCode::FAILURE
 }

@@ -5,8 +5,8 @@
 //! server with an MCP client.
 //!
 //! Layers: [`traces`] holds the loaded traces by id; [`args`] reads tool
-//! arguments; [`views`] cuts the reports into the answers of the
-//! `analyze_*` tools; [`tools`] names and dispatches the tools;
+//! arguments; [`tools`] names and dispatches the tools (each analysis's
+//! tool and answer come from `runtrace_analyze::registry`);
 //! [`server`] is the `rmcp` handler. A tool that fails answers with an MCP
 //! tool error (`isError`) naming what went wrong; the server keeps running.
 //!
@@ -24,6 +24,5 @@ pub mod args;
 pub mod server;
 pub mod tools;
 pub mod traces;
-pub mod views;
 
 pub use server::serve_stdio;

@@ -1,5 +1,8 @@
 //! The tools: their names, descriptions and argument schemas ([`list`]),
 //! and [`call`], which runs one and answers with JSON or an error message.
+//! The server's own tools (loading traces, the summary, every analysis at
+//! once, event queries, task timelines) are here; each analysis's tool
+//! comes from the registry of analyses (`runtrace_analyze::registry`).
 //!
 //! ```
 //! let names: Vec<&str> = runtrace_mcp::tools::list().iter().map(|t| t.name).collect();
@@ -8,10 +11,11 @@
 
 use crate::args::Args;
 use crate::traces::Traces;
-use crate::views;
 use runtrace_analyze::outliers::{Category, Method};
 use runtrace_analyze::query::{self, Query};
-use serde_json::{json, Value};
+use runtrace_analyze::registry::{self, Param, Params, ANALYSES};
+use runtrace_model::kinds;
+use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 
 /// A tool's name, description and JSON Schema of its arguments.
@@ -19,13 +23,10 @@ pub struct ToolDef {
     /// Name.
     pub name: &'static str,
     /// What it does, for the client's model.
-    pub description: &'static str,
+    pub description: String,
     /// JSON Schema of its arguments.
     pub schema: Value,
 }
-
-/// Lists of the `analyze_*` tools are cut to this many entries by default.
-pub const DEFAULT_LIST_LIMIT: usize = 20;
 
 fn obj(props: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": props, "required": required})
@@ -39,19 +40,78 @@ fn limit(default: usize, what: &str) -> Value {
     json!({"type": "integer", "minimum": 0, "description": format!("At most this many {what} (default {default}); the answer says when it cut.")})
 }
 
-/// Every tool.
+/// The JSON Schema of one registry parameter, under its argument name.
+fn param_schema(p: &Param) -> (&'static str, Value) {
+    match p {
+        Param::Limit(n, what) => ("limit", limit(*n, what)),
+        Param::ThresholdMs => (
+            "threshold_ms",
+            json!({"type": "integer", "minimum": 1, "description": "A wait longer than this many milliseconds counts (default 10)."}),
+        ),
+        Param::Method => (
+            "method",
+            json!({"type": "string", "enum": ["IQR", "MAD", "StdDev", "Percentile"], "description": "IQR (default): beyond Q1-1.5 IQR / Q3+1.5 IQR; MAD: modified z-score > 3.5; StdDev: beyond 3 sigma; Percentile: above p99."}),
+        ),
+        Param::Category => (
+            "category",
+            json!({"type": "string", "enum": ["latency", "poll", "cpu", "all"], "description": "Which values (default all)."}),
+        ),
+    }
+}
+
+/// The tool of one analysis of the registry.
+fn analysis_tool(t: &registry::Tool) -> ToolDef {
+    let mut props = Map::new();
+    props.insert("trace_id".into(), trace_id());
+    for p in t.params {
+        let (name, schema) = param_schema(p);
+        props.insert(name.into(), schema);
+    }
+    ToolDef {
+        name: t.name,
+        description: t.description.into(),
+        schema: obj(Value::Object(props), &["trace_id"]),
+    }
+}
+
+/// Parses the parameters `params` of a registry tool from `a`.
+fn parse_params(params: &[Param], a: &Args) -> Result<Params, String> {
+    let mut out = Params::defaults(params);
+    for p in params {
+        match p {
+            Param::Limit(n, _) => out.limit = a.limit(*n)?,
+            Param::ThresholdMs => {
+                let ms = a
+                    .opt_u64("threshold_ms")?
+                    .unwrap_or(out.threshold_ns / 1_000_000);
+                if ms == 0 || ms > u64::MAX / 1_000_000 {
+                    return Err(format!(
+                        "argument `threshold_ms` must be a whole number of milliseconds from 1, got {ms}"
+                    ));
+                }
+                out.threshold_ns = ms * 1_000_000;
+            }
+            Param::Method => out.method = Method::parse(a.opt_str("method")?.unwrap_or("iqr"))?,
+            Param::Category => {
+                out.category = Category::parse(a.opt_str("category")?.unwrap_or("all"))?
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every tool: the server's own, then one per analysis of the registry.
 pub fn list() -> Vec<ToolDef> {
-    let with_limit = |what: &str| {
-        obj(
-            json!({"trace_id": trace_id(), "limit": limit(DEFAULT_LIST_LIMIT, what)}),
-            &["trace_id"],
-        )
-    };
     let only_id = || obj(json!({"trace_id": trace_id()}), &["trace_id"]);
-    vec![
+    let answers: Vec<&str> = ANALYSES
+        .iter()
+        .filter_map(|a| a.answer.map(|x| x.key))
+        .collect();
+    let event_names: Vec<&str> = kinds::ALL.iter().map(|(_, n)| *n).collect();
+    let mut tools = vec![
         ToolDef {
             name: "load_trace",
-            description: "Load a runtrace recording (its directory, a trace.N.bin file, or an array of files) under an id; several traces can be loaded at once. A damaged trace loads what is readable and says where it broke.",
+            description: "Load a runtrace recording (its directory, a trace.N.bin file, or an array of files) under an id; several traces can be loaded at once. A damaged trace loads what is readable and says where it broke.".into(),
             schema: obj(
                 json!({
                     "file_path": {"description": "A recording's directory, a trace file, or an array of them.",
@@ -63,86 +123,34 @@ pub fn list() -> Vec<ToolDef> {
         },
         ToolDef {
             name: "list_traces",
-            description: "The loaded traces: id, files, events, damage.",
+            description: "The loaded traces: id, files, events, damage.".into(),
             schema: obj(json!({}), &[]),
         },
         ToolDef {
             name: "unload_trace",
-            description: "Forget a loaded trace.",
+            description: "Forget a loaded trace.".into(),
             schema: only_id(),
         },
         ToolDef {
             name: "get_trace_summary",
-            description: "Recordings, duration, event counts and capabilities (available_events; analyzers: which apply and why not), as `runtrace summary --json`.",
+            description: "Recordings, duration, event counts and capabilities (available_events; analyzers: which apply and why not), as `runtrace summary --json`.".into(),
             schema: only_id(),
         },
         ToolDef {
             name: "run_all_analyzers",
-            description: "Every applicable analysis in one answer: summary, analyze (workers, spawn locations, findings), backlog, outliers; skipped lists what does not apply and why.",
+            description: format!(
+                "Every applicable analysis in one answer, as `runtrace analyze --all`: summary, {}; skipped lists what does not apply and why, elsewhere what its own command draws.",
+                answers.join(", ")
+            ),
             schema: only_id(),
         },
         ToolDef {
-            name: "analyze_wakeup_latency",
-            description: "Wake->poll delays overall and by spawn location (worst p99 first), and wake_delay findings.",
-            schema: with_limit("spawn locations and findings"),
-        },
-        ToolDef {
-            name: "analyze_poll_times",
-            description: "Poll durations overall and by spawn location (most poll time first), and long_poll / slow_poll findings.",
-            schema: with_limit("spawn locations and findings"),
-        },
-        ToolDef {
-            name: "analyze_workers",
-            description: "Per worker: polls, busy ratio, parks, local queue depth, scheduler wait; queues; worker findings.",
-            schema: with_limit("workers and findings"),
-        },
-        ToolDef {
-            name: "analyze_spawn_locations",
-            description: "Per spawn location: tasks, polls, poll time, poll and wake->poll percentiles, long polls.",
-            schema: with_limit("spawn locations"),
-        },
-        ToolDef {
-            name: "analyze_backlog",
-            description: "Queues, locks, I/O, heartbeats and the ranked root causes of every backlog trigger (needs runtrace-sync events).",
-            schema: with_limit("entries per list"),
-        },
-        ToolDef {
-            name: "analyze_blocked",
-            description: "What ran while tasks waited: every wait from wake (or spawn) to poll longer than threshold_ms, the CPU samples of the worker that finally polled the task during it, blamed on the spawn locations whose polls held that worker, with their top functions (self and inclusive) and their victims (needs CPU samples: a recording made with RUNTRACE_CPU_HZ).",
-            schema: obj(
-                json!({
-                    "trace_id": trace_id(),
-                    "threshold_ms": {"type": "integer", "minimum": 1, "description": "A wait longer than this many milliseconds counts (default 10)."},
-                    "limit": limit(DEFAULT_LIST_LIMIT, "culprits and worst waits"),
-                }),
-                &["trace_id"],
-            ),
-        },
-        ToolDef {
-            name: "find_scheduling_bottlenecks",
-            description: "The findings: long polls, wake delays, local queue buildup, worker imbalance, idle workers while work is queued, CPU-bound spawn locations; each names the spawn locations and evidence.",
-            schema: with_limit("findings"),
-        },
-        ToolDef {
-            name: "detect_outliers",
-            description: "Statistical outliers of wake->poll delay (latency), poll duration (poll) and CPU share (cpu), judged within each spawn location and each task: task, location, worker, window, value, threshold.",
-            schema: obj(
-                json!({
-                    "trace_id": trace_id(),
-                    "method": {"type": "string", "enum": ["IQR", "MAD", "StdDev", "Percentile"], "description": "IQR (default): beyond Q1-1.5 IQR / Q3+1.5 IQR; MAD: modified z-score > 3.5; StdDev: beyond 3 sigma; Percentile: above p99."},
-                    "category": {"type": "string", "enum": ["latency", "poll", "cpu", "all"], "description": "Which values (default all)."},
-                    "limit": limit(100, "outliers per category"),
-                }),
-                &["trace_id"],
-            ),
-        },
-        ToolDef {
             name: "query_trace_events",
-            description: "Events matching every filter given, in trace order; ts_ns is ns since the recording started.",
+            description: "Events matching every filter given, in trace order; ts_ns is ns since the recording started.".into(),
             schema: obj(
                 json!({
                     "trace_id": trace_id(),
-                    "event_type": {"type": "string", "description": "A catalog event name: task_spawn, task_poll_start, task_poll_end, task_wake, task_terminate, worker_park, worker_unpark, queue_sample, worker_start, worker_stop, lock_wait, lock_hold, enqueue, dequeue, processing_end, item_dropped, queue_snapshot, backlog_trigger, io, thread_heartbeat."},
+                    "event_type": {"type": "string", "description": format!("An event name from the catalog (or its JSON name, as `runtrace check` prints it): {}.", event_names.join(", "))},
                     "task_id": {"type": "integer", "minimum": 0},
                     "spawn_loc": {"type": "string", "description": "Text in the spawn location (file:line:col) of the event's task, or its id."},
                     "worker": {"type": "integer", "minimum": 0},
@@ -155,14 +163,21 @@ pub fn list() -> Vec<ToolDef> {
         },
         ToolDef {
             name: "get_task_timeline",
-            description: "One task's life: spawn, every wake, poll start and end, terminate, in order.",
+            description: "One task's life: spawn, every wake, poll start and end, terminate, in order.".into(),
             schema: obj(
                 json!({"trace_id": trace_id(), "task_id": {"type": "integer", "minimum": 0},
                     "limit": {"type": "integer", "minimum": 0, "description": "At most this many events (default all)."}}),
                 &["trace_id", "task_id"],
             ),
         },
-    ]
+    ];
+    tools.extend(
+        ANALYSES
+            .iter()
+            .filter_map(|a| a.tool.as_ref())
+            .map(analysis_tool),
+    );
+    tools
 }
 
 /// Runs tool `name` with `arguments`: its JSON answer, or an error message
@@ -171,6 +186,10 @@ pub fn list() -> Vec<ToolDef> {
 pub fn call(traces: &Traces, name: &str, arguments: &Value) -> Result<Value, String> {
     let a = Args::new(arguments)?;
     let loaded = || traces.get(a.str("trace_id")?);
+    if let Some(t) = registry::tool(name) {
+        let p = parse_params(t.params, &a)?;
+        return Ok((t.view)(&loaded()?.index, &p));
+    }
     match name {
         "load_trace" => {
             let paths: Vec<PathBuf> = a
@@ -184,50 +203,6 @@ pub fn call(traces: &Traces, name: &str, arguments: &Value) -> Result<Value, Str
         "unload_trace" => traces.unload(a.str("trace_id")?),
         "get_trace_summary" => Ok(loaded()?.index.summary()),
         "run_all_analyzers" => Ok(loaded()?.index.run_all()),
-        "analyze_wakeup_latency" => Ok(views::wakeup_latency(
-            &loaded()?.index,
-            a.limit(DEFAULT_LIST_LIMIT)?,
-        )),
-        "analyze_poll_times" => Ok(views::poll_times(
-            &loaded()?.index,
-            a.limit(DEFAULT_LIST_LIMIT)?,
-        )),
-        "analyze_workers" => Ok(views::workers(
-            &loaded()?.index,
-            a.limit(DEFAULT_LIST_LIMIT)?,
-        )),
-        "analyze_spawn_locations" => Ok(views::spawn_locations(
-            &loaded()?.index,
-            a.limit(DEFAULT_LIST_LIMIT)?,
-        )),
-        "analyze_backlog" => Ok(views::backlog(
-            &loaded()?.index,
-            a.limit(DEFAULT_LIST_LIMIT)?,
-        )),
-        "analyze_blocked" => {
-            let t = loaded()?;
-            let ms = a.opt_u64("threshold_ms")?.unwrap_or(10);
-            if ms == 0 || ms > u64::MAX / 1_000_000 {
-                return Err(format!(
-                    "argument `threshold_ms` must be a whole number of milliseconds from 1, got {ms}"
-                ));
-            }
-            Ok(views::blocked(
-                &t.index,
-                ms * 1_000_000,
-                a.limit(DEFAULT_LIST_LIMIT)?,
-            ))
-        }
-        "find_scheduling_bottlenecks" => Ok(views::bottlenecks(
-            &loaded()?.index,
-            a.limit(DEFAULT_LIST_LIMIT)?,
-        )),
-        "detect_outliers" => {
-            let t = loaded()?;
-            let method = Method::parse(a.opt_str("method")?.unwrap_or("iqr"))?;
-            let category = Category::parse(a.opt_str("category")?.unwrap_or("all"))?;
-            Ok(t.index.outliers(method, category, a.limit(100)?))
-        }
         "query_trace_events" => {
             let t = loaded()?;
             let q = Query {

@@ -431,26 +431,12 @@ impl Exporter {
     /// task at its end (or alive at its recording's end, when spawned in
     /// it).
     fn life_step(&mut self, rec: &Life<'_>, m: &Model) -> Result<(), String> {
-        let (proc, row): (
-            u32,
-            fn(&mut Vec<TableWriter>, &Life<'_>, &Model, WallClock) -> Result<(), String>,
-        ) = match *rec {
-            Life::PollEnd(p) => (m.threads[p.thread as usize].proc, |w, rec, m, c| {
-                let Life::PollEnd(p) = *rec else {
-                    return Ok(());
-                };
-                let pr = m.proc_of(p.thread);
-                poll_row(&mut w[0], p, m, |t| c.wall(pr, t))
-            }),
-            Life::End(t) | Life::Alive(t) if t.end.is_some() || t.spawn.is_some() => {
-                (t.proc, |w, rec, m, c| {
-                    let (Life::End(t) | Life::Alive(t)) = *rec else {
-                        return Ok(());
-                    };
-                    let pr = &m.procs[t.proc as usize];
-                    task_row(&mut w[1], t, m, |ticks| c.wall(pr, ticks))
-                })
-            }
+        let proc = match *rec {
+            Life::PollEnd(p) => m.threads[p.thread as usize].proc,
+            // Tasks only ever polled, alive at the end (spawned before the
+            // recording and never terminated in it), have no task event to
+            // report.
+            Life::End(t) | Life::Alive(t) if t.end.is_some() || t.spawn.is_some() => t.proc,
             _ => return Ok(()),
         };
         if !self.rec_ready(proc as usize, m) {
@@ -459,7 +445,13 @@ impl Exporter {
         let Some(r) = self.recs[proc as usize].as_mut() else {
             return Ok(());
         };
-        row(&mut r.writers, rec, m, r.clock)
+        let (clock, pr) = (r.clock, &m.procs[proc as usize]);
+        let wall = |ticks: u64| clock.wall(pr, ticks);
+        match *rec {
+            Life::PollEnd(p) => poll_row(&mut r.writers[0], p, m, wall),
+            Life::End(t) | Life::Alive(t) => task_row(&mut r.writers[1], t, m, wall),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -32,7 +32,8 @@ const DEFAULT_HZ: u64 = 99;
 /// `runtrace analyze` one branch per event, not the pass's poll tracking.
 #[derive(Default)]
 pub struct WhenProfiled {
-    on: bool,
+    /// Some file has a CPU profile: the pass is fed.
+    pub on: bool,
     /// The pass (fed only when on).
     pub pass: ProfilePass,
 }

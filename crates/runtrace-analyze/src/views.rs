@@ -1,16 +1,22 @@
-//! The answers of the `analyze_*` tools and `find_scheduling_bottlenecks`:
-//! the parts of `runtrace analyze --json` and `runtrace backlog --json`
-//! (same keys, docs/analysis.md) each question needs, lists cut to
-//! `limit` with `<list>_total` and `truncated` saying so.
+//! The answers of the analyses' MCP tools (`analyze_*`,
+//! `find_scheduling_bottlenecks`; [`crate::registry`] lists them): the
+//! parts of `runtrace analyze --json`, `runtrace backlog --json` and
+//! `runtrace blocked --json` (same keys, docs/analysis.md) each question
+//! needs, lists cut to `limit` with `<list>_total` and `truncated` saying
+//! so.
 //!
 //! ```
-//! use runtrace_mcp::views::cut;
+//! use runtrace_analyze::views::cut;
 //! let (items, total, cut_short) = cut(vec![1.into(), 2.into(), 3.into()], 2);
 //! assert_eq!((items.len(), total, cut_short), (2, 3, true));
 //! ```
 
-use runtrace_analyze::index::TraceIndex;
+use crate::registry::{self, Params};
+use crate::reports::Reports;
 use serde_json::{json, Map, Value};
+
+/// Lists of the `analyze_*` tools are cut to this many entries by default.
+pub const DEFAULT_LIST_LIMIT: usize = 20;
 
 /// The first `limit` items, the total and whether some were left out.
 pub fn cut(mut items: Vec<Value>, limit: usize) -> (Vec<Value>, usize, bool) {
@@ -62,7 +68,8 @@ fn pick(v: &Value, keys: &[&str]) -> Value {
 
 /// `analyze_wakeup_latency`: wake->poll delays overall and by spawn
 /// location (worst p99 first), and the `wake_delay` findings.
-pub fn wakeup_latency(ix: &TraceIndex, limit: usize) -> Value {
+pub fn wakeup_latency(ix: &dyn Reports, p: &Params) -> Value {
+    let limit = p.limit;
     let rt = ix.runtime().to_json();
     let mut out = Map::new();
     out.insert("wake_to_poll_ns".into(), rt["wake_to_poll_ns"].clone());
@@ -77,7 +84,8 @@ pub fn wakeup_latency(ix: &TraceIndex, limit: usize) -> Value {
 
 /// `analyze_poll_times`: poll durations overall and by spawn location
 /// (most poll time first), and the `long_poll` and `slow_poll` findings.
-pub fn poll_times(ix: &TraceIndex, limit: usize) -> Value {
+pub fn poll_times(ix: &dyn Reports, p: &Params) -> Value {
+    let limit = p.limit;
     let rt = ix.runtime().to_json();
     let mut out = Map::new();
     out.insert("poll_ns".into(), rt["poll_ns"].clone());
@@ -107,7 +115,8 @@ pub fn poll_times(ix: &TraceIndex, limit: usize) -> Value {
 
 /// `analyze_workers`: every worker's polls, busy ratio, parks and queue
 /// depth, the queues, and the worker findings.
-pub fn workers(ix: &TraceIndex, limit: usize) -> Value {
+pub fn workers(ix: &dyn Reports, p: &Params) -> Value {
+    let limit = p.limit;
     let rt = ix.runtime().to_json();
     let mut out = Map::new();
     put_list(&mut out, "workers", array(&rt, "workers"), limit);
@@ -123,7 +132,8 @@ pub fn workers(ix: &TraceIndex, limit: usize) -> Value {
 }
 
 /// `analyze_spawn_locations`: the spawn locations, most poll time first.
-pub fn spawn_locations(ix: &TraceIndex, limit: usize) -> Value {
+pub fn spawn_locations(ix: &dyn Reports, p: &Params) -> Value {
+    let limit = p.limit;
     let rt = ix.runtime().to_json();
     let mut out = Map::new();
     put_list(
@@ -139,7 +149,8 @@ pub fn spawn_locations(ix: &TraceIndex, limit: usize) -> Value {
 /// `analyze_backlog`: `runtrace backlog --json` with its lists cut to
 /// `limit`, and `applicable` (false, with the reason, when the trace has
 /// no runtrace-sync events).
-pub fn backlog(ix: &TraceIndex, limit: usize) -> Value {
+pub fn backlog(ix: &dyn Reports, p: &Params) -> Value {
+    let limit = p.limit;
     let b = ix.backlog().to_json();
     let mut out = match &b {
         Value::Object(m) => m.clone(),
@@ -161,24 +172,28 @@ pub fn backlog(ix: &TraceIndex, limit: usize) -> Value {
     Value::Object(out)
 }
 
-/// Adds the summary's `applicable` (and `reason`, when it does not apply)
-/// of analyzer `name` to `out`.
-fn applicability(ix: &TraceIndex, name: &str, out: &mut Map<String, Value>) {
-    let summary = ix.summary();
-    let entry = summary["capabilities"]["analyzers"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == name).cloned())
-        .unwrap_or(Value::Null);
-    out.insert("applicable".into(), entry["applicable"].clone());
-    if entry["applicable"] == false {
-        out.insert("reason".into(), entry["reason"].clone());
+/// Adds whether analysis `name` applies (`applicable`, and `reason` when
+/// it does not) to `out`.
+fn applicability(ix: &dyn Reports, name: &str, out: &mut Map<String, Value>) {
+    let Some(a) = registry::analysis(name) else {
+        return;
+    };
+    match a.applies(ix) {
+        Ok(()) => {
+            out.insert("applicable".into(), json!(true));
+        }
+        Err(reason) => {
+            out.insert("applicable".into(), json!(false));
+            out.insert("reason".into(), json!(reason));
+        }
     }
 }
 
 /// `analyze_blocked`: `runtrace blocked --json` with `threshold_ns`, its
 /// culprits and worst waits cut to `limit`, and whether it applies.
-pub fn blocked(ix: &TraceIndex, threshold_ns: u64, limit: usize) -> Value {
-    let b = ix.blocked(threshold_ns).to_json();
+pub fn blocked(ix: &dyn Reports, p: &Params) -> Value {
+    let limit = p.limit;
+    let b = ix.blocked(p.threshold_ns).to_json();
     let mut out = match &b {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
@@ -195,7 +210,8 @@ pub fn blocked(ix: &TraceIndex, threshold_ns: u64, limit: usize) -> Value {
 /// `find_scheduling_bottlenecks`: the findings of `runtrace analyze`
 /// (long polls, wake delays, queue buildup, imbalance, idle workers while
 /// work is queued, CPU-bound locations), most serious first.
-pub fn bottlenecks(ix: &TraceIndex, limit: usize) -> Value {
+pub fn bottlenecks(ix: &dyn Reports, p: &Params) -> Value {
+    let limit = p.limit;
     let rt = ix.runtime().to_json();
     let mut out = Map::new();
     put_list(&mut out, "findings", array(&rt, "findings"), limit);

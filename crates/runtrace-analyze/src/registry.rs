@@ -1,0 +1,367 @@
+//! The registry of analyses: each one's name, the events it needs, its
+//! answer in `runtrace analyze --all` and `run_all_analyzers`, and its MCP
+//! tool. `runtrace summary` (which analyses apply, and why not), `analyze
+//! --all`, the MCP server's tool list and `run_all_analyzers` all read
+//! [`ANALYSES`]; adding an analysis is its module plus one entry here.
+//!
+//! ```
+//! use runtrace_analyze::registry::{self, ANALYSES};
+//! use runtrace_analyze::reports::OneRead;
+//! use runtrace_model::synth::TraceBuilder;
+//! let mut b = TraceBuilder::new();
+//! b.poll_start(7, 0, 2_000, 1, 0, 0);
+//! b.poll_end(7, 0, 5_000, 1, true);
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("trace.0.bin");
+//! std::fs::write(&path, b.finish()).unwrap();
+//! let r = OneRead::read(&[path], None);
+//! let poll_times = ANALYSES.iter().find(|a| a.name == "poll_times").unwrap();
+//! assert!(poll_times.applies(&r).is_ok());
+//! let all = registry::run_all(&r);
+//! assert_eq!(all["analyze"]["poll_ns"]["max"], 3_000);
+//! assert!(all["backlog"].is_null()); // no runtrace-sync events
+//! ```
+
+use crate::blocked::BlockedOptions;
+use crate::outliers::{Category, Method};
+use crate::reports::Reports;
+use crate::summary::{self, Counts};
+use crate::views;
+use runtrace_model::event::kind;
+use runtrace_model::kinds;
+use serde_json::{json, Map, Value};
+
+/// What an analysis needs from a trace.
+#[derive(Debug, Clone, Copy)]
+pub enum Needs {
+    /// Events of every one of these kinds.
+    All(&'static [u8]),
+    /// Events of at least one of these kinds.
+    Any(&'static [u8]),
+    /// Application-instrumentation events (runtrace-sync's), any of them.
+    AppEvents,
+}
+
+/// An analysis's answer in `runtrace analyze --all` and
+/// `run_all_analyzers`: under `key`, `null` when it does not apply.
+#[derive(Clone, Copy)]
+pub struct Answer {
+    /// Its key.
+    pub key: &'static str,
+    /// Computes it.
+    pub run: fn(&dyn Reports) -> Value,
+}
+
+/// A parameter an MCP tool takes (besides `trace_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// `limit`: at most this many entries per list (the default), the
+    /// answer saying what it cut; `what` names the lists.
+    Limit(usize, &'static str),
+    /// `threshold_ms`: a wait longer than this many milliseconds counts
+    /// (default 10).
+    ThresholdMs,
+    /// `method` of `detect_outliers` (default IQR).
+    Method,
+    /// `category` of `detect_outliers` (default all).
+    Category,
+}
+
+/// The parameters of one tool call, parsed (defaults filled in).
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    /// `limit`.
+    pub limit: usize,
+    /// `threshold_ms`, in ns.
+    pub threshold_ns: u64,
+    /// `method`.
+    pub method: Method,
+    /// `category`.
+    pub category: Category,
+}
+
+impl Params {
+    /// The defaults of a tool taking `params`.
+    pub fn defaults(params: &[Param]) -> Params {
+        let limit = params
+            .iter()
+            .find_map(|p| match p {
+                Param::Limit(n, _) => Some(*n),
+                _ => None,
+            })
+            .unwrap_or(usize::MAX);
+        Params {
+            limit,
+            threshold_ns: BlockedOptions::default().threshold_ns,
+            method: Method::Iqr,
+            category: Category::All,
+        }
+    }
+}
+
+/// An analysis's MCP tool.
+#[derive(Clone, Copy)]
+pub struct Tool {
+    /// Its name.
+    pub name: &'static str,
+    /// What it answers, for the client's model.
+    pub description: &'static str,
+    /// Its parameters besides `trace_id`.
+    pub params: &'static [Param],
+    /// Its answer.
+    pub view: fn(&dyn Reports, &Params) -> Value,
+}
+
+/// One analysis.
+#[derive(Clone, Copy)]
+pub struct Analysis {
+    /// Its name (in `summary`'s `analyzers`).
+    pub name: &'static str,
+    /// The events it needs.
+    pub needs: Needs,
+    /// What to say when it does not apply (followed by the kinds missing).
+    pub why: &'static str,
+    /// Its answer in `analyze --all`, for the analysis that owns a report
+    /// (others are views of it).
+    pub answer: Option<Answer>,
+    /// The command that draws it, for analyses that are pictures.
+    pub elsewhere: Option<&'static str>,
+    /// Its MCP tool.
+    pub tool: Option<Tool>,
+}
+
+const POLLS: &[u8] = &[kind::POLL_START, kind::POLL_END];
+const LIST: usize = views::DEFAULT_LIST_LIMIT;
+
+/// Every analysis, in the order `summary` lists them.
+pub static ANALYSES: &[Analysis] = &[
+    Analysis {
+        name: "poll_times",
+        needs: Needs::All(POLLS),
+        why: "needs polls",
+        answer: Some(Answer {
+            key: "analyze",
+            run: |r| r.runtime().to_json(),
+        }),
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "analyze_poll_times",
+            description: "Poll durations overall and by spawn location (most poll time first), and long_poll / slow_poll findings.",
+            params: &[Param::Limit(LIST, "spawn locations and findings")],
+            view: views::poll_times,
+        }),
+    },
+    Analysis {
+        name: "wakeup_latency",
+        needs: Needs::All(&[kind::WAKE, kind::POLL_START]),
+        why: "needs wakes and polls",
+        answer: None,
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "analyze_wakeup_latency",
+            description: "Wake->poll delays overall and by spawn location (worst p99 first), and wake_delay findings.",
+            params: &[Param::Limit(LIST, "spawn locations and findings")],
+            view: views::wakeup_latency,
+        }),
+    },
+    Analysis {
+        name: "workers",
+        needs: Needs::All(POLLS),
+        why: "needs polls by workers",
+        answer: None,
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "analyze_workers",
+            description: "Per worker: polls, busy ratio, parks, local queue depth, scheduler wait; queues; worker findings.",
+            params: &[Param::Limit(LIST, "workers and findings")],
+            view: views::workers,
+        }),
+    },
+    Analysis {
+        name: "spawn_locations",
+        needs: Needs::All(&[kind::SPAWN, kind::POLL_START, kind::POLL_END]),
+        why: "needs spawns and polls",
+        answer: None,
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "analyze_spawn_locations",
+            description: "Per spawn location: tasks, polls, poll time, poll and wake->poll percentiles, long polls.",
+            params: &[Param::Limit(LIST, "spawn locations")],
+            view: views::spawn_locations,
+        }),
+    },
+    Analysis {
+        name: "scheduling_bottlenecks",
+        needs: Needs::All(POLLS),
+        why: "the findings of `runtrace analyze` need polls",
+        answer: None,
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "find_scheduling_bottlenecks",
+            description: "The findings: long polls, wake delays, local queue buildup, worker imbalance, idle workers while work is queued, CPU-bound spawn locations; each names the spawn locations and evidence.",
+            params: &[Param::Limit(LIST, "findings")],
+            view: views::bottlenecks,
+        }),
+    },
+    Analysis {
+        name: "outliers",
+        needs: Needs::All(POLLS),
+        why: "needs polls",
+        answer: Some(Answer {
+            key: "outliers",
+            run: |r| r.outliers().report(r.model(), Method::Iqr, Category::All, 100),
+        }),
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "detect_outliers",
+            description: "Statistical outliers of wake->poll delay (latency), poll duration (poll) and CPU share (cpu), judged within each spawn location and each task: task, location, worker, window, value, threshold.",
+            params: &[Param::Method, Param::Category, Param::Limit(100, "outliers per category")],
+            view: |r, p| r.outliers().report(r.model(), p.method, p.category, p.limit),
+        }),
+    },
+    Analysis {
+        name: "backlog",
+        needs: Needs::AppEvents,
+        why: "needs runtrace-sync events (queues, locks, I/O, heartbeats); the trace has none",
+        answer: Some(Answer {
+            key: "backlog",
+            run: |r| r.backlog().to_json(),
+        }),
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "analyze_backlog",
+            description: "Queues, locks, I/O, heartbeats and the ranked root causes of every backlog trigger (needs runtrace-sync events).",
+            params: &[Param::Limit(LIST, "entries per list")],
+            view: views::backlog,
+        }),
+    },
+    // A wait is from a task's wake, or its spawn, to its poll.
+    Analysis {
+        name: "blocked",
+        needs: Needs::All(&[kind::CPU_SAMPLE, kind::POLL_START]),
+        why: "needs polls and CPU samples (record with RUNTRACE_CPU_HZ=99 or Recorder::builder().cpu_profile(99))",
+        answer: Some(Answer {
+            key: "blocked",
+            run: |r| r.blocked(BlockedOptions::default().threshold_ns).to_json(),
+        }),
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "analyze_blocked",
+            description: "What ran while tasks waited: every wait from wake (or spawn) to poll longer than threshold_ms, the CPU samples of the worker that finally polled the task during it, blamed on the spawn locations whose polls held that worker, with their top functions (self and inclusive) and their victims (needs CPU samples: a recording made with RUNTRACE_CPU_HZ).",
+            params: &[Param::ThresholdMs, Param::Limit(LIST, "culprits and worst waits")],
+            view: views::blocked,
+        }),
+    },
+    // Either kind of sample draws a flame graph (`--off-cpu` the second).
+    Analysis {
+        name: "flamegraph",
+        needs: Needs::Any(&[kind::CPU_SAMPLE, kind::OFF_CPU]),
+        why: "needs CPU samples (record with RUNTRACE_CPU_HZ=99 or Recorder::builder().cpu_profile(99))",
+        answer: None,
+        elsewhere: Some("runtrace flamegraph DIR -o flame.svg (folded stacks: --folded)"),
+        tool: None,
+    },
+];
+
+impl Analysis {
+    /// Whether it applies to the trace of `r`: `Err(reason)` when not.
+    pub fn applies(&self, r: &dyn Reports) -> Result<(), String> {
+        self.applies_to(r.counts())
+    }
+
+    /// Whether it applies to a trace with event counts `c`.
+    pub fn applies_to(&self, c: &Counts) -> Result<(), String> {
+        let names = |ks: &[u8]| -> Vec<&'static str> {
+            ks.iter().filter_map(|&k| kinds::name(k)).collect()
+        };
+        let missing: Vec<&str> = match self.needs {
+            Needs::All(ks) => names(ks)
+                .into_iter()
+                .zip(ks)
+                .filter(|(_, &k)| c.of(k) == 0)
+                .map(|(n, _)| n)
+                .collect(),
+            Needs::Any(ks) if ks.iter().all(|&k| c.of(k) == 0) => names(ks),
+            Needs::Any(_) => Vec::new(),
+            Needs::AppEvents if (0..=u8::MAX).any(|k| kind::is_app(k) && c.of(k) > 0) => Vec::new(),
+            Needs::AppEvents => return Err(self.why.to_string()),
+        };
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} (no {} events)",
+                self.why,
+                missing.join(", no ")
+            ))
+        }
+    }
+
+    /// Its entry in `summary`'s `analyzers`: `{name, applicable, needs,
+    /// reason}` (`reason` only when it does not apply).
+    pub fn summary_entry(&self, c: &Counts) -> Value {
+        let needs = match self.needs {
+            Needs::All(ks) | Needs::Any(ks) => {
+                json!(ks
+                    .iter()
+                    .filter_map(|&k| kinds::name(k))
+                    .collect::<Vec<_>>())
+            }
+            Needs::AppEvents => json!("runtrace-sync events"),
+        };
+        match self.applies_to(c) {
+            Ok(()) => json!({"name": self.name, "applicable": true, "needs": needs}),
+            Err(reason) => json!({
+                "name": self.name,
+                "applicable": false,
+                "needs": needs,
+                "reason": reason,
+            }),
+        }
+    }
+}
+
+/// The analysis with MCP tool `name`.
+pub fn tool(name: &str) -> Option<&'static Tool> {
+    ANALYSES
+        .iter()
+        .filter_map(|a| a.tool.as_ref())
+        .find(|t| t.name == name)
+}
+
+/// The analysis named `name`.
+pub fn analysis(name: &str) -> Option<&'static Analysis> {
+    ANALYSES.iter().find(|a| a.name == name)
+}
+
+/// Every applicable analysis as one JSON object: `summary`, each answer
+/// (`analyze`: the runtime report with its findings; `backlog`;
+/// `blocked`; `outliers`: IQR, all categories, the 100 strongest), `null`
+/// when it does not apply; `skipped`: the analyses that do not apply and
+/// why; `elsewhere`: those drawn by their own command. Keys in
+/// docs/mcp.md.
+pub fn run_all(r: &dyn Reports) -> Value {
+    let mut out = Map::new();
+    let mut skipped = Vec::new();
+    let mut elsewhere = Vec::new();
+    for a in ANALYSES {
+        let applies = a.applies(r);
+        if let Some(ans) = a.answer {
+            let v = if applies.is_ok() {
+                (ans.run)(r)
+            } else {
+                Value::Null
+            };
+            out.insert(ans.key.into(), v);
+        }
+        match (applies, a.elsewhere) {
+            (Err(reason), _) => skipped.push(json!({"name": a.name, "reason": reason})),
+            (Ok(()), Some(cmd)) => elsewhere.push(json!({"name": a.name, "command": cmd})),
+            (Ok(()), None) => {}
+        }
+    }
+    out.insert("skipped".into(), Value::Array(skipped));
+    out.insert("elsewhere".into(), Value::Array(elsewhere));
+    out.insert("summary".into(), summary::summary(r));
+    Value::Object(out)
+}
