@@ -135,6 +135,61 @@ pub fn quantile(sorted: &[f64], p: f64) -> f64 {
     }
 }
 
+/// The `p` quantile (0..=1) of `values` as [`quantile`] gives it for the
+/// sorted values, by selection (O(n); `values` is reordered).
+fn quantile_select(values: &mut [f64], p: f64) -> f64 {
+    let pos = p * (values.len() - 1) as f64;
+    let i = pos.floor() as usize;
+    let frac = pos - i as f64;
+    let (_, &mut x, above) = values.select_nth_unstable_by(i, f64::total_cmp);
+    match above.iter().copied().min_by(f64::total_cmp) {
+        Some(next) => x + frac * (next - x),
+        None => x,
+    }
+}
+
+/// [`bounds`] and the median of `values`, without sorting them where the
+/// method needs only a few order statistics (the same values: each
+/// quantile is the same pair of order statistics, interpolated alike).
+fn bounds_and_median(method: Method, values: &mut [f64]) -> Option<(Bounds, f64)> {
+    if values.len() < MIN_SAMPLES {
+        return None;
+    }
+    let b = match method {
+        Method::Iqr => {
+            let (q1, q3) = (quantile_select(values, 0.25), quantile_select(values, 0.75));
+            let iqr = q3 - q1;
+            Bounds {
+                lo: Some(q1 - 1.5 * iqr),
+                hi: q3 + 1.5 * iqr,
+            }
+        }
+        Method::Mad => {
+            let m = quantile_select(values, 0.5);
+            let mut dev: Vec<f64> = values.iter().map(|x| (x - m).abs()).collect();
+            let mad = quantile_select(&mut dev, 0.5);
+            if mad <= 0.0 {
+                return None;
+            }
+            let r = 3.5 * mad / 0.6745;
+            Bounds {
+                lo: Some(m - r),
+                hi: m + r,
+            }
+        }
+        Method::Percentile => Bounds {
+            lo: None,
+            hi: quantile_select(values, 0.99),
+        },
+        // Sums in sorted order, as `bounds` does (the same bits).
+        Method::StdDev => {
+            let b = bounds(method, values)?;
+            return Some((b, quantile(values, 0.5)));
+        }
+    };
+    Some((b, quantile_select(values, 0.5)))
+}
+
 /// The bounds of `method` over `values` (sorted in place), or None when
 /// there are fewer than [`MIN_SAMPLES`] values or (MAD) no spread.
 pub fn bounds(method: Method, values: &mut [f64]) -> Option<Bounds> {
@@ -190,6 +245,9 @@ pub struct Sample {
     pub proc: u32,
     /// Task id.
     pub task: u64,
+    /// The task's life ([`runtrace_model::lifecycle::Task::serial`]): the
+    /// `task` scope's groups.
+    pub serial: u32,
     /// Spawn location index ([`Model::locs`]).
     pub loc: u32,
     /// Worker index (`NO_WORKER`: none).
@@ -207,6 +265,7 @@ pub struct Sample {
 /// is done when a later one starts (no map of all windows).
 #[derive(Clone, Copy)]
 struct CpuWindow {
+    task: u64,
     window: i64,
     busy_ns: u64,
     worker: u32,
@@ -215,10 +274,11 @@ struct CpuWindow {
 
 impl CpuWindow {
     /// The window's CPU sample.
-    fn sample(self, proc: u32, task: u64) -> Sample {
+    fn sample(self, proc: u32, serial: u32) -> Sample {
         Sample {
             proc,
-            task,
+            task: self.task,
+            serial,
             loc: self.loc,
             worker: self.worker,
             start_ns: self.window * CPU_WINDOW_NS,
@@ -232,8 +292,8 @@ impl CpuWindow {
 /// the lifecycle pairs ([`runtrace_model::lifecycle`]).
 #[derive(Default)]
 pub struct Outliers {
-    /// The CPU window being summed, per live task (by process and id).
-    cpu_open: FxHashMap<(u32, u64), CpuWindow>,
+    /// The CPU window being summed, per live task (by process and life).
+    cpu_open: FxHashMap<(u32, u32), CpuWindow>,
     /// Wake -> poll delays.
     pub latency: Vec<Sample>,
     /// Poll durations.
@@ -251,6 +311,7 @@ impl Outliers {
             self.latency.push(Sample {
                 proc,
                 task: p.task,
+                serial: p.serial,
                 loc: p.loc,
                 worker: p.worker,
                 start_ns: s,
@@ -267,6 +328,7 @@ impl Outliers {
         self.poll.push(Sample {
             proc,
             task: p.task,
+            serial: p.serial,
             loc: p.loc,
             worker: p.worker,
             start_ns: s,
@@ -278,15 +340,17 @@ impl Outliers {
         while at < e {
             let w = at.div_euclid(CPU_WINDOW_NS);
             let until = ((w + 1) * CPU_WINDOW_NS).min(e);
-            let c = self.cpu_open.entry((proc, p.task)).or_insert(CpuWindow {
+            let c = self.cpu_open.entry((proc, p.serial)).or_insert(CpuWindow {
+                task: p.task,
                 window: w,
                 busy_ns: 0,
                 worker: p.worker,
                 loc: p.loc,
             });
             if c.window != w {
-                self.cpu.push(c.sample(proc, p.task));
+                self.cpu.push(c.sample(proc, p.serial));
                 *c = CpuWindow {
+                    task: p.task,
                     window: w,
                     busy_ns: 0,
                     worker: p.worker,
@@ -301,8 +365,8 @@ impl Outliers {
 
     /// A task's life is over: its last CPU window is done.
     fn task_done(&mut self, t: &Task) {
-        if let Some(c) = self.cpu_open.remove(&(t.proc, t.task)) {
-            self.cpu.push(c.sample(t.proc, t.task));
+        if let Some(c) = self.cpu_open.remove(&(t.proc, t.serial)) {
+            self.cpu.push(c.sample(t.proc, t.serial));
         }
     }
 }
@@ -326,8 +390,8 @@ impl Pass for Outliers {
     fn finish(&mut self, _model: &Model) {
         // Tasks whose polls were after their terminate (rule 4 of the
         // lifecycle) left a window open.
-        for ((proc, task), c) in std::mem::take(&mut self.cpu_open) {
-            self.cpu.push(c.sample(proc, task));
+        for ((proc, serial), c) in std::mem::take(&mut self.cpu_open) {
+            self.cpu.push(c.sample(proc, serial));
         }
         // The order of task ends is not the order of windows: the report
         // must not depend on either.
@@ -381,41 +445,59 @@ struct Hit {
     score: f64,
 }
 
-/// Judges the groups of `samples` that share `key` (a scope), adding
-/// their outliers to `hits`; returns (groups judged, groups skipped).
+/// Judges the groups of `samples` (a scope: `group` gives each sample's
+/// group as a dense id below `groups`), adding their outliers to `hits`;
+/// returns (groups judged, groups skipped). Groups without samples do not
+/// count.
 fn judge_scope(
     samples: &[Sample],
     scope: &'static str,
-    key: impl Fn(&Sample) -> (u32, u64),
+    (group, groups): (Vec<u32>, usize),
     method: Method,
     hits: &mut Vec<Hit>,
 ) -> (u64, u64) {
-    // Group by sorting (no map of vectors): one pass over runs of a key.
-    // Keys beside the indexes, so that the sort compares contiguous memory.
-    let mut order: Vec<((u32, u64), u32)> = samples
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (key(s), i as u32))
-        .collect();
-    order.sort_unstable();
+    // Group by counting (linear): the group sizes, then every sample in
+    // its group's range. The order groups are judged in does not show:
+    // hits are ranked by score and sample afterwards.
+    let mut size = vec![0u32; groups];
+    for &g in &group {
+        size[g as usize] += 1;
+    }
+    let mut start: Vec<u32> = Vec::with_capacity(size.len() + 1);
+    let mut at = 0u32;
+    for &n in &size {
+        start.push(at);
+        at += n;
+    }
+    start.push(at);
+    // Each sample's value beside its index, in its group's range: the
+    // groups are then read front to back (the samples are too many for
+    // the cache; a gather per value costs a miss).
+    let mut fill = start.clone();
+    let mut grouped = vec![(0f64, 0u32); samples.len()];
+    for (i, (s, &g)) in samples.iter().zip(&group).enumerate() {
+        grouped[fill[g as usize] as usize] = (s.value, i as u32);
+        fill[g as usize] += 1;
+    }
     let (mut checked, mut skipped) = (0, 0);
     let mut vals = Vec::new();
-    for run in order.chunk_by(|a, b| a.0 == b.0) {
+    for g in 0..size.len() {
+        let run = &grouped[start[g] as usize..start[g + 1] as usize];
+        if run.is_empty() {
+            continue;
+        }
         if run.len() < MIN_SAMPLES {
             skipped += 1;
             continue;
         }
-        let g = run.iter().map(|&(_, i)| i);
         vals.clear();
-        vals.extend(g.clone().map(|i| samples[i as usize].value));
-        let Some(b) = bounds(method, &mut vals) else {
+        vals.extend(run.iter().map(|&(v, _)| v));
+        let Some((b, median)) = bounds_and_median(method, &mut vals) else {
             skipped += 1;
             continue;
         };
         checked += 1;
-        let median = quantile(&vals, 0.5);
-        for i in g {
-            let x = samples[i as usize].value;
+        for &(x, i) in run {
             if b.outside(x) {
                 let high = x > b.hi;
                 let bound = if high { b.hi } else { b.lo.unwrap_or(b.hi) };
@@ -437,14 +519,21 @@ fn judge_scope(
 /// Flags the outliers of `samples` by location and by task.
 fn judge(model: &Model, samples: &[Sample], method: Method, unit: &str, limit: usize) -> Value {
     let mut hits = Vec::new();
-    let (c1, s1) = judge_scope(
-        samples,
-        "location",
-        |s| (s.proc, s.loc as u64),
-        method,
-        &mut hits,
-    );
-    let (c2, s2) = judge_scope(samples, "task", |s| (s.proc, s.task), method, &mut hits);
+    // Locations are few: a small map gives their dense ids. Task lives
+    // have theirs.
+    let mut ids: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+    let by_loc: Vec<u32> = samples
+        .iter()
+        .map(|s| {
+            let next = ids.len() as u32;
+            *ids.entry((s.proc, s.loc)).or_insert(next)
+        })
+        .collect();
+    let locs = ids.len();
+    let (c1, s1) = judge_scope(samples, "location", (by_loc, locs), method, &mut hits);
+    let by_task: Vec<u32> = samples.iter().map(|s| s.serial).collect();
+    let lives = by_task.iter().max().map_or(0, |&m| m as usize + 1);
+    let (c2, s2) = judge_scope(samples, "task", (by_task, lives), method, &mut hits);
     let (checked, skipped) = (c1 + c2, s1 + s2);
     let total = hits.len();
     // The strongest first; ties in trace order of the samples.
@@ -539,4 +628,39 @@ pub fn text(r: &Value) -> String {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The selection path gives the bits the sorting path gives, for
+    /// every method, on data with ties, heavy tails and odd and even sizes.
+    #[test]
+    fn selection_equals_sorting() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for n in [MIN_SAMPLES, 11, 64, 101, 1000] {
+            for shape in 0..3 {
+                let v: Vec<f64> = (0..n)
+                    .map(|_| match shape {
+                        0 => (next() % 1000) as f64,
+                        1 => 1.0 / ((next() % 10_000) as f64 + 1e-3),
+                        _ => (next() % 5) as f64,
+                    })
+                    .collect();
+                for m in [Method::Iqr, Method::Mad, Method::StdDev, Method::Percentile] {
+                    let mut sorted = v.clone();
+                    let want = bounds(m, &mut sorted).map(|b| (b, quantile(&sorted, 0.5)));
+                    let got = bounds_and_median(m, &mut v.clone());
+                    assert_eq!(got, want, "{m:?} n={n} shape={shape}");
+                }
+            }
+        }
+    }
 }

@@ -88,6 +88,8 @@ const NONE: u64 = u64::MAX;
 pub struct Poll {
     /// The polled task.
     pub task: u64,
+    /// Its life's serial number ([`Task::serial`]).
+    pub serial: u32,
     /// Thread index ([`Model::threads`]).
     pub thread: u32,
     /// Worker index from the trace (`runtrace_format::NO_WORKER`: none).
@@ -131,6 +133,11 @@ impl Poll {
 pub struct Task {
     /// The task id.
     pub task: u64,
+    /// A dense number for this life of the task, unique within the read
+    /// (0, 1, 2, ... in order of spawn or first sight; a task id spawned
+    /// again is a new life): group by it where a map of task ids would
+    /// cost a lookup per event.
+    pub serial: u32,
     /// Its recording ([`Model::procs`] index).
     pub proc: u32,
     /// Its spawn location (rule 1).
@@ -191,6 +198,7 @@ pub enum Life<'a> {
 
 #[derive(Clone, Copy)]
 struct TaskState {
+    serial: u32,
     loc: u32,
     queue: u32,
     /// Ticks of the first wake (or the spawn) not yet followed by a poll.
@@ -206,6 +214,7 @@ impl TaskState {
         let some = |t: u64| (t != NONE).then_some(t);
         Task {
             task,
+            serial: self.serial,
             proc,
             loc: self.loc,
             parent: self.parent,
@@ -223,8 +232,8 @@ impl TaskState {
 struct Tasks {
     live: FxHashMap<u64, TaskState>,
     orphan_wakes: FxHashMap<u64, u64>,
-    /// Locations of tasks that terminated recently (rule 4).
-    ended: FxHashMap<u64, u32>,
+    /// Location and serial of tasks that terminated recently (rule 4).
+    ended: FxHashMap<u64, (u32, u32)>,
 }
 
 /// The lifecycle state of a read: live tasks per recording and open polls
@@ -233,6 +242,8 @@ struct Tasks {
 pub struct Tracker {
     procs: Vec<Tasks>,
     open: Vec<Vec<Poll>>,
+    /// The next task life's serial.
+    serials: u32,
 }
 
 impl Tracker {
@@ -258,12 +269,22 @@ impl Tracker {
         (p, &mut self.procs[p as usize])
     }
 
+    /// A serial for a new task life (saturating at the end of the range:
+    /// 4G lives in one read).
+    fn serial(&mut self) -> u32 {
+        let s = self.serials;
+        self.serials = s.saturating_add(1);
+        s
+    }
+
     fn spawn(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+        let serial = self.serial();
         let (p, t) = self.tasks(m, ev.thread);
         if !t.orphan_wakes.is_empty() {
             t.orphan_wakes.remove(&ev.x);
         }
         let st = TaskState {
+            serial,
             loc: ev.a,
             queue: ev.spawn_queue(m),
             pending: ev.ticks,
@@ -279,7 +300,7 @@ impl Tracker {
     }
 
     fn terminate(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
-        let (p, t) = self.tasks(m, ev.thread);
+        let (_, t) = self.tasks(m, ev.thread);
         if !t.orphan_wakes.is_empty() {
             t.orphan_wakes.remove(&ev.x);
         }
@@ -288,11 +309,18 @@ impl Tracker {
                 if t.ended.len() >= MAX_ORPHAN_WAKES {
                     t.ended.clear();
                 }
-                t.ended.insert(ev.x, st.loc);
+                t.ended.insert(ev.x, (st.loc, st.serial));
                 st
             }
-            None => unseen(ev.thread),
+            None => {
+                let serial = self.serial();
+                TaskState {
+                    serial,
+                    ..unseen(ev.thread)
+                }
+            }
         };
+        let p = m.threads[ev.thread as usize].proc;
         out(&Life::End(&st.life(ev.x, p, Some(ev.ticks))));
     }
 
@@ -333,10 +361,11 @@ impl Tracker {
 
     #[inline(always)]
     fn poll_start(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+        let next_serial = self.serials;
         let (p, t) = self.tasks(m, ev.thread);
-        let (loc, queue, pending) = match t.live.get_mut(&ev.x) {
+        let (serial, loc, queue, pending) = match t.live.get_mut(&ev.x) {
             Some(st) => {
-                let r = (st.loc, st.queue, st.pending);
+                let r = (st.serial, st.loc, st.queue, st.pending);
                 st.pending = NONE;
                 if st.first_poll == NONE {
                     st.first_poll = ev.ticks;
@@ -344,7 +373,10 @@ impl Tracker {
                 r
             }
             // A poll after the task's terminate: still that task (rule 4).
-            None if t.ended.contains_key(&ev.x) => (t.ended[&ev.x], 0, NONE),
+            None if t.ended.contains_key(&ev.x) => {
+                let (loc, serial) = t.ended[&ev.x];
+                (serial, loc, 0, NONE)
+            }
             None => {
                 let pending = if t.orphan_wakes.is_empty() {
                     NONE
@@ -352,12 +384,14 @@ impl Tracker {
                     t.orphan_wakes.remove(&ev.x).unwrap_or(NONE)
                 };
                 let st = TaskState {
+                    serial: next_serial,
                     first_poll: ev.ticks,
                     ..unseen(ev.thread)
                 };
                 t.live.insert(ev.x, st);
                 out(&Life::Seen(&st.life(ev.x, p, None)));
-                (UNKNOWN_LOC, 0, pending)
+                self.serials = next_serial.saturating_add(1);
+                (next_serial, UNKNOWN_LOC, 0, pending)
             }
         };
         let th = ev.thread as usize;
@@ -373,6 +407,7 @@ impl Tracker {
         }
         let poll = Poll {
             task: ev.x,
+            serial,
             thread: ev.thread,
             worker: ev.worker,
             loc,
@@ -432,6 +467,7 @@ impl Tracker {
 /// A task first seen other than by its spawn (rule 1).
 fn unseen(thread: u32) -> TaskState {
     TaskState {
+        serial: 0,
         loc: UNKNOWN_LOC,
         queue: 0,
         pending: NONE,
