@@ -174,6 +174,67 @@ pub(crate) fn report(
     r
 }
 
+/// One thread's on-CPU samples in time order, with their culprits' dense
+/// ids, and where each culprit's samples are (for counts over a range).
+#[derive(Default)]
+struct TidSamples {
+    /// Sample indices in the profile.
+    idx: Vec<usize>,
+    /// The culprit of each.
+    culprit: Vec<u32>,
+    /// Per culprit on this thread, the positions (in `idx`) of its samples.
+    positions: HashMap<u32, Vec<u32>>,
+}
+
+impl TidSamples {
+    fn push(&mut self, i: usize, c: u32) {
+        self.positions
+            .entry(c)
+            .or_default()
+            .push(self.idx.len() as u32);
+        self.idx.push(i);
+        self.culprit.push(c);
+    }
+
+    /// The samples per culprit in positions `from..to`, into `out`
+    /// (culprits with none left out), in the cheaper of two ways: a scan
+    /// of the range, or two binary searches per culprit of the thread. So a
+    /// fan-out of many waits over the same long range costs a few searches
+    /// per wait, not the range each time.
+    /// `scratch` is one zeroed counter per culprit id (left zeroed).
+    /// `work` counts the steps taken (for the test of the fan-out).
+    fn count(
+        &self,
+        (from, to): (usize, usize),
+        scratch: &mut [u64],
+        out: &mut Vec<(u32, u64)>,
+        work: &mut u64,
+    ) {
+        let log = (usize::BITS - self.idx.len().leading_zeros()) as usize;
+        if to - from <= self.positions.len() * log {
+            *work += (to - from) as u64;
+            for &c in &self.culprit[from..to] {
+                if scratch[c as usize] == 0 {
+                    out.push((c, 0));
+                }
+                scratch[c as usize] += 1;
+            }
+            for e in out.iter_mut() {
+                e.1 = std::mem::take(&mut scratch[e.0 as usize]);
+            }
+            return;
+        }
+        *work += (self.positions.len() * 2 * log) as u64;
+        for (&c, pos) in &self.positions {
+            let n = pos.partition_point(|&p| (p as usize) < to)
+                - pos.partition_point(|&p| (p as usize) < from);
+            if n > 0 {
+                out.push((c, n as u64));
+            }
+        }
+    }
+}
+
 /// Blames the on-CPU samples of `profile` taken during `waits` on the
 /// worker's thread (the pure part of [`analyze_files`]).
 ///
@@ -192,80 +253,123 @@ pub fn attribute(
     names: &mut StackNames,
     opts: &BlockedOptions,
 ) -> BlockedReport {
-    // On-CPU samples by thread, in time order (the profile's order).
-    let mut by_tid: HashMap<u64, Vec<usize>> = HashMap::new();
+    attribute_counting(waits, profile, names, opts).0
+}
+
+/// [`attribute`], and the steps it took over the samples (a scan of one,
+/// or a binary search): linear in waits and samples for a fan-out, however
+/// much their ranges overlap.
+fn attribute_counting(
+    waits: &[Wait],
+    profile: &Profile,
+    names: &mut StackNames,
+    opts: &BlockedOptions,
+) -> (BlockedReport, u64) {
+    let mut work = 0u64;
+    // On-CPU samples by thread, in time order (the profile's order), each
+    // with its culprit as a dense id (a name is made once per culprit, not
+    // once per sample and wait).
+    let mut by_tid: HashMap<u64, TidSamples> = HashMap::new();
+    let mut culprit_ids: HashMap<String, u32> = HashMap::new();
+    let mut culprit_names: Vec<String> = Vec::new();
     let mut profile_samples = 0;
     for (i, s) in profile.samples.iter().enumerate() {
-        if matches!(s.kind, SampleKind::OnCpu) {
-            by_tid.entry(s.tid).or_default().push(i);
-            profile_samples += 1;
+        if !matches!(s.kind, SampleKind::OnCpu) {
+            continue;
         }
-    }
-    let culprit_of = |i: usize| -> String {
-        let s = &profile.samples[i];
-        match (&s.location, s.task) {
+        let name = match (&s.location, s.task) {
             (Some(l), _) => l.to_string(),
             (None, Some(_)) => "<unknown>".to_string(),
             (None, None) => OUTSIDE_POLLS.to_string(),
-        }
-    };
-    let mut taken: Vec<bool> = vec![false; profile.samples.len()];
-    let mut selected = Vec::new();
+        };
+        let next = culprit_names.len() as u32;
+        let c = *culprit_ids.entry(name).or_insert_with_key(|n| {
+            culprit_names.push(n.clone());
+            next
+        });
+        by_tid.entry(s.tid).or_default().push(i, c);
+        profile_samples += 1;
+    }
     struct Acc {
         tally: Tally,
         waits: u64,
         victims: HashMap<String, u64>,
     }
-    let mut acc: HashMap<String, Acc> = HashMap::new();
+    let mut acc: HashMap<u32, Acc> = HashMap::new();
     let mut reports: Vec<WaitReport> = Vec::new();
     let mut with_samples = 0;
+    // The sample ranges the waits cover, by thread, taken once each below.
+    let mut covered: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+    let mut per: Vec<(u32, u64)> = Vec::new();
+    let mut scratch = vec![0u64; culprit_names.len()];
     for w in waits {
+        per.clear();
         let mut n = 0u64;
-        let mut per: HashMap<String, u64> = HashMap::new();
-        if let Some(idx) = by_tid.get(&w.worker.tid) {
-            let from = idx.partition_point(|&i| profile.samples[i].ts_ns < w.wake_ns);
-            let to = idx.partition_point(|&i| profile.samples[i].ts_ns <= w.poll_ns);
-            for &i in &idx[from..to.max(from)] {
-                n += 1;
-                let c = culprit_of(i);
-                *per.entry(c.clone()).or_insert(0) += 1;
-                if !taken[i] {
-                    taken[i] = true;
-                    let frames = names.frames(&profile.samples[i].stack);
-                    let a = acc.entry(c.clone()).or_insert_with(|| Acc {
-                        tally: Tally::default(),
-                        waits: 0,
-                        victims: HashMap::new(),
-                    });
-                    a.tally.add(&frames, 0, 1);
-                    selected.push((i, c));
-                }
+        if let Some(t) = by_tid.get(&w.worker.tid) {
+            let from = t
+                .idx
+                .partition_point(|&i| profile.samples[i].ts_ns < w.wake_ns);
+            let to = t
+                .idx
+                .partition_point(|&i| profile.samples[i].ts_ns <= w.poll_ns)
+                .max(from);
+            n = (to - from) as u64;
+            if n > 0 {
+                t.count((from, to), &mut scratch, &mut per, &mut work);
+                covered.entry(w.worker.tid).or_default().push((from, to));
             }
         }
         if n > 0 {
             with_samples += 1;
         }
-        for c in per.keys() {
-            if let Some(a) = acc.get_mut(c) {
-                a.waits += 1;
-                *a.victims.entry(w.location.clone()).or_insert(0) += 1;
-            }
+        for &(c, _) in &per {
+            let a = acc.entry(c).or_insert_with(|| Acc {
+                tally: Tally::default(),
+                waits: 0,
+                victims: HashMap::new(),
+            });
+            a.waits += 1;
+            *a.victims.entry(w.location.clone()).or_insert(0) += 1;
         }
         let culprit = per
             .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-            .map(|x| x.0.clone());
+            .max_by(|a, b| {
+                a.1.cmp(&b.1)
+                    .then(culprit_names[b.0 as usize].cmp(&culprit_names[a.0 as usize]))
+            })
+            .map(|x| culprit_names[x.0 as usize].clone());
         reports.push(WaitReport {
             wait: w.clone(),
             samples: n,
             culprit,
         });
     }
+    // Every sample some wait covers, once: a sweep over each thread's
+    // ranges sorted by start.
+    let mut selected = Vec::new();
+    for (tid, mut ranges) in covered {
+        let t = &by_tid[&tid];
+        ranges.sort_unstable();
+        let mut done = 0;
+        for (from, to) in ranges {
+            for k in from.max(done)..to {
+                work += 1;
+                let (i, c) = (t.idx[k], t.culprit[k]);
+                let frames = names.frames(&profile.samples[i].stack);
+                if let Some(a) = acc.get_mut(&c) {
+                    a.tally.add(&frames, 0, 1);
+                }
+                selected.push((i, culprit_names[c as usize].clone()));
+            }
+            done = done.max(to);
+        }
+    }
     selected.sort_by_key(|x| x.0);
     let samples = selected.len() as u64;
     let mut culprits: Vec<Culprit> = acc
         .into_iter()
-        .map(|(location, a)| {
+        .map(|(c, a)| {
+            let location = culprit_names[c as usize].clone();
             let mut victims: Vec<(String, u64)> = a.victims.into_iter().collect();
             victims.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
             Culprit {
@@ -296,20 +400,23 @@ pub fn attribute(
     } else if profile_samples == 0 {
         notes.push("the trace has no on-CPU samples: nothing to blame (record with CPU profiling: RUNTRACE_CPU_HZ=99 or Recorder::builder().cpu_profile(99))".to_string());
     }
-    BlockedReport {
-        threshold_ns: opts.threshold_ns,
-        waits: waits.len() as u64,
-        waits_lost: 0,
-        waits_with_samples: with_samples,
-        profile_samples,
-        samples,
-        culprits,
-        worst: reports,
-        selected,
-        notes,
-        errors: Vec::new(),
-        damaged: false,
-    }
+    (
+        BlockedReport {
+            threshold_ns: opts.threshold_ns,
+            waits: waits.len() as u64,
+            waits_lost: 0,
+            waits_with_samples: with_samples,
+            profile_samples,
+            samples,
+            culprits,
+            worst: reports,
+            selected,
+            notes,
+            errors: Vec::new(),
+            damaged: false,
+        },
+        work,
+    )
 }
 
 impl BlockedReport {
@@ -435,5 +542,71 @@ impl fmt::Display for BlockedReport {
             }
         }
         crate::text::errors_section(f, &self.errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::WorkerId;
+    use runtrace_model::profile::Sample;
+    use runtrace_symbolize::Symbolizer;
+    use std::sync::Arc;
+
+    /// A 100k-task fan-out (issue 37): every task woken at once and polled
+    /// one after the other on one worker, 100k samples meanwhile from three
+    /// locations. The waits' ranges all overlap; the attribution's steps
+    /// stay linear (it walked every sample of every wait: 5e9 steps).
+    #[test]
+    fn a_fan_out_costs_linear_work() {
+        const N: usize = 100_000;
+        let locs: Vec<Arc<str>> = ["a.rs:1:1", "b.rs:2:2", "c.rs:3:3"]
+            .iter()
+            .map(|&l| Arc::from(l))
+            .collect();
+        let samples: Vec<Sample> = (0..N)
+            .map(|i| Sample {
+                ts_ns: i as i64,
+                tid: 7,
+                thread: String::new(),
+                stack: Arc::from(&[0x1000u64][..]),
+                kind: SampleKind::OnCpu,
+                task: Some(i as u64),
+                location: Some(locs[i % 3].clone()),
+                worker: Some(0),
+                poll_start_ns: Some(i as i64),
+            })
+            .collect();
+        let profile = Profile {
+            samples,
+            ..Profile::default()
+        };
+        let waits: Vec<Wait> = (0..N)
+            .map(|i| Wait {
+                worker: WorkerId {
+                    pid: 1,
+                    tid: 7,
+                    worker: Some(0),
+                    kind: "tokio",
+                },
+                task: 1_000_000 + i as u64,
+                location: "fan.rs:9:9".into(),
+                wake_ns: 0,
+                poll_ns: i as i64,
+                delay_ns: i as u64,
+            })
+            .collect();
+        let mut names = StackNames::new(Symbolizer::new(&[], Default::default()));
+        let (r, work) =
+            attribute_counting(&waits, &profile, &mut names, &BlockedOptions::default());
+        assert_eq!(r.samples, N as u64, "every sample taken once");
+        assert_eq!(r.culprits.len(), 3);
+        assert_eq!(r.culprits[0].waits, N as u64, "{:?}", r.culprits[0]);
+        // Per wait: two binary searches per culprit (3 x 2 x 17 steps);
+        // per sample: one step. The old walk took 5e9.
+        assert!(
+            work < 120 * N as u64,
+            "{work} steps for {N} waits and {N} samples"
+        );
     }
 }

@@ -37,6 +37,10 @@ struct Ids {
     /// Name index by string id (`u32::MAX`: not cached).
     app: Vec<u32>,
     big_app: HashMap<u64, u32>,
+    /// Queue index ([`Model::queues`]) by string id (`u32::MAX`: not
+    /// cached): a queue's name is hashed once per file, not per sample.
+    queues: Vec<u32>,
+    big_queues: HashMap<u64, u32>,
     /// Stack index by stack id (`u32::MAX`: not cached).
     stacks: Vec<u32>,
     big_stacks: HashMap<u64, u32>,
@@ -47,7 +51,7 @@ struct Ids {
 #[derive(Default)]
 pub(crate) struct Names {
     loc_by_text: HashMap<Arc<str>, u32>,
-    queue_by_text: HashMap<String, u32>,
+    queue_by_text: HashMap<Arc<str>, u32>,
     app_by_text: HashMap<Arc<str>, u32>,
     stack_by_addrs: HashMap<Arc<[u64]>, u32>,
 }
@@ -391,19 +395,9 @@ pub(crate) fn decode_events(
             kind::PARK => push(k, 0, g(1), g(0), 0),
             kind::UNPARK => push(k, g(1), 0, g(0), 0),
             kind::QUEUE_SAMPLE => {
-                let q = g(1);
-                let qi = if q == 0 {
-                    u32::MAX
-                } else {
-                    let Some(text) = tables.string(q) else {
-                        fail!(undefined("string", q, start));
-                    };
-                    let next = model.queues.len() as u32;
-                    let qi = *names.queue_by_text.entry(text.to_string()).or_insert(next);
-                    if qi == next {
-                        model.queues.push(text.to_string());
-                    }
-                    qi
+                let qi = match resolve_queue(cache, names, model, tables, g(1), start) {
+                    Ok(q) => q,
+                    Err(x) => fail!(x),
                 };
                 push(k, g(2), g(0), qi as u64, 0);
             }
@@ -539,6 +533,39 @@ fn resolve_app(
     };
     remember(&mut cache.app, &mut cache.big_app, id, n);
     Ok(n)
+}
+
+/// The [`Model::queues`] index of string `id` (`u32::MAX` for 0: the
+/// runtime's global queue only), interned across files by text and cached
+/// per file, so a sample costs a table lookup however long the name.
+fn resolve_queue(
+    cache: &mut Ids,
+    names: &mut Names,
+    model: &mut Model,
+    tables: &Tables,
+    id: u64,
+    at: usize,
+) -> Result<u32, DecodeError> {
+    if id == 0 {
+        return Ok(u32::MAX);
+    }
+    if let Some(&q) = cache.queues.get(id as usize) {
+        if q != u32::MAX {
+            return Ok(q);
+        }
+    } else if let Some(&q) = cache.big_queues.get(&id) {
+        return Ok(q);
+    }
+    let Some(text) = tables.string(id) else {
+        return Err(undefined("string", id, at));
+    };
+    let next = model.queues.len() as u32;
+    let q = *names.queue_by_text.entry(text.clone()).or_insert(next);
+    if q == next {
+        model.queues.push(text.to_string());
+    }
+    remember(&mut cache.queues, &mut cache.big_queues, id, q);
+    Ok(q)
 }
 
 /// Caches index `value` for trace id `id`: small ids in a table
