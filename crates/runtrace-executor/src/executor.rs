@@ -7,9 +7,10 @@ use crate::sync::Ordering;
 use crate::task::{JoinHandle, Meta, TaskFuture, TaskOut, CURRENT_TASK};
 use crate::wake::{schedule, MainWake, Shared};
 use async_task::Runnable;
-use runtrace_core::{Istr, Loc};
+use runtrace_core::Loc;
 use runtrace_probes::builtin as probes;
 use std::future::Future;
+use std::panic::Location;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,9 +73,13 @@ fn queue_index(shared: &Shared, name: &str) -> Result<usize, SpawnError> {
         .ok_or_else(|| SpawnError::UnknownQueue(name.to_owned()))
 }
 
+/// The spawn location, as the caller's `Location` (interned into a
+/// [`Loc`] only when the spawn probe fires).
+type SpawnLoc = &'static Location<'static>;
+
 fn spawned<T>(
     shared: &Arc<Shared>,
-    loc: Loc,
+    loc: SpawnLoc,
     r: Runnable<Meta>,
     t: async_task::Task<TaskOut<T>, Meta>,
 ) -> JoinHandle<T> {
@@ -83,8 +88,8 @@ fn spawned<T>(
         probes::task_spawn::fire(probes::task_spawn::Args {
             task_id: id,
             parent_task_id: CURRENT_TASK.get(),
-            spawn_loc: loc,
-            queue: Istr::new(&shared.names[qi]),
+            spawn_loc: Loc::from_location(loc),
+            queue: shared.istrs[qi],
         });
     }
     r.schedule();
@@ -101,7 +106,7 @@ impl Executor {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawn_at(0, Loc::caller(), fut)
+        self.spawn_at(0, Location::caller(), fut)
     }
 
     /// Spawns `fut` on the queue called `queue`.
@@ -112,10 +117,10 @@ impl Executor {
         F::Output: 'static,
     {
         let qi = queue_index(&self.local.shared, queue)?;
-        Ok(self.spawn_at(qi, Loc::caller(), fut))
+        Ok(self.spawn_at(qi, Location::caller(), fut))
     }
 
-    fn spawn_at<F>(&self, qi: usize, loc: Loc, fut: F) -> JoinHandle<F::Output>
+    fn spawn_at<F>(&self, qi: usize, loc: SpawnLoc, fut: F) -> JoinHandle<F::Output>
     where
         F: Future + 'static,
         F::Output: 'static,
@@ -123,7 +128,7 @@ impl Executor {
         let shared = &self.local.shared;
         let s = shared.clone();
         let live = shared.live;
-        let (r, t) = live.register(|slot| {
+        let (r, t) = live.register(true, |slot| {
             async_task::Builder::new()
                 .metadata(Meta::new(qi, true))
                 .spawn_local(
@@ -143,7 +148,7 @@ impl Executor {
 
     /// Tasks spawned and not yet freed (running, queued or parked).
     pub fn live_tasks(&self) -> usize {
-        self.local.shared.live.count.load(Ordering::Relaxed)
+        self.local.shared.live.count()
     }
 
     /// This executor's worker index (as in traces).
@@ -174,14 +179,17 @@ impl Executor {
         match mode {
             Shutdown::Cancel => {
                 self.local.shared.closed.store(true, Ordering::Relaxed);
-                let queued = self.local.sched.borrow_mut().clear();
-                drop(queued);
-                let injected = self.local.shared.inject.take_all();
-                drop(injected);
-                if let Some(o) = self.local.shared.owner_mut() {
-                    let woken = std::mem::take(&mut o.woken);
+                // Taken out before they are dropped: a drop may wake a task
+                // (the closed executor's schedule function drops it).
+                let sh = &self.local.shared;
+                if let Some(o) = sh.owner() {
+                    let queued = o.sched.borrow_mut().clear();
+                    drop(queued);
+                    let woken = std::mem::take(&mut *o.woken.borrow_mut());
                     drop(woken);
                 }
+                let injected = sh.inject.take_all();
+                drop(injected);
                 // Parked tasks: wake each one; the closed executor's schedule
                 // function drops it (its future with it).
                 for w in self.local.shared.live.take_all() {
@@ -213,10 +221,10 @@ impl Spawner {
             return Err(SpawnError::ShutDown);
         }
         let qi = queue_index(&self.shared, queue)?;
-        let loc = Loc::caller();
+        let loc = Location::caller();
         let s = self.shared.clone();
         let live = self.shared.live;
-        let (r, t) = live.register(|slot| {
+        let (r, t) = live.register(false, |slot| {
             async_task::Builder::new()
                 .metadata(Meta::new(qi, false))
                 .spawn(
