@@ -176,7 +176,7 @@ impl Builder {
         let shared = Arc::new(Shared::new(
             NEXT_EXECUTOR.fetch_add(1, Ordering::Relaxed),
             cfg.iter().map(|(n, _, _)| n.clone()).collect(),
-            Sched::new(&cfg, slice),
+            Sched::new(&cfg, slice, ticks(crate::sched::LAS_QUANTUM)),
         ));
         Ok(Executor {
             local: Rc::new(Local {

@@ -66,5 +66,5 @@ mod wake;
 pub use builder::{Builder, QueueConfig};
 pub use error::{BuildError, JoinError, SpawnError};
 pub use executor::{Executor, Shutdown, Spawner};
-pub use sched::{Policy, LAS_AGING};
+pub use sched::{Policy, LAS_AGING, LAS_QUANTUM};
 pub use task::JoinHandle;
