@@ -3,10 +3,13 @@
 
 use crate::error::SpawnError;
 use crate::run::Local;
+use crate::sync::Cell;
 use crate::sync::Ordering;
 use crate::task::{JoinHandle, Meta, TaskFuture, TaskOut, CURRENT_TASK};
+use crate::wake::SPAWN_WAKE_AT;
 use crate::wake::{schedule, MainWake, Shared};
 use async_task::Runnable;
+use runtrace_core::clock::TraceClock;
 use runtrace_core::Loc;
 use runtrace_probes::builtin as probes;
 use std::future::Future;
@@ -77,6 +80,25 @@ fn queue_index(shared: &Shared, name: &str) -> Result<usize, SpawnError> {
 /// [`Loc`] only when the spawn probe fires).
 type SpawnLoc = &'static Location<'static>;
 
+thread_local! {
+    /// The last spawn location interned on this thread, by address: a
+    /// loop spawning from one place interns it once (`Loc::from_location`
+    /// hashes the address into a map, ~200 instructions).
+    static LAST_LOC: Cell<(usize, Loc)> = const { Cell::new((0, Loc::UNKNOWN)) };
+}
+
+/// `loc` interned, through the one-entry cache `LAST_LOC`.
+fn intern(loc: SpawnLoc) -> Loc {
+    let key = loc as *const Location<'static> as usize;
+    let (k, l) = LAST_LOC.get();
+    if k == key {
+        return l;
+    }
+    let l = Loc::from_location(loc);
+    LAST_LOC.set((key, l));
+    l
+}
+
 fn spawned<T>(
     shared: &Arc<Shared>,
     loc: SpawnLoc,
@@ -85,14 +107,22 @@ fn spawned<T>(
 ) -> JoinHandle<T> {
     let (id, qi) = (r.metadata().id, r.metadata().queue);
     if probes::task_spawn::enabled() {
-        probes::task_spawn::fire(probes::task_spawn::Args {
-            task_id: id,
-            parent_task_id: CURRENT_TASK.get(),
-            spawn_loc: Loc::from_location(loc),
-            queue: shared.istrs[qi],
-        });
+        // One clock read for the spawn and for the first wake, the
+        // schedule just below (they are a function call apart).
+        let t = TraceClock::get().now();
+        probes::task_spawn::fire_at(
+            t,
+            probes::task_spawn::Args {
+                task_id: id,
+                parent_task_id: CURRENT_TASK.get(),
+                spawn_loc: intern(loc),
+                queue: shared.istrs[qi],
+            },
+        );
+        SPAWN_WAKE_AT.set(t);
     }
     r.schedule();
+    SPAWN_WAKE_AT.set(0);
     JoinHandle::new(t, id)
 }
 

@@ -185,6 +185,7 @@ impl Sched {
     }
 
     /// Makes `r` runnable on queue `qi`.
+    #[inline]
     pub(crate) fn push(&mut self, qi: usize, r: Runnable<Meta>) {
         if self.queues[qi].len == 0 {
             // Waking up: keep the lag, but at most one slice of credit.
@@ -205,11 +206,13 @@ impl Sched {
     }
 
     /// Queues with runnable tasks.
+    #[inline]
     pub(crate) fn runnable_queues(&self) -> u32 {
         self.runnable
     }
 
     /// The queue to poll next (EEVDF), or None when nothing is runnable.
+    #[inline]
     pub(crate) fn pick_queue(&self) -> Option<usize> {
         if self.queues.len() == 1 {
             return (self.queues[0].len > 0).then_some(0);
@@ -230,6 +233,7 @@ impl Sched {
     }
 
     /// Takes the next task of queue `qi`.
+    #[inline]
     pub(crate) fn pop(&mut self, qi: usize) -> Option<Runnable<Meta>> {
         let q = &mut self.queues[qi];
         let r = match &mut q.rq {
@@ -244,6 +248,7 @@ impl Sched {
     }
 
     /// Charges `ticks` of poll time to queue `qi`.
+    #[inline]
     pub(crate) fn charge(&mut self, qi: usize, ticks: u64) {
         let q = &mut self.queues[qi];
         q.vruntime += ticks * SCALE / q.share;

@@ -145,6 +145,7 @@ struct Slots {
 }
 
 impl Slots {
+    #[inline]
     fn take_slot(&mut self) -> u32 {
         match self.free.pop() {
             Some(i) => i,
@@ -155,6 +156,7 @@ impl Slots {
         }
     }
 
+    #[inline]
     fn give_back(&mut self, i: u32) -> Option<Waker> {
         self.free.push(i);
         self.wakers[i as usize].take()
@@ -174,6 +176,7 @@ impl Registry {
     }
 
     /// The local half, on the owner thread only (rule 1).
+    #[inline]
     fn local_slots(&self) -> &RefCell<Slots> {
         assert!(
             crate::wake::thread_no() == self.owner_thread,

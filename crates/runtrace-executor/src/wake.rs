@@ -19,6 +19,9 @@ static NEXT_THREAD_NO: StaticAtomicU64 = StaticAtomicU64::new(1);
 thread_local! {
     /// A number for this thread (cheaper to compare than `ThreadId`).
     static THREAD_NO: Cell<u64> = const { Cell::new(0) };
+    /// Set by a spawn that fired TaskSpawn: the time it read, for the
+    /// TaskWake of the task's first schedule (0: read the clock).
+    pub(crate) static SPAWN_WAKE_AT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// This thread's number (`Shared::owner_thread` is the owner's).
@@ -62,6 +65,7 @@ impl OwnerOnly {
     /// charges its service, which places it in a LAS queue), or earlier
     /// wakes are still waiting in `woken` (wake order is kept). Those wait
     /// in `woken` until the run loop's next step.
+    #[inline]
     fn enqueue(&self, r: Runnable<Meta>) {
         let mut woken = self.woken.borrow_mut();
         if woken.is_empty() && CURRENT_TASK.get() != r.metadata().id {
@@ -75,6 +79,7 @@ impl OwnerOnly {
     }
 
     /// Whether tasks wait in `woken`.
+    #[inline]
     pub(crate) fn has_woken(&self) -> bool {
         !self.woken.borrow().is_empty()
     }
@@ -179,7 +184,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable<Meta>) {
         return;
     }
     if probes::task_wake::enabled() {
-        probes::task_wake::fire(probes::task_wake::Args {
+        let args = probes::task_wake::Args {
             woken_task_id: id,
             waker_task_id: CURRENT_TASK.get(),
             worker: if owner.is_some() {
@@ -187,7 +192,11 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable<Meta>) {
             } else {
                 runtrace_format::NO_WORKER
             },
-        });
+        };
+        match SPAWN_WAKE_AT.replace(0) {
+            0 => probes::task_wake::fire(args),
+            t => probes::task_wake::fire_at(t, args),
+        }
     }
     match owner {
         Some(o) => {
