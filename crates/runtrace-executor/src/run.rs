@@ -120,8 +120,7 @@ impl Local {
         let mut turn_start: Option<u64> = None;
         let mut last_queue = usize::MAX;
         loop {
-            // The load first: the swap (a locked instruction) only when set.
-            if main.woken.load(Ordering::Relaxed) && main.woken.swap(false, Ordering::Relaxed) {
+            if main.woken.take() {
                 if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&main_waker)) {
                     return Poll::Ready(v);
                 }
@@ -237,7 +236,7 @@ impl Local {
         }
         // Nothing runnable: park until a wake (rule 3).
         o.notified.set(false);
-        if o.has_woken() || main.woken.load(Ordering::Relaxed) {
+        if o.has_woken() || main.woken.is_set() {
             // Woken while we were finishing up: go round again soon.
             cx.waker().wake_by_ref();
             o.notified.set(true);

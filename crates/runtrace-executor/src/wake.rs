@@ -210,9 +210,52 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable<Meta>) {
     }
 }
 
+/// A "woken" flag any thread sets and the owner takes (the main future's).
+///
+/// # Protocol
+/// 1. A waker sets the flag, then wakes the host (`Shared::notify`): on
+///    another thread through `Inject::wake_host`, whose wake happens-before
+///    the host's next poll (inject rule 5).
+/// 2. The owner takes the flag at every step of its run loop, and checks
+///    it once more before it parks.
+/// 3. `take` loads first and swaps only when it saw the flag set, so the
+///    run loop's check costs no locked instruction; the swap (not a load
+///    and a store) keeps a wake that lands between the two: it is either
+///    taken now or left set.
+///
+/// Every ordering is Relaxed: the host wake of rule 1 carries the
+/// happens-before. The loom models in `wake/loom_tests.rs` check that the
+/// owner never parks with the flag set and no wake to come; they fail when
+/// the waker does not wake the host (rule 1). They do not tell rule 3's
+/// swap from a load and a store (the host wake hides the lost set from
+/// their owner loop), so that part rests on the argument above.
+pub(crate) struct WakeFlag(AtomicBool);
+
+impl WakeFlag {
+    pub(crate) fn new(set: bool) -> WakeFlag {
+        WakeFlag(AtomicBool::new(set))
+    }
+
+    /// Any thread: sets the flag (rule 1; wake the host after it).
+    pub(crate) fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Owner: whether the flag was set, clearing it (rule 3).
+    #[inline]
+    pub(crate) fn take(&self) -> bool {
+        self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::Relaxed)
+    }
+
+    /// Owner: whether the flag is set (the check before parking, rule 2).
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// The main future's waker: flags it and wakes the host if needed.
 pub(crate) struct MainWake {
-    pub(crate) woken: AtomicBool,
+    pub(crate) woken: WakeFlag,
     shared: Arc<Shared>,
 }
 
@@ -220,7 +263,7 @@ impl MainWake {
     /// Woken to start with, so the first turn polls the main future.
     pub(crate) fn new(shared: Arc<Shared>) -> MainWake {
         MainWake {
-            woken: AtomicBool::new(true),
+            woken: WakeFlag::new(true),
             shared,
         }
     }
@@ -231,7 +274,10 @@ impl Wake for MainWake {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Relaxed);
+        self.woken.set();
         self.shared.notify();
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests;
