@@ -60,9 +60,9 @@ fn park(host: &Host, seen: &mut usize, done: &AtomicUsize, wakers: usize, flag: 
 /// on another thread: set the flag, wake the host) while the owner runs
 /// its loop; the owner must see at least one wake after the last waker is
 /// done, and never park while the flag is set.
-fn model(wakers: usize) {
+fn model(wakers: usize, preemptions: usize) {
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
+    b.preemption_bound = Some(preemptions);
     b.check(move || {
         let flag = Arc::new(WakeFlag::new(false));
         let inj = Arc::new(Inject::<u32>::new());
@@ -112,10 +112,12 @@ fn model(wakers: usize) {
 
 #[test]
 fn loom_main_wake_from_another_thread_is_not_lost() {
-    model(1);
+    model(1, 3);
 }
 
 #[test]
 fn loom_two_main_wakes_race_with_the_owner() {
-    model(2);
+    // Two preemptions: three took 80-100 s in release on the 2-core
+    // reference machine, for the CI run of every model.
+    model(2, 2);
 }
