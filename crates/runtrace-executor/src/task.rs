@@ -179,7 +179,7 @@ impl Registry {
     #[inline]
     fn local_slots(&self) -> &RefCell<Slots> {
         assert!(
-            crate::wake::thread_no() == self.owner_thread,
+            crate::thread::thread_no() == self.owner_thread,
             "runtrace executor: a local task's registry slot used off its thread"
         );
         &self.local
@@ -187,7 +187,7 @@ impl Registry {
 
     /// Live tasks (`Executor::live_tasks`; called on the owner thread).
     pub(crate) fn count(&self) -> usize {
-        let local = if crate::wake::thread_no() == self.owner_thread {
+        let local = if crate::thread::thread_no() == self.owner_thread {
             self.local_count.get()
         } else {
             0

@@ -6,34 +6,19 @@
 
 use crate::inject::Inject;
 use crate::sched::Sched;
-use crate::sync::{AtomicBool, Cell, Ordering, RefCell, StaticAtomicU64};
+use crate::sync::{AtomicBool, Cell, Ordering, RefCell};
 use crate::task::{Meta, Registry, ABORTING, CURRENT_TASK};
+use crate::thread::thread_no;
 use async_task::Runnable;
 use runtrace_core::Istr;
 use runtrace_probes::builtin as probes;
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-static NEXT_THREAD_NO: StaticAtomicU64 = StaticAtomicU64::new(1);
-
 thread_local! {
-    /// A number for this thread (cheaper to compare than `ThreadId`).
-    static THREAD_NO: Cell<u64> = const { Cell::new(0) };
     /// Set by a spawn that fired TaskSpawn: the time it read, for the
     /// TaskWake of the task's first schedule (0: read the clock).
     pub(crate) static SPAWN_WAKE_AT: Cell<u64> = const { Cell::new(0) };
-}
-
-/// This thread's number (`Shared::owner_thread` is the owner's).
-#[inline]
-pub(crate) fn thread_no() -> u64 {
-    let n = THREAD_NO.get();
-    if n != 0 {
-        return n;
-    }
-    let n = NEXT_THREAD_NO.fetch_add(1, Ordering::Relaxed);
-    THREAD_NO.set(n);
-    n
 }
 
 /// State only the owner thread touches (ownership rule 1), reached only
