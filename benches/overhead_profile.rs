@@ -210,8 +210,9 @@ fn run(v: Variant) -> Run {
             recorded: None,
         };
     }
+    let buffer = common::env_num("OVERHEAD_RECORD_BUFFER_MIB", RECORD_BUFFER >> 20) << 20;
     let rec = Recording::start(&format!("overhead-{}", v.name()), |b| {
-        b.buffer_size(RECORD_BUFFER)
+        b.buffer_size(buffer)
     });
     let timed = run_executor(cfg);
     let keep = std::env::var_os("OVERHEAD_KEEP_TRACE").is_some();
