@@ -7,7 +7,7 @@ use crate::sync::Cell;
 use crate::sync::Ordering;
 use crate::task::{JoinHandle, Meta, TaskFuture, TaskOut, CURRENT_TASK};
 use crate::wake::SPAWN_WAKE_AT;
-use crate::wake::{schedule, MainWake, Shared};
+use crate::wake::{schedule_task, MainWake, Shared};
 use async_task::Runnable;
 use runtrace_core::clock::TraceClock;
 use runtrace_core::Loc;
@@ -156,14 +156,13 @@ impl Executor {
         F::Output: 'static,
     {
         let shared = &self.local.shared;
-        let s = shared.clone();
         let live = shared.live;
         let (r, t) = live.register(true, |slot| {
             async_task::Builder::new()
-                .metadata(Meta::new(qi, true))
+                .metadata(Meta::new(qi, true, shared.clone()))
                 .spawn_local(
                     move |m: &Meta| TaskFuture::new(fut, m, live, slot),
-                    move |r| schedule(&s, r),
+                    schedule_task,
                 )
         });
         spawned(shared, loc, r, t)
@@ -252,14 +251,13 @@ impl Spawner {
         }
         let qi = queue_index(&self.shared, queue)?;
         let loc = Location::caller();
-        let s = self.shared.clone();
         let live = self.shared.live;
         let (r, t) = live.register(false, |slot| {
             async_task::Builder::new()
-                .metadata(Meta::new(qi, false))
+                .metadata(Meta::new(qi, false, self.shared.clone()))
                 .spawn(
                     move |m: &Meta| TaskFuture::new(fut, m, live, slot),
-                    move |r| schedule(&s, r),
+                    schedule_task,
                 )
         });
         Ok(spawned(&self.shared, loc, r, t))

@@ -19,12 +19,36 @@ use runtrace_core::Istr;
 use runtrace_probes::builtin as probes;
 use std::any::Any;
 use std::future::Future;
+// std's, not loom's: loom's `Arc` cannot hold an unsized `dyn Any`, and
+// nothing in the loom models builds a task.
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 /// Executor task ids start high so they never collide with tokio's (which
-/// count from 1) in a trace holding both.
+/// count from 1) in a trace holding both. Threads take them in blocks of
+/// `ID_BLOCK` (`next_task_id`).
 static NEXT_TASK_ID: StaticAtomicU64 = StaticAtomicU64::new(1 << 48);
+
+/// Task ids a thread takes from `NEXT_TASK_ID` at a time: one atomic
+/// read-modify-write per this many spawns instead of one per spawn.
+const ID_BLOCK: u64 = 1024;
+
+/// A new task id, unique in the process (ascending on each thread).
+fn next_task_id() -> u64 {
+    thread_local! {
+        /// The rest of this thread's block: (next, end).
+        static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    }
+    let (next, end) = IDS.get();
+    if next < end {
+        IDS.set((next + 1, end));
+        return next;
+    }
+    let first = NEXT_TASK_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
+    IDS.set((first + 1, first + ID_BLOCK));
+    first
+}
 
 /// `POLL_MODE` bits: what the poll the run loop starts needs from the
 /// harness.
@@ -86,16 +110,22 @@ pub(crate) struct Meta {
     /// The future may be `!Send` (spawned with `Executor::spawn*`): it must
     /// only be dropped on the owner thread.
     pub(crate) local: bool,
+    /// The executor the task belongs to (`wake::Shared`; type-erased, so
+    /// this module need not import `wake`). The schedule function finds it
+    /// here instead of capturing it: see `wake::schedule_task`.
+    pub(crate) exec: Arc<dyn Any + Send + Sync>,
 }
 
 impl Meta {
-    /// A new task's header, with the next task id.
-    pub(crate) fn new(queue: usize, local: bool) -> Meta {
+    /// A new task's header, with the next task id, for the executor
+    /// `exec`.
+    pub(crate) fn new(queue: usize, local: bool, exec: Arc<dyn Any + Send + Sync>) -> Meta {
         Meta {
-            id: NEXT_TASK_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_task_id(),
             queue,
             service: AtomicU64::new(0),
             local,
+            exec,
         }
     }
 

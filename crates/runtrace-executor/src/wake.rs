@@ -50,7 +50,7 @@ impl OwnerOnly {
     /// charges its service, which places it in a LAS queue), or earlier
     /// wakes are still waiting in `woken` (wake order is kept). Those wait
     /// in `woken` until the run loop's next step.
-    #[inline]
+    #[inline(always)]
     fn enqueue(&self, r: Runnable<Meta>) {
         let mut woken = self.woken.borrow_mut();
         if woken.is_empty() && CURRENT_TASK.get() != r.metadata().id {
@@ -145,8 +145,82 @@ impl Shared {
     }
 }
 
+/// The executor task `r` belongs to.
+fn shared_of(r: &Runnable<Meta>) -> &Shared {
+    r.metadata()
+        .exec
+        .downcast_ref::<Shared>()
+        .unwrap_or_else(|| unreachable!("a task's executor is a wake::Shared"))
+}
+
 /// The schedule function of every task (async-task calls it on each wake).
-pub(crate) fn schedule(shared: &Shared, r: Runnable<Meta>) {
+///
+/// It captures nothing: the task's metadata names its executor. A schedule
+/// function with captured state makes async-task hold a temporary task
+/// reference around every call (a waker clone and drop: two atomic
+/// read-modify-writes per wake and per spawn), which this avoids.
+pub(crate) fn schedule_task(r: Runnable<Meta>) {
+    let sh = shared_of(&r);
+    let id = r.metadata().id;
+    if let Some(o) = sh.owner() {
+        if ABORTING.get() != id && !sh.closed.load(Ordering::Relaxed) {
+            // The common case: a wake on the owner thread.
+            fire_wake(sh, id, true);
+            let o: *const OwnerOnly = o;
+            // SAFETY: `r` goes into the executor's own run queue or wake
+            // list (in `Shared`), which only this thread empties, and
+            // neither `enqueue` nor `notify` runs code that could empty
+            // them; so `r`'s task reference keeps the task, whose metadata
+            // keeps `Shared` and its `OwnerOnly`, alive until we return.
+            let o = unsafe { &*o };
+            o.enqueue(r);
+            o.notify();
+            return;
+        }
+    }
+    // Another thread, an abort or a closed executor: these may run or drop
+    // the task, or let the owner do so before we are done, and the task's
+    // reference to the executor may be the last one: hold our own.
+    let exec = r.metadata().exec.clone();
+    let sh = exec
+        .downcast_ref::<Shared>()
+        .unwrap_or_else(|| unreachable!("a task's executor is a wake::Shared"));
+    schedule(sh, r);
+}
+
+/// Fires TaskWake for task `id` woken on this thread (`on_owner`: the
+/// executor's own thread), when anything listens.
+#[inline(always)]
+fn fire_wake(shared: &Shared, id: u64, on_owner: bool) {
+    if probes::task_wake::enabled() {
+        fire_wake_now(shared, id, on_owner);
+    }
+}
+
+/// `fire_wake`'s firing half, out of line.
+#[inline(never)]
+fn fire_wake_now(shared: &Shared, id: u64, on_owner: bool) {
+    {
+        let args = probes::task_wake::Args {
+            woken_task_id: id,
+            waker_task_id: CURRENT_TASK.get(),
+            worker: if on_owner {
+                shared.worker
+            } else {
+                runtrace_format::NO_WORKER
+            },
+        };
+        match SPAWN_WAKE_AT.replace(0) {
+            0 => probes::task_wake::fire(args),
+            t => probes::task_wake::fire_at(t, args),
+        }
+    }
+}
+
+/// The general schedule path (`schedule_task` takes a shortcut for the
+/// common case): `shared` must stay alive for the whole call, whatever
+/// happens to `r`.
+fn schedule(shared: &Shared, r: Runnable<Meta>) {
     let owner = shared.owner();
     let id = r.metadata().id;
     if owner.is_some() && ABORTING.get() == id {
@@ -168,21 +242,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable<Meta>) {
         }
         return;
     }
-    if probes::task_wake::enabled() {
-        let args = probes::task_wake::Args {
-            woken_task_id: id,
-            waker_task_id: CURRENT_TASK.get(),
-            worker: if owner.is_some() {
-                shared.worker
-            } else {
-                runtrace_format::NO_WORKER
-            },
-        };
-        match SPAWN_WAKE_AT.replace(0) {
-            0 => probes::task_wake::fire(args),
-            t => probes::task_wake::fire_at(t, args),
-        }
-    }
+    fire_wake(shared, id, owner.is_some());
     match owner {
         Some(o) => {
             o.enqueue(r);
