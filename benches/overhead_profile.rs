@@ -29,6 +29,8 @@
 //! `cargo bench --bench overhead_profile -- fifo`, runs only those (for a
 //! profiler); `OVERHEAD_TASKS=N` changes the task count (per-task cost
 //! against the working set); the JSON summary is then not written.
+//! `OVERHEAD_RECORD_BUFFER_MIB` sets the recording's per-thread buffer
+//! (default 64; smaller ones may drop events, which fails the run).
 //! `OVERHEAD_KEEP_TRACE=1` keeps the recordings (their paths are printed).
 //! Results: `target/bench-results/overhead_profile.json`;
 //! `tools/check_executor_bench.py` compares them with docs/executor.md.

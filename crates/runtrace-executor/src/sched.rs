@@ -38,8 +38,8 @@ pub const LAS_AGING: u64 = 8;
 /// executor's own bookkeeping between clock reads and the noise of
 /// interrupts, not the task's work; ordering by it would scatter tasks
 /// that did the same work, and the run queue's order in memory with them
-/// (measured on the 50,000-task overhead workload: LAS took ~1.7x FIFO's
-/// CPU time with single-tick buckets, ~1.2x with this quantum; see
+/// (measured on the 50,000-task overhead workload: LAS took 1.7-2.0x
+/// FIFO's CPU time with single-tick buckets, ~1.3x with this quantum; see
 /// docs/executor.md).
 ///
 /// ```
