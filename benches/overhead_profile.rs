@@ -213,9 +213,7 @@ fn run(v: Variant) -> Run {
         };
     }
     let buffer = common::env_num("OVERHEAD_RECORD_BUFFER_MIB", RECORD_BUFFER >> 20) << 20;
-    let rec = Recording::start(&format!("overhead-{}", v.name()), |b| {
-        b.buffer_size(buffer)
-    });
+    let rec = Recording::start(&format!("overhead-{}", v.name()), |b| b.buffer_size(buffer));
     let timed = run_executor(cfg);
     let keep = std::env::var_os("OVERHEAD_KEEP_TRACE").is_some();
     if keep {
