@@ -6,7 +6,7 @@ use crate::error::BuildError;
 use crate::executor::Executor;
 use crate::run::Local;
 use crate::sched::{Policy, Sched};
-use crate::sync::{Cell, Ordering, RefCell, StaticAtomicU32};
+use crate::sync::{Cell, Ordering, StaticAtomicU32};
 use crate::wake::Shared;
 use runtrace_core::clock::TraceClock;
 use std::rc::Rc;
@@ -176,10 +176,10 @@ impl Builder {
         let shared = Arc::new(Shared::new(
             NEXT_EXECUTOR.fetch_add(1, Ordering::Relaxed),
             cfg.iter().map(|(n, _, _)| n.clone()).collect(),
+            Sched::new(&cfg, slice, ticks(crate::sched::LAS_QUANTUM)),
         ));
         Ok(Executor {
             local: Rc::new(Local {
-                sched: RefCell::new(Sched::new(&cfg, slice)),
                 shared,
                 clock,
                 timed,

@@ -3,13 +3,17 @@
 
 use crate::error::SpawnError;
 use crate::run::Local;
+use crate::sync::Cell;
 use crate::sync::Ordering;
 use crate::task::{JoinHandle, Meta, TaskFuture, TaskOut, CURRENT_TASK};
-use crate::wake::{schedule, MainWake, Shared};
+use crate::wake::SPAWN_WAKE_AT;
+use crate::wake::{schedule_task, MainWake, Shared};
 use async_task::Runnable;
-use runtrace_core::{Istr, Loc};
+use runtrace_core::clock::TraceClock;
+use runtrace_core::Loc;
 use runtrace_probes::builtin as probes;
 use std::future::Future;
+use std::panic::Location;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,22 +76,53 @@ fn queue_index(shared: &Shared, name: &str) -> Result<usize, SpawnError> {
         .ok_or_else(|| SpawnError::UnknownQueue(name.to_owned()))
 }
 
+/// The spawn location, as the caller's `Location` (interned into a
+/// [`Loc`] only when the spawn probe fires).
+type SpawnLoc = &'static Location<'static>;
+
+thread_local! {
+    /// The last spawn location interned on this thread, by address: a
+    /// loop spawning from one place interns it once (`Loc::from_location`
+    /// hashes the address into a map, ~200 instructions).
+    static LAST_LOC: Cell<(usize, Loc)> = const { Cell::new((0, Loc::UNKNOWN)) };
+}
+
+/// `loc` interned, through the one-entry cache `LAST_LOC`.
+fn intern(loc: SpawnLoc) -> Loc {
+    let key = loc as *const Location<'static> as usize;
+    let (k, l) = LAST_LOC.get();
+    if k == key {
+        return l;
+    }
+    let l = Loc::from_location(loc);
+    LAST_LOC.set((key, l));
+    l
+}
+
 fn spawned<T>(
     shared: &Arc<Shared>,
-    loc: Loc,
+    loc: SpawnLoc,
     r: Runnable<Meta>,
     t: async_task::Task<TaskOut<T>, Meta>,
 ) -> JoinHandle<T> {
     let (id, qi) = (r.metadata().id, r.metadata().queue);
     if probes::task_spawn::enabled() {
-        probes::task_spawn::fire(probes::task_spawn::Args {
-            task_id: id,
-            parent_task_id: CURRENT_TASK.get(),
-            spawn_loc: loc,
-            queue: Istr::new(&shared.names[qi]),
-        });
+        // One clock read for the spawn and for the first wake, the
+        // schedule just below (they are a function call apart).
+        let t = TraceClock::get().now();
+        probes::task_spawn::fire_at(
+            t,
+            probes::task_spawn::Args {
+                task_id: id,
+                parent_task_id: CURRENT_TASK.get(),
+                spawn_loc: intern(loc),
+                queue: shared.istrs[qi],
+            },
+        );
+        SPAWN_WAKE_AT.set(t);
     }
     r.schedule();
+    SPAWN_WAKE_AT.set(0);
     JoinHandle::new(t, id)
 }
 
@@ -101,7 +136,7 @@ impl Executor {
         F: Future + 'static,
         F::Output: 'static,
     {
-        self.spawn_at(0, Loc::caller(), fut)
+        self.spawn_at(0, Location::caller(), fut)
     }
 
     /// Spawns `fut` on the queue called `queue`.
@@ -112,23 +147,22 @@ impl Executor {
         F::Output: 'static,
     {
         let qi = queue_index(&self.local.shared, queue)?;
-        Ok(self.spawn_at(qi, Loc::caller(), fut))
+        Ok(self.spawn_at(qi, Location::caller(), fut))
     }
 
-    fn spawn_at<F>(&self, qi: usize, loc: Loc, fut: F) -> JoinHandle<F::Output>
+    fn spawn_at<F>(&self, qi: usize, loc: SpawnLoc, fut: F) -> JoinHandle<F::Output>
     where
         F: Future + 'static,
         F::Output: 'static,
     {
         let shared = &self.local.shared;
-        let s = shared.clone();
         let live = shared.live;
-        let (r, t) = live.register(|slot| {
+        let (r, t) = live.register(true, |slot| {
             async_task::Builder::new()
-                .metadata(Meta::new(qi, true))
+                .metadata(Meta::new(qi, true, shared.clone()))
                 .spawn_local(
                     move |m: &Meta| TaskFuture::new(fut, m, live, slot),
-                    move |r| schedule(&s, r),
+                    schedule_task,
                 )
         });
         spawned(shared, loc, r, t)
@@ -143,7 +177,7 @@ impl Executor {
 
     /// Tasks spawned and not yet freed (running, queued or parked).
     pub fn live_tasks(&self) -> usize {
-        self.local.shared.live.count.load(Ordering::Relaxed)
+        self.local.shared.live.count()
     }
 
     /// This executor's worker index (as in traces).
@@ -174,14 +208,17 @@ impl Executor {
         match mode {
             Shutdown::Cancel => {
                 self.local.shared.closed.store(true, Ordering::Relaxed);
-                let queued = self.local.sched.borrow_mut().clear();
-                drop(queued);
-                let injected = self.local.shared.inject.take_all();
-                drop(injected);
-                if let Some(o) = self.local.shared.owner_mut() {
-                    let woken = std::mem::take(&mut o.woken);
+                // Taken out before they are dropped: a drop may wake a task
+                // (the closed executor's schedule function drops it).
+                let sh = &self.local.shared;
+                if let Some(o) = sh.owner() {
+                    let queued = o.sched.borrow_mut().clear();
+                    drop(queued);
+                    let woken = std::mem::take(&mut *o.woken.borrow_mut());
                     drop(woken);
                 }
+                let injected = sh.inject.take_all();
+                drop(injected);
                 // Parked tasks: wake each one; the closed executor's schedule
                 // function drops it (its future with it).
                 for w in self.local.shared.live.take_all() {
@@ -213,15 +250,14 @@ impl Spawner {
             return Err(SpawnError::ShutDown);
         }
         let qi = queue_index(&self.shared, queue)?;
-        let loc = Loc::caller();
-        let s = self.shared.clone();
+        let loc = Location::caller();
         let live = self.shared.live;
-        let (r, t) = live.register(|slot| {
+        let (r, t) = live.register(false, |slot| {
             async_task::Builder::new()
-                .metadata(Meta::new(qi, false))
+                .metadata(Meta::new(qi, false, self.shared.clone()))
                 .spawn(
                     move |m: &Meta| TaskFuture::new(fut, m, live, slot),
-                    move |r| schedule(&s, r),
+                    schedule_task,
                 )
         });
         Ok(spawned(&self.shared, loc, r, t))

@@ -34,7 +34,9 @@
 //! # Ownership rules (enforced in `wake.rs`, see `Shared::owner`)
 //! 1. Tasks, their run queues and the EEVDF state belong to the thread that
 //!    built the executor (the owner); `Executor` is `!Send`.
-//! 2. A wake on the owner thread pushes the task onto an owner-only list
+//! 2. A wake on the owner thread pushes the task onto its run queue (or,
+//!    when the queues are borrowed or the task is the one being polled,
+//!    onto an owner-only list the run loop empties at its next step),
 //!    without a lock or an atomic read-modify-write; a wake on any other
 //!    thread goes through the injection queue (a mutex) and wakes the tokio
 //!    task hosting the executor.
@@ -46,11 +48,13 @@
 //! - `builder`: [`Builder`], [`QueueConfig`]; makes an [`Executor`].
 //! - `executor`: the [`Executor`] and [`Spawner`] handles.
 //! - `run`: the run loop (one turn on the tokio host task).
-//! - `wake`: the wake path (rules 1-3), the schedule function.
+//! - `wake`: the wake path (rules 1-3), the owner-only state (run queues,
+//!   wake list), the schedule function.
 //! - `sched`: run queues, FIFO/LAS, EEVDF across queues.
 //! - `inject`: cross-thread wakes (rule 2), with loom models.
-//! - `task`: task header, harness and [`JoinHandle`].
+//! - `task`: task header, harness, live-task registry and [`JoinHandle`].
 //! - `error`: [`BuildError`], [`SpawnError`], [`JoinError`].
+//! - `thread`: this thread's number, for the ownership checks.
 //! - `sync`: atomics, cells and locks (loom's under `cfg(loom)`).
 
 mod builder;
@@ -61,10 +65,11 @@ mod run;
 mod sched;
 mod sync;
 mod task;
+mod thread;
 mod wake;
 
 pub use builder::{Builder, QueueConfig};
 pub use error::{BuildError, JoinError, SpawnError};
 pub use executor::{Executor, Shutdown, Spawner};
-pub use sched::{Policy, LAS_AGING};
+pub use sched::{Policy, LAS_AGING, LAS_QUANTUM};
 pub use task::JoinHandle;

@@ -4,10 +4,11 @@
 //! spent (yield to the tokio driver) or nothing is runnable (park,
 //! ownership rule 3). The clock is read once per poll transition.
 
-use crate::sched::Sched;
-use crate::sync::{Cell, Ordering, RefCell};
-use crate::task::{PollCtx, CURRENT_TASK, POLLED, POLL_CTX, POLL_END, POLL_TIMING, TASK_DONE};
-use crate::wake::{MainWake, Shared};
+use crate::sync::{Cell, Ordering};
+use crate::task::{
+    mode, PollCtx, CURRENT_TASK, POLLED, POLL_CTX, POLL_END, POLL_MODE, POLL_T0, TASK_DONE,
+};
+use crate::wake::{MainWake, OwnerOnly, Shared};
 use runtrace_core::clock::TraceClock;
 use runtrace_probes::builtin as probes;
 use std::future::Future;
@@ -18,11 +19,11 @@ use std::task::{Context, Poll, Waker};
 /// The largest wake buffer kept for reuse (`OwnerOnly::spare`).
 const SPARE_MAX: usize = 1024;
 
-/// The owner thread's side of an executor (ownership rule 1): its queues
-/// and the settings the run loop reads every turn.
+/// The owner thread's side of an executor (ownership rule 1): the settings
+/// the run loop reads every turn (the queues themselves are in
+/// `Shared`'s owner-only state, where wakes reach them).
 pub(crate) struct Local {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) sched: RefCell<Sched>,
     pub(crate) clock: &'static TraceClock,
     /// Poll durations are needed (several queues or a LAS queue).
     pub(crate) timed: bool,
@@ -38,17 +39,29 @@ pub(crate) struct Local {
     pub(crate) parked: Cell<bool>,
 }
 
+impl Drop for Local {
+    fn drop(&mut self) {
+        // Queued tasks' futures may be `!Send`: drop them here, on the
+        // owner thread, not wherever the last `Arc<Shared>` goes (a
+        // `Spawner`, a waker). Taken out first: a drop may wake a task.
+        if let Some(o) = self.shared.owner() {
+            let queued = o.sched.borrow_mut().clear();
+            drop(queued);
+            let woken = std::mem::take(&mut *o.woken.borrow_mut());
+            drop(woken);
+        }
+    }
+}
+
 impl Local {
-    /// Moves woken and injected tasks onto their queues.
-    fn collect_woken(&self) {
+    /// Moves tasks woken from other threads, and owner-thread wakes that
+    /// could not go onto their queue at once, onto their queues.
+    fn collect_woken(&self, o: &OwnerOnly) {
         let sh = &self.shared;
-        let mut woken = sh
-            .owner_mut()
-            .map(|o| {
-                let spare = std::mem::take(&mut o.spare);
-                std::mem::replace(&mut o.woken, spare)
-            })
-            .unwrap_or_default();
+        let mut woken = {
+            let spare = std::mem::take(&mut *o.spare.borrow_mut());
+            std::mem::replace(&mut *o.woken.borrow_mut(), spare)
+        };
         let mut injected = sh.inject.drain();
         if sh.closed.load(Ordering::Relaxed) {
             // Woken on another thread after (or racing with) shutdown: drop
@@ -56,28 +69,17 @@ impl Local {
             // queues (a drop may call back in); never poll them.
             drop(std::mem::take(&mut injected));
         }
-        let mut sched = self.sched.borrow_mut();
-        for r in woken.drain(..) {
-            let q = r.metadata().queue;
-            sched.push(q, r);
-        }
-        for r in injected {
+        let mut sched = o.sched.borrow_mut();
+        for r in woken.drain(..).chain(injected) {
             let q = r.metadata().queue;
             sched.push(q, r);
         }
         drop(sched);
         // Keep the (now empty) buffer for the next swap, unless a burst
-        // (a mass spawn) grew it large.
+        // grew it large.
         if woken.capacity() <= SPARE_MAX {
-            if let Some(o) = sh.owner_mut() {
-                o.spare = woken;
-            }
+            *o.spare.borrow_mut() = woken;
         }
-    }
-
-    fn has_woken(&self) -> bool {
-        let sh = &self.shared;
-        sh.owner_mut().is_some_and(|o| !o.woken.is_empty()) || sh.inject.is_flagged()
     }
 
     /// One turn on the tokio runtime: poll the main future if woken, then
@@ -90,15 +92,20 @@ impl Local {
     ) -> Poll<F::Output> {
         let l = self;
         let sh = &*l.shared;
-        let Some(o) = sh.owner_mut() else {
+        let Some(o) = sh.owner() else {
             panic!("runtrace executor: polled on a thread other than the one that built it");
         };
-        if !o.host.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            o.host = Some(cx.waker().clone());
+        if !o
+            .host
+            .borrow()
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            *o.host.borrow_mut() = Some(cx.waker().clone());
             sh.inject.set_host(cx.waker().clone());
         }
         // While we run, wakes need not wake the host (rule 3).
-        o.notified = true;
+        o.notified.set(true);
         if l.parked.replace(false) && probes::worker_unpark::enabled() {
             let (cpu_ns, sched_wait_ns) = runtrace_core::clock::thread_cpu_and_wait_ns();
             probes::worker_unpark::fire(probes::worker_unpark::Args {
@@ -113,13 +120,13 @@ impl Local {
         let mut turn_start: Option<u64> = None;
         let mut last_queue = usize::MAX;
         loop {
-            if main.woken.swap(false, Ordering::Relaxed) {
+            if main.woken.take() {
                 if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&main_waker)) {
                     return Poll::Ready(v);
                 }
             }
-            if self.has_woken() {
-                self.collect_woken();
+            if o.has_woken() || sh.inject.is_flagged() {
+                self.collect_woken(o);
             }
             // Time into this turn (0 until the clock has been read twice).
             let elapsed = match (turn_start, now) {
@@ -131,18 +138,21 @@ impl Local {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            let Some(qi) = l.sched.borrow().pick_queue() else {
-                break;
-            };
-            if l.low[qi] && elapsed >= l.low_turn_ticks {
-                // A lower-share poll could not be preempted by a
-                // higher-share queue's timer or I/O wake that is due now:
-                // let the driver deliver those first (`low_share_turn_time`).
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            let (r, depth) = {
-                let mut s = l.sched.borrow_mut();
+            let traced = probes::task_poll_start::enabled();
+            let (r, qi) = {
+                let mut s = o.sched.borrow_mut();
+                let Some(qi) = s.pick_queue() else {
+                    break;
+                };
+                if l.low[qi] && elapsed >= l.low_turn_ticks {
+                    // A lower-share poll could not be preempted by a
+                    // higher-share queue's timer or I/O wake that is due
+                    // now: let the driver deliver those first
+                    // (`low_share_turn_time`).
+                    drop(s);
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
                 if qi != last_queue && s.runnable_queues() > 1 && probes::queue_select::enabled() {
                     probes::queue_select::fire(probes::queue_select::Args {
                         worker: sh.worker,
@@ -155,50 +165,56 @@ impl Local {
                 let r = s
                     .pop(qi)
                     .unwrap_or_else(|| unreachable!("picked queue is non-empty"));
-                (r, s.queues[qi].len)
+                if traced {
+                    // PollStart fires from inside the task's poll
+                    // (TaskFuture), so a cancelled task that `run` only
+                    // drops gets none.
+                    POLL_CTX.set(PollCtx {
+                        worker: sh.worker,
+                        queue: s.queues[qi].name,
+                        depth: s.queues[qi].len as u32,
+                    });
+                }
+                (r, qi)
             };
             let id = r.metadata().id;
-            let traced = probes::task_poll_start::enabled();
-            let t0 = if l.timed || traced {
-                now.unwrap_or_else(|| l.clock.now())
+            let clocked = l.timed || traced;
+            let t0 = if clocked {
+                let t0 = now.unwrap_or_else(|| l.clock.now());
+                turn_start.get_or_insert(t0);
+                POLL_T0.set(t0);
+                t0
             } else {
                 0
             };
-            if (l.timed || traced) && turn_start.is_none() {
-                turn_start = Some(t0);
-            }
-            if traced {
-                // PollStart fires from inside the task's poll (TaskFuture),
-                // so a cancelled task that `run` only drops gets none.
-                let queue = l.sched.borrow().queues[qi].name;
-                POLL_CTX.set(Some(PollCtx {
-                    t0,
-                    worker: sh.worker,
-                    queue,
-                    depth: depth as u32,
-                }));
-            }
-            // The task's poll itself takes the end time (and, in a LAS queue,
-            // charges the task's service): see `TaskFuture::poll`.
-            if l.timed || traced {
-                POLL_TIMING.set(Some((t0, l.las[qi])));
-            }
+            // The task's poll itself fires PollStart, takes the end time
+            // and, in a LAS queue, charges the task's service: see
+            // `TaskFuture::poll`.
+            POLL_MODE.set(
+                if clocked { mode::TIMED } else { 0 }
+                    | if l.las[qi] { mode::LAS } else { 0 }
+                    | if traced { mode::TRACED } else { 0 },
+            );
             CURRENT_TASK.set(id);
             TASK_DONE.set(false);
             r.run();
             CURRENT_TASK.set(0);
-            POLL_CTX.set(None);
+            POLL_MODE.set(0);
             let done = TASK_DONE.get();
             let polled = POLLED.replace(false);
             polls += 1;
-            if l.timed || traced {
-                POLL_TIMING.set(None);
+            if clocked {
                 // One clock read per transition: the poll's own, or ours
                 // when the task was not polled (cancelled).
-                let t1 = POLL_END.take().unwrap_or_else(|| l.clock.now()).max(t0);
+                let t1 = if polled {
+                    POLL_END.get()
+                } else {
+                    l.clock.now()
+                }
+                .max(t0);
                 now = Some(t1);
                 if l.timed {
-                    l.sched.borrow_mut().charge(qi, t1 - t0);
+                    o.sched.borrow_mut().charge(qi, t1 - t0);
                 }
                 if traced && polled {
                     probes::task_poll_end::fire_at(
@@ -219,12 +235,11 @@ impl Local {
             }
         }
         // Nothing runnable: park until a wake (rule 3).
-        let o = sh.owner_mut().unwrap_or_else(|| unreachable!());
-        o.notified = false;
-        if !o.woken.is_empty() || main.woken.load(Ordering::Relaxed) {
+        o.notified.set(false);
+        if o.has_woken() || main.woken.is_set() {
             // Woken while we were finishing up: go round again soon.
             cx.waker().wake_by_ref();
-            o.notified = true;
+            o.notified.set(true);
             return Poll::Pending;
         }
         l.parked.set(true);

@@ -3,8 +3,9 @@
 //! Within a queue:
 //! - `RunnableFifo`: tasks in the order they became runnable (a `VecDeque`).
 //! - `Las` (least attained service): 64 buckets by `log2` of a task's
-//!   accumulated poll time, a bitmap of the non-empty ones, FIFO inside a
-//!   bucket. A pick is O(1) (`trailing_zeros` of the bitmap), unlike the
+//!   accumulated poll time in units of [`LAS_QUANTUM`], a bitmap of the
+//!   non-empty ones, FIFO inside a bucket. Tasks that have used less than
+//!   one quantum share bucket 0, so they run in FIFO order. A pick is O(1) (`trailing_zeros` of the bitmap), unlike the
 //!   heap plus hash map that made the peer's LAS 15x slower than its FIFO.
 //!   Anti-starvation rule: every [`LAS_AGING`]th pick from a queue takes
 //!   the bucket with the *most* attained service, so a long task gets at
@@ -29,6 +30,23 @@ use crate::task::Meta;
 /// Every this many picks, a LAS queue serves its most-served bucket.
 pub const LAS_AGING: u64 = 8;
 
+/// The service a LAS queue tells apart from none: tasks that have used
+/// less than this share its first bucket (FIFO among them); from there on,
+/// each bucket holds twice the service of the one before.
+///
+/// Below a few microseconds, a poll's measured time is mostly the
+/// executor's own bookkeeping between clock reads and the noise of
+/// interrupts, not the task's work; ordering by it would scatter tasks
+/// that did the same work, and the run queue's order in memory with them
+/// (measured on the 50,000-task overhead workload: LAS took 1.7-2.0x
+/// FIFO's CPU time with single-tick buckets, ~1.3x with this quantum; see
+/// docs/executor.md).
+///
+/// ```
+/// assert_eq!(runtrace_executor::LAS_QUANTUM.as_micros(), 8);
+/// ```
+pub const LAS_QUANTUM: std::time::Duration = std::time::Duration::from_micros(8);
+
 /// Fixed-point scale of virtual time (so small shares keep precision).
 const SCALE: u64 = 1 << 10;
 
@@ -51,24 +69,29 @@ pub(crate) struct Las {
     buckets: Box<[VecDeque<Runnable<Meta>>; 64]>,
     mask: u64,
     picks: u64,
+    /// log2 of the quantum in ticks (`LAS_QUANTUM`, rounded up to a power
+    /// of two).
+    shift: u32,
 }
 
-/// Bucket of a task by the log2 of its attained service (ticks).
-fn bucket(service: u64) -> usize {
-    ((64 - service.leading_zeros()) as usize).min(63)
+/// Bucket of a task by the log2 of its attained service (ticks) in
+/// quanta of `1 << shift` ticks: 0 below one quantum.
+fn bucket(service: u64, shift: u32) -> usize {
+    ((64 - (service >> shift).leading_zeros()) as usize).min(63)
 }
 
 impl Las {
-    fn new() -> Las {
+    fn new(quantum_ticks: u64) -> Las {
         Las {
             buckets: Box::new(std::array::from_fn(|_| VecDeque::new())),
             mask: 0,
             picks: 0,
+            shift: quantum_ticks.max(1).next_power_of_two().trailing_zeros(),
         }
     }
 
     fn push(&mut self, r: Runnable<Meta>) {
-        let b = bucket(r.metadata().service());
+        let b = bucket(r.metadata().service(), self.shift);
         self.buckets[b].push_back(r);
         self.mask |= 1 << b;
     }
@@ -97,10 +120,10 @@ pub(crate) enum RunQueue {
 }
 
 impl RunQueue {
-    pub(crate) fn new(p: Policy) -> RunQueue {
+    pub(crate) fn new(p: Policy, quantum_ticks: u64) -> RunQueue {
         match p {
             Policy::RunnableFifo => RunQueue::Fifo(VecDeque::with_capacity(256)),
-            Policy::Las => RunQueue::Las(Las::new()),
+            Policy::Las => RunQueue::Las(Las::new(quantum_ticks)),
         }
     }
 }
@@ -123,14 +146,20 @@ pub(crate) struct Sched {
 }
 
 impl Sched {
-    pub(crate) fn new(cfg: &[(String, Policy, u32)], slice_ticks: u64) -> Sched {
+    /// Queues as configured (name, policy, share); `slice_ticks` is the
+    /// EEVDF slice and `quantum_ticks` the LAS quantum, in trace ticks.
+    pub(crate) fn new(
+        cfg: &[(String, Policy, u32)],
+        slice_ticks: u64,
+        quantum_ticks: u64,
+    ) -> Sched {
         let queues = cfg
             .iter()
             .map(|(name, p, share)| {
                 let share = *share as u64;
                 Queue {
                     name: runtrace_core::Istr::new(name),
-                    rq: RunQueue::new(*p),
+                    rq: RunQueue::new(*p, quantum_ticks),
                     len: 0,
                     share,
                     vruntime: 0,
@@ -156,6 +185,7 @@ impl Sched {
     }
 
     /// Makes `r` runnable on queue `qi`.
+    #[inline]
     pub(crate) fn push(&mut self, qi: usize, r: Runnable<Meta>) {
         if self.queues[qi].len == 0 {
             // Waking up: keep the lag, but at most one slice of credit.
@@ -176,11 +206,13 @@ impl Sched {
     }
 
     /// Queues with runnable tasks.
+    #[inline]
     pub(crate) fn runnable_queues(&self) -> u32 {
         self.runnable
     }
 
     /// The queue to poll next (EEVDF), or None when nothing is runnable.
+    #[inline]
     pub(crate) fn pick_queue(&self) -> Option<usize> {
         if self.queues.len() == 1 {
             return (self.queues[0].len > 0).then_some(0);
@@ -201,6 +233,7 @@ impl Sched {
     }
 
     /// Takes the next task of queue `qi`.
+    #[inline]
     pub(crate) fn pop(&mut self, qi: usize) -> Option<Runnable<Meta>> {
         let q = &mut self.queues[qi];
         let r = match &mut q.rq {
@@ -215,6 +248,7 @@ impl Sched {
     }
 
     /// Charges `ticks` of poll time to queue `qi`.
+    #[inline]
     pub(crate) fn charge(&mut self, qi: usize, ticks: u64) {
         let q = &mut self.queues[qi];
         q.vruntime += ticks * SCALE / q.share;
@@ -243,11 +277,29 @@ mod tests {
 
     #[test]
     fn buckets_are_log2() {
-        assert_eq!(bucket(0), 0);
-        assert_eq!(bucket(1), 1);
-        assert_eq!(bucket(2), 2);
-        assert_eq!(bucket(3), 2);
-        assert_eq!(bucket(1 << 40), 41);
-        assert_eq!(bucket(u64::MAX), 63);
+        assert_eq!(bucket(0, 0), 0);
+        assert_eq!(bucket(1, 0), 1);
+        assert_eq!(bucket(2, 0), 2);
+        assert_eq!(bucket(3, 0), 2);
+        assert_eq!(bucket(1 << 40, 0), 41);
+        assert_eq!(bucket(u64::MAX, 0), 63);
+    }
+
+    #[test]
+    fn service_under_one_quantum_is_bucket_zero() {
+        // A quantum of 2^10 ticks.
+        assert_eq!(bucket(0, 10), 0);
+        assert_eq!(bucket(1023, 10), 0);
+        assert_eq!(bucket(1024, 10), 1);
+        assert_eq!(bucket(2047, 10), 1);
+        assert_eq!(bucket(2048, 10), 2);
+        assert_eq!(bucket(u64::MAX, 10), 54);
+    }
+
+    #[test]
+    fn quantum_rounds_up_to_a_power_of_two() {
+        assert_eq!(super::Las::new(1000).shift, 10);
+        assert_eq!(super::Las::new(1024).shift, 10);
+        assert_eq!(super::Las::new(0).shift, 0);
     }
 }

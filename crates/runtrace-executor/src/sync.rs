@@ -8,7 +8,7 @@
 //! - `StaticAtomicU32`/`StaticAtomicU64`: id counters in `static`s, which
 //!   loom's atomics cannot be (their constructor is not `const`, and they
 //!   exist only inside a model). Tokio's shim has the same alias.
-//! - `Cell`, `RefCell`, `UnsafeCell`: thread-confined (thread-locals, and
+//! - `Cell`, `RefCell`: thread-confined (thread-locals, and
 //!   the owner-only state of ownership rule 1), so there is nothing for a
 //!   model to interleave.
 
@@ -26,5 +26,5 @@ pub(crate) use std::sync::{
     Arc, Mutex,
 };
 
-pub(crate) use std::cell::{Cell, RefCell, UnsafeCell};
+pub(crate) use std::cell::{Cell, RefCell};
 pub(crate) use std::sync::atomic::{AtomicU32 as StaticAtomicU32, AtomicU64 as StaticAtomicU64};
