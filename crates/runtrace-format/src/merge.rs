@@ -28,8 +28,6 @@ use crate::reader::{FileReader, ReadError, Record, Tables};
 use crate::value::Event;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -89,7 +87,7 @@ type RecordHook = Box<dyn FnMut(&Record, &Tables)>;
 /// Timestamp-ordered events across files. See the module docs.
 pub struct EventStream {
     paths: VecDeque<PathBuf>,
-    cur: Option<FileReader<BufReader<File>>>,
+    cur: Option<FileReader<crate::reader::OpenFile>>,
     heap: BinaryHeap<Reverse<Pending>>,
     seq: u64,
     release_below: u64,

@@ -364,19 +364,26 @@ pub struct FileReader<R> {
     part: Option<ChunkPart>,
 }
 
-impl FileReader<BufReader<File>> {
+/// A trace file as [`FileReader::open`] reads it.
+pub type OpenFile = BufReader<std::io::Take<File>>;
+
+impl FileReader<OpenFile> {
     /// Opens a file for reading. Anything but a regular file (a FIFO, a
     /// device, a directory) is refused before it is opened: opening a FIFO
-    /// would block until some process writes to it.
+    /// would block until some process writes to it. It reads the bytes the
+    /// file held when opened, no more: a pseudo-file that says it is empty
+    /// but blocks when read (`/proc/kmsg`) reads as empty, and a file still
+    /// being written reads as it was (open it again for more).
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
         let path = path.as_ref();
-        if !std::fs::metadata(path)?.is_file() {
+        let m = std::fs::metadata(path)?;
+        if !m.is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "not a regular file",
             ));
         }
-        let f = File::open(path)?;
+        let f = File::open(path)?.take(m.len());
         Ok(FileReader::new(BufReader::with_capacity(1 << 20, f), path))
     }
 }

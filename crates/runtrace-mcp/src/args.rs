@@ -12,6 +12,11 @@
 
 use serde_json::{Map, Value};
 
+/// The largest `limit` any tool takes (events, list entries, outliers):
+/// a JSON event is about 200-1,000 bytes, so an answer stays in the tens
+/// of MB. Stated in every tool's description of `limit`.
+pub const MAX_LIMIT: usize = 10_000;
+
 /// The arguments of one call.
 pub struct Args<'a>(&'a Map<String, Value>);
 
@@ -106,10 +111,13 @@ impl<'a> Args<'a> {
             .ok_or_else(|| format!("missing required argument `{name}`"))
     }
 
-    /// An optional count, `default` when absent.
+    /// An optional count, `default` when absent, at most [`MAX_LIMIT`]
+    /// (a larger one is taken as `MAX_LIMIT`: the answer says what it
+    /// cut, and its size stays bounded whatever the client asks).
     pub fn limit(&self, default: usize) -> Result<usize, String> {
         Ok(self
             .opt_u64("limit")?
-            .map_or(default, |n| n.min(usize::MAX as u64) as usize))
+            .map_or(default, |n| n.min(MAX_LIMIT as u64) as usize)
+            .min(MAX_LIMIT))
     }
 }

@@ -4,7 +4,8 @@
 //! `rmcp`). docs/mcp.md lists the tools and shows how to register the
 //! server with an MCP client.
 //!
-//! Layers: [`traces`] holds the loaded traces by id; [`args`] reads tool
+//! Layers: [`framing`] answers input lines the SDK would drop (not JSON,
+//! too long) with JSON-RPC errors; [`traces`] holds the loaded traces by id; [`args`] reads tool
 //! arguments; [`tools`] names and dispatches the tools (each analysis's
 //! tool and answer come from `runtrace_analyze::registry`);
 //! [`server`] is the `rmcp` handler. A tool that fails answers with an MCP
@@ -21,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod framing;
 pub mod server;
 pub mod tools;
 pub mod traces;

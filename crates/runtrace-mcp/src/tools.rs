@@ -9,7 +9,7 @@
 //! assert!(names.contains(&"query_trace_events"));
 //! ```
 
-use crate::args::Args;
+use crate::args::{Args, MAX_LIMIT};
 use crate::traces::Traces;
 use runtrace_analyze::outliers::{Category, Method};
 use runtrace_analyze::query::{self, Query};
@@ -17,6 +17,11 @@ use runtrace_analyze::registry::{self, Param, Params, ANALYSES};
 use runtrace_model::kinds;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
+
+/// The largest answer sent (64 MiB); a larger one is a tool error asking
+/// for less. With every `limit` at most [`MAX_LIMIT`], only pathological
+/// traces (hundreds of thousands of spawn locations) come near it.
+pub const MAX_ANSWER_BYTES: usize = 64 << 20;
 
 /// A tool's name, description and JSON Schema of its arguments.
 pub struct ToolDef {
@@ -37,7 +42,7 @@ fn trace_id() -> Value {
 }
 
 fn limit(default: usize, what: &str) -> Value {
-    json!({"type": "integer", "minimum": 0, "description": format!("At most this many {what} (default {default}); the answer says when it cut.")})
+    json!({"type": "integer", "minimum": 0, "maximum": MAX_LIMIT, "description": format!("At most this many {what} (default {default}, at most {MAX_LIMIT}); the answer says when it cut.")})
 }
 
 /// The JSON Schema of one registry parameter, under its argument name.
@@ -166,7 +171,7 @@ pub fn list() -> Vec<ToolDef> {
             description: "One task's life: spawn, every wake, poll start and end, terminate, in order.".into(),
             schema: obj(
                 json!({"trace_id": trace_id(), "task_id": {"type": "integer", "minimum": 0},
-                    "limit": {"type": "integer", "minimum": 0, "description": "At most this many events (default all)."}}),
+                    "limit": limit(MAX_LIMIT, "events")}),
                 &["trace_id", "task_id"],
             ),
         },
@@ -223,10 +228,7 @@ pub fn call(traces: &Traces, name: &str, arguments: &Value) -> Result<Value, Str
         }
         "get_task_timeline" => {
             let t = loaded()?;
-            let limit = a
-                .opt_u64("limit")?
-                .map(|n| n.min(usize::MAX as u64) as usize);
-            query::timeline(&t.index, a.u64("task_id")?, limit)
+            query::timeline(&t.index, a.u64("task_id")?, Some(a.limit(MAX_LIMIT)?))
         }
         other => {
             let names: Vec<&str> = list().iter().map(|t| t.name).collect();

@@ -120,5 +120,10 @@ fn describe(l: &Loaded) -> Value {
         "load_ms": l.load_ms,
         "damaged": s.damaged,
         "errors": s.errors,
+        "unsealed_files": s.unsealed.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+        "note": (!s.unsealed.is_empty()).then(|| format!(
+            "{} file(s) have no END frame: the recording was still being written, or its process died; what they held when loaded is here",
+            s.unsealed.len()
+        )),
     })
 }
