@@ -120,3 +120,70 @@ fn killed_before_first_rotation_is_not_ok() {
     assert_reported_incomplete(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 37: killed at a random moment while rotating every 64 KiB, 20
+/// times: never OK (after a rotation no file is `.active` until the
+/// writer's next round, so only the missing `FINISH` frame tells).
+#[test]
+fn killed_at_random_moments_is_never_ok() {
+    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    for k in 0..20 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let after = Duration::from_millis(seed % 700);
+        let dir =
+            std::env::temp_dir().join(format!("runtrace-killed-rand-{}-{k}", std::process::id()));
+        let t = std::sync::Mutex::new(None::<Instant>);
+        record_then_kill(&dir, &[("RUNTRACE_MAX_FILE_SIZE", "64K")], |d| {
+            if names(d).is_empty() {
+                return false;
+            }
+            let mut t = t.lock().unwrap();
+            t.get_or_insert_with(Instant::now).elapsed() >= after
+        });
+        let files: Vec<PathBuf> = expand(&[dir.clone()]).unwrap();
+        let report = check_files(&files);
+        assert_ne!(
+            report.verdict(),
+            "OK",
+            "kill {k} after {after:?}:\n{report}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Issue 37: a finished recording is OK; without a middle file it is
+/// INCOMPLETE, naming the file.
+#[test]
+fn a_missing_middle_file_is_incomplete() {
+    let dir = std::env::temp_dir().join(format!("runtrace-missing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(example("quickstart"))
+        .args(["--out", dir.to_str().unwrap(), "--seconds", "1"])
+        .env("RUNTRACE_MAX_FILE_SIZE", "64K")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<PathBuf> = expand(&[dir.clone()]).unwrap();
+    assert!(files.len() >= 3, "{files:?}");
+    let whole = check_files(&files);
+    assert_eq!(whole.verdict(), "OK", "{whole}");
+    let without: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| !f.ends_with("trace.1.bin"))
+        .cloned()
+        .collect();
+    let r = check_files(&without);
+    assert_eq!(r.verdict(), "INCOMPLETE", "{r}");
+    assert!(
+        r.incomplete.iter().any(|l| l.contains("missing: index 1")),
+        "{:?}",
+        r.incomplete
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -43,11 +43,13 @@ U64_MASK = (1 << 64) - 1
 # Frame types (§2).
 HEADER, SCHEMA, STRINGS, LOCATIONS, THREAD, CLOCK, CHUNK, DROPPED, ROUND, END = range(1, 11)
 STACKS, MAPPINGS, PROFILE = range(11, 14)  # version 1.1: CPU profiles
+FINISH = 14  # version 1.2: the recording ended cleanly (§11)
 FRAME_NAMES = {
     HEADER: "HEADER", SCHEMA: "SCHEMA", STRINGS: "STRINGS",
     LOCATIONS: "LOCATIONS", THREAD: "THREAD", CLOCK: "CLOCK", CHUNK: "CHUNK",
     DROPPED: "DROPPED", ROUND: "ROUND", END: "END",
     STACKS: "STACKS", MAPPINGS: "MAPPINGS", PROFILE: "PROFILE",
+    FINISH: "FINISH",
 }
 MAX_STACK_DEPTH = 128  # §2, STACKS
 
@@ -251,6 +253,7 @@ class TraceFile:
         self.last_round: int | None = None
         self.dropped_events = 0
         self.end_totals: tuple[int, int] | None = None  # (events, dropped) from END
+        self.finish: dict | None = None  # the FINISH frame (§11), if any
         self.sealed = False
         self.truncated = False
         self.truncated_at: int | None = None
@@ -459,6 +462,9 @@ class TraceFile:
         elif ftype == PROFILE:
             mode, hz, flags = buf.varint(), buf.varint(), buf.varint()
             self.profile = Profile(mode, hz, flags, buf.str())
+        elif ftype == FINISH:
+            keys = ("files", "evicted", "events", "dropped", "lost_to_writes")
+            self.finish = {k: buf.varint() for k in keys}
 
     def _header(self, buf: _Payload) -> tuple[Header, list[Schema]]:
         at = buf.at()
@@ -619,6 +625,8 @@ def summarize(files: list[TraceFile]) -> dict:
         "truncated": any(tf.truncated for tf in files),
         "sealed": sum(1 for tf in files if tf.sealed),
         "errors": [e for tf in files for e in tf.errors],
+        # §11: the FINISH frame of the recording's last file, if given.
+        "finish": next((tf.finish for tf in files if tf.finish), None),
     }
 
 

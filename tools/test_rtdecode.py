@@ -285,12 +285,21 @@ class Corruption(unittest.TestCase):
         self.assertTrue(tf.sealed)
         self.assertFalse(tf.truncated)
 
+    def test_finish_frame(self):
+        t = Trace()
+        t.add(HEADER, header_payload([SCHEMA_INTS]))
+        t.add(14, uv(3) + uv(1) + uv(900) + uv(2) + uv(0))
+        t.add(END, uv(0) + uv(0))
+        tf, _ = decode(t.bytes())
+        self.assertEqual(tf.errors, [])
+        self.assertEqual(tf.finish, {"files": 3, "evicted": 1, "events": 900, "dropped": 2, "lost_to_writes": 0})
+
     def test_unknown_frame_type_skipped_silently(self):
         t = Trace()
         t.add(HEADER, header_payload([SCHEMA_INTS]))
         t.add(200, b"\xff" * 40)
         t.add(0, b"")
-        t.add(14, b"junk", crc=0)  # even a bad crc is not looked at (11..13: format 1.1)
+        t.add(15, b"junk", crc=0)  # even a bad crc is not looked at (11..14: formats 1.1, 1.2)
         t.add(CHUNK, chunk(1, None, 0, ANCHOR, [ev(1, 1, uv(11) + zz(0) + b"\x00")]))
         t.add(END, uv(1) + uv(0))
         tf, events = decode(t.bytes())
@@ -579,7 +588,7 @@ class Cli(unittest.TestCase):
             self.assertEqual(summary, {
                 "files": 1, "events": 7,
                 "event_counts": {"ints": 2, "mixed": 3, "app_event": 2},
-                "dropped_events": 5, "truncated": False, "sealed": 1, "errors": []})
+                "dropped_events": 5, "truncated": False, "sealed": 1, "errors": [], "finish": None})
 
             r = self.run_cli("--summary", good, cut, os.path.join(d, "missing.bin"))
             self.assertEqual(r.returncode, 1)

@@ -16,6 +16,7 @@ use crate::output::{fail, print_report, Traces};
 use runtrace_analyze::blocked::{analyze_files, BlockedOptions, BlockedReport};
 use runtrace_analyze::functions::StackNames;
 use runtrace_export::flamegraph::{fold, named};
+use runtrace_format::output::{refuse_input, write_atomic};
 use runtrace_model::profile::Profile;
 use runtrace_symbolize::SymbolizeOptions;
 use std::path::PathBuf;
@@ -85,8 +86,9 @@ pub fn run(args: &Args) -> ExitCode {
     let (r, profile, mut names) = analyze_files(&files, &opts, sym);
     if let Some(out) = &args.folded_out {
         let text = folded(&r, &profile, &mut names);
-        if let Err(e) = std::fs::write(out, text) {
-            return fail(&format!("{}: cannot write: {e}", out.display()));
+        if let Err(e) = refuse_input(out, &files).and_then(|()| write_atomic(out, text.as_bytes()))
+        {
+            return fail(&e);
         }
     }
     let text = if args.json {

@@ -29,8 +29,10 @@ pub struct Args {
 /// events), `dropped_events`, `truncated`, `sealed` (files with an `END`
 /// frame), `unsealed_files` (paths of intact files without one: they
 /// make `truncated` true but are not errors), `event_counts`
-/// (name -> count), `errors` (messages) and `result` (`OK`, `INCOMPLETE`:
-/// intact but some file has no `END` frame, or `DAMAGED`).
+/// (name -> count), `errors` (messages), `incomplete` (why a recording
+/// is not complete: it did not finish, files are missing, events were
+/// dropped) and `result` (`OK`, `INCOMPLETE`: intact but some file has no
+/// `END` frame or `incomplete` is not empty, or `DAMAGED`).
 ///
 /// ```
 /// let empty = runtrace_format::check::CheckReport::default();
@@ -50,6 +52,7 @@ pub fn to_json(report: &CheckReport) -> serde_json::Value {
         "unsealed_files": report.unsealed().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "event_counts": report.event_counts,
         "errors": report.errors,
+        "incomplete": report.incomplete,
         "result": report.verdict(),
     })
 }

@@ -57,10 +57,15 @@ fn parquet(a: &ParquetArgs) -> ExitCode {
         replace: a.replace,
     };
     let mut err = std::io::stderr().lock();
-    match export(&a.traces.expand(), &a.output, &opts) {
+    let files = a.traces.expand();
+    if let Err(e) = runtrace_format::output::refuse_input(&a.output, &files) {
+        let _ = writeln!(err, "error: {e}");
+        return ExitCode::FAILURE;
+    }
+    match export(&files, &a.output, &opts) {
+        // The message says what, if anything, was written.
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
-            let _ = writeln!(err, "error: nothing was written to {}", a.output.display());
             ExitCode::FAILURE
         }
         Ok(s) => {

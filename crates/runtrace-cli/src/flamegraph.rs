@@ -14,6 +14,7 @@ use crate::output::{fail, print_notes, Traces};
 use clap::ArgGroup;
 use runtrace_analyze::functions::StackNames;
 use runtrace_export::flamegraph::{fold, stacks, svg, why_empty, Selection};
+use runtrace_format::output::{refuse_input, write_atomic};
 use runtrace_symbolize::SymbolizeOptions;
 use std::io::Write;
 use std::path::PathBuf;
@@ -132,8 +133,9 @@ pub fn run(args: &Args) -> ExitCode {
         };
         let mut bytes = Vec::new();
         let written = svg(&folded, &title, sel.count_name(), &mut bytes)
-            .and_then(|()| std::fs::write(out, &bytes).map_err(|e| format!("cannot write: {e}")))
-            .map_err(|e| format!("{}: {e}", out.display()));
+            .map_err(|e| format!("{}: {e}", out.display()))
+            .and_then(|()| refuse_input(out, &files))
+            .and_then(|()| write_atomic(out, &bytes));
         if let Err(e) = written {
             return fail(&e);
         }

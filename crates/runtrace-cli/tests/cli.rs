@@ -545,7 +545,7 @@ fn jsonl_to_output_file() {
     let out = runtrace(&[&"jsonl", &p0, &"-o", &p0]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("refusing to overwrite"),
+        text(&out.stderr).contains("refusing to write over the input"),
         "{}",
         text(&out.stderr)
     );
@@ -696,7 +696,12 @@ fn check_counts_a_clean_recording() {
     let dir = test_dir("check-clean");
     let (p0, p1, _) = sample_recording(&dir);
     let (code, v) = check_json(&[&p1, &p0]);
-    assert_eq!(code, 0, "{v}");
+    // Intact, but it lost 3 events: INCOMPLETE, saying how many and why.
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["result"], "INCOMPLETE");
+    let why = v["incomplete"].as_array().unwrap();
+    assert_eq!(why.len(), 1, "{v}");
+    assert!(why[0].as_str().unwrap().contains("3 events dropped"), "{v}");
     let bytes = std::fs::metadata(&p0).unwrap().len() + std::fs::metadata(&p1).unwrap().len();
     assert_eq!(v["files"], 2);
     assert_eq!(v["events"], 19);
@@ -716,7 +721,7 @@ fn check_counts_a_clean_recording() {
 
     // The text summary says the same.
     let out = runtrace(&[&"check", &p0, &p1]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(1));
     let s = text(&out.stdout);
     for want in [
         "events:          19",
@@ -724,7 +729,8 @@ fn check_counts_a_clean_recording() {
         "truncated:       no",
         "PollStart",
         "myapp:request",
-        "result:          OK",
+        "incomplete: recording",
+        "result:          INCOMPLETE",
     ] {
         assert!(s.contains(want), "{want:?} missing from:\n{s}");
     }

@@ -53,6 +53,12 @@ fn crafted(path: &Path) {
         }
         frame::write(&mut out, FrameType::Chunk, &p);
     }
+    let finish = frame::Finish {
+        files: 1,
+        events: 2 * CHUNK_EVENTS,
+        ..frame::Finish::default()
+    };
+    frame::write(&mut out, FrameType::Finish, &finish.encode());
     frame::write(&mut out, FrameType::End, &frame::end(2 * CHUNK_EVENTS, 0));
     std::fs::write(path, out).unwrap();
 }

@@ -136,6 +136,21 @@ fn synthetic_with(profiled: bool) -> Vec<u8> {
     b.finish()
 }
 
+/// A cut point near `at` that falls inside a frame (past its 9-byte
+/// frame header), so the file reads as truncated, not as unsealed.
+fn inside_a_frame(bytes: &[u8], at: usize) -> usize {
+    let mut pos = 8; // after the magic
+    while pos + 9 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[pos + 1..pos + 5].try_into().unwrap()) as usize;
+        let end = pos + 9 + len;
+        if end > at && len > 1 {
+            return pos + 9 + len / 2;
+        }
+        pos = end;
+    }
+    panic!("no frame reaches {at}");
+}
+
 fn write_trace(dir: &Path, bytes: &[u8]) -> String {
     let p = dir.join("trace.0.bin");
     std::fs::write(&p, bytes).unwrap();
@@ -217,7 +232,10 @@ fn perfetto_golden_recordings_decode_and_check() {
 fn perfetto_cut_trace_converts_what_is_readable() {
     let dir = tempfile::tempdir().unwrap();
     let bytes = synthetic();
-    let input = write_trace(dir.path(), &bytes[..bytes.len() * 2 / 3]);
+    let input = write_trace(
+        dir.path(),
+        &bytes[..inside_a_frame(&bytes, bytes.len() * 2 / 3)],
+    );
     let out = dir.path().join("cut.pftrace");
     let o = runtrace(&["perfetto", &input, "-o", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -33,13 +33,13 @@
 
 use runtrace_format::files::{sort_trace_paths, unreadable};
 use runtrace_format::merge::EventStream;
+use runtrace_format::output::{refuse_input, AtomicFile};
 use runtrace_format::per_schema::PerSchema;
 use runtrace_format::schema::{builtin, ids};
 use runtrace_format::{Event, FieldType, Record, Schema, Value};
 use serde_json::ser::{CompactFormatter, Formatter};
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -487,20 +487,19 @@ pub fn convert(files: &[PathBuf], output: Option<&Path>) -> ExitCode {
     let result = match output {
         None => write_jsonl(files, io::stdout().lock(), on_error),
         Some(path) => {
-            if let Some(input) = files.iter().find(|f| same_file(f, path)) {
-                eprintln!(
-                    "runtrace: refusing to overwrite input {} with JSON output",
-                    input.display()
-                );
+            if let Err(e) = refuse_input(path, files) {
+                eprintln!("runtrace: {e}");
                 return ExitCode::FAILURE;
             }
-            match File::create(path) {
-                Ok(f) => write_jsonl(files, f, on_error),
+            // Complete or not at all: renamed into place once written.
+            let mut f = match AtomicFile::create(path) {
+                Ok(f) => f,
                 Err(e) => {
                     eprintln!("runtrace: {}: cannot create: {e}", path.display());
                     return ExitCode::FAILURE;
                 }
-            }
+            };
+            write_jsonl(files, &mut f, on_error).and_then(|s| f.commit().map(|()| s))
         }
     };
     if let Ok(s) = &result {
@@ -519,14 +518,6 @@ pub fn convert(files: &[PathBuf], output: Option<&Path>) -> ExitCode {
             eprintln!("runtrace: writing {to}: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// True when `a` and `b` name the same existing file.
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
     }
 }
 

@@ -13,6 +13,7 @@
 //! ```
 
 use crate::files::{sort_trace_paths, unreadable};
+use crate::frame::Finish;
 use crate::per_schema::PerSchema;
 use crate::reader::{ErrorKind, FileReader, Record};
 use std::collections::BTreeMap;
@@ -100,6 +101,11 @@ pub struct CheckReport {
     /// Every problem found, each naming its file (and byte offset where
     /// there is one).
     pub errors: Vec<String>,
+    /// Why a recording is not complete, one line each, though no file is
+    /// damaged: it did not finish (no `FINISH` frame: killed, crashed, or
+    /// still recording), files of its sequence are missing, or it lost
+    /// events (how many, and why).
+    pub incomplete: Vec<String>,
 }
 
 impl CheckReport {
@@ -128,9 +134,10 @@ impl CheckReport {
         (self.events > 0).then(|| self.bytes as f64 / self.events as f64)
     }
 
-    /// True when nothing is wrong: no errors and nothing cut short.
+    /// True when nothing is wrong: no errors, nothing cut short, every
+    /// recording complete and without losses.
     pub fn is_clean(&self) -> bool {
-        self.errors.is_empty() && !self.truncated()
+        self.errors.is_empty() && !self.truncated() && self.incomplete.is_empty()
     }
 
     /// True when some file is damaged: an error was found, or a file ends
@@ -150,8 +157,10 @@ impl CheckReport {
             })
     }
 
-    /// The verdict on the last line: `OK`, `INCOMPLETE` (intact, but some
-    /// file has no `END` frame) or `DAMAGED`.
+    /// The verdict on the last line: `OK` (every recording complete, no
+    /// losses), `INCOMPLETE` (intact, but some file has no `END` frame, a
+    /// recording did not finish, files are missing, or events were
+    /// dropped: [`CheckReport::incomplete`]) or `DAMAGED`.
     ///
     /// ```
     /// assert_eq!(runtrace_format::check::CheckReport::default().verdict(), "OK");
@@ -209,6 +218,9 @@ impl fmt::Display for CheckReport {
             };
             writeln!(f, "  {}: no END frame: {why}", p.display())?;
         }
+        for why in &self.incomplete {
+            writeln!(f, "  incomplete: {why}")?;
+        }
         if !self.event_counts.is_empty() {
             writeln!(f, "event counts:")?;
             // Most frequent first: that is what a reader looks for.
@@ -241,11 +253,25 @@ pub fn check_files<P: AsRef<Path>>(paths: &[P]) -> CheckReport {
     sort_trace_paths(&mut paths);
     let mut report = CheckReport::default();
     let mut counts = PerSchema::new();
+    let mut recordings: BTreeMap<u64, Recording> = BTreeMap::new();
     for p in &paths {
-        let summary = check_one(p, &mut report, &mut counts);
+        let (summary, seen) = check_one(p, &mut report, &mut counts);
+        if let Some(seen) = seen {
+            let r = recordings.entry(seen.recording_id).or_default();
+            r.indexes.push(seen.file_index);
+            r.format_1_2 |= seen.version_minor >= 2;
+            r.dropped = r.dropped.saturating_add(seen.dropped);
+            r.events = r.events.saturating_add(summary.events);
+            if seen.finish.is_some() {
+                r.finish = seen.finish;
+            }
+        }
         report.events += summary.events;
         report.bytes += summary.bytes;
         report.files.push(summary);
+    }
+    for (id, r) in &recordings {
+        r.judge(*id, &mut report.incomplete);
     }
     // Different files carry their own copies of a schema: merge by name.
     for (schema, n) in counts.iter() {
@@ -257,8 +283,86 @@ pub fn check_files<P: AsRef<Path>>(paths: &[P]) -> CheckReport {
     report
 }
 
-/// Reads one file to the end, adding its errors and drops to `report`.
-fn check_one(path: &Path, report: &mut CheckReport, counts: &mut PerSchema<u64>) -> FileSummary {
+/// What one file says about its recording.
+struct Seen {
+    recording_id: u64,
+    file_index: u64,
+    version_minor: u64,
+    dropped: u64,
+    finish: Option<Finish>,
+}
+
+/// A recording's files among those checked.
+#[derive(Default)]
+struct Recording {
+    /// Their indexes (`HEADER.file_index`).
+    indexes: Vec<u64>,
+    /// Some file was written by a recorder that writes `FINISH` frames.
+    format_1_2: bool,
+    events: u64,
+    dropped: u64,
+    finish: Option<Finish>,
+}
+
+impl Recording {
+    /// Why the recording is incomplete, if it is (docs/format.md
+    /// section 11): no `FINISH` frame (format 1.2 on), files missing from
+    /// its sequence, events lost.
+    fn judge(&self, id: u64, out: &mut Vec<String>) {
+        let mut idx = self.indexes.clone();
+        idx.sort_unstable();
+        idx.dedup();
+        let last = idx.last().copied().unwrap_or(0);
+        let (from, to) = match (self.finish, self.format_1_2) {
+            (Some(f), _) => (f.evicted, f.files),
+            (None, true) => {
+                out.push(format!(
+                    "recording {id:016x}: it did not finish: no FINISH frame after file {last} \
+                     (the process was killed or crashed, or is still recording; or give every \
+                     file of the recording, e.g. its directory)"
+                ));
+                (idx.first().copied().unwrap_or(0), last + 1)
+            }
+            // Format 1.1 has no FINISH frame: only gaps can be seen.
+            (None, false) => (idx.first().copied().unwrap_or(0), last + 1),
+        };
+        let missing: Vec<String> = (from..to)
+            .filter(|i| idx.binary_search(i).is_err())
+            .take(20)
+            .map(|i| i.to_string())
+            .collect();
+        if !missing.is_empty() {
+            let n = (from..to).filter(|i| idx.binary_search(i).is_err()).count();
+            out.push(format!(
+                "recording {id:016x}: {n} file(s) of its sequence {from}..={} missing: index {}{}",
+                to.saturating_sub(1),
+                missing.join(", "),
+                if n > missing.len() { ", ..." } else { "" }
+            ));
+        }
+        let dropped = self
+            .finish
+            .map_or(self.dropped, |f| f.dropped.max(self.dropped));
+        if dropped > 0 {
+            let io = self.finish.map_or(0, |f| f.lost_to_writes.min(dropped));
+            let total = dropped.saturating_add(self.finish.map_or(self.events, |f| f.events));
+            out.push(format!(
+                "recording {id:016x}: {dropped} events dropped ({:.1}% of {total}): {} to full thread buffers (raise Recorder::builder().buffer_size or RUNTRACE_BUFFER_SIZE), {io} to failed writes (disk full or I/O errors)",
+                dropped as f64 * 100.0 / total.max(1) as f64,
+                dropped - io
+            ));
+        }
+    }
+}
+
+/// Reads one file to the end, adding its errors and drops to `report`;
+/// returns its summary and, when it has a header, what it says of its
+/// recording.
+fn check_one(
+    path: &Path,
+    report: &mut CheckReport,
+    counts: &mut PerSchema<u64>,
+) -> (FileSummary, Option<Seen>) {
     let mut summary = FileSummary {
         path: path.to_path_buf(),
         bytes: 0,
@@ -268,7 +372,7 @@ fn check_one(path: &Path, report: &mut CheckReport, counts: &mut PerSchema<u64>)
     };
     if let Some(msg) = unreadable(path) {
         report.errors.push(msg);
-        return summary;
+        return (summary, None);
     }
     let mut reader = match FileReader::open(path) {
         Ok(r) => r,
@@ -276,7 +380,7 @@ fn check_one(path: &Path, report: &mut CheckReport, counts: &mut PerSchema<u64>)
             report
                 .errors
                 .push(format!("{}: cannot open: {e}", path.display()));
-            return summary;
+            return (summary, None);
         }
     };
     summary.bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -319,5 +423,12 @@ fn check_one(path: &Path, report: &mut CheckReport, counts: &mut PerSchema<u64>)
     } else {
         FileStatus::Sealed
     };
-    summary
+    let seen = reader.header().map(|h| Seen {
+        recording_id: h.recording_id,
+        file_index: h.file_index,
+        version_minor: h.version_minor,
+        dropped: reader.dropped_read(),
+        finish: reader.finish().copied(),
+    });
+    (summary, seen)
 }

@@ -113,7 +113,7 @@ pub fn is_active_trace_file(p: &Path) -> bool {
 }
 
 /// True when the name is `*.N.bin` (whatever is on disk).
-fn is_trace_name(p: &Path) -> bool {
+pub(crate) fn is_trace_name(p: &Path) -> bool {
     let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
         return false;
     };

@@ -45,6 +45,8 @@ pub enum FrameType {
     Mappings = 12,
     /// What CPU profiling did (format 1.1).
     Profile = 13,
+    /// The recording ended cleanly: this is its last file (format 1.2).
+    Finish = 14,
 }
 
 impl FrameType {
@@ -64,6 +66,7 @@ impl FrameType {
             11 => FrameType::Stacks,
             12 => FrameType::Mappings,
             13 => FrameType::Profile,
+            14 => FrameType::Finish,
             _ => return None,
         })
     }
@@ -272,6 +275,63 @@ pub fn end(events: u64, dropped: u64) -> Vec<u8> {
     varint::put(&mut p, events);
     varint::put(&mut p, dropped);
     p
+}
+
+/// A `FINISH` frame (format 1.2, docs/format.md section 11): the
+/// recording ended cleanly, in the file that holds it, and this is what
+/// it wrote in all.
+///
+/// ```
+/// use runtrace_format::frame::{decode_finish, Finish};
+/// let f = Finish { files: 3, evicted: 1, events: 900, dropped: 2, lost_to_writes: 0 };
+/// assert_eq!(decode_finish(&f.encode()).unwrap(), f);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Finish {
+    /// Files the recording wrote (indexes 0 to `files - 1`; this one is
+    /// the last).
+    pub files: u64,
+    /// The oldest of them deleted by the total-size limit
+    /// (`max_total_size`): indexes 0 to `evicted - 1` are gone by design.
+    pub evicted: u64,
+    /// Events written over the whole recording.
+    pub events: u64,
+    /// Events lost over the whole recording (told in `DROPPED` frames,
+    /// and those no file could be told about).
+    pub dropped: u64,
+    /// Of `dropped`, those lost because writing failed (disk full, I/O
+    /// errors); the rest were lost to full thread buffers.
+    pub lost_to_writes: u64,
+}
+
+impl Finish {
+    /// The frame's payload.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p = Vec::new();
+        for v in [
+            self.files,
+            self.evicted,
+            self.events,
+            self.dropped,
+            self.lost_to_writes,
+        ] {
+            varint::put(&mut p, v);
+        }
+        p
+    }
+}
+
+/// Decodes a `FINISH` payload (trailing bytes ignored: later minor
+/// versions may add fields).
+pub fn decode_finish(p: &[u8]) -> Result<Finish, DecodeError> {
+    let mut c = Cursor::new(p);
+    Ok(Finish {
+        files: c.varint()?,
+        evicted: c.varint()?,
+        events: c.varint()?,
+        dropped: c.varint()?,
+        lost_to_writes: c.varint()?,
+    })
 }
 
 /// Most frames a `STACKS` stack may have (docs/format.md, `STACKS`).

@@ -21,6 +21,7 @@ pub mod chunk;
 pub mod files;
 pub mod frame;
 pub mod merge;
+pub mod output;
 pub mod per_schema;
 pub mod reader;
 pub mod schema;
@@ -36,8 +37,9 @@ pub const MAGIC: &[u8; 8] = b"RUNTRACE";
 /// Major format version written and understood by this crate.
 pub const VERSION_MAJOR: u64 = 1;
 /// Minor format version written by this crate (1.1: CPU profiles, the
-/// `STACKS`, `MAPPINGS` and `PROFILE` frames).
-pub const VERSION_MINOR: u64 = 1;
+/// `STACKS`, `MAPPINGS` and `PROFILE` frames; 1.2: the `FINISH` frame, a
+/// recording's end).
+pub const VERSION_MINOR: u64 = 2;
 /// Largest frame payload a reader accepts; longer frames are corrupt.
 pub const MAX_FRAME_LEN: u32 = 64 << 20;
 /// Longest inline `str` field, in bytes.

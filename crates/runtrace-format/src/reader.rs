@@ -359,6 +359,8 @@ pub struct FileReader<R> {
     damaged: bool,
     /// The last `END` frame: its offset and totals.
     end: Option<(u64, u64, u64)>,
+    /// The `FINISH` frame (format 1.2), if the file has one.
+    finish: Option<frame::Finish>,
     /// A chunk whose events are being handed out in parts; its payload is
     /// still in `payload`.
     part: Option<ChunkPart>,
@@ -407,6 +409,7 @@ impl<R: Read> FileReader<R> {
             raw_chunk_events: 0,
             damaged: false,
             end: None,
+            finish: None,
             part: None,
         }
     }
@@ -424,6 +427,12 @@ impl<R: Read> FileReader<R> {
     /// True once an `END` frame was read.
     pub fn sealed(&self) -> bool {
         self.sealed
+    }
+
+    /// The `FINISH` frame read (format 1.2): the recording ended cleanly
+    /// and this file is its last.
+    pub fn finish(&self) -> Option<&frame::Finish> {
+        self.finish.as_ref()
     }
 
     /// The file's path (as given).
@@ -773,6 +782,10 @@ impl<R: Read> FileReader<R> {
             }
             FrameType::Profile => {
                 self.tables.profile = Some(frame::decode_profile(p)?);
+                return Ok(None);
+            }
+            FrameType::Finish => {
+                self.finish = Some(frame::decode_finish(p)?);
                 return Ok(None);
             }
             FrameType::Thread => {

@@ -507,8 +507,9 @@ fn s7_unknown_frame_types_skipped() {
     let (want, _) = read_all(&s.file.bytes);
     // Rebuild the sample with unknown frames between every pair of frames.
     let mut b = FileBuilder::new();
-    // (11..=13 are known since format 1.1: STACKS, MAPPINGS, PROFILE.)
-    let mut unknown = [14u8, 15, 100, 200, 254, 255].into_iter().cycle();
+    // (11..=13 are known since format 1.1: STACKS, MAPPINGS, PROFILE;
+    // 14 since 1.2: FINISH.)
+    let mut unknown = [15u8, 16, 100, 200, 254, 255].into_iter().cycle();
     for f in &s.file.frames {
         let p = &s.file.bytes[f.offset as usize + 9..f.end() as usize];
         b.raw(f.ty, p);

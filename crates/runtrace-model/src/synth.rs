@@ -302,6 +302,15 @@ impl TraceBuilder {
     /// Flushes and seals the file (END frame); returns its bytes.
     pub fn finish(mut self) -> Vec<u8> {
         self.flush();
+        // A one-file recording that ended cleanly (format 1.2).
+        let finish = frame::Finish {
+            files: 1,
+            evicted: 0,
+            events: self.events,
+            dropped: self.dropped,
+            lost_to_writes: 0,
+        };
+        frame::write(&mut self.out, FrameType::Finish, &finish.encode());
         frame::write(
             &mut self.out,
             FrameType::End,

@@ -179,3 +179,51 @@ pub fn check_schema(path: &Path, table: Table) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Creates directory `dir` under the dataset `root` (and its parents up
+/// to `root`), refusing to go through a symbolic link: a link planted in
+/// the dataset must not make the export write outside it.
+///
+/// ```
+/// let root = std::env::temp_dir().join(format!("runtrace-safe-dir-{}", std::process::id()));
+/// std::fs::create_dir_all(&root).unwrap();
+/// runtrace_parquet::layout::create_dir_in(&root, &root.join("polls/service=a")).unwrap();
+/// std::os::unix::fs::symlink("/tmp", root.join("tasks")).unwrap();
+/// let err = runtrace_parquet::layout::create_dir_in(&root, &root.join("tasks/service=a")).unwrap_err();
+/// assert!(err.contains("symbolic link"), "{err}");
+/// std::fs::remove_dir_all(&root).unwrap();
+/// ```
+pub fn create_dir_in(root: &Path, dir: &Path) -> Result<(), String> {
+    let rel = dir.strip_prefix(root).map_err(|_| {
+        format!(
+            "{}: not inside the dataset {}",
+            dir.display(),
+            root.display()
+        )
+    })?;
+    let mut at = root.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!(
+                    "{}: is a symbolic link inside the dataset; refusing to write through it",
+                    at.display()
+                ))
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(format!("{}: is not a directory", at.display())),
+            Err(_) => match std::fs::create_dir(&at) {
+                Ok(()) => {}
+                // Made meanwhile by a concurrent export: checked again.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if std::fs::symlink_metadata(&at).is_ok_and(|m| !m.is_dir()) {
+                        return Err(format!("{}: is not a directory", at.display()));
+                    }
+                }
+                Err(e) => return Err(format!("{}: cannot create: {e}", at.display())),
+            },
+        }
+    }
+    Ok(())
+}

@@ -91,6 +91,27 @@ impl Summary {
 /// leaves the dataset as it was. Damaged input is not an error: what was
 /// readable is exported and [`Summary::damaged`] says where it broke.
 pub fn export(paths: &[PathBuf], root: &Path, opts: &ExportOptions) -> Result<Summary, String> {
+    let nothing = |e: String| format!("{e}; nothing was written to {}", root.display());
+    let (target, _lock) = prepare(root, opts).map_err(nothing)?;
+    let mut ex = Exporter::new(target.clone());
+    let paths = runtrace_model::input::sorted(paths);
+    let (_model, stats) = runtrace_model::input::read(&paths, &mut ex, None);
+    let written = ex.take_written();
+    let notes = std::mem::take(&mut ex.samples.notes);
+    if let Some(e) = ex.error.take() {
+        for w in &written {
+            let _ = std::fs::remove_file(&w.tmp);
+        }
+        return Err(nothing(e));
+    }
+    let mut s = commit(written, &target, stats)?;
+    s.notes = notes;
+    Ok(s)
+}
+
+/// Checks the options and the dataset, and takes its lock (held while the
+/// returned file is open).
+fn prepare(root: &Path, opts: &ExportOptions) -> Result<(Target, std::fs::File), String> {
     let service = match &opts.service {
         Some(s) => Some(layout::partition_name(s, "--service")?),
         None => None,
@@ -105,15 +126,11 @@ pub fn export(paths: &[PathBuf], root: &Path, opts: &ExportOptions) -> Result<Su
             root.display()
         )
     })?;
-    // Writable? (Find out before reading any trace.)
-    let probe = root.join(format!(".runtrace-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| {
-        format!(
-            "{}: cannot write in the dataset directory: {e}",
-            root.display()
-        )
-    })?;
-    let _ = std::fs::remove_file(&probe);
+    // One export at a time per dataset: a second waits here, then sees
+    // the first's recordings (and refuses the same one without
+    // --replace). Also tells whether the directory is writable, before
+    // reading any trace.
+    let lock = lock_dataset(root)?;
     for t in schema::Table::ALL {
         if let Some(f) = layout::data_files(root, t).first() {
             layout::check_schema(f, t)?;
@@ -126,20 +143,39 @@ pub fn export(paths: &[PathBuf], root: &Path, opts: &ExportOptions) -> Result<Su
         existing: pass::existing_recordings(root),
         replace: opts.replace,
     };
-    let mut ex = Exporter::new(target.clone());
-    let paths = runtrace_model::input::sorted(paths);
-    let (_model, stats) = runtrace_model::input::read(&paths, &mut ex, None);
-    let written = ex.take_written();
-    let notes = std::mem::take(&mut ex.samples.notes);
-    if let Some(e) = ex.error.take() {
-        for w in &written {
-            let _ = std::fs::remove_file(&w.tmp);
+    Ok((target, lock))
+}
+
+/// Takes the dataset's export lock (`DATASET/.runtrace-export.lock`, an
+/// exclusive `flock`, waited for), created exclusively when missing and
+/// never through a symbolic link; released when the returned file closes.
+fn lock_dataset(root: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = root.join(".runtrace-export.lock");
+    let file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| {
+            format!(
+                "{}: cannot write in the dataset directory: {e}",
+                path.display()
+            )
+        })?;
+    loop {
+        // SAFETY: `file` is an open descriptor for the whole call.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(file);
         }
-        return Err(e);
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("{}: cannot lock: {e}", path.display()));
+        }
     }
-    let mut s = commit(written, &target, stats)?;
-    s.notes = notes;
-    Ok(s)
 }
 
 /// Renames the files into place, then removes the replaced recordings'
@@ -178,7 +214,17 @@ fn commit(
         }
     }
     if let Some(e) = err {
-        return Err(e);
+        // Some files may be in place already: say which.
+        let done: Vec<String> = s.files.iter().map(|f| f.1.display().to_string()).collect();
+        return Err(if done.is_empty() {
+            format!("{e}; nothing was written to {}", target.root.display())
+        } else {
+            format!(
+                "{e}; {} file(s) of this export were committed before it: {}",
+                done.len(),
+                done.join(", ")
+            )
+        });
     }
     if target.replace {
         for id in &s.recordings {

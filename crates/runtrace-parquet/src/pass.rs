@@ -227,8 +227,7 @@ impl Exporter {
                 n,
             );
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+                layout::create_dir_in(&self.target.root, dir)?;
             }
             writers.push(TableWriter::create(t, &path, rid)?);
             finals.push(path);

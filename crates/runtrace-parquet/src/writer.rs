@@ -99,12 +99,23 @@ pub struct TableWriter {
 }
 
 /// The temporary name of `path` while it is written: hidden and not
-/// ending in `.parquet`, so no engine reads a file still being written.
+/// ending in `.parquet`, so no engine reads a file still being written;
+/// unique to this process and call (it is created exclusively: a file or
+/// link already there is an error, never followed).
 pub fn temp_path(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
         .map_or_else(|| "part".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    path.with_file_name(format!(
+        ".{name}.tmp-{}-{}-{nanos:08x}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
 }
 
 impl TableWriter {
@@ -112,8 +123,11 @@ impl TableWriter {
     /// [`temp_path`] meanwhile), recording `recording_id` in its metadata.
     pub fn create(table: Table, path: &Path, recording_id: u64) -> Result<TableWriter, String> {
         let tmp = temp_path(path);
-        let file =
-            File::create(&tmp).map_err(|e| format!("{}: cannot create: {e}", tmp.display()))?;
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| format!("{}: cannot create: {e}", tmp.display()))?;
         let schema = table.arrow_schema();
         // Dictionary encoding only for text (spawn locations, names: few
         // distinct values); for numbers it costs a hash per value. Min/max statistics per column chunk

@@ -50,6 +50,8 @@ fn opts(host: &str) -> ExportOptions {
 }
 
 /// Every file under `root` (data and anything else), sorted.
+/// Every file of the dataset but its export lock (`.runtrace-export.lock`,
+/// which stays: deleting a lock file races with the next export).
 fn all_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
@@ -57,7 +59,7 @@ fn all_files(root: &Path) -> Vec<PathBuf> {
         for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
             if e.file_type().unwrap().is_dir() {
                 dirs.push(e.path());
-            } else {
+            } else if e.path() != root.join(".runtrace-export.lock") {
                 out.push(e.path());
             }
         }

@@ -32,6 +32,15 @@ pub enum RecordError {
         /// What the recording wrote and lost.
         stats: RecordStats,
     },
+    /// `finish()` (or the guard's drop) in a process forked from the one
+    /// recording: the recording and its writer thread belong to the parent,
+    /// which seals it; the child only stops recording its own events.
+    Forked {
+        /// The recording process.
+        parent: u32,
+        /// This one.
+        child: u32,
+    },
 }
 
 impl RecordError {
@@ -62,6 +71,12 @@ impl std::fmt::Display for RecordError {
                 f,
                 "{message} ({} events written, {} dropped)",
                 stats.events, stats.dropped
+            ),
+            RecordError::Forked { parent, child } => write!(
+                f,
+                "finish() in process {child}, forked from the recording process {parent}: \
+                 the recording is the parent's to finish; this process's events after the fork \
+                 were not recorded"
             ),
         }
     }

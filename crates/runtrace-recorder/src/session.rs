@@ -72,6 +72,7 @@ impl RecorderBuilder {
         Ok(RecordingGuard {
             shared,
             handle: Some(handle),
+            pid: std::process::id(),
         })
     }
 }
@@ -89,6 +90,9 @@ impl RecorderBuilder {
 pub struct RecordingGuard {
     shared: Arc<Shared>,
     handle: Option<JoinHandle<Result<RecordStats, RecordError>>>,
+    /// The process that started the recording (a forked child has a copy
+    /// of this guard but not the writer thread).
+    pid: u32,
 }
 
 impl RecordingGuard {
@@ -105,6 +109,16 @@ impl RecordingGuard {
             return Ok(RecordStats::default());
         };
         state::end(&self.shared);
+        let child = std::process::id();
+        if child != self.pid {
+            // The writer thread is the parent's: joining (or detaching) it
+            // here would touch a thread this process does not have.
+            std::mem::forget(h);
+            return Err(RecordError::Forked {
+                parent: self.pid,
+                child,
+            });
+        }
         runtrace_core::listeners::changed();
         h.thread().unpark();
         h.join()

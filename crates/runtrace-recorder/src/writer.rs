@@ -65,6 +65,8 @@ pub(crate) struct Writer {
     file_dropped: u64,
     defs: DefCursor,
     sealed: VecDeque<(PathBuf, u64)>,
+    /// Sealed files deleted by the total-size limit (told in `FINISH`).
+    evicted: u64,
     buf: Vec<u8>,
     chunks: Vec<u8>,
     stats: RecordStats,
@@ -142,6 +144,7 @@ impl Writer {
             file_dropped: 0,
             defs: DefCursor::default(),
             sealed: VecDeque::new(),
+            evicted: 0,
             buf: Vec::with_capacity(1 << 20),
             chunks: Vec::with_capacity(1 << 20),
             stats: RecordStats::default(),
@@ -223,7 +226,7 @@ impl Writer {
         // losses no DROPPED frame could carry, it stays unsealed
         // (`.active`), so readers report it as incomplete.
         if self.unwritten.is_empty() {
-            if let Err(e) = self.seal() {
+            if let Err(e) = self.finish_recording() {
                 self.write_failed(&e);
             }
         }
@@ -669,6 +672,30 @@ impl Writer {
         Ok(())
     }
 
+    /// Ends the recording: a `FINISH` frame (format 1.2) in the last file,
+    /// then its `END`, so readers tell a finished recording from one that
+    /// stopped after a rotation. A recording whose last file was sealed
+    /// by rotation gets one more file for it.
+    fn finish_recording(&mut self) -> Result<(), RecordError> {
+        if self.file.is_none() {
+            self.open_file()?;
+        }
+        let f = frame::Finish {
+            files: self.file_index + 1,
+            evicted: self.evicted,
+            events: self.stats.events,
+            dropped: self.stats.dropped,
+            lost_to_writes: self.lost_to_writes,
+        };
+        self.buf.clear();
+        frame::write(&mut self.buf, FrameType::Finish, &f.encode());
+        if let Err(e) = self.write_buf() {
+            self.rollback();
+            return Err(e);
+        }
+        self.seal()
+    }
+
     fn seal(&mut self) -> Result<(), RecordError> {
         let Some(_) = self.file.as_ref() else {
             return Ok(());
@@ -711,6 +738,7 @@ impl Writer {
         while total > self.shared.cfg.max_total_size && self.sealed.len() > 1 {
             let (p, n) = self.sealed.pop_front().unwrap_or_default();
             let _ = std::fs::remove_file(&p);
+            self.evicted += 1;
             total -= n;
         }
     }

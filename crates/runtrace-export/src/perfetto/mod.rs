@@ -38,7 +38,7 @@ pub mod writer;
 
 pub use pass::{ExportStats, Exporter};
 
-use std::fs::File;
+use runtrace_format::output::{refuse_input, AtomicFile};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
@@ -59,14 +59,22 @@ pub struct Converted {
 /// cannot be created or written; damage in the input is in
 /// [`Converted::errors`] and the readable part is converted.
 pub fn convert<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Converted, String> {
-    let file = File::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
     let paths: Vec<PathBuf> = runtrace_model::input::sorted(paths);
+    refuse_input(out, &paths)?;
+    // Complete or not at all: renamed into place once written.
+    let file =
+        AtomicFile::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
     let mut ex = Exporter::new(BufWriter::with_capacity(1 << 20, file));
     let (_model, stats) = runtrace_model::input::read(&paths, &mut ex, None);
-    let (_out, err, written) = ex.finish_output();
+    let (buffered, err, written) = ex.finish_output();
     if let Some(e) = err {
         return Err(format!("{}: cannot write: {e}", out.display()));
     }
+    buffered
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(AtomicFile::commit)
+        .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
     Ok(Converted {
         stats: written,
         events: stats.events,

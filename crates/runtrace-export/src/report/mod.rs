@@ -36,7 +36,9 @@ use runtrace_analyze::backlog::{Backlog, BacklogOptions};
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::runtime::{Engine, WhenProfiled};
 use runtrace_analyze::Thresholds;
+use runtrace_format::output::{refuse_input, AtomicFile};
 use runtrace_model::profile::Profile;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What [`write`] wrote.
@@ -56,9 +58,12 @@ pub struct Written {
 /// Reads `paths` once and writes the report page to `out`. `Err` names the
 /// output file when it cannot be written.
 pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String> {
-    // Fail on an unwritable path before reading a large trace.
-    std::fs::File::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
     let paths: Vec<PathBuf> = runtrace_model::input::sorted(paths);
+    refuse_input(out, &paths)?;
+    // Fail on an unwritable path before reading a large trace; the page
+    // appears complete or not at all.
+    let mut file =
+        AtomicFile::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
     let backlog_opts = BacklogOptions::default();
     let mut passes = (
         Engine::new(Thresholds::default()),
@@ -80,7 +85,9 @@ pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String>
     }
     let b = backlog.report(&model, stats);
     let page = html::render(&r, &b, &charts, &model, &flames, &notes);
-    std::fs::write(out, &page).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    file.write_all(page.as_bytes())
+        .and_then(|()| file.commit())
+        .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
     Ok(Written {
         bytes: page.len() as u64,
         events: r.events,

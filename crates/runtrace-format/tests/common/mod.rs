@@ -594,7 +594,7 @@ pub fn sample_file() -> Sample {
 /// True for frame types that the reader reports as a record (definitions
 /// are absorbed silently).
 pub fn yields_record(ty: u8) -> bool {
-    matches!(FrameType::from_u8(ty), Some(t) if !matches!(t, FrameType::Schema | FrameType::Strings | FrameType::Locations | FrameType::Stacks | FrameType::Mappings | FrameType::Profile))
+    matches!(FrameType::from_u8(ty), Some(t) if !matches!(t, FrameType::Schema | FrameType::Strings | FrameType::Locations | FrameType::Stacks | FrameType::Mappings | FrameType::Profile | FrameType::Finish))
 }
 
 /// A fresh directory for one test case.
