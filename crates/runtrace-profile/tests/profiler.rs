@@ -111,7 +111,10 @@ fn encoded_rounds_read_back_with_their_stacks() {
     // Round 3 reuses both stacks: defined once per file, nothing new.
     let round3 = [sample(8, t0 + 30, RawKind::OnCpu, &b)];
     let r = p.encode(&round3, 99);
-    assert!(r.defs.is_empty(), "stacks the file defines are not repeated");
+    assert!(
+        r.defs.is_empty(),
+        "stacks the file defines are not repeated"
+    );
     file.extend_from_slice(&r.chunk);
     // A round without samples writes nothing.
     let r = p.encode(&[], 99);
@@ -119,7 +122,11 @@ fn encoded_rounds_read_back_with_their_stacks() {
 
     let (got, info) = read_back(file);
     assert_eq!(info.mode, ProfileInfo::MODE_NONE);
-    assert!(info.message.contains("RUNTRACE_CPU_FALLBACK=off"), "{}", info.message);
+    assert!(
+        info.message.contains("RUNTRACE_CPU_FALLBACK=off"),
+        "{}",
+        info.message
+    );
     let want: Vec<Read> = vec![
         ("cpu_sample".into(), 7, t0 + 10, a.to_vec(), None),
         ("off_cpu".into(), 8, t0 + 20, b.to_vec(), Some(5_000)),
@@ -132,7 +139,8 @@ fn encoded_rounds_read_back_with_their_stacks() {
 fn spin_cpu_ms(ms: u64) -> u64 {
     let start = runtrace_core::thread_time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
     let mut x = 1u64;
-    while runtrace_core::thread_time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - start < ms * 1_000_000
+    while runtrace_core::thread_time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - start
+        < ms * 1_000_000
     {
         for _ in 0..10_000 {
             x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
@@ -175,7 +183,10 @@ fn check_on_cpu_samples(samples: &[RawSample], tid: u64, hz: u64, ms: u64, what:
         mine.iter().all(|s| !s.stack.is_empty()),
         "{what}: every sample of the busy thread has a user stack"
     );
-    assert!(samples.windows(2).all(|w| w[0].ticks <= w[1].ticks), "{what}: time order");
+    assert!(
+        samples.windows(2).all(|w| w[0].ticks <= w[1].ticks),
+        "{what}: time order"
+    );
 }
 
 #[test]
@@ -183,8 +194,16 @@ fn signal_fallback_samples_a_thread_handed_to_it() {
     let _g = serial();
     let (hz, ms) = (999, 300);
     let mut p = Profiler::start(hz as u32, CpuBackend::Signal, true, TraceClock::get());
-    assert_eq!(p.info().mode, ProfileInfo::MODE_SIGNAL, "{}", p.info().message);
-    assert!(!p.info().off_cpu(), "the signal fallback takes no off-CPU stacks");
+    assert_eq!(
+        p.info().mode,
+        ProfileInfo::MODE_SIGNAL,
+        "{}",
+        p.info().message
+    );
+    assert!(
+        !p.info().off_cpu(),
+        "the signal fallback takes no off-CPU stacks"
+    );
     let (samples, tid) = sample_busy_thread(&mut p, ms);
     check_on_cpu_samples(&samples, tid, hz, ms, "signal");
     assert!(samples.iter().all(|s| s.kind == RawKind::OnCpu));
