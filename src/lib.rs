@@ -15,7 +15,12 @@
 //!
 //! With no backend feature a probe site compiles to nothing (its arguments
 //! are still type-checked). The trace format is [`format`](mod@format)
-//! (`docs/format.md`).
+//! (`docs/format.md`); its reading side (`FileReader`, the merging
+//! `EventStream`, `files`, `check`) comes with the feature `read`, on by
+//! default. A build that only fires probes can leave it out, and compile no
+//! trace reader: `runtrace = { default-features = false, features =
+//! ["usdt"] }` (`record` does not need it either: the recorder only
+//! encodes).
 //!
 //! ```
 //! let task_id = 7;

@@ -5,6 +5,16 @@
 //! reference implementation and has no dependency on the recorder, so tools
 //! that only read traces stay small.
 //!
+//! Two sides, one feature apart. Writers need [`schema`], [`varint`],
+//! [`frame`] (encoders, and decoders of single frames) and [`chunk`] (the
+//! chunk header and walker); they are always built. The reading side,
+//! feature `read` (on by default), adds `reader` (`FileReader`), `merge`
+//! (the time-ordered `EventStream`), `value` (decoded events),
+//! `per_schema`, `files` (a recording's file names) and `check`.
+//! runtrace-core, the probe backends and the recorder use this crate with
+//! default features off, so a build that only fires probes or records
+//! compiles no reader.
+//!
 //! ```
 //! use runtrace_format::{schema::BUILTIN_EVENTS, varint};
 //! // The built-in catalog comes from probes/events.toml.
@@ -16,20 +26,32 @@
 
 #![warn(missing_docs)]
 
-pub mod check;
+// The writing side (and what reading builds on).
 pub mod chunk;
-pub mod files;
 pub mod frame;
-pub mod merge;
-pub mod output;
-pub mod per_schema;
-pub mod reader;
 pub mod schema;
-pub mod value;
 pub mod varint;
 
+// The reading side.
+#[cfg(feature = "read")]
+pub mod check;
+#[cfg(feature = "read")]
+pub mod files;
+#[cfg(feature = "read")]
+pub mod merge;
+#[cfg(feature = "read")]
+pub mod output;
+#[cfg(feature = "read")]
+pub mod per_schema;
+#[cfg(feature = "read")]
+pub mod reader;
+#[cfg(feature = "read")]
+pub mod value;
+
+#[cfg(feature = "read")]
 pub use reader::{EndTotal, ErrorKind, FileReader, ReadError, Record};
 pub use schema::{FieldType, Schema, SchemaField};
+#[cfg(feature = "read")]
 pub use value::{Event, Value};
 
 /// The 8 bytes every trace file starts with.

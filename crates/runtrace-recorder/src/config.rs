@@ -3,9 +3,11 @@
 //!
 //! Starting a recording from a builder is the session's job
 //! ([`RecorderBuilder::start`] is defined in `session.rs`), so this module
-//! depends on nothing but the error type.
+//! depends on nothing but the error type (and names the profiler's
+//! [`CpuBackend`] setting).
 
 use crate::error::RecordError;
+use runtrace_profile::CpuBackend;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -37,25 +39,10 @@ pub struct Config {
     pub(crate) buffer_size: usize,
     /// CPU samples per second per thread; 0: no CPU profile.
     pub(crate) cpu_hz: u32,
+    /// Which sampler the profiler may use (`RUNTRACE_CPU_FALLBACK`).
     pub(crate) cpu_backend: CpuBackend,
     /// Off-CPU stacks at every switch-out, with a CPU profile.
     pub(crate) off_cpu: bool,
-}
-
-/// Which CPU sampler a profiling recording may use
-/// (`RUNTRACE_CPU_FALLBACK`, a switch for tests and for hosts where
-/// `perf_event_open` misbehaves).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CpuBackend {
-    /// `perf_event_open`, else the timer + signal fallback (unset).
-    Auto,
-    /// `perf_event_open` with a per-thread on-CPU event even where
-    /// per-CPU events are allowed (`perf-thread`), else as `Auto`.
-    PerfThread,
-    /// The timer + signal fallback only (`signal`).
-    Signal,
-    /// No sampling: the trace says profiling was asked for but off (`off`).
-    Off,
 }
 
 /// Most samples per second per thread `cpu_profile` accepts.

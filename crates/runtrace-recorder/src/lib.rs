@@ -23,8 +23,7 @@
 
 // Module dependencies (a DAG: nothing imports back):
 //   session  -> config, error, state, writer
-//   writer   -> error, profile, ring, state, sync
-//   profile  -> config (its submodules: only profile/mod.rs uses them)
+//   writer   -> error, ring, state, sync (and runtrace-profile's Profiler)
 //   producer -> config, out, ring, state, sync
 //   state    -> config, error, ring, sync
 //   ring     -> sync
@@ -35,7 +34,6 @@ mod config;
 mod error;
 mod out;
 mod producer;
-mod profile;
 mod ring;
 mod session;
 mod state;

@@ -9,8 +9,6 @@
 //! - `StaticAtomicU64`: the generation counters live in `static`s, which
 //!   loom's atomics cannot (their constructor is not `const`, and they
 //!   exist only inside a model). Tokio's shim has the same alias.
-//!   The perf ring's `data_head`/`data_tail` words (`profile/perf.rs`)
-//!   use it too: they live in memory the kernel writes, outside models.
 //! - `Cell`, `RefCell`: thread-confined (the producer's thread-locals), so
 //!   there is nothing for a model to interleave.
 //! - `Mutex`, `OnceLock`: the recording's registration and start/stop,

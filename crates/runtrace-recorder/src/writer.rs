@@ -12,7 +12,6 @@
 //! back from `RecordingGuard::finish`.
 
 use crate::error::RecordError;
-use crate::profile::{Profiler, RawSample, Undo};
 use crate::ring::DrainPos;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
@@ -22,6 +21,7 @@ use runtrace_core::clock::{self, TraceClock};
 use runtrace_format::chunk::{first_ticks, scan, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
+use runtrace_profile::{Profiler, RawSample, Undo};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};

@@ -33,7 +33,7 @@
 //!
 //! Why the program is written here as instructions: it is ~140 of them, and
 //! a BPF compiler (clang with the bpf target, or a nightly Rust with
-//! bpf-linker for aya) or libbpf's C build in every build of the recorder
+//! bpf-linker for aya) or libbpf's C build in every build of this crate
 //! would cost more than the program. The kernel's verifier checks it at
 //! load; a refusal carries the verifier's last lines.
 //!
@@ -44,14 +44,14 @@
 //! kernel's); anything missing is an `Err` with the reason, and the
 //! profiler then uses the per-thread events.
 
-use super::sample::{take_up_to, ClockPair, RawKind, RawSample};
+use crate::sample::{take_up_to, ClockPair, RawKind, RawSample};
 use runtrace_core::clock::TraceClock;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 // std's atomics under loom too: these words live in memory the kernel
 // shares with us, outside every model (see `sync.rs`).
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{Ordering, StaticAtomicU32 as AtomicU32, StaticAtomicU64 as AtomicU64};
 
 /// Bytes of the ring buffer (a power of two of pages): ~40,000 switch-outs
 /// with stacks of 25 frames between two writer rounds (50 ms by default).
@@ -355,7 +355,7 @@ impl Pairs {
 fn cpu_time_offset() -> Result<i32, String> {
     const PATH: &str = "/sys/kernel/btf/vmlinux";
     let data = std::fs::read(PATH).map_err(|e| format!("{PATH}: {e}"))?;
-    let btf = super::btf::Btf::parse(&data).map_err(|e| format!("{PATH}: {e}"))?;
+    let btf = crate::btf::Btf::parse(&data).map_err(|e| format!("{PATH}: {e}"))?;
     match btf.offset_of("task_struct", &["se", "sum_exec_runtime"])? {
         (at, 8) => i32::try_from(at).map_err(|_| format!("{PATH}: offset {at} out of range")),
         (_, size) => Err(format!(

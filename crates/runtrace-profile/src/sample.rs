@@ -2,13 +2,24 @@
 //! the clock pair that turns a kernel time (CLOCK_MONOTONIC) into ticks.
 //!
 //! Its own module so that the samplers (`perf.rs`, `bpf.rs`, `signal.rs`)
-//! and the profiler (`mod.rs`) share them without importing each other.
+//! and the profiler (`profiler.rs`) share them without importing each
+//! other.
 
 use runtrace_core::clock::TraceClock;
 
-/// One sample as a sampler took it.
+/// One sample as a sampler took it: what [`Profiler::collect`] fills in
+/// and [`Profiler::encode`] turns into events.
+///
+/// ```
+/// use runtrace_profile::{RawKind, RawSample};
+/// let s = RawSample { tid: 7, ticks: 1_000, kind: RawKind::OnCpu, stack: vec![0x401000, 0x400800] };
+/// assert_eq!(s.stack[0], 0x401000); // the leaf
+/// ```
+///
+/// [`Profiler::collect`]: crate::Profiler::collect
+/// [`Profiler::encode`]: crate::Profiler::encode
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RawSample {
+pub struct RawSample {
     /// OS thread id of the sampled thread.
     pub tid: u64,
     /// When (trace ticks): the sample time, or for `OffCpu` the switch-in.
@@ -20,8 +31,14 @@ pub(crate) struct RawSample {
 }
 
 /// On-CPU sample, or the end of an off-CPU interval.
+///
+/// ```
+/// use runtrace_profile::RawKind;
+/// let k = RawKind::OffCpu { off_ns: 2_000_000 }; // 2 ms switched out
+/// assert_ne!(k, RawKind::OnCpu);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RawKind {
+pub enum RawKind {
     /// Taken while the thread ran.
     OnCpu,
     /// The thread was switched out for `off_ns` before `ticks`; the stack

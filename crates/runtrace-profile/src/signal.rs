@@ -80,7 +80,7 @@
 // The handler, and what only it uses, exist on x86_64 alone.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
-use super::sample::{RawKind, RawSample};
+use crate::sample::{RawKind, RawSample};
 use crate::sync::{AtomicU64, CachePadded, Mutex, Ordering, StaticAtomicU64, UnsafeCell};
 use runtrace_core::clock::TraceClock;
 use std::ffi::{c_int, c_void};
@@ -1273,7 +1273,7 @@ mod tests {
     /// CPU cost per signal, side by side in rounds, of a full sample (key
     /// found, stack walked) and of delivery alone (key not found), from a
     /// shallow stack and from 40 frames (~12 KiB) deeper.
-    /// `cargo test -p runtrace-recorder --release --lib -- --ignored
+    /// `cargo test -p runtrace-profile --release --lib -- --ignored
     /// --nocapture bench_signal_handler`
     #[test]
     #[ignore]
@@ -1320,7 +1320,7 @@ mod tests {
     }
 }
 
-/// Model checks: `RUSTFLAGS="--cfg loom" cargo test -p runtrace-recorder
+/// Model checks: `RUSTFLAGS="--cfg loom" cargo test -p runtrace-profile
 /// --release --lib loom_`.
 #[cfg(all(test, loom))]
 mod loom_tests {

@@ -23,7 +23,7 @@
 //! Nothing here runs on the application's threads: the kernel samples
 //! them, the writer thread reads.
 
-use super::sample::{take_up_to, ClockPair, RawKind, RawSample};
+use crate::sample::{take_up_to, ClockPair, RawKind, RawSample};
 // std's atomics under loom too: these words live in memory the kernel
 // shares with us, outside every model (see `sync.rs`).
 use crate::sync::{Ordering, StaticAtomicU64 as AtomicU64};

@@ -10,43 +10,39 @@
 //!   off-CPU sample: the kernel walks the stack in the scheduler, with
 //!   interrupts off, so a sampling profiler does not see this cost; and a
 //!   per-thread event is taken off and put back on the CPU);
-//! - writer side: the writer thread's CPU time per recorded sample (perf
-//!   ring drain, sort, interning, encoding, writing), against the same
-//!   recording without profiling.
+//! - writer side: the CPU time per sample of the thread that drives the
+//!   profiler as the recorder's writer does (every 50 ms: perf ring
+//!   drain, sort, interning, encoding, appending the frames to a file),
+//!   against the same thread without profiling.
+//!
+//! It drives a [`Profiler`] directly, as the recorder's writer thread
+//! does, without a recording (the sampled threads are handed to the
+//! profiler by thread id).
 //!
 //! Modes: not profiled, 99 Hz and 999 Hz with the default sampler
 //! (per-CPU on-CPU events where allowed), and 99 Hz without off-CPU stacks
-//! (`RUNTRACE_CPU_OFF_CPU=off`), with a cpu-clock event per thread
-//! (`RUNTRACE_CPU_FALLBACK=perf-thread`) and with the timer + signal
-//! fallback (`signal`). Each round runs every mode once in a
+//! (what the recorder's `RUNTRACE_CPU_OFF_CPU=off` asks for), with a
+//! cpu-clock event per thread (`CpuBackend::PerfThread`,
+//! `RUNTRACE_CPU_FALLBACK=perf-thread`) and with the timer + signal
+//! fallback (`CpuBackend::Signal`). Each round runs every mode once in a
 //! rotating order; the figures are medians over rounds of the paired
 //! differences. Run:
-//! `cargo bench -p runtrace-recorder --bench cpu_profile`
+//! `cargo bench -p runtrace-profile --bench cpu_profile`
 //! (`CPU_BENCH_ROUNDS`, default 7; `CPU_BENCH_MODES`, a comma-separated
 //! list of mode labels, runs only those besides `off`). Needs perf_event_open (root or
 //! `perf_event_paranoid` <= 1 for the off-CPU part); says so otherwise.
 
-use runtrace_format::{FileReader, Record};
+use runtrace_core::clock::{gettid, TraceClock};
+use runtrace_profile::{CpuBackend, Profiler, RawKind};
 use std::hint::black_box;
-use std::path::Path;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn thread_cpu_ns() -> u64 {
     runtrace_core::thread_time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-/// CPU ns of the thread named `name` in this process (schedstat's first
-/// field), None if there is none.
-fn named_thread_cpu_ns(name: &str) -> Option<u64> {
-    for e in std::fs::read_dir("/proc/self/task").ok()? {
-        let p = e.ok()?.path();
-        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
-        if comm.trim_end() == name {
-            let s = std::fs::read_to_string(p.join("schedstat")).ok()?;
-            return s.split_whitespace().next()?.parse().ok();
-        }
-    }
-    None
 }
 
 #[inline(never)]
@@ -70,34 +66,6 @@ struct Run {
     /// `cpu_sample` events.
     on_cpu: u64,
     mode: u64,
-}
-
-/// (samples, on-CPU samples, PROFILE mode).
-fn count_samples(dir: &Path) -> (u64, u64, u64) {
-    let (mut n, mut on, mut mode) = (0, 0, 0);
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        let Ok(r) = FileReader::open(&p) else {
-            continue;
-        };
-        let mut r = r;
-        for rec in &mut r {
-            if let Ok(Record::Events { events, .. }) = rec {
-                n += events
-                    .iter()
-                    .filter(|e| matches!(e.schema.name.as_str(), "cpu_sample" | "off_cpu"))
-                    .count() as u64;
-                on += events
-                    .iter()
-                    .filter(|e| e.schema.name == "cpu_sample")
-                    .count() as u64;
-            }
-        }
-        if let Some(p) = r.tables().profile() {
-            mode = p.mode;
-        }
-    }
-    (n, on, mode)
 }
 
 /// Round trips of the ping-pong: two switches each.
@@ -136,16 +104,17 @@ fn write_byte(w: i32) {
 }
 
 /// The CPU time (both threads) of ROUND_TRIPS hand-overs between two
-/// recording threads on one CPU.
+/// sampled threads on one CPU (each handed to the profiler through `join`).
 /// With `parked`, both threads are marked parked throughout (as tokio's
 /// park hook marks a worker that waits for work): every switch-out, the
 /// waits and the preemptions a wake-up causes, is then a parked one.
-fn ping_pong(parked: bool) -> u64 {
+fn ping_pong(parked: bool, join: Sender<u64>) -> u64 {
     let (a_r, a_w) = pipe();
     let (b_r, b_w) = pipe();
+    let other_join = join.clone();
     let other = std::thread::spawn(move || {
         pin();
-        runtrace_recorder::task_terminate(2);
+        other_join.send(gettid()).unwrap();
         runtrace_core::parked::set(parked);
         // Wait for the start signal, then answer each byte.
         let t0 = thread_cpu_ns();
@@ -156,7 +125,8 @@ fn ping_pong(parked: bool) -> u64 {
         thread_cpu_ns() - t0
     });
     pin();
-    // Both threads registered, and sampled from the writer's next round.
+    join.send(gettid()).unwrap();
+    // Both threads handed over, and sampled from the writer's next round.
     std::thread::sleep(Duration::from_millis(120));
     let t0 = thread_cpu_ns();
     runtrace_core::parked::set(parked);
@@ -174,54 +144,109 @@ fn ping_pong(parked: bool) -> u64 {
     mine + theirs
 }
 
-/// The variables a mode may set (each run sets its own, clears the rest).
-const MODE_VARS: [&str; 2] = ["RUNTRACE_CPU_FALLBACK", "RUNTRACE_CPU_OFF_CPU"];
-
-/// One bench mode: its label, the sampling rate, its variables, and
-/// whether the ping-pong threads wait marked parked.
+/// One bench mode: its label, the sampling rate (0: no profiler), the
+/// sampler choice, whether off-CPU stacks are taken, and whether the
+/// ping-pong threads wait marked parked.
 struct Mode {
     label: &'static str,
     hz: u32,
-    env: &'static [(&'static str, &'static str)],
+    backend: CpuBackend,
+    off_cpu: bool,
     parked: bool,
 }
 
+/// What the writer thread reports when it stops.
+struct WriterRun {
+    cpu_ns: u64,
+    samples: u64,
+    on_cpu: u64,
+    mode: u64,
+}
+
+/// The recorder's writer, reduced to what it does for the profile: every
+/// `ROUND` it hands the threads that joined to the profiler, collects the
+/// samples up to now, encodes them and appends the frames to `file`.
+fn writer(
+    mut profiler: Option<Profiler>,
+    joined: Receiver<u64>,
+    stop: Arc<AtomicBool>,
+    mut file: std::fs::File,
+) -> WriterRun {
+    const ROUND: Duration = Duration::from_millis(50);
+    let clock = TraceClock::get();
+    let me = gettid();
+    let t0 = thread_cpu_ns();
+    let mut buf = Vec::new();
+    if let Some(p) = profiler.as_mut() {
+        p.file_start(&mut buf);
+    }
+    let mut samples = Vec::new();
+    let (mut n, mut on) = (0, 0);
+    loop {
+        let last = stop.load(Ordering::Relaxed);
+        for tid in joined.try_iter() {
+            if let Some(p) = profiler.as_mut() {
+                p.add_thread(tid);
+            }
+        }
+        if let Some(p) = profiler.as_mut() {
+            samples.clear();
+            p.collect(clock.now(), &mut samples);
+            n += samples.len() as u64;
+            on += samples.iter().filter(|s| s.kind == RawKind::OnCpu).count() as u64;
+            let round = p.encode(&samples, me);
+            buf.extend_from_slice(&round.defs);
+            buf.extend_from_slice(&round.chunk);
+        }
+        file.write_all(&buf).unwrap();
+        buf.clear();
+        if last {
+            break;
+        }
+        std::thread::sleep(ROUND);
+    }
+    WriterRun {
+        cpu_ns: thread_cpu_ns() - t0,
+        samples: n,
+        on_cpu: on,
+        mode: profiler.map_or(0, |p| p.info().mode),
+    }
+}
+
 fn run(mode: &Mode, iters: u64) -> Run {
-    for v in MODE_VARS {
-        std::env::remove_var(v);
-    }
-    for (k, v) in mode.env {
-        std::env::set_var(k, v);
-    }
     let (hz, parked) = (mode.hz, mode.parked);
     let dir = tempfile::tempdir().unwrap();
-    let guard = runtrace_recorder::Recorder::builder()
-        .path(dir.path().join("trace"))
-        .cpu_profile(hz)
-        .start()
-        .unwrap();
-    let w0 = named_thread_cpu_ns("runtrace-writer").unwrap_or(0);
+    let file = std::fs::File::create(dir.path().join("profile.bin")).unwrap();
+    // Started on this thread, as the recorder starts it on the thread that
+    // starts the recording.
+    let profiler =
+        (hz > 0).then(|| Profiler::start(hz, mode.backend, mode.off_cpu, TraceClock::get()));
+    let (join, joined) = channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = {
+        let stop = stop.clone();
+        std::thread::spawn(move || writer(profiler, joined, stop, file))
+    };
     let (work_cpu_ns, switch_cpu_ns) = std::thread::spawn(move || {
-        runtrace_recorder::task_terminate(1);
+        join.send(gettid()).unwrap();
         // Let the writer start sampling this thread.
         std::thread::sleep(Duration::from_millis(120));
         let t0 = thread_cpu_ns();
         black_box(work(iters));
         let t1 = thread_cpu_ns();
-        (t1 - t0, ping_pong(parked))
+        (t1 - t0, ping_pong(parked, join))
     })
     .join()
     .unwrap();
-    let w1 = named_thread_cpu_ns("runtrace-writer").unwrap_or(0);
-    guard.finish().unwrap();
-    let (samples, on_cpu, mode) = count_samples(dir.path());
+    stop.store(true, Ordering::Relaxed);
+    let w = w.join().unwrap();
     Run {
         work_cpu_ns,
         switch_cpu_ns,
-        writer_cpu_ns: w1 - w0,
-        samples,
-        on_cpu,
-        mode,
+        writer_cpu_ns: w.cpu_ns,
+        samples: w.samples,
+        on_cpu: w.on_cpu,
+        mode: w.mode,
     }
 }
 
@@ -252,26 +277,26 @@ fn main() {
     work(50_000_000);
     let per_iter = (thread_cpu_ns() - t) as f64 / 1e9 / 50_000_000.0;
     let iters = (1.0 / per_iter) as u64;
-    let mode = |label, hz, env| Mode {
+    let mode = |label, hz, backend| Mode {
         label,
         hz,
-        env,
+        backend,
+        off_cpu: true,
         parked: false,
     };
     let modes = [
-        mode("off", 0, &[]),
-        mode("99 Hz", 99, &[]),
-        mode("999 Hz", 999, &[]),
-        mode("99 Hz on-CPU only", 99, &[("RUNTRACE_CPU_OFF_CPU", "off")]),
-        mode(
-            "99 Hz per-thread",
-            99,
-            &[("RUNTRACE_CPU_FALLBACK", "perf-thread")],
-        ),
-        mode("99 Hz signal", 99, &[("RUNTRACE_CPU_FALLBACK", "signal")]),
+        mode("off", 0, CpuBackend::Auto),
+        mode("99 Hz", 99, CpuBackend::Auto),
+        mode("999 Hz", 999, CpuBackend::Auto),
+        Mode {
+            off_cpu: false,
+            ..mode("99 Hz on-CPU only", 99, CpuBackend::Auto)
+        },
+        mode("99 Hz per-thread", 99, CpuBackend::PerfThread),
+        mode("99 Hz signal", 99, CpuBackend::Signal),
         Mode {
             parked: true,
-            ..mode("99 Hz parked", 99, &[])
+            ..mode("99 Hz parked", 99, CpuBackend::Auto)
         },
     ];
     // `CPU_BENCH_MODES="99 Hz,99 Hz parked"`: only those (exact labels)
@@ -312,13 +337,10 @@ fn main() {
             runs[m].push(r);
         }
     }
-    for v in MODE_VARS {
-        std::env::remove_var(v);
-    }
     let perf_modes = modes
         .iter()
         .zip(&runs)
-        .filter(|(m, _)| m.label != "off" && !m.env.contains(&("RUNTRACE_CPU_FALLBACK", "signal")));
+        .filter(|(m, _)| m.label != "off" && m.backend != CpuBackend::Signal);
     if perf_modes.flat_map(|(_, r)| r).any(|r| r.mode != 1) {
         println!(
             "note: perf_event_open was not used in every run (mode != 1): figures mix backends"

@@ -1,7 +1,7 @@
-//! CPU profiles (issue 13): samples every recording thread's user stack
-//! on-CPU at `hz`, and off-CPU at each switch-out, and turns the samples
-//! into `cpu_sample` / `off_cpu` events, `STACKS`, `MAPPINGS` and `PROFILE`
-//! frames (docs/format.md, format 1.1) for the writer to write.
+//! The profiler of one recording: picks the samplers once at start, takes
+//! their samples each round and turns them into `cpu_sample` / `off_cpu`
+//! events, `STACKS`, `MAPPINGS` and `PROFILE` frames (docs/format.md,
+//! format 1.1) for the writer to write.
 //!
 //! Backends, picked once at start: `perf_event_open` (`perf.rs`; per-CPU
 //! on-CPU events where allowed, else per-thread), else the CPU-time timer +
@@ -9,45 +9,53 @@
 //! stderr and in every file's `PROFILE` frame. Off-CPU stacks come from
 //! the scheduler's switch tracepoint through a BPF program (`bpf.rs`)
 //! where the kernel allows it, else from per-thread context-switch perf
-//! events (`perf.rs`).
-//! `RUNTRACE_CPU_FALLBACK=perf-thread|signal|off` forces per-thread perf
-//! events (on-CPU and off-CPU), the second backend or the third.
+//! events (`perf.rs`). [`CpuBackend`] narrows the choice (the recorder sets
+//! it from `RUNTRACE_CPU_FALLBACK=perf-thread|signal|off`).
 //!
 //! Everything here runs on the writer thread: the application's threads
 //! are sampled by the kernel (or by the signal handler), never slowed by
-//! this module.
-//!
-//! Modules: `sample` (the raw sample type and clock pair), `perf`, `bpf`
-//! and `signal` (samplers),
-//! `maps` (executable mappings and build ids), `intern` (stack ids). Only
-//! this one uses the others.
+//! this module. It uses the samplers, `maps` and `intern`; none of them
+//! imports it.
 
-mod bpf;
-mod btf;
-mod intern;
-mod maps;
-mod perf;
-mod sample;
-mod signal;
-
-pub(crate) use sample::{RawKind, RawSample};
-
-use crate::config::CpuBackend;
-use bpf::SwitchTracer;
-use intern::Stacks;
-use maps::Maps;
-use perf::PerfSampler;
+use crate::bpf::SwitchTracer;
+use crate::intern::Stacks;
+use crate::maps::Maps;
+use crate::perf::PerfSampler;
+use crate::sample::{RawKind, RawSample};
+use crate::signal::SignalSampler;
 use runtrace_core::clock::TraceClock;
 use runtrace_format::chunk::{ChunkHeader, ChunkState};
 use runtrace_format::frame::{self, FrameType, ProfileInfo};
 use runtrace_format::schema::ids;
 use runtrace_format::varint;
-use signal::SignalSampler;
 
 const MODE_NONE: u64 = ProfileInfo::MODE_NONE;
 const MODE_PERF: u64 = ProfileInfo::MODE_PERF;
 const MODE_SIGNAL: u64 = ProfileInfo::MODE_SIGNAL;
 const FLAG_OFF_CPU: u64 = ProfileInfo::FLAG_OFF_CPU;
+
+/// Which CPU sampler a profiler may use (the recorder's
+/// `RUNTRACE_CPU_FALLBACK`, a switch for tests and for hosts where
+/// `perf_event_open` misbehaves).
+///
+/// ```
+/// use runtrace_profile::CpuBackend;
+/// // What `RUNTRACE_CPU_FALLBACK=signal` asks for.
+/// let choice = CpuBackend::Signal;
+/// assert_ne!(choice, CpuBackend::Auto);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuBackend {
+    /// `perf_event_open`, else the timer + signal fallback (unset).
+    Auto,
+    /// `perf_event_open` with a per-thread on-CPU event even where
+    /// per-CPU events are allowed (`perf-thread`), else as `Auto`.
+    PerfThread,
+    /// The timer + signal fallback only (`signal`).
+    Signal,
+    /// No sampling: the trace says profiling was asked for but off (`off`).
+    Off,
+}
 
 enum Backend {
     Perf(PerfSampler),
@@ -55,16 +63,32 @@ enum Backend {
     None,
 }
 
-/// The profiler of one recording, owned by its writer thread.
+/// The profiler of one recording, owned by its writer thread, which calls
+/// it in this order: [`start`](Profiler::start) once, then
+/// [`file_start`](Profiler::file_start) whenever a file opens,
+/// [`add_thread`](Profiler::add_thread) /
+/// [`remove_thread`](Profiler::remove_thread) as threads join and leave,
+/// and each round [`collect`](Profiler::collect) up to the round's
+/// watermark, [`encode`](Profiler::encode) into the file being written,
+/// and [`undo`](Profiler::undo) if writing that round failed.
 ///
-/// ```ignore
-/// let mut p = Profiler::start(99, CpuBackend::Auto, true, TraceClock::get());
-/// p.add_thread(runtrace_core::clock::gettid());
+/// ```no_run
+/// use runtrace_core::clock::{gettid, TraceClock};
+/// use runtrace_profile::{CpuBackend, Profiler};
+/// let clock = TraceClock::get();
+/// let mut p = Profiler::start(99, CpuBackend::Auto, true, clock);
+/// let mut file = Vec::new(); // after the file's header and definitions
+/// p.file_start(&mut file);
+/// p.add_thread(gettid()); // a thread to sample (here the caller)
+/// // ... the thread runs; each writer round then:
 /// let mut samples = Vec::new();
 /// let lost = p.collect(clock.now(), &mut samples);
-/// let out = p.encode(&samples, writer_tid);
+/// let round = p.encode(&samples, gettid());
+/// file.extend_from_slice(&round.defs);
+/// file.extend_from_slice(&round.chunk);
+/// # let _ = lost;
 /// ```
-pub(crate) struct Profiler {
+pub struct Profiler {
     backend: Backend,
     /// Off-CPU stacks from the switch tracepoint (with the perf backend,
     /// where BPF is allowed; else the perf backend takes them itself).
@@ -76,28 +100,61 @@ pub(crate) struct Profiler {
     said_thread_problem: bool,
 }
 
-/// What `encode` made for one round: definition frames to write before the
-/// chunks, the writer thread's CHUNK frame, and how to undo the per-file
-/// bookkeeping if writing them fails.
+/// What [`Profiler::encode`] made for one round: definition frames to
+/// write before the chunks, the writer thread's CHUNK frame, and how to
+/// undo the per-file bookkeeping if writing them fails.
+///
+/// ```
+/// use runtrace_profile::Encoded;
+/// let round = Encoded::default(); // what a round without samples gives
+/// assert!(round.defs.is_empty() && round.chunk.is_empty());
+/// ```
 #[derive(Default)]
-pub(crate) struct Encoded {
-    pub(crate) defs: Vec<u8>,
-    pub(crate) chunk: Vec<u8>,
-    pub(crate) undo: Undo,
+pub struct Encoded {
+    /// `MAPPINGS` and `STACKS` frames the round's samples need and the
+    /// file does not define yet: written before the chunks.
+    pub defs: Vec<u8>,
+    /// One `CHUNK` frame of the writer thread holding the round's
+    /// `cpu_sample` / `off_cpu` events (empty without samples).
+    pub chunk: Vec<u8>,
+    /// What `defs` told the file, for [`Profiler::undo`].
+    pub undo: Undo,
 }
 
-/// Which definitions an unwritten round would have told its file.
+/// Which definitions an unwritten round would have told its file: hand it
+/// to [`Profiler::undo`] when the round's frames were not written.
+///
+/// ```no_run
+/// # use runtrace_profile::{CpuBackend, Profiler, RawSample};
+/// # let mut p = Profiler::start(99, CpuBackend::Auto, true, runtrace_core::clock::TraceClock::get());
+/// # let samples: Vec<RawSample> = Vec::new();
+/// let round = p.encode(&samples, 1);
+/// // ... writing round.defs and round.chunk failed:
+/// p.undo(round.undo); // the file still lacks those definitions
+/// ```
 #[derive(Default)]
-pub(crate) struct Undo {
+pub struct Undo {
     stacks: Vec<u64>,
     maps: Vec<usize>,
 }
 
 impl Profiler {
-    /// Starts profiling at `hz` with the backend `choice` allows; never
-    /// fails: what is not possible becomes the `PROFILE` message (and one
-    /// stderr line when no sampling at all is possible).
-    pub(crate) fn start(
+    /// Starts profiling at `hz` samples per second of CPU time per thread
+    /// with the backend `choice` allows, with off-CPU stacks if `off_cpu`;
+    /// times become ticks of `clock`. Never fails: what is not possible
+    /// becomes the `PROFILE` message (and one stderr line when no sampling
+    /// at all is possible).
+    ///
+    /// ```
+    /// use runtrace_profile::{CpuBackend, Profiler};
+    /// let clock = runtrace_core::clock::TraceClock::get();
+    /// // `Off` samples nothing, but the files still say profiling was asked for.
+    /// let mut p = Profiler::start(99, CpuBackend::Off, false, clock);
+    /// let mut file = Vec::new();
+    /// p.file_start(&mut file);
+    /// assert!(!file.is_empty()); // the PROFILE frame
+    /// ```
+    pub fn start(
         hz: u32,
         choice: CpuBackend,
         off_cpu: bool,
@@ -197,8 +254,32 @@ impl Profiler {
         }
     }
 
-    /// Starts sampling a thread that joined the recording.
-    pub(crate) fn add_thread(&mut self, tid: u64) {
+    /// What every file's `PROFILE` frame says: the mode (perf, signal or
+    /// none), the rate, whether off-CPU stacks are taken, and the message
+    /// naming the samplers in use or why there are none.
+    ///
+    /// ```
+    /// use runtrace_format::frame::ProfileInfo;
+    /// use runtrace_profile::{CpuBackend, Profiler};
+    /// let p = Profiler::start(99, CpuBackend::Off, false, runtrace_core::clock::TraceClock::get());
+    /// assert_eq!(p.info().mode, ProfileInfo::MODE_NONE);
+    /// assert!(p.info().message.contains("RUNTRACE_CPU_FALLBACK=off"));
+    /// ```
+    pub fn info(&self) -> &ProfileInfo {
+        &self.info
+    }
+
+    /// Starts sampling a thread (its OS thread id) that joined the
+    /// recording. A thread that cannot be sampled is said once on stderr;
+    /// the recording goes on.
+    ///
+    /// ```no_run
+    /// # use runtrace_profile::{CpuBackend, Profiler};
+    /// # let mut p = Profiler::start(99, CpuBackend::Auto, true, runtrace_core::clock::TraceClock::get());
+    /// let tid = std::thread::spawn(runtrace_core::clock::gettid).join().unwrap();
+    /// p.add_thread(tid);
+    /// ```
+    pub fn add_thread(&mut self, tid: u64) {
         let r = match &mut self.backend {
             Backend::Perf(p) => p.add_thread(tid),
             Backend::Signal(s) => s.add_thread(tid),
@@ -215,8 +296,16 @@ impl Profiler {
         }
     }
 
-    /// Stops sampling a thread whose ring closed.
-    pub(crate) fn remove_thread(&mut self, tid: u64) {
+    /// Stops sampling a thread that left the recording (its ring closed).
+    ///
+    /// ```no_run
+    /// # use runtrace_profile::{CpuBackend, Profiler};
+    /// # let mut p = Profiler::start(99, CpuBackend::Auto, true, runtrace_core::clock::TraceClock::get());
+    /// let tid = runtrace_core::clock::gettid();
+    /// p.add_thread(tid);
+    /// p.remove_thread(tid);
+    /// ```
+    pub fn remove_thread(&mut self, tid: u64) {
         match &mut self.backend {
             Backend::Perf(p) => p.remove_thread(tid),
             Backend::Signal(s) => s.remove_thread(tid),
@@ -231,7 +320,17 @@ impl Profiler {
     /// `out`, in time order; returns samples lost since the last call.
     /// Re-reads the mappings (at most once per call) when a sample's leaf
     /// is outside every known one.
-    pub(crate) fn collect(&mut self, cutoff: u64, out: &mut Vec<RawSample>) -> u64 {
+    ///
+    /// ```no_run
+    /// # use runtrace_profile::{CpuBackend, Profiler};
+    /// # let clock = runtrace_core::clock::TraceClock::get();
+    /// # let mut p = Profiler::start(99, CpuBackend::Auto, true, clock);
+    /// let mut samples = Vec::new();
+    /// let lost = p.collect(clock.now(), &mut samples);
+    /// assert!(samples.windows(2).all(|w| w[0].ticks <= w[1].ticks));
+    /// # let _ = lost;
+    /// ```
+    pub fn collect(&mut self, cutoff: u64, out: &mut Vec<RawSample>) -> u64 {
         let mut lost = match &mut self.backend {
             Backend::Perf(p) => p.drain(cutoff, out),
             Backend::Signal(s) => s.drain(cutoff, out),
@@ -249,9 +348,17 @@ impl Profiler {
         lost
     }
 
-    /// The frames a new file starts with: `PROFILE` and every known
-    /// mapping; the file defines no stack yet.
-    pub(crate) fn file_start(&mut self, out: &mut Vec<u8>) {
+    /// Appends to `out` the frames a new file starts with: `PROFILE` and
+    /// every known mapping; the file defines no stack yet.
+    ///
+    /// ```
+    /// # use runtrace_profile::{CpuBackend, Profiler};
+    /// # let mut p = Profiler::start(99, CpuBackend::Off, false, runtrace_core::clock::TraceClock::get());
+    /// let mut out = Vec::new();
+    /// p.file_start(&mut out);
+    /// assert_eq!(out[0], runtrace_format::frame::FrameType::Profile as u8);
+    /// ```
+    pub fn file_start(&mut self, out: &mut Vec<u8>) {
         frame::write(out, FrameType::Profile, &frame::profile(&self.info));
         self.stacks.reset_file();
         self.maps.reset_file();
@@ -263,7 +370,18 @@ impl Profiler {
     /// Encodes `samples` (time order) as events of the writer thread
     /// `writer_tid`, with the `MAPPINGS`/`STACKS` frames the current file
     /// still needs for them.
-    pub(crate) fn encode(&mut self, samples: &[RawSample], writer_tid: u64) -> Encoded {
+    ///
+    /// ```
+    /// use runtrace_profile::{CpuBackend, Profiler, RawKind, RawSample};
+    /// let mut p = Profiler::start(99, CpuBackend::Off, false, runtrace_core::clock::TraceClock::get());
+    /// p.file_start(&mut Vec::new());
+    /// let s = RawSample { tid: 7, ticks: 100, kind: RawKind::OnCpu, stack: vec![0x1000, 0x2000] };
+    /// let round = p.encode(&[s.clone()], 1);
+    /// assert!(!round.defs.is_empty()); // STACKS: the file did not define the stack yet
+    /// assert!(!round.chunk.is_empty()); // the writer thread's CHUNK
+    /// assert!(p.encode(&[s], 1).defs.is_empty()); // now it does
+    /// ```
+    pub fn encode(&mut self, samples: &[RawSample], writer_tid: u64) -> Encoded {
         let mut undo = Undo::default();
         let mut defs = Vec::new();
         let mut chunk = Vec::new();
@@ -318,8 +436,18 @@ impl Profiler {
     }
 
     /// The round `encode` was for was not written: its file does not have
-    /// those definitions.
-    pub(crate) fn undo(&mut self, undo: Undo) {
+    /// those definitions (the next round that uses them defines them).
+    ///
+    /// ```
+    /// use runtrace_profile::{CpuBackend, Profiler, RawKind, RawSample};
+    /// let mut p = Profiler::start(99, CpuBackend::Off, false, runtrace_core::clock::TraceClock::get());
+    /// p.file_start(&mut Vec::new());
+    /// let s = RawSample { tid: 7, ticks: 100, kind: RawKind::OnCpu, stack: vec![0x1000] };
+    /// let failed = p.encode(&[s.clone()], 1);
+    /// p.undo(failed.undo);
+    /// assert!(!p.encode(&[s], 1).defs.is_empty()); // STACKS again
+    /// ```
+    pub fn undo(&mut self, undo: Undo) {
         self.stacks.undo(&undo.stacks);
         self.maps.undo(undo.maps);
     }
