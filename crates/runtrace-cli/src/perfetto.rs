@@ -1,7 +1,7 @@
 //! `runtrace perfetto`: [`runtrace_export::perfetto::convert`] on the
 //! command line's files, with damage reported as `analyze` does.
 
-use crate::output::{wrote_file, Traces};
+use crate::output::{print_notes, wrote_file, Traces};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -21,6 +21,9 @@ pub struct Args {
 /// converted; the damage is on standard error).
 pub fn run(args: &Args) -> ExitCode {
     let converted = runtrace_export::perfetto::convert(&args.traces.expand(), &args.output);
+    if let Ok(c) = &converted {
+        print_notes(&c.notes);
+    }
     wrote_file(converted.map(|c| {
         let s = &c.stats;
         let line = format!(

@@ -104,3 +104,139 @@ fn check_and_jsonl_stay_bounded_on_zero_width_events() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The peak resident memory (KiB) of `runtrace ARGS`, by GNU time.
+fn peak_kib(args: &[&str]) -> (std::process::Output, u64) {
+    let report = std::env::temp_dir().join(format!(
+        "runtrace-peak-{}-{}",
+        std::process::id(),
+        args.len()
+    ));
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&report)
+        .arg(env!("CARGO_BIN_EXE_runtrace"))
+        .args(args)
+        .output()
+        .expect("/usr/bin/time (Debian package time) runs");
+    let kib = std::fs::read_to_string(&report)
+        .ok()
+        .and_then(|s| s.lines().last().and_then(|l| l.trim().parse().ok()))
+        .unwrap_or(u64::MAX);
+    let _ = std::fs::remove_file(&report);
+    (out, kib)
+}
+
+/// One chunk per thread of `per_thread` events of schema `WIDE`, each
+/// encoded as `body` after its type id and tick delta; no ROUND frame, so
+/// everything waits for ordering.
+fn crafted_events(
+    path: &Path,
+    fields: Vec<SchemaField>,
+    body: &[u8],
+    threads: u64,
+    per_thread: u64,
+) {
+    let header = Header {
+        version_major: runtrace_format::VERSION_MAJOR,
+        version_minor: runtrace_format::VERSION_MINOR,
+        ticks_per_sec: 1_000_000_000,
+        anchor_ticks: 0,
+        anchor_wall_ns: 0,
+        pid: 1,
+        process_name: "crafted".into(),
+        recording_id: 8,
+        file_index: 0,
+        schemas: vec![Schema {
+            id: WIDE,
+            provider: "fuzz".into(),
+            name: "e".into(),
+            fields,
+        }],
+    };
+    let mut out = runtrace_format::MAGIC.to_vec();
+    frame::write(&mut out, FrameType::Header, &header.encode());
+    // String 1: 255 bytes, for `istr` fields.
+    let long = "x".repeat(255);
+    frame::write(
+        &mut out,
+        FrameType::Strings,
+        &frame::strings([(1u64, long.as_str())].into_iter()),
+    );
+    for t in 0..threads {
+        let mut p = Vec::new();
+        ChunkHeader {
+            tid: 10 + t,
+            state: ChunkState::default(),
+            count: per_thread,
+        }
+        .encode(&mut p);
+        for _ in 0..per_thread {
+            p.extend_from_slice(&[WIDE as u8, 1]);
+            p.extend_from_slice(body);
+        }
+        frame::write(&mut out, FrameType::Chunk, &p);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// Issue 37: `jsonl`'s ordering bound counts bytes (docs/format.md: 100
+/// MiB), so an 8 MB file of zero-width events and one of events with 32
+/// fields naming a 255-byte interned string stay within it (they took 263
+/// MB and 1.26 GB).
+#[test]
+fn jsonl_holds_at_most_its_byte_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join("zero.0.bin");
+    crafted_events(&zero, Vec::new(), &[], 4, 500_000);
+    let text = dir.path().join("text.0.bin");
+    let fields = (0..32)
+        .map(|i| SchemaField {
+            name: format!("s{i}"),
+            ty: FieldType::Istr,
+        })
+        .collect();
+    crafted_events(&text, fields, &[1u8; 32], 8, 5_000);
+    for f in [&zero, &text] {
+        let (out, kib) = peak_kib(&["jsonl", f.to_str().unwrap(), "-o", "/dev/null"]);
+        assert!(out.status.code().is_some(), "{out:?}");
+        let mib = kib / 1024;
+        // The bound, the ordered events' own, and the process's baseline.
+        assert!(mib < 100 + 60, "{}: {mib} MiB", f.display());
+    }
+}
+
+/// Issue 37: the readers' memory per thread is bounded (a few hundred
+/// bytes, docs/analysis.md), not 8 KB of ordering queue each: a file of
+/// 600,000 threads, one wake each, and one of 600,000 threads that each
+/// poll once (600,000 workers, of which a report lists the busiest
+/// 10,000), are analysed within 1 GiB of address space (the first aborted
+/// with "memory allocation failed").
+#[test]
+fn many_threads_fit() {
+    for polls in [false, true] {
+        many_threads(polls);
+    }
+}
+
+fn many_threads(polls: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("trace.0.bin");
+    let mut b = runtrace_model::synth::TraceBuilder::new();
+    for t in 0..600_000u64 {
+        if polls {
+            b.poll_start(1_000 + t, 0, 1_000 + t, t + 1, 0, 0);
+        } else {
+            b.wake(1_000 + t, u32::MAX, 1_000 + t, t + 1, 0);
+        }
+    }
+    std::fs::write(&f, b.finish()).unwrap();
+    for cmd in ["analyze", "summary"] {
+        let out = limited(1024, &[cmd, "--json", f.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{cmd} (polls: {polls}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

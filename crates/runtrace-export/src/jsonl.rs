@@ -403,6 +403,7 @@ pub fn write_jsonl<P: AsRef<Path>, W: Write>(
             None => readable.push(p.as_ref().to_path_buf()),
         }
     }
+    let mut readable = runtrace_format::files::dedup(readable);
     sort_trace_paths(&mut readable);
     let mut stream = match EventStream::open(&readable) {
         Ok(s) => s,
@@ -452,8 +453,8 @@ pub fn write_jsonl<P: AsRef<Path>, W: Write>(
     let st = stream.stats();
     if st.forced_releases > 0 {
         summary.notes.push(format!(
-            "events held for time ordering outgrew the bound ({} values) {} times (files without ROUND frames?): the oldest were written early; {} events came out of order",
-            runtrace_format::merge::MAX_PENDING_VALUES,
+            "events held for time ordering outgrew the bound ({} bytes) {} times (files without ROUND frames?): the oldest were written early; {} events came out of order",
+            runtrace_format::merge::MAX_PENDING_BYTES,
             st.forced_releases,
             st.late_events
         ));

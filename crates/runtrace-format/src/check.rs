@@ -12,7 +12,7 @@
 //! std::process::exit(if report.is_clean() { 0 } else { 1 });
 //! ```
 
-use crate::files::{sort_trace_paths, unreadable};
+use crate::files::{dedup, sort_trace_paths, unreadable};
 use crate::frame::Finish;
 use crate::per_schema::PerSchema;
 use crate::reader::{ErrorKind, FileReader, Record};
@@ -249,7 +249,8 @@ impl fmt::Display for CheckReport {
 /// assert!(r.is_clean(), "{:?}", r.errors);
 /// ```
 pub fn check_files<P: AsRef<Path>>(paths: &[P]) -> CheckReport {
-    let mut paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+    // A file given twice (a link, another spelling) is checked once.
+    let mut paths = dedup(paths.iter().map(|p| p.as_ref().to_path_buf()).collect());
     sort_trace_paths(&mut paths);
     let mut report = CheckReport::default();
     let mut counts = PerSchema::new();

@@ -19,6 +19,8 @@
 //! }
 //! ```
 
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The trace files of `inputs`: files as given, directories replaced by
@@ -44,7 +46,18 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in inputs {
         if !p.is_dir() {
-            out.push(p.clone());
+            // The path prefix the recording was made with
+            // (`RUNTRACE_PATH=traces/trace`): its files.
+            let files = if p.exists() {
+                Vec::new()
+            } else {
+                with_prefix(p)
+            };
+            if files.is_empty() {
+                out.push(p.clone());
+            } else {
+                out.extend(files);
+            }
             continue;
         }
         let rd = std::fs::read_dir(p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
@@ -62,7 +75,71 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             ));
         }
     }
-    Ok(out)
+    Ok(dedup(out))
+}
+
+/// The trace files of the recording made with path prefix `prefix`
+/// (`PREFIX.N.bin`, `PREFIX.N.bin.active`), none when there are none.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("runtrace-prefix-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// std::fs::write(dir.join("app.0.bin"), b"").unwrap();
+/// std::fs::write(dir.join("app.1.bin.active"), b"").unwrap();
+/// std::fs::write(dir.join("other.0.bin"), b"").unwrap();
+/// let mut got = runtrace_format::files::with_prefix(&dir.join("app"));
+/// got.sort();
+/// assert_eq!(got, [dir.join("app.0.bin"), dir.join("app.1.bin.active")]);
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub fn with_prefix(prefix: &Path) -> Vec<PathBuf> {
+    let (Some(name), dir) = (prefix.file_name(), prefix.parent()) else {
+        return Vec::new();
+    };
+    let dir = match dir {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let want = name.as_bytes();
+    rd.flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().map_or(&[][..], |n| n.as_bytes());
+            // Exactly `PREFIX.N.bin` or `PREFIX.N.bin.active`.
+            let rest = n.strip_prefix(want).unwrap_or(&[]);
+            let rest = rest.strip_suffix(b".active").unwrap_or(rest);
+            rest.strip_prefix(b".")
+                .and_then(|r| r.strip_suffix(b".bin"))
+                .is_some_and(|d| !d.is_empty() && d.iter().all(u8::is_ascii_digit))
+                && (is_trace_file(p) || is_active_trace_file(p))
+        })
+        .collect()
+}
+
+/// `paths` with every file named twice (by device and inode: links and
+/// different spellings count) kept once, at its first place; paths that do
+/// not exist are kept as given, for the reader to report.
+///
+/// ```
+/// use std::path::PathBuf;
+/// let f = std::env::temp_dir().join(format!("runtrace-dedup-{}.0.bin", std::process::id()));
+/// std::fs::write(&f, b"").unwrap();
+/// let twice = vec![f.clone(), f.parent().unwrap().join(".").join(f.file_name().unwrap())];
+/// assert_eq!(runtrace_format::files::dedup(twice), [f.clone()]);
+/// std::fs::remove_file(&f).unwrap();
+/// ```
+pub fn dedup(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut seen = std::collections::HashSet::new();
+    paths
+        .into_iter()
+        .filter(|p| match std::fs::metadata(p) {
+            Ok(m) => seen.insert((m.dev(), m.ino())),
+            Err(_) => true,
+        })
+        .collect()
 }
 
 /// Like [`expand`], one input at a time: a directory without trace files
@@ -79,10 +156,12 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 /// std::fs::remove_dir_all(&empty).unwrap();
 /// ```
 pub fn expand_lenient(inputs: Vec<PathBuf>) -> Vec<PathBuf> {
-    inputs
-        .into_iter()
-        .flat_map(|p| expand(std::slice::from_ref(&p)).unwrap_or_else(|_| vec![p]))
-        .collect()
+    dedup(
+        inputs
+            .into_iter()
+            .flat_map(|p| expand(std::slice::from_ref(&p)).unwrap_or_else(|_| vec![p]))
+            .collect(),
+    )
 }
 
 /// True for an existing regular file named `*.N.bin`, as the recorder names
@@ -105,23 +184,29 @@ pub fn is_trace_file(p: &Path) -> bool {
 /// assert!(!runtrace_format::files::is_active_trace_file(Path::new("/nonexistent/trace.0.bin.active")));
 /// ```
 pub fn is_active_trace_file(p: &Path) -> bool {
-    p.to_str()
-        .and_then(|s| s.strip_suffix(".active"))
-        .is_some_and(|sealed_name| {
-            is_trace_name(Path::new(sealed_name)) && std::fs::metadata(p).is_ok_and(|m| m.is_file())
-        })
+    p.file_name().is_some_and(|n| {
+        n.as_bytes()
+            .strip_suffix(b".active")
+            .is_some_and(|sealed| trace_index(sealed).is_some())
+    }) && std::fs::metadata(p).is_ok_and(|m| m.is_file())
 }
 
-/// True when the name is `*.N.bin` (whatever is on disk).
+/// True when the name is `*.N.bin` (whatever is on disk). Names are bytes:
+/// a path that is not UTF-8 is a trace file all the same.
 pub(crate) fn is_trace_name(p: &Path) -> bool {
-    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    let Some(stem) = name.strip_suffix(".bin") else {
-        return false;
-    };
-    stem.rsplit_once('.')
-        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    p.file_name()
+        .is_some_and(|n| trace_index(n.as_bytes()).is_some())
+}
+
+/// `N` of a name ending in `.N.bin`.
+fn trace_index(name: &[u8]) -> Option<u64> {
+    let stem = name.strip_suffix(b".bin")?;
+    let dot = stem.iter().rposition(|&b| b == b'.')?;
+    let n = &stem[dot + 1..];
+    if n.is_empty() || !n.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(n).ok()?.parse().ok()
 }
 
 /// Sorts paths so `x.2.bin` comes before `x.10.bin` (numeric N, and
@@ -134,15 +219,14 @@ pub(crate) fn is_trace_name(p: &Path) -> bool {
 /// assert_eq!(v, ["t.2.bin", "t.3.bin.active", "t.10.bin"].map(PathBuf::from));
 /// ```
 pub fn sort_trace_paths(paths: &mut [PathBuf]) {
-    fn key(p: &Path) -> (String, u64, String) {
-        let s = p.to_string_lossy().into_owned();
-        let base = s.strip_suffix(".active").unwrap_or(&s);
-        if let Some(stem) = base.strip_suffix(".bin") {
-            if let Some((pre, n)) = stem.rsplit_once('.') {
-                if let Ok(n) = n.parse::<u64>() {
-                    return (pre.to_string(), n, s.clone());
-                }
-            }
+    fn key(p: &Path) -> (Vec<u8>, u64, Vec<u8>) {
+        let s = p.as_os_str().as_bytes().to_vec();
+        let base = s.strip_suffix(b".active").unwrap_or(&s);
+        if let Some(n) = trace_index(base) {
+            // The prefix: everything before `.N.bin`.
+            let digits = n.to_string().len();
+            let pre = base[..base.len().saturating_sub(".bin".len() + digits + 1)].to_vec();
+            return (pre, n, s);
         }
         (s.clone(), 0, s)
     }

@@ -9,7 +9,7 @@
 //! watermark when a `ROUND` arrives (a one-round lag that also absorbs a
 //! producer preempted between its clock read and its publish). Memory is
 //! bounded by about two rounds of events, and in any case by
-//! [`MAX_PENDING_VALUES`]: a file without `ROUND` frames (or with a huge
+//! [`MAX_PENDING_BYTES`]: a file without `ROUND` frames (or with a huge
 //! round) has its oldest pending events released early, counted in
 //! [`StreamStats::forced_releases`] (events released out of order then
 //! show in [`StreamStats::late_events`]).
@@ -25,20 +25,31 @@
 
 use crate::frame::Header;
 use crate::reader::{FileReader, ReadError, Record, Tables};
-use crate::value::Event;
+use crate::value::{Event, Value};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Bound on the events held for ordering, in values (one per event plus
-/// one per field: what their memory follows, ~24 bytes each). Past it,
-/// the oldest are released down to half of it: about 100 MiB at most.
-pub const MAX_PENDING_VALUES: usize = 1 << 22;
+/// Bound on the memory of the events held for ordering, in bytes (100
+/// MiB): each event counts its heap entry, its values and the text of its
+/// string values ([`weight`]). Past it, the oldest are released down to
+/// half of it.
+pub const MAX_PENDING_BYTES: usize = 100 << 20;
 
-/// The weight of an event against [`MAX_PENDING_VALUES`].
+/// The bytes an event held for ordering takes (an upper bound: an interned
+/// string shared by many events counts for each).
 fn weight(e: &Event) -> usize {
-    1 + e.values.len()
+    let text: usize = e
+        .values
+        .iter()
+        .map(|v| match v {
+            Value::Str(s) => s.len() + 16,
+            Value::Loc { text: Some(t), .. } => t.len() + 16,
+            _ => 0,
+        })
+        .sum();
+    std::mem::size_of::<Pending>() + e.values.capacity() * std::mem::size_of::<Value>() + text
 }
 
 struct Pending(Event, u64);
@@ -76,7 +87,7 @@ pub struct StreamStats {
     /// Events that arrived after later events had already been released
     /// (out of order by more than one writer round; 0 in practice).
     pub late_events: u64,
-    /// Times the pending events outgrew [`MAX_PENDING_VALUES`] and the
+    /// Times the pending events outgrew [`MAX_PENDING_BYTES`] and the
     /// oldest were released without waiting for a `ROUND` frame.
     pub forced_releases: u64,
 }
@@ -98,8 +109,8 @@ pub struct EventStream {
     ready: VecDeque<Event>,
     on_record: Option<RecordHook>,
     last_released: u64,
-    /// Weight of the events in `heap` (see [`MAX_PENDING_VALUES`]).
-    pending_values: usize,
+    /// Bytes of the events in `heap` (see [`MAX_PENDING_BYTES`]).
+    pending_bytes: usize,
     /// Releasing early down to half the bound.
     forcing: bool,
 }
@@ -126,7 +137,7 @@ impl EventStream {
             ready: VecDeque::new(),
             on_record: None,
             last_released: 0,
-            pending_values: 0,
+            pending_bytes: 0,
             forcing: false,
         })
     }
@@ -157,12 +168,12 @@ impl EventStream {
             if let Some(e) = self.ready.pop_front() {
                 return Some(e);
             }
-            if self.pending_values > MAX_PENDING_VALUES && !self.forcing {
+            if self.pending_bytes > MAX_PENDING_BYTES && !self.forcing {
                 self.forcing = true;
                 self.stats.forced_releases += 1;
             }
             if self.forcing {
-                if self.pending_values > MAX_PENDING_VALUES / 2 {
+                if self.pending_bytes > MAX_PENDING_BYTES / 2 {
                     return self.release();
                 }
                 self.forcing = false;
@@ -181,7 +192,7 @@ impl EventStream {
 
     fn release(&mut self) -> Option<Event> {
         let Reverse(Pending(ev, _)) = self.heap.pop()?;
-        self.pending_values -= weight(&ev);
+        self.pending_bytes -= weight(&ev);
         if ev.ticks < self.last_released {
             self.stats.late_events = self.stats.late_events.saturating_add(1);
         }
@@ -225,7 +236,7 @@ impl EventStream {
                 Some(Err(e)) => self.errors.push(e),
                 Some(Ok(Record::Events { events, .. })) => {
                     for ev in events {
-                        self.pending_values += weight(&ev);
+                        self.pending_bytes += weight(&ev);
                         self.seq += 1;
                         self.heap.push(Reverse(Pending(ev, self.seq)));
                     }

@@ -43,6 +43,13 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         let w = &e.workers[wi as usize];
         w.worker != NO_WORKER || w.polls > 0
     });
+    // A bounded report: the busiest workers when a trace holds more than
+    // anyone reads (a crafted file of 600k one-poll threads).
+    let workers_omitted = order.len().saturating_sub(MAX_REPORTED_WORKERS) as u64;
+    if workers_omitted > 0 {
+        order.sort_by_key(|&wi| std::cmp::Reverse(e.workers[wi as usize].busy_ns));
+        order.truncate(MAX_REPORTED_WORKERS);
+    }
     order.sort_by_key(|&wi| {
         let id = c.worker_id(wi);
         (id.pid, id.kind, id.worker.unwrap_or(u32::MAX), id.tid)
@@ -102,6 +109,11 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
     });
     let findings = findings::all(&c, &th, duration_ns);
     let mut notes = Vec::new();
+    if workers_omitted > 0 {
+        notes.push(format!(
+            "{workers_omitted} more workers (threads that polled) are not listed: a report lists the {MAX_REPORTED_WORKERS} busiest"
+        ));
+    }
     if e.late_events > 0 {
         notes.push(format!(
             "{} events arrived more than one writer round late and were analysed out of order",
@@ -163,6 +175,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         tasks_spawned: e.spawns,
         tasks_terminated: e.terminated,
         workers,
+        workers_omitted,
         poll_ns: e.poll.summary(),
         poll_ns_mean: e.poll.mean(),
         wake_to_poll_ns: e.wake.summary(),
@@ -189,3 +202,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         thresholds: th,
     }
 }
+
+/// Workers listed in a report at most (the busiest; the report says how
+/// many more there were).
+pub const MAX_REPORTED_WORKERS: usize = 10_000;

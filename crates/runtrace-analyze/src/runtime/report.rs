@@ -296,6 +296,9 @@ pub struct Report {
     pub tasks_terminated: u64,
     /// Workers, by process, kind and index.
     pub workers: Vec<WorkerReport>,
+    /// Workers left out of `workers` ([`super::build::MAX_REPORTED_WORKERS`]
+    /// at most are listed: the busiest).
+    pub workers_omitted: u64,
     /// Poll durations.
     pub poll_ns: Summary,
     /// Mean poll duration.

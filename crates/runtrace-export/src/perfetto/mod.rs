@@ -52,6 +52,8 @@ pub struct Converted {
     /// Damage in the input (file and byte offset); what was readable was
     /// converted.
     pub errors: Vec<String>,
+    /// What a user should know about what the timeline does not show.
+    pub notes: Vec<String>,
 }
 
 /// Converts the trace files `paths` (any order; `trace.N.bin` sorted by N)
@@ -75,9 +77,24 @@ pub fn convert<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Converted, Str
         .map_err(|e| e.into_error())
         .and_then(AtomicFile::commit)
         .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    let shown = written.polls
+        + written.parks
+        + written.instants
+        + written.app_slices
+        + written.counter_values;
+    let notes = (stats.events > 0 && shown == 0)
+        .then(|| {
+            format!(
+                "none of the trace's {} events is of a kind the timeline shows (tasks, workers, queues, runtrace-sync's locks, queues and I/O): user-defined events are not exported; the file holds the recordings' process tracks only",
+                stats.events
+            )
+        })
+        .into_iter()
+        .collect();
     Ok(Converted {
         stats: written,
         events: stats.events,
+        notes,
         errors: if stats.damaged {
             stats.errors
         } else {

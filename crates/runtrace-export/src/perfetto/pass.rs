@@ -652,6 +652,11 @@ impl<W: Write> Pass for Exporter<W> {
     }
 
     fn finish(&mut self, model: &Model) {
+        // Every recording gets its process track, so a trace of events the
+        // timeline does not show (user-defined ones) still opens as one.
+        for p in 0..model.procs.len() {
+            self.ensure_proc(model, p as u32);
+        }
         self.close_all(model);
     }
 }

@@ -59,9 +59,11 @@ pub struct ReadStats {
 /// Progress callback: (bytes read, bytes in all files).
 pub type Progress<'a> = Option<&'a mut dyn FnMut(u64, u64)>;
 
-/// Sorts trace paths as `trace.0.bin`, `trace.1.bin`, ..., `trace.10.bin`.
+/// Sorts trace paths as `trace.0.bin`, `trace.1.bin`, ..., `trace.10.bin`,
+/// a file given twice (a link, another spelling) kept once.
 pub fn sorted(paths: &[impl AsRef<Path>]) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+    let mut v =
+        runtrace_format::files::dedup(paths.iter().map(|p| p.as_ref().to_path_buf()).collect());
     runtrace_format::files::sort_trace_paths(&mut v);
     v
 }
