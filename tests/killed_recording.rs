@@ -142,7 +142,7 @@ fn killed_at_random_moments_is_never_ok() {
             let mut t = t.lock().unwrap();
             t.get_or_insert_with(Instant::now).elapsed() >= after
         });
-        let files: Vec<PathBuf> = expand(&[dir.clone()]).unwrap();
+        let files: Vec<PathBuf> = expand(std::slice::from_ref(&dir)).unwrap();
         let report = check_files(&files);
         assert_ne!(
             report.verdict(),
@@ -169,7 +169,7 @@ fn a_missing_middle_file_is_incomplete() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let files: Vec<PathBuf> = expand(&[dir.clone()]).unwrap();
+    let files: Vec<PathBuf> = expand(std::slice::from_ref(&dir)).unwrap();
     assert!(files.len() >= 3, "{files:?}");
     let whole = check_files(&files);
     assert_eq!(whole.verdict(), "OK", "{whole}");
