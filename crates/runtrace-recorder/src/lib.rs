@@ -141,6 +141,14 @@ pub use events::*;
 /// g.finish()?;
 /// # Ok::<(), runtrace_recorder::RecordError>(())
 /// ```
+///
+/// ```compile_fail
+/// // `task` and `worker` are the built-in events' registers.
+/// runtrace_recorder::user_events! {
+///     provider = "myapp";
+///     pub fn job(task: task);
+/// }
+/// ```
 #[macro_export]
 macro_rules! user_events {
     (provider = $prov:literal; $( $(#[$m:meta])* $vis:vis fn $name:ident ( $($f:ident : $t:ident),* $(,)? ); )*) => {
