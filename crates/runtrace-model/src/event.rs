@@ -148,6 +148,12 @@ pub mod kind {
 /// |---|---|---|
 /// | CPU_SAMPLE | - | 1: the stack id was never defined (`a` is 0) |
 /// | OFF_CPU | off_ns | as CPU_SAMPLE |
+///
+/// Any other built-in event of a group a pass reads (one added to the
+/// catalog, with no packing of its own in `input/roles.rs`) is packed by
+/// its field types: `x` its `task` field, else its first integer; `a` its
+/// next integer (at most `u32::MAX`); `worker` its `worker` field, else
+/// the name index of its first `istr`; `flag` its first `bool`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ev {
     /// Timestamp, in the recording's ticks.
