@@ -1,5 +1,8 @@
-//! `runtrace`: check trace files and convert them to JSON Lines.
-//! The commands live in the `runtrace_cli` library.
+//! `runtrace`: the command line over runtrace's libraries: check, convert
+//! (jsonl, perfetto, report, flamegraph, export parquet), analyze
+//! (summary, analyze, outliers, backlog, blocked), serve MCP (mcp) and
+//! inspect binaries (doctor). Each command lives in its own module of the
+//! `runtrace_cli` library; `runtrace --help` lists them.
 
 use clap::Parser;
 use std::process::ExitCode;
