@@ -240,3 +240,66 @@ fn many_threads(polls: bool) {
         );
     }
 }
+
+/// Issue 37 item 5: a queue name as long as the file is shared, not
+/// copied per trigger, and shown shortened where a report repeats it.
+/// 2,000 triggers of a 1 MB name aborted `backlog` at 4 GB, and 200 made
+/// `report` write a 420 MB page.
+#[test]
+fn long_names_are_not_multiplied_by_triggers() {
+    use runtrace_model::synth::TraceBuilder;
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = TraceBuilder::new();
+    b.string(1, &"q".repeat(1 << 20));
+    b.string(2, "size_threshold");
+    b.thread_name(1, &"consumer".repeat(100_000));
+    let mut t = 1_000u64;
+    for i in 0..2_000u64 {
+        b.enqueue(2, t, 1, i, 10);
+        b.dequeue(1, t + 10, 1, i, 9, 10);
+        b.backlog_trigger(2, t + 20, 1, 10, 5, 2);
+        t += 100_000;
+        if i % 100 == 0 {
+            b.round(t);
+        }
+    }
+    let trace = dir.path().join("trace.0.bin");
+    std::fs::write(&trace, b.finish()).unwrap();
+    let input_bytes = std::fs::metadata(&trace).unwrap().len();
+    let ts = trace.to_str().unwrap();
+
+    let out = limited(1024, &["backlog", "--json", ts]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let triggers = v["triggers"].as_array().unwrap();
+    assert_eq!(triggers.len(), 2_000, "every trigger judged");
+    let q = triggers[0]["queue"].as_str().unwrap();
+    assert!(
+        q.len() <= runtrace_model::MAX_SHOWN_NAME && q.ends_with("(1048576 bytes)"),
+        "shortened, saying how long: {}",
+        &q[q.len().saturating_sub(40)..]
+    );
+    assert!(
+        (stdout.len() as u64) < 4 * input_bytes + (8 << 20),
+        "JSON of {} bytes from {input_bytes} bytes of trace",
+        stdout.len()
+    );
+
+    let html = dir.path().join("out.html");
+    let out = limited(1024, &["report", ts, "-o", html.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let size = std::fs::metadata(&html).unwrap().len();
+    assert!(
+        size < 4 * input_bytes + (8 << 20),
+        "HTML of {size} bytes from {input_bytes} bytes of trace"
+    );
+}

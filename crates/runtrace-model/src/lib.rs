@@ -57,4 +57,4 @@ pub mod profile;
 pub mod synth;
 mod units;
 
-pub use units::fmt_ns;
+pub use units::{fmt_ns, shown_name, MAX_SHOWN_NAME};

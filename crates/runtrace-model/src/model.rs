@@ -255,4 +255,13 @@ impl Model {
     pub fn name(&self, i: u32) -> &str {
         self.names.get(i as usize).map_or("", |s| s)
     }
+
+    /// Name `i` shared, not copied ("" when out of range): for reports
+    /// that hold a name per row.
+    pub fn name_shared(&self, i: u32) -> Arc<str> {
+        self.names
+            .get(i as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(""))
+    }
 }

@@ -17,3 +17,31 @@ pub fn fmt_ns(ns: u64) -> String {
         format!("{:.3} s", f / 1e9)
     }
 }
+
+/// Names longer than this many bytes are shortened where a report repeats
+/// them ([`shown_name`]).
+pub const MAX_SHOWN_NAME: usize = 256;
+
+/// `name` as a report shows it: whole up to [`MAX_SHOWN_NAME`] bytes,
+/// else its first bytes (cut at a character boundary) and how long it
+/// was. A recorded name can be as long as the file; a report that repeats
+/// it per trigger or per row must not multiply that (a 1 MB queue name in
+/// 200 triggers made a 420 MB HTML page).
+///
+/// ```
+/// use runtrace_model::shown_name;
+/// assert_eq!(shown_name("jobs"), "jobs");
+/// let long = "q".repeat(1_000_000);
+/// let s = shown_name(&long);
+/// assert!(s.len() < 300 && s.ends_with("… (1000000 bytes)"), "{s}");
+/// ```
+pub fn shown_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.len() <= MAX_SHOWN_NAME {
+        return name.into();
+    }
+    let mut end = MAX_SHOWN_NAME - 32;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &name[..end], name.len()).into()
+}

@@ -4,9 +4,9 @@ use super::options::*;
 use super::report::*;
 use super::state::*;
 use super::text::*;
-use runtrace_model::fmt_ns;
 use runtrace_model::input::ReadStats;
 use runtrace_model::model::{Model, Process, Thread};
+use runtrace_model::{fmt_ns, shown_name};
 use std::fmt::Write as _;
 
 impl Backlog {
@@ -32,8 +32,9 @@ impl Names<'_> {
         } else {
             format!("tid {}", th.tid)
         };
+        // Shortened: a report names a thread per trigger and verdict.
         Some(match &th.name {
-            Some(n) if !n.is_empty() => format!("{n} ({id})"),
+            Some(n) if !n.is_empty() => format!("{} ({id})", shown_name(n)),
             _ => id,
         })
     }
@@ -218,12 +219,15 @@ fn heartbeats(s: &Backlog, m: &Model, nm: &Names<'_>) -> Vec<HeartbeatReport> {
 
 /// The judged triggers with their verdicts, in time order.
 fn triggers(s: &Backlog, m: &Model, nm: &Names<'_>) -> Vec<TriggerReport> {
-    let name = |i: u32| m.name(i).to_string();
+    // Names a trigger repeats are shown shortened (a recorded name can be
+    // as long as the file, and there can be thousands of triggers).
+    let name = |i: u32| shown_name(m.name(i)).into_owned();
     let mut triggers: Vec<TriggerReport> = s
         .done
         .iter()
         .map(|r| {
-            let qname = name(s.queues[r.q as usize].name);
+            let queue = m.name_shared(s.queues[r.q as usize].name);
+            let qname = shown_name(&queue);
             let verdicts = r
                 .verdicts
                 .iter()
@@ -242,7 +246,7 @@ fn triggers(s: &Backlog, m: &Model, nm: &Names<'_>) -> Vec<TriggerReport> {
                 .collect();
             TriggerReport {
                 timestamp_ns: r.exact,
-                queue: qname,
+                queue,
                 queue_size: r.size,
                 reason: name(r.reason),
                 growth_rate_per_sec: r.growth,

@@ -162,7 +162,7 @@ fn heartbeat_json(h: &HeartbeatReport) -> Value {
 fn trigger_json(t: &TriggerReport) -> Value {
     json!({
         "timestamp_ns": t.timestamp_ns,
-        "queue": t.queue,
+        "queue": runtrace_model::shown_name(&t.queue),
         "queue_size": t.queue_size,
         "reason": t.reason,
         "verdicts": t.verdicts.iter().map(|v| json!({
@@ -488,7 +488,7 @@ fn trigger_text(n: usize, t: &TriggerReport, o: &mut String) {
         "[{}] at {}: \"{}\" size {} ({}, growth {}/s); judged {} .. {}: enqueue {} (before {}), dequeue {} (before {}){}, consumers lost {}",
         n,
         fmt_at(t.timestamp_ns),
-        t.queue,
+        runtrace_model::shown_name(&t.queue),
         t.queue_size,
         t.reason,
         t.growth_rate_per_sec,

@@ -66,8 +66,10 @@ pub struct Verdict {
 pub struct TriggerReport {
     /// When it fired, ns since the recording started.
     pub timestamp_ns: u64,
-    /// The queue.
-    pub queue: String,
+    /// The queue (shared with the model, not copied per trigger: a queue
+    /// name can be as long as the file; renderers show it through
+    /// [`runtrace_model::shown_name`]).
+    pub queue: std::sync::Arc<str>,
     /// Items in the queue at the trigger.
     pub queue_size: u32,
     /// `size_threshold`, `growth_rate`, `manual`, ...

@@ -400,7 +400,7 @@ fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
             ch + 16.0,
             fmt_ns(c.width_ns)
         );
-        for t in b.triggers.iter().filter(|t| t.queue == q.name) {
+        for t in b.triggers.iter().filter(|t| *t.queue == *q.name) {
             let x = (t.timestamp_ns as f64 / c.width_ns as f64 * cell).clamp(0.0, w);
             let _ = write!(
                 h,
@@ -436,7 +436,7 @@ fn backlog(h: &mut String, b: &BacklogReport, c: &Charts, model: &Model) {
                 "<tr><td>{:.3} s</td><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td>\
                  <td>{}, {}</td><td>{}</td></tr>",
                 t.timestamp_ns as f64 / 1e9,
-                esc(&t.queue),
+                esc(&runtrace_model::shown_name(&t.queue)),
                 t.queue_size,
                 esc(&t.reason),
                 rate(t.enqueue_rate_before, t.enqueue_rate_during),
