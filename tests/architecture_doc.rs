@@ -18,7 +18,9 @@ fn root() -> &'static Path {
 /// `members` list, the one place they are listed).
 fn members() -> Vec<String> {
     let toml = fs::read_to_string(root().join("Cargo.toml")).unwrap();
-    let start = toml.find("members = [").expect("Cargo.toml has a members list");
+    let start = toml
+        .find("members = [")
+        .expect("Cargo.toml has a members list");
     let end = start + toml[start..].find(']').unwrap();
     toml[start..end]
         .lines()
@@ -79,7 +81,9 @@ fn architecture_page_names_every_crate_module_bench_and_example() {
     assert!(crates.len() >= 15, "members parsed: {crates:?}");
     for c in &crates {
         let Some(sec) = section(&doc, c) else {
-            missing.push(format!("crate crates/{c} (a paragraph opening **`crates/{c}`**)"));
+            missing.push(format!(
+                "crate crates/{c} (a paragraph opening **`crates/{c}`**)"
+            ));
             continue;
         };
         for m in modules(&root().join("crates").join(c)) {
