@@ -75,17 +75,32 @@ pub fn refuse_input(output: &Path, inputs: &[PathBuf]) -> Result<(), String> {
 /// exclusively: an existing file or a symbolic link planted at that name
 /// is never followed) and renamed over its final name by
 /// [`AtomicFile::commit`]. Dropped without a commit, it removes itself.
+///
+/// An output that exists and is not a regular file (`/dev/null`, a FIFO,
+/// `/dev/stdout` on a pipe) is written directly: renaming over it would
+/// replace the device node itself (a `-o /dev/null` run as root once left
+/// a regular file there).
 pub struct AtomicFile {
-    tmp: PathBuf,
+    /// `None` when writing straight into a special file.
+    tmp: Option<PathBuf>,
     path: PathBuf,
     file: Option<File>,
 }
 
 impl AtomicFile {
-    /// Creates the temporary file for `path`.
+    /// Creates the temporary file for `path` (or opens `path` itself when
+    /// it is an existing special file).
     pub fn create(path: &Path) -> io::Result<AtomicFile> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            let file = File::options().write(true).open(path)?;
+            return Ok(AtomicFile {
+                tmp: None,
+                path: path.to_path_buf(),
+                file: Some(file),
+            });
+        }
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
@@ -103,7 +118,7 @@ impl AtomicFile {
         let tmp = dir.join(tmp_name);
         let file = File::options().write(true).create_new(true).open(&tmp)?;
         Ok(AtomicFile {
-            tmp,
+            tmp: Some(tmp),
             path: path.to_path_buf(),
             file: Some(file),
         })
@@ -111,10 +126,15 @@ impl AtomicFile {
 
     /// Flushes the data to disk and renames the file into place.
     pub fn commit(mut self) -> io::Result<()> {
-        let file = self.file.take().expect("not committed yet");
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path)
+        let mut file = self.file.take().expect("not committed yet");
+        match &self.tmp {
+            Some(tmp) => {
+                file.sync_all()?;
+                drop(file);
+                std::fs::rename(tmp, &self.path)
+            }
+            None => file.flush(),
+        }
     }
 }
 
@@ -130,8 +150,8 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.file.is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+        if let (Some(_), Some(tmp)) = (&self.file, &self.tmp) {
+            let _ = std::fs::remove_file(tmp);
         }
     }
 }
@@ -143,4 +163,34 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     f.write_all(bytes)
         .and_then(|()| f.commit())
         .map_err(|e| format!("{}: cannot write: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileTypeExt;
+
+    #[test]
+    fn a_special_file_is_written_not_replaced() {
+        write_atomic(Path::new("/dev/null"), b"gone").unwrap();
+        let m = std::fs::metadata("/dev/null").unwrap();
+        assert!(
+            m.file_type().is_char_device(),
+            "/dev/null is still a device"
+        );
+    }
+
+    #[test]
+    fn an_uncommitted_file_leaves_nothing() {
+        let dir = std::env::temp_dir().join(format!("runtrace-out-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("o.html");
+        std::fs::write(&out, b"old").unwrap();
+        let mut f = AtomicFile::create(&out).unwrap();
+        f.write_all(b"half").unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&out).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
