@@ -16,7 +16,10 @@
 //! their task id alone, with no field name or operation compared.
 //!
 //! ```
-//! // `instrument` installs it when no global tracing subscriber is set.
+//! // A program that never sets a tracing subscriber of its own: runtrace's
+//! // minimal one, set explicitly (`instrument` sets none; programs with a
+//! // subscriber add `runtrace_tokio::layer()` to it instead).
+//! assert!(runtrace_tokio::wakes::install_global());
 //! let _ = runtrace_tokio::instrument(&mut tokio::runtime::Builder::new_current_thread());
 //! assert!(runtrace_tokio::wakes::installed());
 //! ```
