@@ -116,8 +116,10 @@ impl Entry {
         self
     }
 
-    /// A test (`#[runtrace::test]`): its name goes into the recording's
-    /// path, so tests running at once record apart.
+    /// A test (`#[runtrace::test]`). A process records one recording at a
+    /// time: with `RUNTRACE_PATH` set, the first test to start records and
+    /// the tests running beside it do not (run one test, `cargo test
+    /// NAME`, to record it).
     pub fn test(mut self, name: &'static str) -> Entry {
         self.test = Some(name);
         self
@@ -193,16 +195,6 @@ mod recording {
         }
         let mut b = Recorder::builder();
         if let Some(p) = &s.path {
-            b = b.path(p);
-        }
-        if let (Some(name), Some(base)) = (test, std::env::var_os("RUNTRACE_PATH")) {
-            // Tests of one binary run at once: one recording each.
-            let mut p = std::path::PathBuf::from(base);
-            let leaf = format!(
-                "{}.{name}",
-                p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
-            );
-            p.set_file_name(leaf);
             b = b.path(p);
         }
         if let Some(hz) = s.cpu_hz {
