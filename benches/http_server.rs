@@ -152,7 +152,6 @@ fn wakes_for(mode: &str) {
     }
 }
 
-
 /// The child: serves `GET /` until stdin closes; `mark` lines are answered
 /// with `mark CPU_NS REQUESTS`.
 fn serve(mode: &str) {

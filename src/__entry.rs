@@ -155,7 +155,9 @@ impl Entry {
             #[cfg(feature = "tokio-test-util")]
             b.start_paused(true);
             #[cfg(not(feature = "tokio-test-util"))]
-            panic!("start_paused needs tokio's test-util: enable runtrace's feature `tokio-test-util`");
+            panic!(
+                "start_paused needs tokio's test-util: enable runtrace's feature `tokio-test-util`"
+            );
         }
         let mut i = Instrumentation::new();
         if let Some(n) = &self.name {
@@ -313,7 +315,9 @@ mod signals {
             // SAFETY: reading one byte into `b`.
             let n = unsafe { libc::read(read, (&mut b as *mut u8).cast(), 1) };
             if n != 1 {
-                if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                if n < 0
+                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                {
                     continue;
                 }
                 return;

@@ -25,7 +25,10 @@ async fn a_test_runs_on_a_current_thread_runtime() {
 #[runtrace::test(flavor = "multi_thread", worker_threads = 3)]
 async fn a_test_takes_tokios_arguments() {
     let h = tokio::runtime::Handle::current();
-    assert_eq!(h.runtime_flavor(), tokio::runtime::RuntimeFlavor::MultiThread);
+    assert_eq!(
+        h.runtime_flavor(),
+        tokio::runtime::RuntimeFlavor::MultiThread
+    );
     assert_eq!(h.metrics().num_workers(), 3);
 }
 
@@ -39,13 +42,26 @@ async fn a_test_returns_a_result() -> Result<(), std::num::ParseIntError> {
 /// `examples/NAME`, built with the features it needs.
 fn example(name: &str) -> PathBuf {
     let st = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--features", "tokio,record", "--example", name])
+        .args([
+            "build",
+            "--quiet",
+            "--features",
+            "tokio,record",
+            "--example",
+            name,
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .unwrap();
     assert!(st.success(), "cargo build --example {name}");
     let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples").join(name);
+    let p = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
     assert!(p.exists(), "{} not built", p.display());
     p
 }
@@ -78,7 +94,12 @@ fn sigterm_seals_the_recording_of_a_service() {
     assert_eq!(st.signal(), Some(libc::SIGTERM), "{st}");
     let files = trace_files(&prefix);
     let report = check_files(&files);
-    assert_eq!(report.verdict(), "OK", "runtrace check {}:\n{report}", prefix.display());
+    assert_eq!(
+        report.verdict(),
+        "OK",
+        "runtrace check {}:\n{report}",
+        prefix.display()
+    );
     // Its plain tokio::spawn tasks' wakes were recorded (runtrace's layer).
     let mut stream = runtrace::format::merge::EventStream::open(&files).unwrap();
     let mut wakes = 0;
@@ -144,7 +165,11 @@ fn the_guides_hand_built_runtime_is_the_compiled_example() {
         .env("RUNTRACE_PATH", &prefix)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
     assert_eq!(check_files(&trace_files(&prefix)).verdict(), "OK");
 }

@@ -31,7 +31,10 @@ fn record(name: &str, rt: &mut tokio::runtime::Builder, work: impl std::future::
         .unwrap();
     // This test process sets no tracing subscriber of its own: runtrace's
     // minimal global one reports tokio's wakes (`instrument` sets none).
-    assert!(runtrace_tokio::wakes::install_global(), "tokio's wakes recorded");
+    assert!(
+        runtrace_tokio::wakes::install_global(),
+        "tokio's wakes recorded"
+    );
     let rt = runtrace_tokio::instrument(rt.enable_all()).build().unwrap();
     rt.block_on(work);
     drop(rt);

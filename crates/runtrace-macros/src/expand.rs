@@ -46,10 +46,7 @@ pub(crate) fn entry(args: TokenStream, item: TokenStream, test: bool) -> TokenSt
         if c.flavor.is_some_and(|f| f.0 == Flavor::CurrentThread) || (test && c.flavor.is_none()) {
             return with_error(
                 item,
-                syn::Error::new(
-                    *span,
-                    "`worker_threads` needs `flavor = \"multi_thread\"`",
-                ),
+                syn::Error::new(*span, "`worker_threads` needs `flavor = \"multi_thread\"`"),
             );
         }
         calls.push(quote_spanned!(*span=> .worker_threads(#n)));
@@ -75,11 +72,7 @@ pub(crate) fn entry(args: TokenStream, item: TokenStream, test: bool) -> TokenSt
         quote!()
     };
     let name = f.sig.ident.to_string();
-    let run = if test {
-        quote!(.test(#name))
-    } else {
-        quote!()
-    };
+    let run = if test { quote!(.test(#name)) } else { quote!() };
     let attrs = &f.attrs;
     let vis = &f.vis;
     let sig = &f.sig;

@@ -155,7 +155,11 @@ fn runtrace_arg(c: &mut Config, m: &Meta) -> syn::Result<()> {
     let Meta::NameValue(nv) = m else {
         return Err(syn::Error::new_spanned(
             key,
-            format!("`{}` takes a value: `{} = ...`", key_name(key), key_name(key)),
+            format!(
+                "`{}` takes a value: `{} = ...`",
+                key_name(key),
+                key_name(key)
+            ),
         ));
     };
     let slot = match key_name(key).as_str() {
