@@ -97,7 +97,7 @@ fn mini_redis_keeps_its_logs_and_its_connection_tasks_are_named() {
     // Its log lines reached stdout through its fmt layer.
     assert!(rest.contains("accepting inbound connections"), "{rest}");
 
-    let files = runtrace::format::files::expand(&[prefix.clone()]).unwrap();
+    let files = runtrace::format::files::expand(std::slice::from_ref(&prefix)).unwrap();
     let check = runtrace::format::check::check_files(&files);
     assert_eq!(check.verdict(), "OK", "{check}");
     let r = analyze_files(&files, Options::default());
