@@ -16,12 +16,17 @@
 //! `main` does. With an argument N it stops by itself after N ms.
 
 use std::time::Duration;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::prelude::*;
 
 #[runtrace::main(worker_threads = 2)]
 async fn main() {
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_ansi(false))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_filter(LevelFilter::INFO),
+        )
         .with(runtrace::tokio::layer())
         .init();
     let stop_after = std::env::args().nth(1).and_then(|a| a.parse().ok());

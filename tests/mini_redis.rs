@@ -71,6 +71,13 @@ fn mini_redis_keeps_its_logs_and_its_connection_tasks_are_named() {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
+    // The rest of its stdout (its log lines), read as it comes: a full
+    // pipe would stop its workers in the middle of a log write.
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        rest
+    });
     let port: u16 = line
         .trim()
         .strip_prefix("port ")
@@ -90,9 +97,8 @@ fn mini_redis_keeps_its_logs_and_its_connection_tasks_are_named() {
     // returns and the recording is sealed.
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
     let st = child.wait().unwrap();
+    let rest = rest.join().unwrap();
     assert!(st.success(), "{st}");
     // Its log lines reached stdout through its fmt layer.
     assert!(rest.contains("accepting inbound connections"), "{rest}");

@@ -20,7 +20,10 @@
 //! Its filter is its own (a per-layer filter: the application's layers
 //! see what they saw before): tokio's task spans always, its waker events
 //! only while some backend listens (cached per callsite, re-asked when a
-//! recording starts or ends), nothing else.
+//! recording starts or ends), nothing else. tokio's spans and events are
+//! at TRACE level: filter the application's layers each on its own
+//! (`fmt::layer().with_filter(LevelFilter::INFO)`); a filter layered over
+//! the whole registry hides them from this layer as well.
 
 use crate::wakes;
 use runtrace_probes::builtin as probes;
