@@ -4,14 +4,21 @@
 //! - `plain`: stock runtime, no hooks;
 //! - `idle_hooks`: `runtrace_tokio::instrument`ed, nothing recording;
 //! - `record`: instrumented and recording to files;
+//!   these two (and every `record_*` mode but `record_no_wakes`) learn of
+//!   tokio's wakes through runtrace's minimal global tracing subscriber
+//!   (`runtrace_tokio::wakes::install_global()`, which `instrument` set by
+//!   itself before issue 34), so their figures compare with earlier runs;
+//! - `idle_layer`, `record_layer`: `idle_hooks` and `record` learning of
+//!   the wakes through `runtrace_tokio::layer()` in a `tracing_subscriber`
+//!   registry instead, as an application with its own logging does;
 //! - `record_cpu`: `record` plus CPU profiling at 99 Hz
 //!   (`Recorder::builder().cpu_profile(99)`, issue 13; target: at most 1%
 //!   more CPU per request than `record`);
 //! - `record_cpu_on`: `record_cpu` without off-CPU stacks
 //!   (`RUNTRACE_CPU_OFF_CPU=off`: on-CPU samples only);
-//! - `record_no_wakes`: `record` without tokio's waker events
-//!   (`RUNTRACE_TOKIO_WAKES=off`: no WakeEvents for plain `tokio::spawn`
-//!   tasks, and no tracing subscriber or task spans): what recording who
+//! - `record_no_wakes`: `record` without tokio's waker events (no
+//!   tracing subscriber: no WakeEvents for plain `tokio::spawn` tasks, and
+//!   no task spans): what recording who
 //!   woke whom costs, against the same round's `record`;
 //! - `floor_hooks`: not runtrace's hooks but the least any tracer built on
 //!   tokio's hooks can do: each poll start and end, park and unpark reads
@@ -124,6 +131,27 @@ fn main() {
 
 // ---------------------------------------------------------------- server
 
+/// How an instrumented server learns of tokio's wakes (the server sets no
+/// tracing subscriber of its own): `*_layer` modes through
+/// `runtrace_tokio::layer()` in a `tracing_subscriber` registry (what an
+/// application with its own logging does), `record_no_wakes` not at all,
+/// the others through runtrace's minimal global subscriber
+/// (`runtrace_tokio::wakes::install_global`), the path `instrument` took
+/// by default before issue 34, so their figures stay comparable.
+fn wakes_for(mode: &str) {
+    use tracing_subscriber::prelude::*;
+    if mode.ends_with("_layer") {
+        tracing_subscriber::registry()
+            .with(runtrace_tokio::layer())
+            .init();
+    } else if mode != "record_no_wakes" {
+        assert!(
+            runtrace_tokio::wakes::install_global(),
+            "no other global tracing subscriber in this process"
+        );
+    }
+}
+
 /// The child: serves `GET /` until stdin closes; `mark` lines are answered
 /// with `mark CPU_NS REQUESTS`.
 fn serve(mode: &str) {
@@ -141,6 +169,7 @@ fn serve(mode: &str) {
         }
     } else if !mode.starts_with("plain") {
         runtrace_tokio::instrument(&mut b);
+        wakes_for(mode);
     }
     let rt = b.build().expect("build the server's runtime");
     let dir = std::env::temp_dir().join(format!("runtrace-http-bench-{}", std::process::id()));
@@ -590,9 +619,6 @@ impl Server {
         }
         if mode == "record_cpu_on" {
             cmd.env("RUNTRACE_CPU_OFF_CPU", "off");
-        }
-        if mode == "record_no_wakes" {
-            cmd.env("RUNTRACE_TOKIO_WAKES", "off");
         }
         let mut child = cmd
             .env(SERVER_ENV, mode)
@@ -1340,9 +1366,11 @@ fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) 
 
 /// The modes every timed comparison knows (`record_all` and `plain_again`
 /// only the default mode).
-const TIMED_MODES: [&str; 11] = [
+const TIMED_MODES: [&str; 13] = [
     "plain",
     "idle_hooks",
+    "idle_layer",
+    "record_layer",
     "floor_hooks",
     "floor_no_clock",
     "floor_wakes",
@@ -1585,6 +1613,10 @@ fn drive() {
         ("floor_fire", "floor_wakes"),
         ("record", "floor_fire"),
         ("record_no_wakes", "floor_hooks"),
+        // runtrace's layer in the application's registry against its
+        // minimal global subscriber (the path before issue 34).
+        ("idle_layer", "idle_hooks"),
+        ("record_layer", "record"),
     ] {
         if let (Some(a), Some(b)) = (at(a), at(b)) {
             against(a, b);

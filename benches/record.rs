@@ -200,6 +200,10 @@ fn tokio_polls(c: &mut Criterion) {
         let mut b = tokio::runtime::Builder::new_current_thread();
         b.enable_all();
         if hooks {
+            // tokio's wakes through runtrace's minimal global subscriber,
+            // the path `instrument` took by itself before issue 34 (this
+            // bench sets no subscriber of its own).
+            runtrace_tokio::wakes::install_global();
             runtrace_tokio::instrument(&mut b);
         }
         let rt = b.build().expect("runtime");

@@ -3,8 +3,10 @@
 //! on a current-thread runtime:
 //! - `tokio_wake/plain`: before any `runtrace_tokio::instrument` (no
 //!   tracing subscriber: tokio's waker callsite is disabled);
-//! - `tokio_wake/idle`: after `instrument` (runtrace's `TaskWakes`
-//!   subscriber installed), nothing recording;
+//! - `tokio_wake/idle`: after `instrument` and
+//!   `runtrace_tokio::wakes::install_global()` (runtrace's `TaskWakes` as
+//!   the global subscriber, the path `instrument` took by itself before
+//!   issue 34), nothing recording;
 //! - `tokio_wake/recording`: recording, one WakeEvent per wake.
 //!
 //! Run: `cargo bench --bench tokio_wake`.
@@ -37,10 +39,10 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     g.bench_function("plain", |b| b.iter_custom(|n| wakes(&plain, n)));
+    assert!(runtrace_tokio::wakes::install_global());
     let rt = runtrace_tokio::instrument(&mut tokio::runtime::Builder::new_current_thread())
         .build()
         .unwrap();
-    assert!(runtrace_tokio::wakes::installed());
     g.bench_function("idle", |b| b.iter_custom(|n| wakes(&rt, n)));
     let dir = std::env::temp_dir().join(format!("runtrace-bench-wake-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

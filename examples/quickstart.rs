@@ -96,6 +96,15 @@ fn main() -> ExitCode {
         .spawn(move || executor_workload(ex_stop))
         .expect("spawn executor thread");
 
+    // Who woke whom, for plain `tokio::spawn` tasks too: runtrace's layer
+    // in the program's tracing subscriber (an application with logging
+    // adds it beside its `fmt` layer; docs/recorder.md).
+    {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry()
+            .with(runtrace_tokio::layer())
+            .init();
+    }
     let rt = runtrace_tokio::instrument(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -46,9 +46,20 @@ pub use runtrace_executor as executor;
 #[cfg(feature = "sync")]
 pub use runtrace_sync as sync;
 /// Recording of stock tokio runtimes (feature `tokio`):
-/// `runtrace::tokio::instrument(&mut builder)`.
+/// `runtrace::tokio::instrument(&mut builder)`, `runtrace::tokio::layer()`.
 #[cfg(feature = "tokio")]
 pub use runtrace_tokio as tokio;
+
+/// `#[runtrace::main]` and `#[runtrace::test]` (feature `tokio`): drop-ins
+/// for `#[tokio::main]` and `#[tokio::test]` that record the runtime when
+/// `RUNTRACE_PATH` is set (docs/recorder.md, "Instrumenting an existing
+/// application").
+#[cfg(feature = "tokio")]
+pub use runtrace_macros::{main, test};
+
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+pub mod __entry;
 
 /// The built-in probes (one module per event of `probes/events.toml`).
 #[doc(hidden)]

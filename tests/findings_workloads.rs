@@ -3,7 +3,7 @@
 //! victims are listed under it, and nothing blames a victim.
 //!
 //! Every task is spawned with plain `tokio::spawn`: their wakes come from
-//! tokio's waker instrumentation (`runtrace_tokio::wakes`).
+//! tokio's waker instrumentation (`runtrace_tokio::wakes::install_global`).
 
 use runtrace_analyze::{analyze_files, Options, Report, Severity};
 use runtrace_recorder::Recorder;
@@ -29,8 +29,13 @@ fn record(name: &str, rt: &mut tokio::runtime::Builder, work: impl std::future::
         .path(dir.path().join("trace"))
         .start()
         .unwrap();
+    // This test process sets no tracing subscriber of its own: runtrace's
+    // minimal global one reports tokio's wakes (`instrument` sets none).
+    assert!(
+        runtrace_tokio::wakes::install_global(),
+        "tokio's wakes recorded"
+    );
     let rt = runtrace_tokio::instrument(rt.enable_all()).build().unwrap();
-    assert!(runtrace_tokio::wakes::installed(), "tokio's wakes recorded");
     rt.block_on(work);
     drop(rt);
     g.finish().unwrap();

@@ -158,6 +158,7 @@ pub fn summary(r: &dyn Reports) -> Value {
         "damaged": stats.damaged,
         "errors": stats.errors,
         "unsealed_files": stats.unsealed.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+        "notes": if report.wakes_missing() { vec![crate::runtime::WAKES_HINT] } else { vec![] },
         "capabilities": {
             "available_events": available,
             "analyzers": analyzers(counts),
@@ -205,6 +206,9 @@ pub fn text(s: &Value) -> String {
         "tasks:        {} spawned, {} terminated; {} workers, {} spawn locations",
         s["tasks_spawned"], s["tasks_terminated"], s["workers"], s["spawn_locations"]
     );
+    for n in s["notes"].as_array().into_iter().flatten() {
+        let _ = writeln!(t, "note:         {}", n.as_str().unwrap_or(""));
+    }
     let _ = writeln!(t, "\n=== Events");
     if let Some(m) = s["event_counts"].as_object() {
         for (name, n) in m {

@@ -45,7 +45,10 @@ compile_error!(
      target rustflags replace build rustflags)"
 );
 
+mod layer;
 pub mod wakes;
+
+pub use layer::layer;
 
 use runtrace_core::clock::TraceClock;
 use runtrace_core::{Istr, Loc};
@@ -189,6 +192,9 @@ fn worker_started(w: u32, runtime: u32) {
 /// Per-runtime state shared by its hooks.
 struct RuntimeState {
     id: u32,
+    /// Its name, when the application gave one ([`Instrumentation::name`]).
+    #[allow(dead_code)]
+    name: Option<Arc<str>>,
     threads: AtomicUsize,
     sampler: std::sync::Once,
     /// The runtime's metrics (for local queue depths), taken once from the
@@ -268,12 +274,21 @@ impl RuntimeState {
 }
 
 /// Installs runtrace's hooks on a tokio runtime builder (multi-thread or
-/// current-thread), and returns it for chaining. The first call also
-/// installs [`wakes::TaskWakes`] as the global tracing subscriber unless
-/// one is set: set the application's own subscriber before this call (a
-/// second global subscriber cannot be set). Several runtimes in one
-/// process can be instrumented; each trace's WorkerStart events say which
-/// runtime a worker belongs to.
+/// current-thread), and returns it for chaining:
+/// `Instrumentation::new().apply(b)`. tokio's hooks are single slots:
+/// setting one after this replaces runtrace's; to keep an application's
+/// own hooks, give them to [`Instrumentation`], which runs runtrace's
+/// first and the application's after. Several runtimes in one process can
+/// be instrumented; each trace's WorkerStart events say which runtime a
+/// worker belongs to.
+///
+/// Wakes of plain `tokio::spawn` tasks come from tokio's tracing
+/// instrumentation: add [`layer()`] to the application's subscriber (one
+/// line, see its docs). `instrument` sets no global tracing subscriber:
+/// the application's own `init()` / `try_init()` keeps working.
+/// `RUNTRACE_TOKIO_WAKES=global` makes it install runtrace's minimal one
+/// ([`wakes::TaskWakes`]) when the application has none and never sets
+/// one.
 ///
 /// ```
 /// let rt = runtrace_tokio::instrument(tokio::runtime::Builder::new_current_thread().enable_all())
@@ -282,76 +297,236 @@ impl RuntimeState {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn instrument(b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder {
-    wakes::install();
-    let clock = TraceClock::get();
-    let st = Arc::new(RuntimeState {
-        id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
-        threads: AtomicUsize::new(0),
-        sampler: std::sync::Once::new(),
-        metrics: OnceLock::new(),
-        sched_gap: (clock.ticks_per_sec() / SCHED_SAMPLE_HZ).max(1),
-        last_queue_sample: AtomicU64::new(0),
-        queue_gap: ticks_in(clock, QUEUE_SAMPLE_PERIOD),
-    });
-    let (s1, s2, s3, s4, s5) = (st.clone(), st.clone(), st.clone(), st.clone(), st.clone());
-    b.on_thread_start(move || {
-        s1.threads.fetch_add(1, Ordering::Relaxed);
-        // The global queue sampler starts with the runtime's first thread
-        // (the handle does not exist before) and stops with its last.
-        let st = s1.clone();
-        s1.sampler.call_once(move || {
-            if let Ok(h) = tokio::runtime::Handle::try_current() {
-                let _ = st.metrics.set(h.metrics());
-                let _ = std::thread::Builder::new()
-                    .name(format!("runtrace-tokio-sampler-{}", st.id))
-                    .spawn(move || sample_global_queue(st, clock));
-            }
+    Instrumentation::new().apply(b)
+}
+
+type Hook = Arc<dyn Fn() + Send + Sync>;
+type TaskHook = Arc<dyn Fn(&tokio::runtime::TaskMeta<'_>) + Send + Sync>;
+
+/// How [`instrument`] instruments a runtime: its name in the trace, and
+/// the application's own runtime hooks, which keep working (tokio has one
+/// slot per hook: runtrace's runs first, then the application's, in the
+/// order they were given).
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// let started = Arc::new(AtomicUsize::new(0));
+/// let s = started.clone();
+/// let mut b = tokio::runtime::Builder::new_multi_thread();
+/// runtrace_tokio::Instrumentation::new()
+///     .name("api")
+///     .on_thread_start(move || {
+///         s.fetch_add(1, Ordering::Relaxed);
+///     })
+///     .apply(b.worker_threads(2).enable_all());
+/// let rt = b.build()?;
+/// rt.block_on(async { tokio::spawn(async {}).await })?;
+/// drop(rt);
+/// assert!(started.load(Ordering::Relaxed) >= 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Default, Clone)]
+#[must_use]
+pub struct Instrumentation {
+    name: Option<Arc<str>>,
+    thread_start: Vec<Hook>,
+    thread_stop: Vec<Hook>,
+    thread_park: Vec<Hook>,
+    thread_unpark: Vec<Hook>,
+    task_spawn: Vec<TaskHook>,
+    task_terminate: Vec<TaskHook>,
+    before_poll: Vec<TaskHook>,
+    after_poll: Vec<TaskHook>,
+}
+
+macro_rules! chain_hook {
+    ($(#[$doc:meta])* $name:ident, $field:ident, Hook) => {
+        $(#[$doc])*
+        pub fn $name(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+            self.$field.push(Arc::new(f));
+            self
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, $field:ident, TaskHook) => {
+        $(#[$doc])*
+        pub fn $name(mut self, f: impl Fn(&tokio::runtime::TaskMeta<'_>) + Send + Sync + 'static) -> Self {
+            self.$field.push(Arc::new(f));
+            self
+        }
+    };
+}
+
+impl Instrumentation {
+    /// Runtrace's hooks, no name, no application hooks.
+    pub fn new() -> Instrumentation {
+        Instrumentation::default()
+    }
+
+    /// The runtime's name in the trace (a process often runs several:
+    /// `"api"`, `"blocking-io"`); without one, its index in the process.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(Arc::from(name));
+        self
+    }
+
+    chain_hook!(
+        /// The application's `on_thread_start` (after runtrace's).
+        on_thread_start, thread_start, Hook
+    );
+    chain_hook!(
+        /// The application's `on_thread_stop` (after runtrace's).
+        on_thread_stop, thread_stop, Hook
+    );
+    chain_hook!(
+        /// The application's `on_thread_park` (after runtrace's).
+        on_thread_park, thread_park, Hook
+    );
+    chain_hook!(
+        /// The application's `on_thread_unpark` (after runtrace's).
+        on_thread_unpark, thread_unpark, Hook
+    );
+    chain_hook!(
+        /// The application's `on_task_spawn` (after runtrace's).
+        on_task_spawn, task_spawn, TaskHook
+    );
+    chain_hook!(
+        /// The application's `on_task_terminate` (after runtrace's).
+        on_task_terminate, task_terminate, TaskHook
+    );
+    chain_hook!(
+        /// The application's `on_before_task_poll` (after runtrace's).
+        on_before_task_poll, before_poll, TaskHook
+    );
+    chain_hook!(
+        /// The application's `on_after_task_poll` (after runtrace's).
+        on_after_task_poll, after_poll, TaskHook
+    );
+
+    /// Installs the hooks on `b`, and returns it for chaining.
+    pub fn apply(self, b: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder {
+        wakes::install_from_env();
+        let clock = TraceClock::get();
+        let st = Arc::new(RuntimeState {
+            id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
+            name: self.name.clone(),
+            threads: AtomicUsize::new(0),
+            sampler: std::sync::Once::new(),
+            metrics: OnceLock::new(),
+            sched_gap: (clock.ticks_per_sec() / SCHED_SAMPLE_HZ).max(1),
+            last_queue_sample: AtomicU64::new(0),
+            queue_gap: ticks_in(clock, QUEUE_SAMPLE_PERIOD),
         });
-    })
-    .on_thread_stop(move || {
-        s2.threads.fetch_sub(1, Ordering::Relaxed);
-        if STARTED.get() && probes::worker_stop::enabled() {
-            probes::worker_stop::fire(probes::worker_stop::Args {
-                worker: worker(),
-                runtime: s2.id,
+        let (s1, s2, s3, s4, s5) = (st.clone(), st.clone(), st.clone(), st.clone(), st.clone());
+        let Instrumentation {
+            thread_start,
+            thread_stop,
+            thread_park,
+            thread_unpark,
+            task_spawn,
+            task_terminate,
+            before_poll,
+            after_poll,
+            ..
+        } = self;
+        // Each hook: runtrace's work, then the application's hooks; with
+        // none, the closure is runtrace's alone (no loop over an empty
+        // list on the hot hooks).
+        b.on_thread_start(move || {
+            s1.threads.fetch_add(1, Ordering::Relaxed);
+            // The global queue sampler starts with the runtime's first thread
+            // (the handle does not exist before) and stops with its last.
+            let st = s1.clone();
+            s1.sampler.call_once(move || {
+                if let Ok(h) = tokio::runtime::Handle::try_current() {
+                    let _ = st.metrics.set(h.metrics());
+                    let _ = std::thread::Builder::new()
+                        .name(format!("runtrace-tokio-sampler-{}", st.id))
+                        .spawn(move || sample_global_queue(st, clock));
+                }
+            });
+            thread_start.iter().for_each(|f| f());
+        })
+        .on_thread_stop(move || {
+            s2.threads.fetch_sub(1, Ordering::Relaxed);
+            if STARTED.get() && probes::worker_stop::enabled() {
+                probes::worker_stop::fire(probes::worker_stop::Args {
+                    worker: worker(),
+                    runtime: s2.id,
+                });
+            }
+            thread_stop.iter().for_each(|f| f());
+        });
+        let park_hook = move || {
+            // For a CPU profile's off-CPU stacks: this thread's switch-outs
+            // until unpark are the runtime idling (one load when no profile).
+            runtrace_core::parked::set(true);
+            if probes::worker_park::enabled() {
+                park(&s4, clock);
+            }
+        };
+        let unpark_hook = move || {
+            runtrace_core::parked::set(false);
+            let parked_as = PARKED.replace(runtrace_format::NO_WORKER);
+            if probes::worker_unpark::enabled() {
+                unpark(&s5, clock, parked_as);
+            }
+        };
+        if thread_park.is_empty() {
+            b.on_thread_park(park_hook);
+        } else {
+            b.on_thread_park(move || {
+                park_hook();
+                thread_park.iter().for_each(|f| f());
             });
         }
-    })
-    .on_thread_park(move || {
-        // For a CPU profile's off-CPU stacks: this thread's switch-outs
-        // until unpark are the runtime idling (one load when no profile).
-        runtrace_core::parked::set(true);
-        if probes::worker_park::enabled() {
-            park(&s4, clock);
+        if thread_unpark.is_empty() {
+            b.on_thread_unpark(unpark_hook);
+        } else {
+            b.on_thread_unpark(move || {
+                unpark_hook();
+                thread_unpark.iter().for_each(|f| f());
+            });
         }
-    })
-    .on_thread_unpark(move || {
-        runtrace_core::parked::set(false);
-        let parked_as = PARKED.replace(runtrace_format::NO_WORKER);
-        if probes::worker_unpark::enabled() {
-            unpark(&s5, clock, parked_as);
+        b.on_task_spawn(move |meta| {
+            if probes::task_spawn::enabled() {
+                spawned(meta);
+            }
+            task_spawn.iter().for_each(|f| f(meta));
+        });
+        let before = move |meta: &tokio::runtime::TaskMeta<'_>| {
+            if probes::task_poll_start::enabled() {
+                poll_start(&s3, clock, meta);
+            }
+        };
+        if before_poll.is_empty() {
+            b.on_before_task_poll(before);
+        } else {
+            b.on_before_task_poll(move |meta| {
+                before(meta);
+                before_poll.iter().for_each(|f| f(meta));
+            });
         }
-    })
-    .on_task_spawn(|meta| {
-        if probes::task_spawn::enabled() {
-            spawned(meta);
+        let after = |meta: &tokio::runtime::TaskMeta<'_>| {
+            if probes::task_poll_end::enabled() {
+                poll_end(meta);
+            }
+        };
+        if after_poll.is_empty() {
+            b.on_after_task_poll(after);
+        } else {
+            b.on_after_task_poll(move |meta| {
+                after(meta);
+                after_poll.iter().for_each(|f| f(meta));
+            });
         }
-    })
-    .on_before_task_poll(move |meta| {
-        if probes::task_poll_start::enabled() {
-            poll_start(&s3, clock, meta);
-        }
-    })
-    .on_after_task_poll(|meta| {
-        if probes::task_poll_end::enabled() {
-            poll_end(meta);
-        }
-    })
-    .on_task_terminate(|meta| {
-        if probes::task_terminate::enabled() {
-            terminated(meta);
-        }
-    })
+        b.on_task_terminate(move |meta| {
+            if probes::task_terminate::enabled() {
+                terminated(meta);
+            }
+            task_terminate.iter().for_each(|f| f(meta));
+        })
+    }
 }
 
 // The hooks' work while a backend listens, each out of line: a hook is

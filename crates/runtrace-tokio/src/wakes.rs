@@ -16,7 +16,10 @@
 //! their task id alone, with no field name or operation compared.
 //!
 //! ```
-//! // `instrument` installs it when no global tracing subscriber is set.
+//! // A program that never sets a tracing subscriber of its own: runtrace's
+//! // minimal one, set explicitly (`instrument` sets none; programs with a
+//! // subscriber add `runtrace_tokio::layer()` to it instead).
+//! assert!(runtrace_tokio::wakes::install_global());
 //! let _ = runtrace_tokio::instrument(&mut tokio::runtime::Builder::new_current_thread());
 //! assert!(runtrace_tokio::wakes::installed());
 //! ```
@@ -44,19 +47,20 @@ pub fn installed() -> bool {
 }
 
 /// Installs [`TaskWakes`] as the process's global tracing subscriber,
-/// unless one is already set (the application's own subscriber wins: then
-/// only [`crate::spawn`] / [`crate::traced`] tasks get wakes, and
-/// `runtrace analyze` shows the rest as `uncovered_polls`).
-/// `RUNTRACE_TOKIO_WAKES=off` (or `0`) leaves the global subscriber slot
-/// to the application, for one that sets its own only after `instrument`
-/// (tracing allows one per process, and a second `set_global_default`
-/// fails).
-pub(crate) fn install() {
+/// unless one is already set; returns whether it is now installed. For an
+/// application with no tracing subscriber of its own, ever (a global
+/// subscriber is set once per process: an application's later `init()`
+/// would panic, and `try_init()` fail). Applications with their own
+/// subscriber add [`crate::layer()`] to it instead.
+///
+/// ```
+/// // A program without logging: runtrace's minimal subscriber.
+/// let on = runtrace_tokio::wakes::install_global();
+/// assert_eq!(on, runtrace_tokio::wakes::installed());
+/// ```
+pub fn install_global() -> bool {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        if std::env::var_os("RUNTRACE_TOKIO_WAKES").is_some_and(|v| v == "off" || v == "0") {
-            return;
-        }
         if tracing::dispatcher::set_global_default(tracing::Dispatch::new(TaskWakes)).is_ok() {
             INSTALLED.store(true, Ordering::Relaxed);
             // `register_callsite` caches the waker events' interest from
@@ -64,6 +68,22 @@ pub(crate) fn install() {
             runtrace_core::listeners::on_change(tracing::callsite::rebuild_interest_cache);
         }
     });
+    installed()
+}
+
+/// `RUNTRACE_TOKIO_WAKES=global`: [`install_global`] when a runtime is
+/// instrumented (for an application that never sets a subscriber and
+/// cannot be changed to add [`crate::layer()`]).
+pub(crate) fn install_from_env() {
+    if std::env::var_os("RUNTRACE_TOKIO_WAKES").is_some_and(|v| v == "global") {
+        install_global();
+    }
+}
+
+/// Marks tokio's wakes as reported (by [`crate::layer()`]): [`crate::traced`]
+/// then records none of its own.
+pub(crate) fn mark_installed() {
+    INSTALLED.store(true, Ordering::Relaxed);
 }
 
 /// A few callsites, by their metadata's address: added once each, never

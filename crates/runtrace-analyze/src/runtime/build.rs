@@ -149,9 +149,15 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             )
         })
         .collect();
+    let (uncovered, polls) = spawn_locations.iter().fold((0, 0), |(u, p), (_, l)| {
+        (u + l.uncovered_polls, p + l.polls)
+    });
+    if super::report::wakes_missing(uncovered, polls) {
+        notes.push(super::report::WAKES_HINT.to_string());
+    }
     if !blind.is_empty() {
         notes.push(format!(
-            "polls with no wake recorded before them (their wake delay is not measured; spawn with runtrace::tokio::spawn, or let runtrace install its tokio waker subscriber): {}",
+            "polls with no wake recorded before them (their wake delay is not measured; spawn with runtrace::tokio::spawn, or add runtrace::tokio::layer() to the tracing subscriber): {}",
             blind.join(", ")
         ));
     }

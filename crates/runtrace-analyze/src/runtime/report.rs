@@ -319,6 +319,39 @@ pub struct Report {
     pub thresholds: Thresholds,
 }
 
+/// What `analyze` and `summary` say when most polls of a trace had no wake
+/// recorded before them ([`Report::wakes_missing`]): tokio reports the
+/// wakes of plain `tokio::spawn` tasks only to a tracing subscriber, and
+/// runtrace sets none by itself (docs/recorder.md).
+pub const WAKES_HINT: &str = "most polls had no wake recorded before them, so wake-to-poll delays are not measured: plain tokio::spawn tasks report their wakes through runtrace's tracing layer. Add it to the application's subscriber: tracing_subscriber::registry().with(runtrace::tokio::layer()) (a program with no subscriber: runtrace::tokio::wakes::install_global())";
+
+/// Whether `uncovered` of `polls` (polls with no wake nor spawn before
+/// them) say the trace lacks wakes: at least 10, and most polls.
+pub(crate) fn wakes_missing(uncovered: u64, polls: u64) -> bool {
+    uncovered >= 10 && uncovered * 2 > polls
+}
+
+impl Report {
+    /// Whether most polls had no wake recorded before them (the
+    /// application's tracing subscriber lacks runtrace's layer): then
+    /// [`WAKES_HINT`] applies.
+    ///
+    /// ```
+    /// # fn f(r: &runtrace_analyze::Report) {
+    /// if r.wakes_missing() {
+    ///     println!("{}", runtrace_analyze::runtime::WAKES_HINT);
+    /// }
+    /// # }
+    /// ```
+    pub fn wakes_missing(&self) -> bool {
+        let (u, p) = self
+            .spawn_locations
+            .iter()
+            .fold((0, 0), |(u, p), l| (u + l.uncovered_polls, p + l.polls));
+        wakes_missing(u, p)
+    }
+}
+
 /// "once", "twice", "N times".
 pub(crate) fn times(n: u64) -> String {
     match n {

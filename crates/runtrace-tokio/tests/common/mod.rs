@@ -33,7 +33,21 @@ pub fn record(dir: &std::path::Path, work: impl FnOnce()) -> Vec<Event> {
 }
 
 /// An instrumented multi-thread runtime with 2 workers.
+/// Two workers, runtrace's hooks, no tracing subscriber of runtrace's.
+pub fn two_workers_plain() -> tokio::runtime::Runtime {
+    runtrace_tokio::instrument(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all(),
+    )
+    .build()
+    .unwrap()
+}
+
+/// (With runtrace's minimal global subscriber for tokio's wakes: these
+/// tests' processes set no subscriber of their own.)
 pub fn two_workers() -> tokio::runtime::Runtime {
+    runtrace_tokio::wakes::install_global();
     runtrace_tokio::instrument(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -1,0 +1,2 @@
+#[runtrace_macros::main(crate = "tokio")]
+async fn main() {}

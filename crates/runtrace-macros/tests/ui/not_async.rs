@@ -1,0 +1,2 @@
+#[runtrace_macros::main]
+fn main() {}

@@ -1,0 +1,2 @@
+#[runtrace_macros::main(worker_threads = 2, worker_threads = 4)]
+async fn main() {}

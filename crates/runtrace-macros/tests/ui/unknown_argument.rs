@@ -1,0 +1,2 @@
+#[runtrace_macros::main(flavour = "current_thread")]
+async fn main() {}

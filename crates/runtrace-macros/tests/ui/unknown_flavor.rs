@@ -1,0 +1,2 @@
+#[runtrace_macros::main(flavor = "single_thread")]
+async fn main() {}

@@ -1,0 +1,2 @@
+#[runtrace_macros::main(runtrace(paht = "traces/app"))]
+async fn main() {}

@@ -1,0 +1,161 @@
+//! [`layer()`]: runtrace as a `tracing_subscriber::Layer` the application
+//! adds to its own subscriber, so it keeps its logs and runtrace learns
+//! every task's wakes:
+//!
+//! ```
+//! use tracing_subscriber::prelude::*;
+//! tracing_subscriber::registry()
+//!     .with(tracing_subscriber::fmt::layer())
+//!     .with(runtrace_tokio::layer())
+//!     .init();
+//! ```
+//!
+//! tokio (`--cfg tokio_unstable`, its `tracing` feature) opens a
+//! `runtime.spawn` span per task (field `task.id`: the tokio task id) and
+//! emits a `tokio::task::waker` event per waker operation (field
+//! `task.id`: the *span's* id). The layer keeps the tokio task id in the
+//! span's extensions and turns `waker.wake` / `waker.wake_by_ref` events
+//! into WakeEvents.
+//!
+//! Its filter is its own (a per-layer filter: the application's layers
+//! see what they saw before): tokio's task spans always, its waker events
+//! only while some backend listens (cached per callsite, re-asked when a
+//! recording starts or ends), nothing else. tokio's spans and events are
+//! at TRACE level: filter the application's layers each on its own
+//! (`fmt::layer().with_filter(LevelFilter::INFO)`); a filter layered over
+//! the whole registry hides them from this layer as well.
+
+use crate::wakes;
+use runtrace_probes::builtin as probes;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
+use tracing::subscriber::Interest;
+use tracing::{Event, Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+/// runtrace's layer: add it to the application's subscriber (see the
+/// module docs). Marks tokio's wakes as reported, so tasks spawned through
+/// [`crate::spawn`] are not recorded twice.
+///
+/// ```
+/// use tracing_subscriber::prelude::*;
+/// let subscriber = tracing_subscriber::registry().with(runtrace_tokio::layer());
+/// tracing::subscriber::with_default(subscriber, || tracing::info!("logged, not recorded"));
+/// ```
+pub fn layer<S>() -> impl Layer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    wakes::mark_installed();
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // The waker events' interest follows whether a backend listens.
+        runtrace_core::listeners::on_change(tracing::callsite::rebuild_interest_cache);
+    });
+    WakesLayer.with_filter(WakesFilter)
+}
+
+/// The tokio task id of a task span.
+struct TaskId(u64);
+
+struct WakesLayer;
+
+/// What runtrace reads: tokio's task spans, and its waker events while a
+/// backend listens.
+struct WakesFilter;
+
+fn is_task_span(m: &Metadata<'_>) -> bool {
+    m.is_span() && m.name() == "runtime.spawn"
+}
+
+fn is_waker_event(m: &Metadata<'_>) -> bool {
+    m.is_event() && m.target() == "tokio::task::waker"
+}
+
+impl<S> Filter<S> for WakesFilter {
+    fn enabled(&self, m: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        if m.is_event() {
+            probes::task_wake::enabled() && is_waker_event(m)
+        } else {
+            is_task_span(m)
+        }
+    }
+
+    fn callsite_enabled(&self, m: &'static Metadata<'static>) -> Interest {
+        if is_task_span(m) {
+            Interest::always()
+        } else if is_waker_event(m) {
+            if runtrace_probes::EXTERNAL_BACKENDS {
+                Interest::sometimes()
+            } else if probes::task_wake::enabled() {
+                Interest::always()
+            } else {
+                Interest::never()
+            }
+        } else {
+            Interest::never()
+        }
+    }
+}
+
+/// Reads `task.id` (and `op`) of a tokio span or waker event.
+#[derive(Default)]
+struct Fields {
+    task: u64,
+    wake: bool,
+}
+
+impl Visit for Fields {
+    fn record_u64(&mut self, f: &Field, v: u64) {
+        if f.name() == "task.id" {
+            self.task = v;
+        }
+    }
+    fn record_str(&mut self, f: &Field, v: &str) {
+        if f.name() == "op" {
+            self.wake = v == "waker.wake" || v == "waker.wake_by_ref";
+        }
+    }
+    fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+}
+
+impl<S> Layer<S> for WakesLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if !is_task_span(attrs.metadata()) {
+            return;
+        }
+        let mut f = Fields::default();
+        attrs.record(&mut f);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(TaskId(f.task));
+        }
+    }
+
+    fn on_event(&self, ev: &Event<'_>, ctx: Context<'_, S>) {
+        if !probes::task_wake::enabled() || !is_waker_event(ev.metadata()) {
+            return;
+        }
+        let mut f = Fields::default();
+        ev.record(&mut f);
+        if !f.wake || f.task == 0 {
+            return;
+        }
+        // `task.id` of a waker event is the task span's id.
+        let Some(span) = ctx.span(&Id::from_u64(f.task)) else {
+            return;
+        };
+        let Some(task) = span.extensions().get::<TaskId>().map(|t| t.0) else {
+            return;
+        };
+        let (waker_task_id, worker) = crate::waker_and_worker();
+        probes::task_wake::fire(probes::task_wake::Args {
+            woken_task_id: task,
+            waker_task_id,
+            worker,
+        });
+    }
+}
