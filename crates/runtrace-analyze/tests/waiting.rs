@@ -40,15 +40,16 @@ fn all_kinds(r: &Report) -> Vec<&'static str> {
 }
 
 /// A short task that completes: spawn, a poll that waits, a wake, a
-/// Ready poll, its terminate (on thread `tid`, worker 0).
+/// Ready poll (with its terminate inside it, as tokio's hooks order them),
+/// on thread `tid`, worker 0.
 fn quick(b: &mut TraceBuilder, tid: u64, task: u64, loc: u64, at: u64) {
     b.spawn(tid, at, task, 0, loc, 0);
     b.poll_start(tid, 0, at + 10 * US, task, 0, 0);
     b.poll_end(tid, 0, at + 20 * US, task, false);
     b.wake(tid, 0, at + 100 * US, task, 0);
     b.poll_start(tid, 0, at + 110 * US, task, 0, 0);
+    b.terminate(tid, at + 115 * US, task);
     b.poll_end(tid, 0, at + 120 * US, task, true);
-    b.terminate(tid, at + 130 * US, task);
 }
 
 #[test]

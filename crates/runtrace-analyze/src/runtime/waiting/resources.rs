@@ -395,7 +395,10 @@ impl Resources {
 
 /// "Mutex created at src/db.rs:12:9".
 fn describe(c: &Ctx<'_>, r: &Res) -> String {
-    let ty = c.m.name(r.ty);
+    let ty = match c.m.name(r.ty) {
+        "Sender|Receiver" => "oneshot channel",
+        t => t,
+    };
     if r.loc != UNKNOWN_LOC {
         format!("{ty} created at {}", c.loc(r.loc))
     } else if r.internal {
@@ -408,7 +411,30 @@ fn describe(c: &Ctx<'_>, r: &Res) -> String {
     }
 }
 
+/// Resources of one kind created at one site (a oneshot per request is
+/// one site): what the findings judge.
+struct Site<'a> {
+    first: &'a Res,
+    parts: Vec<(u32, Part)>,
+    wait: Histogram,
+    charged_ns: u64,
+}
+
+fn merge(into: &mut Part, p: &Part) {
+    into.waits += p.waits;
+    into.wait.merge(&p.wait);
+    into.holds += p.holds;
+    into.hold.merge(&p.hold);
+    into.holds_across_await += p.holds_across_await;
+    into.charged_ns += p.charged_ns;
+    into.charged_holds += p.charged_holds;
+    into.charged_across_await += p.charged_across_await;
+    into.released += p.released;
+    into.released_ns += p.released_ns;
+}
+
 /// `resource_wait` / `lock_held_across_await`: one finding per resource
+/// site (type and creation site; an internal one per creating location)
 /// whose waits' p99 exceeds the wake delay threshold (10 ms).
 pub(crate) fn findings(
     c: &Ctx<'_>,
@@ -418,26 +444,66 @@ pub(crate) fn findings(
 ) {
     let mut keys: Vec<&Key> = rs.res.keys().collect();
     keys.sort();
+    let mut sites: std::collections::BTreeMap<(u32, u32, bool, Option<u32>), Site<'_>> =
+        Default::default();
     for k in keys {
         let r = &rs.res[k];
-        let p99 = r.wait.quantile_permille(990);
-        if r.wait.count() == 0 || p99 <= th.wake_delay_ns {
+        if r.wait.count() == 0 {
             continue;
         }
-        out.push(resource_finding(c, r, th));
+        let created_by = if r.loc == UNKNOWN_LOC {
+            r.created_by
+        } else {
+            None
+        };
+        let s = sites
+            .entry((r.ty, r.loc, r.internal, created_by))
+            .or_insert_with(|| Site {
+                first: r,
+                parts: Vec::new(),
+                wait: Histogram::new(),
+                charged_ns: 0,
+            });
+        s.wait.merge(&r.wait);
+        s.charged_ns += r.charged_ns;
+        for (&l, p) in &r.parts {
+            match s.parts.iter_mut().find(|x| x.0 == l) {
+                Some(x) => merge(&mut x.1, p),
+                None => s.parts.push((l, p.clone())),
+            }
+        }
+    }
+    for s in sites.values_mut() {
+        if s.wait.quantile_permille(990) <= th.wake_delay_ns {
+            continue;
+        }
+        s.parts.sort_by_key(|x| x.0);
+        out.push(resource_finding(c, s, th));
     }
 }
 
-fn resource_finding(c: &Ctx<'_>, r: &Res, th: &Thresholds) -> super::Finding {
-    let p99 = r.wait.quantile_permille(990);
-    let mut parts: Vec<(u32, &Part)> = r.parts.iter().map(|(&l, p)| (l, p)).collect();
-    parts.sort_by_key(|&(l, _)| l);
-    let by_holds = r.charged_ns * 2 >= r.wait.sum();
+fn resource_finding(c: &Ctx<'_>, s: &Site<'_>, th: &Thresholds) -> super::Finding {
+    let r = s.first;
+    let p99 = s.wait.quantile_permille(990);
+    let parts: Vec<(u32, &Part)> = s.parts.iter().map(|(l, p)| (*l, p)).collect();
+    // Holds overlap a wait several at a time (a semaphore's permits), so
+    // charges can add up to more than the waiting itself.
+    let charged: u64 = parts.iter().map(|(_, p)| p.charged_ns).sum();
+    let by_holds = s.charged_ns * 2 >= s.wait.sum();
+    let mean_hold = |p: &Part| p.hold.sum() / p.holds.max(1);
+    // Among the locations charged with a fifth of the waiting or more, the
+    // one whose holds are longest: a queue forms behind long service
+    // times, not behind the many short ones it delays.
     let blamed = if by_holds {
         parts
             .iter()
-            .filter(|(_, p)| p.charged_ns > 0)
-            .max_by(|a, b| a.1.charged_ns.cmp(&b.1.charged_ns).then(b.0.cmp(&a.0)))
+            .filter(|(_, p)| p.charged_ns > 0 && p.charged_ns * 5 >= charged)
+            .max_by(|a, b| {
+                mean_hold(a.1)
+                    .cmp(&mean_hold(b.1))
+                    .then(a.1.charged_ns.cmp(&b.1.charged_ns))
+                    .then(b.0.cmp(&a.0))
+            })
             .copied()
     } else {
         parts
@@ -474,13 +540,14 @@ fn resource_finding(c: &Ctx<'_>, r: &Res, th: &Thresholds) -> super::Finding {
     let blamed_json = match blamed {
         Some((l, p)) if by_holds => {
             detail.push_str(&format!(
-                "; it was held by tasks of {} ({} holds, p99 {}, longest {}; {} of them across an await) during {} of that waiting",
+                "; tasks of {} held it meanwhile ({} holds, mean {}, p99 {}, longest {}; {} of them across an await), overlapping {:.0}% of that waiting",
                 c.loc(l),
                 p.holds,
+                fmt_ns(mean_hold(p)),
                 fmt_ns(p.hold.quantile_permille(990)),
                 fmt_ns(p.hold.max()),
                 p.holds_across_await,
-                fmt_ns(p.charged_ns),
+                100.0 * p.charged_ns.min(s.wait.sum()) as f64 / s.wait.sum().max(1) as f64,
             ));
             if across {
                 detail.push_str(": the holder keeps it locked while it awaits something else; release it before the await, or shorten what it awaits");
@@ -504,7 +571,7 @@ fn resource_finding(c: &Ctx<'_>, r: &Res, th: &Thresholds) -> super::Finding {
         None => Value::Null,
     };
     let lock_like_kind = r.lock_like;
-    let sev = if (lock_like_kind && r.wait.count() >= 10) || p99 > th.wake_delay_critical_ns {
+    let sev = if (lock_like_kind && s.wait.count() >= 10) || p99 > th.wake_delay_critical_ns {
         Severity::Critical
     } else {
         Severity::Warning
@@ -530,11 +597,11 @@ fn resource_finding(c: &Ctx<'_>, r: &Res, th: &Thresholds) -> super::Finding {
                 "internal": r.internal,
                 "created_by": r.created_by.map(|l| c.loc(l)),
             },
-            "waits": r.wait.count(),
+            "waits": s.wait.count(),
             "wait_p99_ns": p99,
-            "wait_max_ns": r.wait.max(),
-            "wait_ns_total": r.wait.sum(),
-            "charged_to_holds_ns": r.charged_ns,
+            "wait_max_ns": s.wait.max(),
+            "wait_ns_total": s.wait.sum(),
+            "charged_to_holds_ns": s.charged_ns,
             "blamed": blamed_json,
             "waiters": waiters.iter().map(|(l, p)| json!({
                 "spawn_loc": c.loc(*l),

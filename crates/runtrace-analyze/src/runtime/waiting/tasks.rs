@@ -55,6 +55,9 @@ struct TaskW {
     /// Ticks of its first wake since its last poll (NONE: none).
     woken: u64,
     last_ready: bool,
+    /// A poll of it is open (tokio terminates a task inside its last
+    /// poll, before the poll's end).
+    polling: bool,
     polls: u32,
     run_ns: u64,
     sched_ns: u64,
@@ -130,6 +133,7 @@ impl Tasks {
                         last_poll: NONE,
                         woken: NONE,
                         last_ready: false,
+                        polling: false,
                         polls: 0,
                         run_ns: 0,
                         sched_ns: 0,
@@ -153,6 +157,7 @@ impl Tasks {
                     // answering a wake: either way no longer unwoken.
                     t.pending_since = NONE;
                     t.woken = NONE;
+                    t.polling = true;
                     t.last_poll = p.start;
                     if let Some(d) = p.delay_ticks() {
                         t.sched_ns += m.procs[proc as usize].scale.ns(d);
@@ -163,6 +168,7 @@ impl Tasks {
                 let proc = m.threads[p.thread as usize].proc;
                 if let Some(t) = self.live.get_mut(&(proc, p.task)) {
                     t.polls = t.polls.saturating_add(1);
+                    t.polling = false;
                     t.run_ns += m.procs[proc as usize].scale.ns(p.ticks());
                     t.last_ready = p.ready;
                     // A wake during the poll (the task woke itself, or was
@@ -194,7 +200,8 @@ impl Tasks {
         let p = &m.procs[life.proc as usize];
         let end = terminated.unwrap_or(p.last_ticks.max(t.born));
         let life_ns = p.scale.ns(end.saturating_sub(t.born));
-        let completed = terminated.is_some() && t.last_ready;
+        // Terminated inside a poll (tokio's order) or after a Ready one.
+        let completed = terminated.is_some() && (t.last_ready || t.polling);
         let l = self.loc_mut(t.loc);
         if completed {
             l.completed += 1;
@@ -357,14 +364,17 @@ pub(crate) fn findings(
 /// (tokio's resources recorded): "a oneshot created at src/x.rs:3:9 (40 of
 /// 50 tasks)".
 fn awaited(c: &Ctx<'_>, rs: &Resources, tasks: &[&Judged<'_>]) -> Option<String> {
-    let mut n: std::collections::BTreeMap<(u32, u32), usize> = Default::default();
+    // By what the resource is (type and site): a oneshot per request is
+    // one site.
+    let mut n: std::collections::BTreeMap<String, usize> = Default::default();
     for j in tasks {
-        if let Some(r) = j.s.waiting_on {
-            *n.entry((j.s.proc, r)).or_default() += 1;
+        if let Some(what) = j.s.waiting_on.and_then(|r| rs.describe_key(c, j.s.proc, r)) {
+            *n.entry(what).or_default() += 1;
         }
     }
-    let (&(proc, r), &k) = n.iter().max_by_key(|(k, &v)| (v, std::cmp::Reverse(**k)))?;
-    let what = rs.describe_key(c, proc, r)?;
+    let (what, k) = n
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
     Some(format!("{what} ({k} of {} tasks)", tasks.len()))
 }
 
