@@ -90,10 +90,10 @@ fn leaked_tasks_are_a_task_leak_at_their_location() {
 fn a_few_tasks_never_woken_among_completing_siblings_are_stuck() {
     let mut b = TraceBuilder::new();
     b.location(1, "src/fetch.rs", 3, 1);
-    let mut task = 1;
     // 300 tasks of the same code complete in ~130 us; 20 of them (one in
     // 15) are never woken after their first poll.
     for i in 0..300u64 {
+        let task = i + 1;
         let at = i * 2 * MS;
         if i % 15 == 0 {
             b.spawn(1, at, task, 0, 1, 0);
@@ -102,7 +102,6 @@ fn a_few_tasks_never_woken_among_completing_siblings_are_stuck() {
         } else {
             quick(&mut b, 1, task, 1, at);
         }
-        task += 1;
     }
     b.poll_start(1, 0, 2_000 * MS, 9_999, 0, 0);
     b.poll_end(1, 0, 2_000 * MS + 1, 9_999, true);
