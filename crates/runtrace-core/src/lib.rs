@@ -208,6 +208,67 @@ impl Loc {
         loc
     }
 
+    /// Interns a location given as its parts (tokio's resource spans carry
+    /// their creation site as field values, not as a `Location`). A
+    /// per-thread cache keyed by the file text's address avoids the lock
+    /// after the first sighting on a thread: callers pass the `&'static
+    /// str` of a `Location` (its address is stable, and the same as
+    /// [`Loc::from_location`] keys by); the text is compared as well.
+    ///
+    /// ```
+    /// use runtrace_core::Loc;
+    /// let a = Loc::from_parts("src/db.rs", 12, 9);
+    /// assert_eq!(a, Loc::from_parts("src/db.rs", 12, 9));
+    /// assert_eq!(a.c_str().to_str().unwrap(), "src/db.rs:12:9");
+    /// assert_eq!(Loc::from_parts("", 0, 0), Loc::UNKNOWN);
+    /// ```
+    pub fn from_parts(file: &str, line: u32, col: u32) -> Loc {
+        if file.is_empty() {
+            return Loc::UNKNOWN;
+        }
+        thread_local! {
+            static CACHE: std::cell::RefCell<HashMap<(usize, usize, u32, u32), Loc>> = Default::default();
+        }
+        let key = (file.as_ptr() as usize, file.len(), line, col);
+        // The text is compared too: a borrowed `file` may be gone and its
+        // address reused for another text.
+        let same = |l: &Loc| {
+            let t = l.text.to_bytes();
+            t.starts_with(file.as_bytes()) && t.get(file.len()) == Some(&b':')
+        };
+        if let Ok(Some(loc)) = CACHE.try_with(|c| c.borrow().get(&key).copied()) {
+            if same(&loc) {
+                return loc;
+            }
+        }
+        let loc = {
+            let mut g = logs();
+            // Keyed like `from_location`: the same site given either way
+            // is one id.
+            let k = (file.as_ptr() as usize, line, col);
+            match g.location_ids.get(&k) {
+                Some(loc) if same(loc) => *loc,
+                _ => {
+                    let id = g.locations.len() as u32 + 1;
+                    g.locations.push(LocationDef {
+                        id: id as u64,
+                        file: file.to_owned(),
+                        line,
+                        col,
+                    });
+                    let loc = Loc {
+                        id,
+                        text: leak_cstr(&format!("{file}:{line}:{col}")),
+                    };
+                    g.location_ids.insert(k, loc);
+                    loc
+                }
+            }
+        };
+        let _ = CACHE.try_with(|c| c.borrow_mut().insert(key, loc));
+        loc
+    }
+
     /// The wire id.
     pub fn id(self) -> u32 {
         self.id

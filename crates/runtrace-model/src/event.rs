@@ -70,6 +70,12 @@ pub mod kind {
     pub const IO: u8 = c::io::ID as u8;
     /// `thread_heartbeat`.
     pub const HEARTBEAT: u8 = c::thread_heartbeat::ID as u8;
+    /// `resource_new` (tokio's async resources, as the next two).
+    pub const RESOURCE_NEW: u8 = c::resource_new::ID as u8;
+    /// `resource_poll`.
+    pub const RESOURCE_POLL: u8 = c::resource_poll::ID as u8;
+    /// `resource_release`.
+    pub const RESOURCE_RELEASE: u8 = c::resource_release::ID as u8;
     /// `cpu_sample` (CPU profiles, as the next).
     pub const CPU_SAMPLE: u8 = c::cpu_sample::ID as u8;
     /// `off_cpu`.
@@ -123,6 +129,9 @@ pub mod kind {
 /// | UNPARK | sched_wait_ns | - | worker | - |
 /// | QUEUE_SAMPLE | depth | global_q | queue index ([`crate::model::Model::queues`], `u32::MAX`: none) | - |
 /// | WORKER_START/STOP | - | runtime | worker | - |
+/// | RESOURCE_NEW | resource id | creation site (location index) | concrete type (name index) | internal |
+/// | RESOURCE_POLL | task | resource id | - | ready |
+/// | RESOURCE_RELEASE | task | resource id | - | - |
 ///
 /// Application events: `worker` is the name index
 /// ([`crate::model::Model::names`]) of the queue, lock, I/O op or role.

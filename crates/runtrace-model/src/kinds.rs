@@ -173,6 +173,7 @@ mod tests {
         let all: Vec<u8> = ALL.iter().map(|(k, _)| *k).collect();
         let want: Vec<u8> = (kind::SPAWN..=kind::WORKER_STOP)
             .chain(kind::LOCK_WAIT..=kind::HEARTBEAT)
+            .chain(kind::RESOURCE_NEW..=kind::RESOURCE_RELEASE)
             .collect();
         assert_eq!(all, want);
         assert_eq!(
@@ -187,7 +188,9 @@ mod tests {
                 kind::POLL_START,
                 kind::POLL_END,
                 kind::WAKE,
-                kind::TERMINATE
+                kind::TERMINATE,
+                kind::RESOURCE_POLL,
+                kind::RESOURCE_RELEASE
             ]
         );
         // queue_select (executor group) has a worker too; it is not kept.

@@ -75,6 +75,9 @@ fn is_waker_event(m: &Metadata<'_>) -> bool {
 
 impl<S> Filter<S> for WakesFilter {
     fn enabled(&self, m: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        if let Some(on) = crate::resources::enabled(m) {
+            return on;
+        }
         if m.is_event() {
             probes::task_wake::enabled() && is_waker_event(m)
         } else {
@@ -83,6 +86,9 @@ impl<S> Filter<S> for WakesFilter {
     }
 
     fn callsite_enabled(&self, m: &'static Metadata<'static>) -> Interest {
+        if let Some(i) = crate::resources::interest(m) {
+            return i;
+        }
         if is_task_span(m) {
             Interest::always()
         } else if is_waker_event(m) {
@@ -125,6 +131,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        crate::resources::on_new_span(attrs, id, &ctx);
         if !is_task_span(attrs.metadata()) {
             return;
         }
@@ -136,6 +143,7 @@ where
     }
 
     fn on_event(&self, ev: &Event<'_>, ctx: Context<'_, S>) {
+        crate::resources::on_event(ev, &ctx);
         if !probes::task_wake::enabled() || !is_waker_event(ev.metadata()) {
             return;
         }

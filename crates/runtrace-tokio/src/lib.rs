@@ -46,6 +46,7 @@ compile_error!(
 );
 
 mod layer;
+mod resources;
 pub mod wakes;
 
 pub use layer::layer;

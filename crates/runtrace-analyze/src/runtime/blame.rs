@@ -8,15 +8,22 @@ use super::report::{Finding, FindingKind, Victim};
 
 /// How strongly a kind of finding proves a cause: measured polls that
 /// held a worker first, then symptoms whose culprit was inferred.
+/// A lock or resource finding leads the group of its location: it says
+/// what the location's long polls (if any) were doing to others.
 fn rank(k: FindingKind) -> u8 {
     match k {
-        FindingKind::LongPoll => 0,
-        FindingKind::SlowPoll => 1,
-        FindingKind::HostStarvation => 2,
-        FindingKind::LocalQueueBuildup => 3,
-        FindingKind::WakeDelay => 4,
-        FindingKind::IdleWhileQueued => 5,
-        FindingKind::WorkerImbalance => 6,
+        FindingKind::LockConvoy => 0,
+        FindingKind::LockHeldAcrossAwait => 1,
+        FindingKind::ResourceWait => 2,
+        FindingKind::LongPoll => 3,
+        FindingKind::SlowPoll => 4,
+        FindingKind::TaskLeak => 5,
+        FindingKind::StuckTask => 6,
+        FindingKind::HostStarvation => 7,
+        FindingKind::LocalQueueBuildup => 8,
+        FindingKind::WakeDelay => 9,
+        FindingKind::IdleWhileQueued => 10,
+        FindingKind::WorkerImbalance => 11,
     }
 }
 
@@ -96,9 +103,13 @@ pub(crate) fn arrange(all: Vec<Finding>) -> Vec<Finding> {
             .sum()
     };
     let poll_ns = |f: &Finding| f.evidence["poll_ns_total"].as_u64().unwrap_or(0);
+    // Imbalance never leads while another finding exists: it names no
+    // delay of its own (the delays are findings of their own).
+    let alone = |f: &Finding| f.kind == FindingKind::WorkerImbalance;
     out.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
+        alone(a)
+            .cmp(&alone(b))
+            .then(b.severity.cmp(&a.severity))
             .then(is_cause(b.kind).cmp(&is_cause(a.kind)))
             // What the process can fix before what the host does to it.
             .then(b.spawn_loc.is_some().cmp(&a.spawn_loc.is_some()))
@@ -126,7 +137,7 @@ fn hurts_others(f: &Finding) -> bool {
 /// True for the kinds that are causes (polls that held a worker, or the
 /// host), as opposed to symptoms.
 pub(crate) fn is_cause(k: FindingKind) -> bool {
-    rank(k) <= 2
+    rank(k) <= rank(FindingKind::HostStarvation)
 }
 
 #[cfg(test)]

@@ -206,6 +206,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         findings,
         notes,
         thresholds: th,
+        waiting: super::waiting::report_json(&c),
     }
 }
 

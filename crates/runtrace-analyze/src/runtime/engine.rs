@@ -5,6 +5,7 @@
 
 use super::state::*;
 use super::thresholds::Thresholds;
+use super::waiting::Waiting;
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::hist::Histogram;
 use runtrace_model::lifecycle::{Life, Poll};
@@ -63,11 +64,15 @@ pub struct Engine {
     /// (location, victim-attributed ns, buildup-attributed ns, raw overlap
     /// ns) of the polls in one delayed window.
     scratch: Vec<(u32, u64, u64, u64)>,
+    /// What tasks waited for (leaks, stuck tasks, locks, resources).
+    pub(crate) waiting: Waiting,
 }
 
 impl Pass for Engine {
+    /// The lifecycle, and the application events (`runtrace::sync`'s
+    /// named locks, for `lock_convoy`).
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE
+        Wants::LIFECYCLE.or(Wants::APP)
     }
 
     #[inline(always)]
@@ -80,6 +85,7 @@ impl Pass for Engine {
 
     #[inline(always)]
     fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        self.waiting.life(rec, model);
         match *rec {
             Life::PollStart(p) => {
                 if p.thread as usize >= self.threads.len() {
@@ -118,6 +124,7 @@ impl Pass for Engine {
     fn finish(&mut self, model: &Model) {
         self.sync(model);
         self.close(model);
+        self.waiting.finish(model);
     }
 }
 
@@ -145,6 +152,7 @@ impl Engine {
             waits_cap: 0,
             waits_lost: 0,
             scratch: Vec::new(),
+            waiting: Waiting::default(),
         }
     }
 
@@ -247,7 +255,7 @@ impl Engine {
                 let w = self.worker_idx(ev.thread, ev.worker);
                 self.workers[w as usize].runtime = Some(ev.a);
             }
-            _ => {}
+            _ => self.waiting.event(ev, m),
         }
     }
 

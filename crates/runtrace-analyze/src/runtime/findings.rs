@@ -28,6 +28,7 @@ pub(crate) fn all(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64) -> Vec<Finding
     worker_imbalance(c, th, &mut out);
     idle_while_queued(c, th, duration_ns, &mut out);
     host_starvation(c, th, &mut out);
+    super::waiting::findings(c, th, &mut out);
     blame::arrange(out)
 }
 
@@ -446,6 +447,20 @@ fn worker_imbalance(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
         let total_polls: u64 = ws.iter().map(polls).sum();
         let (max, min) = (busy(&max_w), busy(&min_w));
         if total_polls < th.imbalance_min_polls || (max as f64) <= min as f64 * th.imbalance_ratio {
+            continue;
+        }
+        // Imbalance among nearly idle workers delays nobody: judged only
+        // when the busiest worker was busy at least `imbalance_min_busy`
+        // of its time (busy / (busy + parked), or of the recording when
+        // it never parked).
+        let bw = &e.workers[max_w as usize];
+        let p = &c.m.procs[bw.proc as usize];
+        let span = if bw.parks > 0 {
+            bw.busy_ns + bw.parked_ns
+        } else {
+            p.scale.ns(p.last_ticks.saturating_sub(p.first_ticks))
+        };
+        if (max as f64) < th.imbalance_min_busy * span.max(1) as f64 {
             continue;
         }
         let ratio = max as f64 / min.max(1) as f64;

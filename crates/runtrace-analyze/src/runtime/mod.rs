@@ -26,6 +26,7 @@ mod render;
 mod report;
 mod state;
 mod thresholds;
+mod waiting;
 mod waits;
 
 pub use cpu::{analyze_files_profiled, WhenProfiled};

@@ -88,6 +88,7 @@ impl Report {
             "global_queue": q(&self.global_queue),
             "queues": self.queues.iter().map(q).collect::<Vec<_>>(),
             "notes": self.notes,
+            "waiting": self.waiting,
         })
     }
 }
@@ -234,7 +235,7 @@ impl fmt::Display for Report {
         writeln!(f)?;
         writeln!(f, "=== Findings ({})", self.findings.len())?;
         if self.findings.is_empty() {
-            writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers or host starvation over the thresholds")?;
+            writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers, host starvation, lock or resource waits, leaked or stuck tasks over the thresholds")?;
         }
         for x in &self.findings {
             let sev = match x.severity {

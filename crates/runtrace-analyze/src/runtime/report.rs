@@ -46,6 +46,19 @@ pub enum FindingKind {
     /// Workers runnable but not running: the host's CPUs were busy with
     /// others (other processes, a CPU quota).
     HostStarvation,
+    /// A `runtrace::sync` named lock held while others waited for it.
+    LockConvoy,
+    /// A tokio lock (or semaphore permit) held across an await while
+    /// other tasks waited for it.
+    LockHeldAcrossAwait,
+    /// Tasks waited long on a tokio resource (a lock, a semaphore, a
+    /// channel's capacity, a oneshot).
+    ResourceWait,
+    /// Tasks of one location pile up, pending and never woken.
+    TaskLeak,
+    /// Tasks pending with no wake far longer than their siblings live (a
+    /// lost wake-up).
+    StuckTask,
 }
 
 impl FindingKind {
@@ -59,6 +72,11 @@ impl FindingKind {
             FindingKind::IdleWhileQueued => "idle_while_queued",
             FindingKind::SlowPoll => "slow_poll",
             FindingKind::HostStarvation => "host_starvation",
+            FindingKind::LockConvoy => "lock_convoy",
+            FindingKind::LockHeldAcrossAwait => "lock_held_across_await",
+            FindingKind::ResourceWait => "resource_wait",
+            FindingKind::TaskLeak => "task_leak",
+            FindingKind::StuckTask => "stuck_task",
         }
     }
 }
@@ -317,6 +335,10 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The thresholds used.
     pub thresholds: Thresholds,
+    /// Where tasks' lives went, per spawn location (`task_life`: running,
+    /// waiting for a worker, waiting on resources, other), and what was
+    /// read of tokio's resources (`resources`): docs/analysis.md.
+    pub waiting: Value,
 }
 
 /// What `analyze` and `summary` say when most polls of a trace had no wake

@@ -27,6 +27,9 @@ pub struct Thresholds {
     /// Imbalance is only judged when the busiest worker polled this often
     /// (200).
     pub imbalance_min_polls: u64,
+    /// ... and only when the busiest worker was busy at least this share
+    /// of its time (0.05): imbalance among idle workers delays nobody.
+    pub imbalance_min_busy: f64,
     /// A worker's local queue deeper than this counts as queued work for
     /// `idle_while_queued` (20).
     pub idle_local_q: u32,
@@ -56,6 +59,7 @@ impl Default for Thresholds {
             imbalance_ratio: 1.10,
             imbalance_critical_ratio: 3.0,
             imbalance_min_polls: 200,
+            imbalance_min_busy: 0.05,
             idle_local_q: 20,
             idle_min_window_ns: 1_000_000,
             idle_critical_window_ns: 50_000_000,

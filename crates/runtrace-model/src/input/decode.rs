@@ -403,6 +403,17 @@ pub(crate) fn decode_events(
                 push(k, g(2), g(0), qi as u64, 0);
             }
             kind::WORKER_START | kind::WORKER_STOP => push(k, 0, g(1), g(0), 0),
+            kind::RESOURCE_NEW => {
+                let l = match resolve_loc(cache, names, model, tables, g(1), start) {
+                    Ok(l) => l,
+                    Err(x) => fail!(x),
+                };
+                let ty = match resolve_app(cache, names, model, tables, g(2), start) {
+                    Ok(n) => n,
+                    Err(x) => fail!(x),
+                };
+                push(k, g(0), l as u64, ty as u64, g(3) as u8);
+            }
             kind::CPU_SAMPLE | kind::OFF_CPU => {
                 // The sampled thread (not this chunk's: the writer's) and
                 // its stack; an undefined stack id is flagged, not damage

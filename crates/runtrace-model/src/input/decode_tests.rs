@@ -342,11 +342,8 @@ proptest! {
                         let stack = model.stacks[ev.a as usize].to_vec();
                         profile.push((ev.ticks, ev.kind, tid, stack, ev.x));
                     }
-                    // Spawn/terminate/polls/wakes carry the task in `x`.
-                    let task = match ev.kind {
-                        kind::SPAWN | kind::POLL_START | kind::POLL_END | kind::WAKE | kind::TERMINATE => ev.x,
-                        _ => 0,
-                    };
+                    // Events with a task field carry it in `x`.
+                    let task = if crate::kinds::has_task(ev.kind) { ev.x } else { 0 };
                     evs.push((ev.ticks, task));
                     app.push((ev.ticks, ev.kind));
                     q.pop();

@@ -72,6 +72,12 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [usize]> {
         ],
         kind::WORKER_START => &[worker_start::WORKER, worker_start::RUNTIME],
         kind::WORKER_STOP => &[worker_stop::WORKER, worker_stop::RUNTIME],
+        kind::RESOURCE_NEW => &[
+            resource_new::RESOURCE_ID,
+            resource_new::CREATED_AT,
+            resource_new::CONCRETE_TYPE,
+            resource_new::INTERNAL,
+        ],
         kind::LOCK_WAIT => &[lock_wait::LOCK_NAME, lock_wait::WAIT_NS, lock_wait::WRITE],
         kind::LOCK_HOLD => &[lock_hold::LOCK_NAME, lock_hold::HOLD_NS, lock_hold::WRITE],
         kind::ENQUEUE => &[enqueue::QUEUE, enqueue::SEQNO, enqueue::QUEUE_SIZE],

@@ -1,0 +1,507 @@
+//! Tasks that were never woken again, from the lifecycle alone, and each
+//! location's task life broken into running, waiting for a worker,
+//! waiting on resources and other waiting.
+//!
+//! A task is *stranded* when its last poll returned Pending and no wake
+//! came after it until the task's end: the recording's end (still alive),
+//! or a terminate without a Ready poll (cancelled: aborted, or dropped by
+//! the runtime's shutdown). Stranded tasks are judged per spawn location:
+//! - `task_leak`: at least [`LEAK_MIN_TASKS`] stranded tasks (or
+//!   [`LEAK_MIN_SHARE_TASKS`] that are at least half of the location's
+//!   tasks), each unwoken for at least half its life, spawned over at
+//!   least a quarter of the recording: they pile up.
+//! - `stuck_task` (a lost wake-up): otherwise, stranded tasks unwoken for
+//!   at least the stuck threshold (1 s, or half the recording if shorter)
+//!   at a location whose other tasks complete ([`STUCK_MIN_COMPLETED`] or
+//!   more), and over ten times as long as those live (p99): the same code
+//!   finishes for others, so these were not woken when they should have
+//!   been. A location whose tasks never complete (an accept loop, a
+//!   ticker) is not judged: long idle waits are its normal life.
+
+use super::super::ctx::{finding, Ctx};
+use super::super::report::{fmt_at, FindingKind, Severity};
+use super::super::thresholds::Thresholds;
+use super::resources::Resources;
+use runtrace_model::fmt_ns;
+use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::hist::Histogram;
+use runtrace_model::lifecycle::{Life, Task};
+use runtrace_model::model::Model;
+use serde_json::{json, Value};
+
+/// Stranded tasks that make a leak at least.
+pub(crate) const LEAK_MIN_TASKS: usize = 50;
+/// ... or this many, when they are at least half of the location's tasks.
+pub(crate) const LEAK_MIN_SHARE_TASKS: usize = 20;
+/// Completed tasks a location needs before its stranded ones are judged
+/// stuck.
+pub(crate) const STUCK_MIN_COMPLETED: u64 = 3;
+/// Stranded tasks kept for the findings at most (counted beyond).
+const MAX_STRANDED: usize = 1 << 17;
+const NONE: u64 = u64::MAX;
+
+/// One live task's waiting state.
+#[derive(Clone, Copy)]
+struct TaskW {
+    loc: u32,
+    /// Ticks of its spawn (or first sight).
+    born: u64,
+    spawned: bool,
+    /// Ticks of the end of its last poll that returned Pending with no
+    /// wake since (NONE: woken since, never polled, or Ready).
+    pending_since: u64,
+    /// Ticks of the start of its last poll.
+    last_poll: u64,
+    /// Ticks of its first wake since its last poll (NONE: none).
+    woken: u64,
+    last_ready: bool,
+    /// A poll of it is open (tokio terminates a task inside its last
+    /// poll, before the poll's end).
+    polling: bool,
+    polls: u32,
+    run_ns: u64,
+    sched_ns: u64,
+    resource_ns: u64,
+}
+
+/// A task that ended (or the recording did) stranded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stranded {
+    pub proc: u32,
+    pub loc: u32,
+    pub task: u64,
+    /// Ticks of its spawn (or first sight).
+    pub born: u64,
+    /// Ticks of the start of its last poll.
+    pub last_poll: u64,
+    /// Ticks since which it waited unwoken.
+    pub since: u64,
+    /// Ticks of its end: terminate (cancelled), or the recording's last
+    /// event (alive).
+    pub end: u64,
+    /// Still alive when the recording ended.
+    pub alive: bool,
+    pub polls: u32,
+    /// The resource it was waiting on (`resource_poll` not ready), if the
+    /// trace has tokio's resources.
+    pub waiting_on: Option<u32>,
+}
+
+/// Per location: how its tasks ended and where their life went.
+#[derive(Default, Clone)]
+pub(crate) struct LocW {
+    pub completed: u64,
+    /// Lives (ns) of the tasks that completed (a Ready poll, then their
+    /// terminate).
+    pub life: Histogram,
+    /// Tasks spawned in the trace whose life is summed below.
+    pub tasks: u64,
+    pub life_ns: u64,
+    pub run_ns: u64,
+    pub sched_ns: u64,
+    pub resource_ns: u64,
+}
+
+/// The task part of the waiting analysis.
+#[derive(Default)]
+pub(crate) struct Tasks {
+    live: FxHashMap<(u32, u64), TaskW>,
+    pub(crate) locs: Vec<LocW>,
+    pub(crate) stranded: Vec<Stranded>,
+    pub(crate) stranded_lost: u64,
+}
+
+impl Tasks {
+    fn loc_mut(&mut self, l: u32) -> &mut LocW {
+        if l as usize >= self.locs.len() {
+            self.locs.resize_with(l as usize + 1, LocW::default);
+        }
+        &mut self.locs[l as usize]
+    }
+
+    pub(crate) fn life(&mut self, rec: &Life<'_>, m: &Model) {
+        match *rec {
+            Life::Spawn(t) | Life::Seen(t) => {
+                let born = t.spawn.or(t.first_poll).unwrap_or(0);
+                self.live.insert(
+                    (t.proc, t.task),
+                    TaskW {
+                        loc: t.loc,
+                        born,
+                        spawned: t.spawn.is_some(),
+                        pending_since: NONE,
+                        last_poll: NONE,
+                        woken: NONE,
+                        last_ready: false,
+                        polling: false,
+                        polls: 0,
+                        run_ns: 0,
+                        sched_ns: 0,
+                        resource_ns: 0,
+                    },
+                );
+            }
+            Life::Wake(w) => {
+                let p = m.threads[w.thread as usize].proc;
+                if let Some(t) = self.live.get_mut(&(p, w.task)) {
+                    t.pending_since = NONE;
+                    if t.woken == NONE {
+                        t.woken = w.ticks;
+                    }
+                }
+            }
+            Life::PollStart(p) => {
+                let proc = m.threads[p.thread as usize].proc;
+                if let Some(t) = self.live.get_mut(&(proc, p.task)) {
+                    // A poll nested in its own task's poll (never seen) or
+                    // answering a wake: either way no longer unwoken.
+                    t.pending_since = NONE;
+                    t.woken = NONE;
+                    t.polling = true;
+                    t.last_poll = p.start;
+                    if let Some(d) = p.delay_ticks() {
+                        t.sched_ns += m.procs[proc as usize].scale.ns(d);
+                    }
+                }
+            }
+            Life::PollEnd(p) => {
+                let proc = m.threads[p.thread as usize].proc;
+                if let Some(t) = self.live.get_mut(&(proc, p.task)) {
+                    t.polls = t.polls.saturating_add(1);
+                    t.polling = false;
+                    t.run_ns += m.procs[proc as usize].scale.ns(p.ticks());
+                    t.last_ready = p.ready;
+                    // A wake during the poll (the task woke itself, or was
+                    // woken meanwhile) means it will be polled again.
+                    t.pending_since = if p.ready || t.woken != NONE {
+                        NONE
+                    } else {
+                        p.end
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A resource wait of `ns` by task `task` of recording `proc`.
+    pub(crate) fn resource_wait(&mut self, proc: u32, task: u64, ns: u64) {
+        if let Some(t) = self.live.get_mut(&(proc, task)) {
+            t.resource_ns += ns;
+        }
+    }
+
+    /// Task `life` is over: terminated at `terminated`, or alive at the
+    /// recording's end (None); `on`: the resource it was waiting on.
+    pub(crate) fn end(&mut self, life: &Task, terminated: Option<u64>, on: Option<u32>, m: &Model) {
+        let Some(t) = self.live.remove(&(life.proc, life.task)) else {
+            return;
+        };
+        let p = &m.procs[life.proc as usize];
+        let end = terminated.unwrap_or(p.last_ticks.max(t.born));
+        let life_ns = p.scale.ns(end.saturating_sub(t.born));
+        // Terminated inside a poll (tokio's order) or after a Ready one.
+        let completed = terminated.is_some() && (t.last_ready || t.polling);
+        let l = self.loc_mut(t.loc);
+        if completed {
+            l.completed += 1;
+            if t.spawned {
+                l.life.record(life_ns);
+            }
+        }
+        if t.spawned {
+            l.tasks += 1;
+            l.life_ns += life_ns;
+            l.run_ns += t.run_ns;
+            l.sched_ns += t.sched_ns;
+            l.resource_ns += t.resource_ns;
+        }
+        if !completed && t.pending_since != NONE {
+            if self.stranded.len() < MAX_STRANDED {
+                self.stranded.push(Stranded {
+                    proc: life.proc,
+                    loc: t.loc,
+                    task: life.task,
+                    born: t.born,
+                    last_poll: t.last_poll,
+                    since: t.pending_since,
+                    end,
+                    alive: terminated.is_none(),
+                    polls: t.polls,
+                    waiting_on: on,
+                });
+            } else {
+                self.stranded_lost += 1;
+            }
+        }
+    }
+
+    pub(crate) fn finish(&mut self, _m: &Model) {
+        // Every live task got its Alive record: nothing is left open.
+        self.live.clear();
+    }
+
+    /// `{spawn_loc, tasks, life_ns, running_ns, scheduling_ns,
+    /// resource_ns, other_ns}` per location, the longest total life first.
+    pub(crate) fn breakdown_json(&self, c: &Ctx<'_>) -> Value {
+        let mut ls: Vec<(usize, &LocW)> = self
+            .locs
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.tasks > 0)
+            .collect();
+        ls.sort_by(|a, b| b.1.life_ns.cmp(&a.1.life_ns).then(a.0.cmp(&b.0)));
+        Value::Array(
+            ls.iter()
+                .map(|(i, l)| {
+                    let known = l.run_ns + l.sched_ns + l.resource_ns;
+                    json!({
+                        "spawn_loc": c.loc(*i as u32),
+                        "tasks": l.tasks,
+                        "life_ns": l.life_ns,
+                        "running_ns": l.run_ns,
+                        "scheduling_ns": l.sched_ns,
+                        "resource_ns": l.resource_ns,
+                        "other_ns": l.life_ns.saturating_sub(known),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A stranded task's numbers in ns.
+struct Judged<'a> {
+    s: &'a Stranded,
+    unwoken_ns: u64,
+    life_ns: u64,
+    born_ns: i64,
+}
+
+fn judge<'a>(c: &Ctx<'_>, s: &'a Stranded) -> Judged<'a> {
+    let p = &c.m.procs[s.proc as usize];
+    Judged {
+        s,
+        unwoken_ns: p.scale.ns(s.end.saturating_sub(s.since)),
+        life_ns: p.scale.ns(s.end.saturating_sub(s.born)),
+        born_ns: p.ns(s.born),
+    }
+}
+
+/// The recording's length in ns.
+fn duration_ns(c: &Ctx<'_>, proc: u32) -> u64 {
+    let p = &c.m.procs[proc as usize];
+    p.scale.ns(p.last_ticks.saturating_sub(p.first_ticks))
+}
+
+/// The stuck threshold of recording `proc`: 1 s, or half the recording
+/// when that is shorter.
+pub(crate) fn stuck_ns(c: &Ctx<'_>, proc: u32) -> u64 {
+    (duration_ns(c, proc) / 2).min(1_000_000_000)
+}
+
+pub(crate) fn findings(
+    c: &Ctx<'_>,
+    t: &Tasks,
+    rs: &Resources,
+    _th: &Thresholds,
+    out: &mut Vec<super::Finding>,
+) {
+    // Stranded tasks by location (and recording).
+    let mut by: std::collections::BTreeMap<(u32, u32), Vec<Judged<'_>>> = Default::default();
+    for s in &t.stranded {
+        by.entry((s.loc, s.proc)).or_default().push(judge(c, s));
+    }
+    for ((l, proc), mut ss) in by {
+        ss.sort_by_key(|j| (j.s.born, j.s.task));
+        let loc = t.locs.get(l as usize).cloned().unwrap_or_default();
+        let dur = duration_ns(c, proc);
+        let piled: Vec<&Judged<'_>> = ss
+            .iter()
+            .filter(|j| j.unwoken_ns * 2 >= j.life_ns && j.life_ns > 0)
+            .collect();
+        let span = match (piled.first(), piled.last()) {
+            (Some(a), Some(b)) => (b.born_ns - a.born_ns).max(0) as u64,
+            _ => 0,
+        };
+        let n = piled.len();
+        let leak = (n >= LEAK_MIN_TASKS
+            || (n >= LEAK_MIN_SHARE_TASKS && n as u64 * 2 >= loc.tasks.max(n as u64)))
+            && span * 4 >= dur;
+        if leak {
+            out.push(leak_finding(
+                c,
+                l,
+                &piled,
+                &loc,
+                span,
+                dur,
+                awaited(c, rs, &piled),
+            ));
+            continue;
+        }
+        let stuck_th = stuck_ns(c, proc);
+        let p99_life = loc.life.quantile_permille(990);
+        let stuck: Vec<&Judged<'_>> = ss
+            .iter()
+            .filter(|j| j.unwoken_ns >= stuck_th && j.unwoken_ns > p99_life.saturating_mul(10))
+            .collect();
+        if stuck.is_empty() || loc.completed < STUCK_MIN_COMPLETED {
+            continue;
+        }
+        out.push(stuck_finding(
+            c,
+            l,
+            &stuck,
+            &loc,
+            stuck_th,
+            awaited(c, rs, &stuck),
+        ));
+    }
+}
+
+/// The resource most of `tasks` were waiting on, when the trace says
+/// (tokio's resources recorded): "a oneshot created at src/x.rs:3:9 (40 of
+/// 50 tasks)".
+fn awaited(c: &Ctx<'_>, rs: &Resources, tasks: &[&Judged<'_>]) -> Option<String> {
+    // By what the resource is (type and site): a oneshot per request is
+    // one site.
+    let mut n: std::collections::BTreeMap<String, usize> = Default::default();
+    for j in tasks {
+        if let Some(what) = j.s.waiting_on.and_then(|r| rs.describe_key(c, j.s.proc, r)) {
+            *n.entry(what).or_default() += 1;
+        }
+    }
+    let (what, k) = n
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+    Some(format!("{what} ({k} of {} tasks)", tasks.len()))
+}
+
+fn task_json(c: &Ctx<'_>, j: &Judged<'_>) -> Value {
+    let p = &c.m.procs[j.s.proc as usize];
+    json!({
+        "task": j.s.task,
+        "spawned_at_ns": j.born_ns,
+        "last_poll_at_ns": (j.s.last_poll != NONE).then(|| p.ns(j.s.last_poll)),
+        "unwoken_ns": j.unwoken_ns,
+        "life_ns": j.life_ns,
+        "polls": j.s.polls,
+        "alive_at_end": j.s.alive,
+    })
+}
+
+fn leak_finding(
+    c: &Ctx<'_>,
+    l: u32,
+    piled: &[&Judged<'_>],
+    loc: &LocW,
+    span: u64,
+    dur: u64,
+    awaited: Option<String>,
+) -> super::Finding {
+    let n = piled.len() as u64;
+    let alive = piled.iter().filter(|j| j.s.alive).count() as u64;
+    let rate = n as f64 / (span.max(1) as f64 / 1e9);
+    let oldest = piled[0];
+    let first = piled.first().map_or(0, |j| j.born_ns);
+    let last = piled.last().map_or(0, |j| j.born_ns);
+    let ended = if alive == n {
+        "all still alive when the recording ended".to_string()
+    } else if alive == 0 {
+        "all cancelled at their end (dropped by the runtime's shutdown, or aborted) without ever being woken"
+            .to_string()
+    } else {
+        format!(
+            "{alive} still alive when the recording ended, {} cancelled without being woken",
+            n - alive
+        )
+    };
+    let detail = format!(
+        "tasks spawned at {} pile up: {n} of its {} tasks waited unwoken for most of their life (pending after their last poll, never woken again), spawned over {} of the {} recording ({rate:.0} per second); {ended}; the oldest: task {} spawned at {}, unwoken for {} after {} polls. Each holds its future's memory: whatever it awaits is never completed (a sender kept but never used, a missing notify) or nobody cancels it",
+        c.loc(l),
+        loc.tasks.max(n),
+        fmt_ns(span),
+        fmt_ns(dur),
+        oldest.s.task,
+        fmt_at(oldest.born_ns),
+        fmt_ns(oldest.unwoken_ns),
+        oldest.s.polls,
+    );
+    let mut detail = detail;
+    if let Some(a) = &awaited {
+        detail.push_str(&format!("; they wait on {a}"));
+    }
+    finding(
+        FindingKind::TaskLeak,
+        Severity::Critical,
+        c,
+        &[l],
+        None,
+        Some((first, last)),
+        detail,
+        json!({
+            "stranded_tasks": n,
+            "alive_at_end": alive,
+            "cancelled_unwoken": n - alive,
+            "tasks": loc.tasks.max(n),
+            "completed_tasks": loc.completed,
+            "spawn_span_ns": span,
+            "recording_ns": dur,
+            "per_second": rate,
+            "waiting_on": awaited,
+            "oldest": piled.iter().take(5).map(|j| task_json(c, j)).collect::<Vec<_>>(),
+        }),
+    )
+}
+
+fn stuck_finding(
+    c: &Ctx<'_>,
+    l: u32,
+    stuck: &[&Judged<'_>],
+    loc: &LocW,
+    stuck_th: u64,
+    awaited: Option<String>,
+) -> super::Finding {
+    let n = stuck.len() as u64;
+    let worst = stuck.iter().max_by_key(|j| j.unwoken_ns).unwrap();
+    let p = &c.m.procs[worst.s.proc as usize];
+    let last_poll = (worst.s.last_poll != NONE).then(|| p.ns(worst.s.last_poll));
+    let detail = format!(
+        "{n} tasks spawned at {} stayed pending with no wake for over {} (the longest {}: task {}, last polled at {}, after {} polls), while {} other tasks of the same location completed (p99 life {}): a lost wake-up, a future that returned Pending without arranging a wake (keeping the waker)",
+        c.loc(l),
+        fmt_ns(stuck_th),
+        fmt_ns(worst.unwoken_ns),
+        worst.s.task,
+        last_poll.map_or("-".into(), fmt_at),
+        worst.s.polls,
+        loc.completed,
+        fmt_ns(loc.life.quantile_permille(990)),
+    );
+    let mut detail = detail;
+    if let Some(a) = &awaited {
+        detail.push_str(&format!("; they wait on {a}"));
+    }
+    let win = (last_poll.unwrap_or(worst.born_ns), p.ns(worst.s.end));
+    finding(
+        FindingKind::StuckTask,
+        if n >= 5 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        c,
+        &[l],
+        None,
+        Some(win),
+        detail,
+        json!({
+            "stuck_tasks": n,
+            "threshold_ns": stuck_th,
+            "completed_tasks": loc.completed,
+            "completed_life_p99_ns": loc.life.quantile_permille(990),
+            "waiting_on": awaited,
+            "tasks": stuck.iter().take(5).map(|j| task_json(c, j)).collect::<Vec<_>>(),
+        }),
+    )
+}
