@@ -62,7 +62,7 @@ fn backlog_names_the_rotation_under_the_log_lock() {
     // evidence), which the rate limit may let suppress one rotation's.
     let mut from_rotation = 0;
     for (i, t) in r.triggers.iter().enumerate() {
-        assert_eq!(t.queue, "requests");
+        assert_eq!(&*t.queue, "requests");
         // Judged over its own spike: after the previous trigger's.
         if i > 0 {
             assert!(t.window_ns[0] > r.triggers[i - 1].timestamp_ns, "{t:?}");
