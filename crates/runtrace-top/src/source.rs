@@ -223,6 +223,14 @@ impl Live {
         ))
     }
 
+    /// Reads everything written so far, the writer's last round included,
+    /// and returns the window ending at the newest event (`--once`).
+    pub fn snapshot_now(&mut self) -> Option<Snapshot> {
+        let _ = self.follow.poll(&mut self.coll);
+        self.follow.flush(&mut self.coll);
+        self.refresh()
+    }
+
     /// Events and lives held (the memory bound's witnesses).
     pub fn held(&self) -> (usize, usize) {
         (self.coll.pass.evs.len(), self.coll.pass.lives.len())
