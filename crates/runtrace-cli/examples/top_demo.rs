@@ -55,6 +55,12 @@ async fn blocking_audit_log() {
 }
 
 fn main() -> ExitCode {
+    run(std::env::args().skip(1).collect())
+}
+
+/// The service, with the command line's arguments (tests/top.rs runs it
+/// from its own test binary).
+pub fn run(argv: Vec<String>) -> ExitCode {
     let (mut out, mut seconds, mut block_after, mut per_ms, mut file_size) = (
         None::<PathBuf>,
         f64::INFINITY,
@@ -62,7 +68,7 @@ fn main() -> ExitCode {
         2u64,
         4u64 << 20,
     );
-    let mut args = std::env::args().skip(1);
+    let mut args = argv.into_iter();
     while let Some(a) = args.next() {
         let v = args.next();
         let num = || v.as_deref().and_then(|v| v.parse::<f64>().ok());
@@ -105,6 +111,7 @@ fn main() -> ExitCode {
         let mut tick = tokio::time::interval(Duration::from_millis(1));
         let mut next_block = Duration::from_secs_f64(block_after.min(1e9));
         let mut i = 0u64;
+        let mut announced = false;
         eprintln!("top_demo: recording to {}", out.display());
         while start.elapsed().as_secs_f64() < seconds {
             tick.tick().await;
@@ -113,6 +120,10 @@ fn main() -> ExitCode {
                 tokio::spawn(handle_request(i));
             }
             if start.elapsed() >= next_block {
+                if !announced {
+                    announced = true;
+                    eprintln!("top_demo: blocking from now");
+                }
                 tokio::spawn(blocking_audit_log()); // PLANTED
                 next_block += Duration::from_millis(300);
             }
