@@ -111,12 +111,12 @@ pub fn run(args: &Args) -> ExitCode {
     }
     let view = if live {
         match Live::open(&args.dir, opts) {
-            Ok(l) => View::Live(l),
+            Ok(l) => View::Live(Box::new(l)),
             Err(e) => return fail(&e),
         }
     } else {
         match Replay::open(&args.dir, opts) {
-            Ok(r) => View::Replay(r),
+            Ok(r) => View::Replay(Box::new(r)),
             Err(e) => return fail(&e),
         }
     };

@@ -44,7 +44,7 @@ fn a_growing_file_read_at_any_cut_gives_the_whole_read() {
     let whole = dir.path().join("whole.0.bin");
     std::fs::write(&whole, &full).unwrap();
     let mut want = Keep::default();
-    input::read(&[whole.clone()], &mut want, None);
+    input::read(std::slice::from_ref(&whole), &mut want, None);
     std::fs::remove_file(&whole).unwrap();
     assert!(want.0.len() > 1000);
 

@@ -17,7 +17,7 @@ fn snapshot() -> Snapshot {
     b.location(2, "src/fast.rs", 9, 5);
     for i in 0..200u64 {
         let t = i * 10_000_000;
-        b.spawn(i + 1, t, 1, 0, 1 + (i % 2) as u64, 0);
+        b.spawn(i + 1, t, 1, 0, 1 + (i % 2), 0);
         b.poll_start(i + 1, 0, t + 1_000, 1, 0, 0);
         let len = if i % 2 == 0 { 60_000_000 } else { 5_000 };
         b.poll_end(i + 1, 0, t + 1_000 + len.min(9_000_000), 1, true);

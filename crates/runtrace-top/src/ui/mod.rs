@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 /// A view's source of windows.
 pub enum View {
     /// Following a recording being written.
-    Live(Live),
+    Live(Box<Live>),
     /// Playing a finished one.
-    Replay(Replay),
+    Replay(Box<Replay>),
 }
 
 /// How often the window is computed again.
