@@ -1,6 +1,6 @@
 """CPU cost of `runtrace top` following a busy recording (docs/top.md).
 
-    python3 tools/top_cpu.py RUNTRACE TOP_DEMO [--tasks-per-ms N] [--seconds S]
+    python3 tools/top_cpu.py RUNTRACE TOP_DEMO [--tasks-per-ms N] [--seconds S] [--window W]
 
 Starts the demo service (crates/runtrace-cli/examples/top_demo.rs, built
 with `cargo build --release -p runtrace-cli --example top_demo`) recording
@@ -39,7 +39,7 @@ def rss_peak_kb(pid):
 
 def main():
     runtrace, demo = sys.argv[1], sys.argv[2]
-    per_ms, secs = "50", 20.0
+    per_ms, secs, window = "50", 20.0, "5"
     args = sys.argv[3:]
     while args:
         k, v = args[0], args[1]
@@ -48,6 +48,8 @@ def main():
             per_ms = v
         elif k == "--seconds":
             secs = float(v)
+        elif k == "--window":
+            window = v
     d = tempfile.mkdtemp(prefix="runtrace-top-cpu-")
     svc = subprocess.Popen(
         [demo, "--out", d, "--seconds", str(secs + 6), "--tasks-per-ms", per_ms,
@@ -57,7 +59,7 @@ def main():
         time.sleep(3)
         screen = pyte.Screen(160, 45)
         stream = pyte.ByteStream(screen)
-        top = pexpect.spawn(runtrace, ["top", d], dimensions=(45, 160))
+        top = pexpect.spawn(runtrace, ["top", d, "--window", window], dimensions=(45, 160))
         t0 = time.time()
         c0 = None
         while time.time() - t0 < secs:
