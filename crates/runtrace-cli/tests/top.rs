@@ -171,7 +171,7 @@ fn bad_input_gets_a_message_and_an_exit_code() {
 fn a_truncated_recording_and_once_json() {
     let dir = tempfile::tempdir().unwrap();
     let st = demo_cmd(&format!(
-        "--out {} --seconds 3 --block-after 1",
+        "--out {} --seconds 4 --block-after 0.5",
         dir.path().display()
     ))
     .stdout(Stdio::null())
@@ -181,13 +181,16 @@ fn a_truncated_recording_and_once_json() {
     let file = dir.path().join("trace.0.bin");
     let bytes = std::fs::read(&file).unwrap();
     // Cut inside a frame: damage, named, and the window of what was read.
-    std::fs::write(&file, &bytes[..bytes.len() * 2 / 3 + 3]).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() * 3 / 4 + 3]).unwrap();
     let ds = dir.path().to_string_lossy().to_string();
-    let (code, out, err) = top(&[&ds, "--once", "--json", "--at", "1.9"]);
+    let (code, out, err) = top(&[&ds, "--once", "--json", "--at", "2.5"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["mode"], "replay");
-    assert!((v["at_s"].as_f64().unwrap() - 1.9).abs() < 0.01, "{v}");
+    // At 2.5 s, or at the end of what was readable when that is earlier
+    // (how far 3/4 of the bytes go depends on the machine's load).
+    let (at, len) = (v["at_s"].as_f64().unwrap(), v["length_s"].as_f64().unwrap());
+    assert!(len > 1.0 && (at - len.min(2.5)).abs() < 0.01, "{v}");
     let notes = v["header"]["notes"].to_string();
     assert!(notes.contains("trace.0.bin"), "{notes}");
     let planted = format!("top_demo.rs:{}", line_of("// PLANTED"));
