@@ -2,7 +2,7 @@
 //! replay of a finished one (runtrace-top); `--once` (and any run without
 //! a terminal) prints one window as text or JSON instead.
 
-use runtrace_top::source::{self, Live, Options, Replay, SPEEDS};
+use runtrace_top::source::{self, Options, SPEEDS};
 use runtrace_top::ui::{self, View};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -71,35 +71,15 @@ pub fn run(args: &Args) -> ExitCode {
         speed: args.speed,
         ..Options::default()
     };
-    let live = match (args.replay || at.is_some(), args.follow) {
-        (true, _) => false,
-        (false, true) => true,
-        (false, false) => match source::is_live(&args.dir) {
-            Ok(l) => l,
-            Err(e) => return fail(&e),
-        },
+    let live = match source::choose_live(&args.dir, args.replay || at.is_some(), args.follow) {
+        Ok(l) => l,
+        Err(e) => return fail(&e),
     };
     let tty = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     if args.once || !tty {
-        let snap = if live {
-            let mut l = match Live::open(&args.dir, opts) {
-                Ok(l) => l,
-                Err(e) => return fail(&e),
-            };
-            match l.snapshot_now() {
-                Some(s) => s,
-                None => return fail(&format!("{}: no events yet", args.dir.display())),
-            }
-        } else {
-            let mut r = match Replay::open(&args.dir, opts) {
-                Ok(r) => r,
-                Err(e) => return fail(&e),
-            };
-            match at {
-                Some(t) => r.seek(t),
-                None => r.seek(f64::MAX),
-            }
-            r.snapshot()
+        let snap = match source::once(&args.dir, opts, live, at) {
+            Ok(s) => s,
+            Err(e) => return fail(&e),
         };
         let out = if args.json {
             snap.to_json().to_string()
@@ -109,19 +89,10 @@ pub fn run(args: &Args) -> ExitCode {
         crate::output::print_report(&out, &[], false);
         return ExitCode::SUCCESS;
     }
-    let view = if live {
-        match Live::open(&args.dir, opts) {
-            Ok(l) => View::Live(Box::new(l)),
-            Err(e) => return fail(&e),
-        }
-    } else {
-        match Replay::open(&args.dir, opts) {
-            Ok(r) => View::Replay(Box::new(r)),
-            Err(e) => return fail(&e),
-        }
-    };
-    match ui::run(view) {
+    match View::open(&args.dir, opts, live)
+        .and_then(|v| ui::run(v).map_err(|e| format!("terminal: {e}")))
+    {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&format!("terminal: {e}")),
+        Err(e) => fail(&e),
     }
 }

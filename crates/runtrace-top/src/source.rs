@@ -56,6 +56,32 @@ impl Default for Options {
     }
 }
 
+/// One window of `path`, as `runtrace top --once` prints it: the latest
+/// of a recording being written (`live`), else a finished recording's
+/// window ending `at` seconds into it (its end when `None`). Errors name
+/// the path.
+pub fn once(path: &Path, opts: Options, live: bool, at: Option<f64>) -> Result<Snapshot, String> {
+    if live {
+        return Live::open(path, opts)?
+            .snapshot_now()
+            .ok_or_else(|| format!("{}: no events yet", path.display()));
+    }
+    let mut r = Replay::open(path, opts)?;
+    r.seek(at.unwrap_or(f64::MAX));
+    Ok(r.snapshot())
+}
+
+/// Whether to follow `path` as it grows: never when asked to replay,
+/// always when asked to follow, else when a file is still being written
+/// ([`is_live`]).
+pub fn choose_live(path: &Path, replay: bool, follow: bool) -> Result<bool, String> {
+    match (replay, follow) {
+        (true, _) => Ok(false),
+        (false, true) => Ok(true),
+        (false, false) => is_live(path),
+    }
+}
+
 /// Live when some file of `path` is still being written (`.active`).
 ///
 /// Errors name the path: no such directory, no trace files.

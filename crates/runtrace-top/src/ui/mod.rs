@@ -7,7 +7,7 @@ pub mod draw;
 pub mod state;
 
 use crate::snapshot::Snapshot;
-use crate::source::{Live, Replay};
+use crate::source::{Live, Options, Replay};
 use crossterm::event::{self, Event, KeyEventKind};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::ExecutableCommand;
@@ -23,6 +23,18 @@ pub enum View {
     Live(Box<Live>),
     /// Playing a finished one.
     Replay(Box<Replay>),
+}
+
+impl View {
+    /// The view of `path`: followed as it grows when `live`, else replayed.
+    /// Errors name the path.
+    pub fn open(path: &std::path::Path, opts: Options, live: bool) -> Result<View, String> {
+        Ok(if live {
+            View::Live(Box::new(Live::open(path, opts)?))
+        } else {
+            View::Replay(Box::new(Replay::open(path, opts)?))
+        })
+    }
 }
 
 /// How often the window is computed again.
