@@ -31,8 +31,8 @@ mod waits;
 pub use cpu::{analyze_files_profiled, WhenProfiled};
 pub use engine::Engine;
 pub use report::{
-    CpuFunctions, Finding, FindingKind, FunctionShare, LocationReport, ProcessReport, QueueReport,
-    Report, Severity, Victim, WorkerId, WorkerReport,
+    CpuFunctions, Finding, FindingKind, FunctionShare, LocationCpu, LocationReport, ProcessReport,
+    QueueReport, Report, Severity, Victim, WorkerId, WorkerReport,
 };
 pub use thresholds::Thresholds;
 pub use waits::Wait;
