@@ -30,8 +30,17 @@ use std::sync::Arc;
 ///
 /// ```
 /// use runtrace_export::flamegraph::Selection;
+/// use runtrace_model::profile::{Sample, SampleKind};
 /// let s = Selection { location: Some("handler.rs".into()), ..Selection::default() };
 /// assert_eq!(s.count_name(), "samples");
+/// // runtrace's own threads are left out unless asked for.
+/// let sampler = Sample {
+///     ts_ns: 1, tid: 9, thread: "runtrace-tokio-sampler-0".into(), stack: vec![1].into(),
+///     kind: SampleKind::OnCpu, task: None, location: None, worker: None,
+///     poll_start_ns: None, poll_end_ns: None,
+/// };
+/// assert!(!Selection::default().matches(&sampler));
+/// assert!(Selection { include_runtrace: true, ..Selection::default() }.matches(&sampler));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selection {
@@ -46,6 +55,11 @@ pub struct Selection {
     pub from_ns: Option<i64>,
     /// Only samples up to this time (ns since the recording started).
     pub to_ns: Option<i64>,
+    /// Also samples of runtrace's own threads (the writer, the queue
+    /// sampler: [`runtrace_model::profile::is_runtrace_thread`]), which
+    /// are left out by default: they are runtrace's cost, not the
+    /// application's.
+    pub include_runtrace: bool,
 }
 
 impl Selection {
@@ -56,6 +70,7 @@ impl Selection {
             SampleKind::OffCpu { .. } => self.off_cpu,
         };
         kind_ok
+            && (self.include_runtrace || !s.is_runtrace())
             && self.location.as_ref().is_none_or(|want| {
                 s.location
                     .as_deref()

@@ -126,7 +126,7 @@ pub mod kind {
 /// | WAKE | woken task | - | waking worker | - |
 /// | TERMINATE | task | - | - | - |
 /// | PARK | - | local_q | worker | - |
-/// | UNPARK | sched_wait_ns | - | worker | - |
+/// | UNPARK | sched_wait_ns | cpu_ns in whole ms (saturating) | worker | - |
 /// | QUEUE_SAMPLE | depth | global_q | queue index ([`crate::model::Model::queues`], `u32::MAX`: none) | - |
 /// | WORKER_START/STOP | - | runtime | worker | - |
 /// | RESOURCE_NEW | resource id | creation site (location index) | concrete type (name index) | internal |

@@ -220,6 +220,8 @@ impl Engine {
             max_local_q: 0,
             local_q: 0,
             sched_wait_ns: 0,
+            run_ms: 0,
+            first_cpu_ms: None,
             parked: false,
             park_start: 0,
             over: false,
@@ -401,6 +403,8 @@ impl Engine {
             }
         }
         let w = &mut self.workers[wi as usize];
+        let first = *w.first_cpu_ms.get_or_insert(ev.a);
+        w.run_ms = w.run_ms.max(ev.a.saturating_sub(first) as u64);
         w.long_since_unpark.clear();
         w.last_sched_wait = Some(ev.x);
         w.last_unpark = ev.ticks;

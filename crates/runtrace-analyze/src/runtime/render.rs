@@ -249,6 +249,9 @@ impl fmt::Display for Report {
             if let Some(line) = x.functions_line() {
                 writeln!(f, "           functions: {line}")?;
             }
+            if let Some(line) = x.functions.as_ref().and_then(location_line) {
+                writeln!(f, "           all its polls: {line}")?;
+            }
             if let Some(line) = x.victims_line() {
                 writeln!(f, "           victims: {line}")?;
             }
@@ -324,9 +327,45 @@ fn finding_json(f: &Finding) -> Value {
             "preempted_ns": c.preempted_ns,
             "preempted_switches": c.preempted_switches,
             "mostly_off_cpu": c.mostly_off_cpu,
+            "polls_over_ns": c.polls_over_ns,
+            "truncated_stacks": c.truncated_stacks,
         });
+        if let Some(l) = &c.location {
+            v["cpu_profile"]["location"] = json!({
+                "on_cpu_samples": l.on_cpu_samples,
+                "on_cpu_ns": l.on_cpu_ns,
+                "off_cpu_ns": l.off_cpu_ns,
+                "mostly_off_cpu": l.mostly_off_cpu,
+                "top": l.top.as_ref().map(|t| json!({
+                    "function": t.function,
+                    "file": t.file,
+                    "line": t.line,
+                    "share": t.share,
+                    "off_cpu": t.off_cpu,
+                })),
+            });
+        }
     }
     v
+}
+
+/// The `all its polls:` line: the location-wide profile, when a finding's
+/// own covers only its long or slow polls.
+fn location_line(c: &CpuFunctions) -> Option<String> {
+    let l = c.location.as_ref()?;
+    let top = l.top.as_ref().map_or(String::new(), |t| {
+        format!(", top {} ({:.0}%)", t.function, 100.0 * t.share)
+    });
+    Some(format!(
+        "{} ({} on-CPU samples, {} blocked){top}",
+        if l.mostly_off_cpu {
+            "mostly blocked"
+        } else {
+            "mostly on CPU"
+        },
+        l.on_cpu_samples,
+        fmt_ns(l.off_cpu_ns)
+    ))
 }
 
 impl Finding {
@@ -389,8 +428,13 @@ impl Finding {
 /// The `functions:` line of a finding with CPU samples: "burning CPU in"
 /// or "blocked in", then the functions with their shares, the top first.
 fn functions_line(c: &CpuFunctions) -> String {
+    let scope = if c.polls_over_ns > 0 {
+        format!("its polls over {}", fmt_ns(c.polls_over_ns))
+    } else {
+        "its polls".to_string()
+    };
     let Some(top) = c.functions.first() else {
-        return "no CPU samples in its polls".to_string();
+        return format!("no CPU samples in {scope}");
     };
     let list: Vec<String> = c
         .functions
@@ -412,8 +456,13 @@ fn functions_line(c: &CpuFunctions) -> String {
             format!("{}{at}{via} ({:.0}%, {what})", x.function, 100.0 * x.share)
         })
         .collect();
+    let truncated = if c.truncated_stacks > 0 {
+        format!("; {} truncated stacks", c.truncated_stacks)
+    } else {
+        String::new()
+    };
     format!(
-        "{} {}",
+        "{} {} [from {scope}{truncated}]",
         if top.off_cpu {
             "blocked in"
         } else {

@@ -162,6 +162,32 @@ pub struct CpuFunctions {
     pub mostly_off_cpu: bool,
     /// The top functions: off-CPU first when mostly off-CPU.
     pub functions: Vec<FunctionShare>,
+    /// The polls these samples come from: those that lasted over this
+    /// (the finding's long or slow polls), or all the location's polls (0).
+    pub polls_over_ns: u64,
+    /// Of those samples, the ones whose stack did not reach its thread's
+    /// start (a frame-pointer walk cut short): still counted by the poll
+    /// they landed in, but their functions may be wrong.
+    pub truncated_stacks: u64,
+    /// The location's whole profile (all its polls), when the figures
+    /// above cover only some of them.
+    pub location: Option<LocationCpu>,
+}
+
+/// The CPU profile of all the polls of a location, next to a finding's
+/// own ([`CpuFunctions::location`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocationCpu {
+    /// On-CPU samples in all its polls.
+    pub on_cpu_samples: u64,
+    /// Their CPU time (samples times the period).
+    pub on_cpu_ns: u64,
+    /// Blocked time in all its polls.
+    pub off_cpu_ns: u64,
+    /// `off_cpu_ns` exceeds `on_cpu_ns`.
+    pub mostly_off_cpu: bool,
+    /// Its top function (off-CPU when mostly off-CPU).
+    pub top: Option<FunctionShare>,
 }
 
 /// A function of the application a location's polls ran in (on-CPU) or

@@ -122,6 +122,11 @@ pub(crate) struct Worker {
     /// Last known local queue depth.
     pub(super) local_q: u32,
     pub sched_wait_ns: u64,
+    /// The thread's CPU time over the same reads as `sched_wait_ns` (from
+    /// the first unpark's read to the last), in ms.
+    pub run_ms: u64,
+    /// The CPU time (ms) of the first unpark's read.
+    pub(super) first_cpu_ms: Option<u32>,
     pub(super) parked: bool,
     pub(super) park_start: u64,
     pub(super) over: bool,

@@ -394,7 +394,8 @@ pub(crate) fn decode_events(
             }
             kind::TERMINATE => push(k, g(0), 0, 0, 0),
             kind::PARK => push(k, 0, g(1), g(0), 0),
-            kind::UNPARK => push(k, g(1), 0, g(0), 0),
+            // CPU time in whole ms: u32 holds 49 days of it.
+            kind::UNPARK => push(k, g(1), g(2) / 1_000_000, g(0), 0),
             kind::QUEUE_SAMPLE => {
                 let qi = match resolve_queue(cache, names, model, tables, g(1), start) {
                     Ok(q) => q,

@@ -64,7 +64,11 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [usize]> {
         kind::WAKE => &[task_wake::WOKEN_TASK_ID, task_wake::WORKER],
         kind::TERMINATE => &[task_terminate::TASK_ID],
         kind::PARK => &[worker_park::WORKER, worker_park::LOCAL_Q],
-        kind::UNPARK => &[worker_unpark::WORKER, worker_unpark::SCHED_WAIT_NS],
+        kind::UNPARK => &[
+            worker_unpark::WORKER,
+            worker_unpark::SCHED_WAIT_NS,
+            worker_unpark::CPU_NS,
+        ],
         kind::QUEUE_SAMPLE => &[
             queue_sample::GLOBAL_Q,
             queue_sample::QUEUE,
