@@ -15,6 +15,8 @@
 //! - [`summary`] (event counts, which analyses apply) and [`outliers`]
 //!   (IQR, MAD, stddev, percentile over wake->poll delays, poll durations
 //!   and CPU shares) are passes too.
+//! - [`folded`] selects CPU-profile samples and folds their stacks
+//!   (`runtrace flamegraph`, the MCP `get_flamegraph`).
 //! - [`functions`] names CPU-profile stacks (runtrace-symbolize) and tallies top functions, which
 //!   the findings of [`runtime`] carry (`Report::add_functions`) and
 //!   [`blocked`] (`runtrace blocked`: what workers ran while tasks waited)
@@ -45,6 +47,7 @@
 
 pub mod backlog;
 pub mod blocked;
+pub mod folded;
 pub mod functions;
 pub mod index;
 pub mod outliers;

@@ -11,6 +11,8 @@
 //! assert_eq!((items.len(), total, cut_short), (2, 3, true));
 //! ```
 
+use crate::folded;
+use crate::functions::StackNames;
 use crate::registry::{self, Params};
 use crate::reports::Reports;
 use serde_json::{json, Map, Value};
@@ -187,6 +189,50 @@ fn applicability(ix: &dyn Reports, name: &str, out: &mut Map<String, Value>) {
             out.insert("reason".into(), json!(reason));
         }
     }
+}
+
+/// `get_flamegraph`: the selected samples' folded stacks (as `runtrace
+/// flamegraph --folded` prints them), most counted first, cut to
+/// `limit`; `total` counts every selected sample (or µs off-CPU), `note`
+/// says why there is none.
+pub fn flamegraph(ix: &dyn Reports, p: &Params) -> Value {
+    let profile = ix.profile();
+    let sel = folded::Selection {
+        off_cpu: p.off_cpu,
+        location: p.location.clone(),
+        worker: None,
+        from_ns: p.from_ns,
+        to_ns: p.to_ns,
+    };
+    let mut names = StackNames::recorded(profile);
+    let text = folded::fold(folded::stacks(profile, &sel, &mut names));
+    let mut lines: Vec<(&str, u64)> = text
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(stack, n)| (stack, n.parse().unwrap_or(0)))
+        .collect();
+    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let total: u64 = lines.iter().map(|l| l.1).sum();
+    let mut out = Map::new();
+    out.insert(
+        "kind".into(),
+        json!(if p.off_cpu { "off_cpu" } else { "cpu" }),
+    );
+    out.insert("count_name".into(), json!(sel.count_name()));
+    out.insert("total".into(), json!(total));
+    let items = lines
+        .into_iter()
+        .map(|(stack, n)| json!({"stack": stack, "count": n}))
+        .collect();
+    put_list(&mut out, "stacks", items, p.limit);
+    if total == 0 {
+        out.insert("note".into(), json!(folded::why_empty(profile, &sel)));
+    }
+    let problems = names.problems();
+    if !problems.is_empty() {
+        out.insert("symbolize_problems".into(), json!(problems));
+    }
+    Value::Object(out)
 }
 
 /// `analyze_blocked`: `runtrace blocked --json` with `threshold_ns`, its

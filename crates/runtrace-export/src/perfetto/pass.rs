@@ -7,6 +7,7 @@ use super::proto::{
     CounterDescriptor, DebugAnnotation, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
     TrackEvent, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
+use super::samples::Samples;
 use super::writer::PacketWriter;
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::lifecycle::{Life, Poll};
@@ -15,6 +16,7 @@ use runtrace_model::pass::{Pass, Wants};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
+use std::sync::Arc;
 
 /// Debug annotation names, by iid - 1 (interned once, up front).
 pub(crate) const ANNOTATIONS: &[&str] = &[
@@ -148,6 +150,10 @@ pub struct ExportStats {
     pub unmatched_ends: u64,
     /// Application slices beyond [`MAX_LANES`] overlapping ones (skipped).
     pub overlapping_skipped: u64,
+    /// CPU samples written as callstack samples (one per `cpu_sample`).
+    pub cpu_samples: u64,
+    /// Off-CPU stacks written as callstack samples (one per `off_cpu`).
+    pub off_cpu_samples: u64,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -212,6 +218,7 @@ pub struct Exporter<W: Write> {
     /// started earlier are clamped to 0.
     base: u64,
     stats: ExportStats,
+    samples: Samples,
 }
 
 impl<W: Write> Exporter<W> {
@@ -230,7 +237,14 @@ impl<W: Write> Exporter<W> {
             lanes: IntMap::default(),
             base: u64::MAX,
             stats: ExportStats::default(),
+            samples: Samples::default(),
         }
+    }
+
+    /// What could not be symbolized in the samples' stacks, one line each
+    /// (binary not found, stripped, ...); empty without samples.
+    pub fn symbol_problems(&self) -> Vec<String> {
+        self.samples.problems()
     }
 
     /// The output, the first write error and the statistics.
@@ -489,6 +503,43 @@ impl<W: Write> Exporter<W> {
         );
     }
 
+    /// A `cpu_sample` or `off_cpu` event as a callstack sample of the
+    /// sampled thread (`ev.worker`; `ev.thread` is the thread that wrote
+    /// it), an off-CPU one at its switch-out time.
+    fn sample(&mut self, ev: &Ev, model: &Model) {
+        let t = ev.worker;
+        let Some(th) = model.threads.get(t as usize) else {
+            return;
+        };
+        let pid = model.procs[th.proc as usize].pid as u32;
+        let tid = th.tid as u32;
+        let off_cpu = ev.kind == kind::OFF_CPU;
+        let mut ts = self.ts(model, t, ev.ticks);
+        if off_cpu {
+            ts = ts.saturating_sub(ev.x);
+        }
+        let stack = model
+            .stacks
+            .get(ev.a as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(&[][..]));
+        self.samples.write(
+            &mut self.w,
+            &model.mappings,
+            ts,
+            pid,
+            tid,
+            ev.a,
+            &stack,
+            off_cpu,
+        );
+        if off_cpu {
+            self.stats.off_cpu_samples += 1;
+        } else {
+            self.stats.cpu_samples += 1;
+        }
+    }
+
     /// Closes every open slice at the end of its recording.
     fn close_all(&mut self, model: &Model) {
         for t in 0..self.threads.len() {
@@ -510,7 +561,7 @@ impl<W: Write> Exporter<W> {
 
 impl<W: Write> Pass for Exporter<W> {
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE.or(Wants::APP)
+        Wants::LIFECYCLE.or(Wants::APP).or(Wants::PROFILE)
     }
 
     fn life(&mut self, rec: &Life<'_>, _model: &Model) {
@@ -522,6 +573,12 @@ impl<W: Write> Pass for Exporter<W> {
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
+        if matches!(ev.kind, kind::CPU_SAMPLE | kind::OFF_CPU) {
+            // On the sampled thread, not the one that wrote the event (no
+            // track for it: trace processor puts samples on the thread).
+            self.sample(ev, model);
+            return;
+        }
         let track = self.thread_track(model, ev);
         let ts = self.ts(model, ev.thread, ev.ticks);
         let proc = model.threads[ev.thread as usize].proc;
