@@ -203,6 +203,8 @@ pub fn flamegraph(ix: &dyn Reports, p: &Params) -> Value {
         worker: None,
         from_ns: p.from_ns,
         to_ns: p.to_ns,
+        // runtrace's own threads are left out, as in `runtrace flamegraph`.
+        include_runtrace: false,
     };
     let mut names = StackNames::recorded(profile);
     let text = folded::fold(folded::stacks(profile, &sel, &mut names));
