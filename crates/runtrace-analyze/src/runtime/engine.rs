@@ -231,7 +231,7 @@ impl Engine {
             ring_head: 0,
             loc_polls: Vec::new(),
             upto_victim: Vec::new(),
-            buildup: Buildup::default(),
+            buildup: Box::default(),
             long_since_unpark: Vec::new(),
             last_unpark: 0,
         });

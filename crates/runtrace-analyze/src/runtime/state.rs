@@ -138,7 +138,9 @@ pub(crate) struct Worker {
     pub loc_polls: Vec<(u64, u64)>,
     /// Per victim location: delayed-window time already attributed.
     pub(super) upto_victim: Vec<u64>,
-    pub buildup: Buildup,
+    // Boxed: rarely used, and a trace can have hundreds of thousands of
+    // workers (one per thread), so the per-worker array stays small.
+    pub buildup: Box<Buildup>,
     /// Long polls (location, ns) since the last unpark, judged at the
     /// next unpark: preempted when the scheduler wait grew by at least
     /// half their time (bounded: [`MAX_PENDING_LONG`]).
