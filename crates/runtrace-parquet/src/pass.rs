@@ -17,6 +17,7 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let trace = dir.path().join("trace.0.bin");
 //! std::fs::write(&trace, b.finish()).unwrap();
+//! std::fs::create_dir(dir.path().join("ds")).unwrap(); // the CLI makes it
 //! let target = Target {
 //!     root: dir.path().join("ds"),
 //!     service: None,
@@ -26,6 +27,7 @@
 //! };
 //! let mut ex = Exporter::new(target);
 //! runtrace_model::input::read(&[trace], &mut ex, None);
+//! assert_eq!(ex.error, None);
 //! let files = ex.take_written(); // under temporary names, to rename
 //! assert_eq!(files.iter().find(|f| f.table.name() == "polls").unwrap().rows, 1);
 //! assert!(files.iter().all(|f| f.tmp.exists() && !f.path.exists()));
