@@ -16,13 +16,63 @@ use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::Path;
 
-/// A field type of the catalog (see `probes/events.toml`).
-pub const FIELD_TYPES: &[&str] = &[
-    "u64", "u32", "u16", "u8", "i64", "i32", "bool", "f64", "str", "istr", "loc", "task", "worker",
+/// An event group of the built-in catalog (`group = "..."`): what reads
+/// the event, and whether code fires it at a probe site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// The catalog's name.
+    pub name: &'static str,
+    /// The `runtrace_format::schema::Group` variant.
+    pub variant: &'static str,
+    /// Events of the group are fired at probe sites, so the USDT, LTTng
+    /// and perf-probe backends generate them (all but `profile`, whose
+    /// events the recorder's writer thread writes itself).
+    pub probe_site: bool,
+    /// One line for the catalog's reader.
+    pub doc: &'static str,
+}
+
+/// The groups of the built-in catalog, in id order of their first event.
+pub const GROUPS: &[GroupInfo] = &[
+    GroupInfo {
+        name: "runtime",
+        variant: "Runtime",
+        probe_site: true,
+        doc: "Task, worker and queue events of a runtime (tokio's hooks, the instrumented executor): `runtrace analyze`'s input.",
+    },
+    GroupInfo {
+        name: "executor",
+        variant: "Executor",
+        probe_site: true,
+        doc: "The instrumented executor's own scheduling decisions.",
+    },
+    GroupInfo {
+        name: "app",
+        variant: "App",
+        probe_site: true,
+        doc: "Application instrumentation (runtrace-sync: locks, queues, I/O, heartbeats): `runtrace backlog`'s input.",
+    },
+    GroupInfo {
+        name: "profile",
+        variant: "Profile",
+        probe_site: false,
+        doc: "CPU profile samples, written by the recorder's writer thread: no probe site.",
+    },
 ];
+
+/// The group called `name`, if it is one.
+///
+/// ```
+/// assert!(!runtrace_build::group("profile").unwrap().probe_site);
+/// assert!(runtrace_build::group("meta").is_none());
+/// ```
+pub fn group(name: &str) -> Option<&'static GroupInfo> {
+    GROUPS.iter().find(|g| g.name == name)
+}
 
 /// An event catalog.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Catalog {
     /// Provider name (`runtrace` for the built-ins).
     #[serde(default = "default_provider")]
@@ -38,6 +88,7 @@ fn default_provider() -> String {
 
 /// One event of a catalog.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Event {
     /// snake_case name.
     pub name: String,
@@ -45,8 +96,8 @@ pub struct Event {
     pub id: Option<u32>,
     /// Name printed by `runtrace jsonl` (built-ins).
     pub json: Option<String>,
-    /// `runtime`, `meta` or `profile` (built-ins; see [`Event::has_probe_site`]).
-    pub kind: Option<String>,
+    /// One of [`GROUPS`] (built-ins only; see [`Event::has_probe_site`]).
+    pub group: Option<String>,
     /// One-line description.
     pub doc: String,
     /// Fields in order.
@@ -55,33 +106,34 @@ pub struct Event {
 
 /// One field of an event.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Field {
     /// snake_case name.
     pub name: String,
-    /// One of [`FIELD_TYPES`].
+    /// One of [`crate::types::TYPES`].
     #[serde(rename = "type")]
     pub ty: String,
     /// One-line description.
     pub doc: String,
 }
 
-/// The `kind` of events only the recorder writes (CPU samples): they have
-/// no probe site, so the USDT, LTTng and perf-probe backends skip them.
-pub const PROFILE_KIND: &str = "profile";
-
 impl Event {
-    /// Whether code fires this event at a probe site (every event but
-    /// kind `profile`, which the recorder's writer thread writes itself).
+    /// Whether code fires this event at a probe site: every event but
+    /// those of a group without one (`profile`, which the recorder's
+    /// writer thread writes itself). Application events always have one.
     ///
     /// ```
     /// let cat = runtrace_build::Catalog::parse(
-    ///     "[[event]]\nname = \"s\"\nid = 1\njson = \"S\"\nkind = \"profile\"\ndoc = \"\"\nfields = []\n",
+    ///     "[[event]]\nname = \"s\"\nid = 1\njson = \"S\"\ngroup = \"profile\"\ndoc = \"\"\nfields = []\n",
     /// )
     /// .unwrap();
     /// assert!(!cat.events[0].has_probe_site());
     /// ```
     pub fn has_probe_site(&self) -> bool {
-        self.kind.as_deref() != Some(PROFILE_KIND)
+        self.group
+            .as_deref()
+            .and_then(group)
+            .is_none_or(|g| g.probe_site)
     }
 }
 
@@ -113,6 +165,25 @@ impl Catalog {
                 .cloned()
                 .collect(),
         }
+    }
+
+    /// Appends `more`'s events (of the same provider) and checks the
+    /// whole again: names and ids stay unique.
+    ///
+    /// ```
+    /// let mut a = runtrace_build::Catalog::parse("provider = \"p\"\n[[event]]\nname = \"a\"\ndoc = \"\"\nfields = []\n").unwrap();
+    /// let b = runtrace_build::Catalog::parse("provider = \"p\"\n[[event]]\nname = \"a\"\ndoc = \"\"\nfields = []\n").unwrap();
+    /// assert!(a.extend(b).unwrap_err().contains("defined twice"));
+    /// ```
+    pub fn extend(&mut self, more: Catalog) -> Result<(), String> {
+        if more.provider != self.provider {
+            return Err(format!(
+                "provider {} cannot extend provider {}",
+                more.provider, self.provider
+            ));
+        }
+        self.events.extend(more.events);
+        self.check()
     }
 
     /// Parses and checks catalog text.
@@ -156,19 +227,29 @@ impl Catalog {
                 }
                 (false, None) => {}
             }
-            if let Some(k) = &ev.kind {
-                if k != "runtime" && k != "meta" && k != PROFILE_KIND {
+            match (builtin, ev.group.as_deref()) {
+                (true, Some(g)) if group(g).is_some() => {}
+                (true, g) => {
+                    let names: Vec<&str> = GROUPS.iter().map(|g| g.name).collect();
                     return Err(format!(
-                        "{}: kind must be runtime, meta or profile",
-                        ev.name
+                        "{}: built-in events need a `group`, one of {} (got {g:?})",
+                        ev.name,
+                        names.join(", ")
                     ));
                 }
-                if k == PROFILE_KIND && !builtin {
+                (false, Some(_)) => {
                     return Err(format!(
-                        "{}: kind profile is for the recorder's built-in events",
+                        "{}: `group` is for runtrace's built-in events; remove it",
                         ev.name
-                    ));
+                    ))
                 }
+                (false, None) => {}
+            }
+            if builtin && ev.json.is_none() {
+                return Err(format!(
+                    "{}: built-in events need `json` (their name in `runtrace jsonl`)",
+                    ev.name
+                ));
             }
             if ev.fields.len() > 32 {
                 return Err(format!("{}: at most 32 fields", ev.name));
@@ -184,16 +265,30 @@ impl Catalog {
                 if !fnames.insert(&f.name) {
                     return Err(format!("{}.{} repeated", ev.name, f.name));
                 }
-                if !FIELD_TYPES.contains(&f.ty.as_str()) {
+                let Some(t) = crate::types::ty(&f.ty) else {
+                    let all: Vec<&str> = crate::types::TYPES.iter().map(|t| t.name).collect();
                     return Err(format!(
-                        "{}.{}: unknown type {:?} (one of {FIELD_TYPES:?})",
-                        ev.name, f.name, f.ty
+                        "{}.{}: unknown type {:?} (one of {})",
+                        ev.name,
+                        f.name,
+                        f.ty,
+                        all.join(" ")
                     ));
-                }
-                if !builtin && matches!(f.ty.as_str(), "task" | "worker") {
+                };
+                if !builtin && t.builtin_only {
                     return Err(format!(
                         "{}.{}: `{}` is for built-in events; use u64/u32",
                         ev.name, f.name, f.ty
+                    ));
+                }
+            }
+            // "The event's task" and "its worker" must be one field each
+            // (the analysis, JSONL and the recorder's worker register).
+            for one in ["task", "worker"] {
+                if ev.fields.iter().filter(|f| f.ty == one).count() > 1 {
+                    return Err(format!(
+                        "{}: at most one `{one}` field (use u64/u32 for the others)",
+                        ev.name
                     ));
                 }
             }

@@ -17,7 +17,7 @@
 
 use crate::backends::Backends;
 use crate::catalog::{Catalog, Event};
-use crate::fields::rust_ty;
+use crate::fields::{self, rust_ty};
 use crate::{lttng, perf_probe, record, usdt};
 use std::fmt::Write as _;
 
@@ -36,7 +36,7 @@ pub fn generate(cat: &Catalog, b: Backends, rt: &str) -> String {
         "/// Backends compiled into these probes.\npub const BACKENDS: &str = {:?};\n",
         b.list()
     );
-    // Events without a probe site (kind `profile`: the recorder writes
+    // Events without a probe site (group `profile`: the recorder writes
     // them itself) get no USDT note, tracepoint or perf-probe function;
     // their module records only.
     let sites = cat.probe_sites();
@@ -62,8 +62,8 @@ pub fn generate(cat: &Catalog, b: Backends, rt: &str) -> String {
 
 fn event_module(cat: &Catalog, ev: &Event, b: Backends, rt: &str) -> String {
     let mut o = String::new();
-    let has_str = ev.fields.iter().any(|f| f.ty == "str");
-    let lt = if has_str { "<'a>" } else { "" };
+    let borrows = ev.fields.iter().any(fields::borrows);
+    let lt = if borrows { "<'a>" } else { "" };
     let _ = writeln!(
         o,
         "#[doc = {:?}]",
@@ -167,9 +167,9 @@ mod tests {
     #[test]
     fn profile_events_have_no_probe_site() {
         let cat = Catalog::parse(
-            "[[event]]\nname = \"tick\"\nid = 1\njson = \"Tick\"\nkind = \"runtime\"\ndoc = \"\"\n\
+            "[[event]]\nname = \"tick\"\nid = 1\njson = \"Tick\"\ngroup = \"runtime\"\ndoc = \"\"\n\
              fields = [{ name = \"n\", type = \"u64\", doc = \"\" }]\n\
-             [[event]]\nname = \"cpu_sample\"\nid = 22\njson = \"CpuSample\"\nkind = \"profile\"\ndoc = \"\"\n\
+             [[event]]\nname = \"cpu_sample\"\nid = 22\njson = \"CpuSample\"\ngroup = \"profile\"\ndoc = \"\"\n\
              fields = [{ name = \"tid\", type = \"u64\", doc = \"\" }]\n",
         )
         .unwrap();
@@ -188,8 +188,10 @@ mod tests {
         assert!(sample.contains("__rt::recorder::events::at::cpu_sample(t, tid)"));
         // Applications cannot declare such events.
         let app = Catalog::parse(
-            "provider = \"myapp\"\n[[event]]\nname = \"s\"\nkind = \"profile\"\ndoc = \"\"\nfields = []\n",
+            "provider = \"myapp\"\n[[event]]\nname = \"s\"\ngroup = \"profile\"\ndoc = \"\"\nfields = []\n",
         );
-        assert!(app.unwrap_err().contains("kind profile"));
+        assert!(app
+            .unwrap_err()
+            .contains("`group` is for runtrace's built-in events"));
     }
 }

@@ -1,35 +1,29 @@
-//! Field types of the catalog as each generated language sees them: the
-//! Rust argument types, the values passed in registers, and the
-//! `runtrace_format` field-type names. Shared by every backend.
+//! Field types of the catalog as each generated language sees them, for
+//! one field (a variable of its name): the Rust argument types, the values
+//! passed in registers, the encoding statements, the C and FFI types.
+//! Everything comes from the one table of field types, [`crate::types`].
 //!
 //! ```
 //! assert_eq!(runtrace_build::fields::field_variant("u16"), "U16");
 //! ```
 
 use crate::catalog::{Event, Field};
+use crate::types::{fill, ty, FieldTypeInfo, Wire};
+
+/// The row of a checked field's type.
+fn info(f: &Field) -> &'static FieldTypeInfo {
+    ty(&f.ty).unwrap_or_else(|| unreachable!("checked type {}", f.ty))
+}
 
 /// The Rust type of a field in an event's `Args` (`__rt` is the runtime
-/// support module the generated code imports).
+/// support module the generated code imports; text borrows for `'a`).
 ///
 /// ```
 /// let f = runtrace_build::Field { name: "route".into(), ty: "str".into(), doc: String::new() };
 /// assert_eq!(runtrace_build::fields::rust_ty(&f), "&'a str");
 /// ```
-pub fn rust_ty(f: &Field) -> &'static str {
-    match f.ty.as_str() {
-        "u64" | "task" => "u64",
-        "u32" | "worker" => "u32",
-        "u16" => "u16",
-        "u8" => "u8",
-        "i64" => "i64",
-        "i32" => "i32",
-        "bool" => "bool",
-        "f64" => "f64",
-        "str" => "&'a str",
-        "istr" => "__rt::Istr",
-        "loc" => "__rt::Loc",
-        other => unreachable!("checked type {other}"),
-    }
+pub fn rust_ty(f: &Field) -> String {
+    fill(info(f).rust, "", "__rt").replacen('&', "&'a ", 1)
 }
 
 /// The value passed in a register (usdt, perf-probe): integers widened to
@@ -40,25 +34,45 @@ pub fn rust_ty(f: &Field) -> &'static str {
 /// assert_eq!(runtrace_build::fields::reg_value(&f), "ratio.to_bits()");
 /// ```
 pub fn reg_value(f: &Field) -> String {
-    let n = &f.name;
-    match f.ty.as_str() {
-        "istr" | "loc" => format!("{n}.c_str().as_ptr() as u64"),
-        "str" => format!("__c_{n}.as_ptr() as u64"),
-        "f64" => format!("{n}.to_bits()"),
-        "i64" | "i32" => format!("{n} as i64 as u64"),
-        _ => format!("{n} as u64"),
-    }
+    fill(info(f).reg, &f.name, "__rt")
 }
 
 /// Whether a field's register value is a sign-extended integer (`-8@` in
-/// an SDT argument spec).
+/// an SDT argument spec): the zigzag-encoded types.
 ///
 /// ```
 /// let f = runtrace_build::Field { name: "delta".into(), ty: "i32".into(), doc: String::new() };
 /// assert!(runtrace_build::fields::is_signed(&f));
 /// ```
 pub fn is_signed(f: &Field) -> bool {
-    matches!(f.ty.as_str(), "i64" | "i32")
+    info(f).wire == Wire::Zigzag
+}
+
+/// Most bytes a field takes in a recorded event.
+pub fn max_len(f: &Field) -> usize {
+    info(f).wire.max_len()
+}
+
+/// The statement writing field `f` (a variable of its name) through a
+/// `runtrace_format::schema::wire::Sink` called `sink`, with the task
+/// register `reg`; `wire` is the path of that module. Empty for `worker`
+/// fields (no bytes).
+///
+/// ```
+/// let f = runtrace_build::Field { name: "status".into(), ty: "u16".into(), doc: String::new() };
+/// assert_eq!(
+///     runtrace_build::fields::encode(&f, "w", "s", "r"),
+///     "w::put_varint(s, status as u64);"
+/// );
+/// ```
+pub fn encode(f: &Field, wire: &str, sink: &str, reg: &str) -> String {
+    let t = info(f);
+    let v = fill(t.to_wire, &f.name, "__rt");
+    match (t.wire, t.wire.function()) {
+        (Wire::Task, Some(func)) => format!("{wire}::{func}({sink}, {reg}, {v});"),
+        (_, Some(func)) => format!("{wire}::{func}({sink}, {v});"),
+        (_, None) => String::new(),
+    }
 }
 
 /// NUL-terminated stack copies of `str` fields, for backends passing text
@@ -79,7 +93,7 @@ pub fn is_signed(f: &Field) -> bool {
 pub fn c_strings(ev: &Event, indent: &str) -> String {
     ev.fields
         .iter()
-        .filter(|f| f.ty == "str")
+        .filter(|f| info(f).wire == Wire::Str)
         .map(|f| {
             format!(
                 "{indent}let __c_{n} = __rt::CStrBuf::new({n});\n",
@@ -89,25 +103,32 @@ pub fn c_strings(ev: &Event, indent: &str) -> String {
         .collect()
 }
 
+/// Whether a field borrows (its `Args` type has a lifetime).
+pub fn borrows(f: &Field) -> bool {
+    info(f).rust.starts_with('&')
+}
+
 /// The `runtrace_format::schema::FieldType` variant name of a catalog type.
 ///
 /// ```
 /// assert_eq!(runtrace_build::fields::field_variant("istr"), "Istr");
 /// ```
-pub fn field_variant(ty: &str) -> &'static str {
-    match ty {
-        "u64" => "U64",
-        "u32" => "U32",
-        "u16" => "U16",
-        "u8" => "U8",
-        "i64" => "I64",
-        "i32" => "I32",
-        "bool" => "Bool",
-        "f64" => "F64",
-        "str" => "Str",
-        "istr" => "Istr",
-        "loc" => "Loc",
-        "task" => "Task",
-        _ => "Worker",
-    }
+pub fn field_variant(ty_name: &str) -> &'static str {
+    ty(ty_name).map_or_else(|| unreachable!("checked type {ty_name}"), |t| t.variant)
+}
+
+/// The C type of a field's LTTng tracepoint argument.
+pub fn c_ty(f: &Field) -> &'static str {
+    info(f).c
+}
+
+/// The Rust type of a field's LTTng wrapper parameter.
+pub fn ffi_ty(f: &Field) -> &'static str {
+    info(f).ffi
+}
+
+/// The Rust expression passing a field (a variable of its name) to its
+/// LTTng wrapper.
+pub fn ffi_value(f: &Field) -> String {
+    fill(info(f).ffi_value, &f.name, "__rt")
 }

@@ -21,10 +21,15 @@
 //!
 //! The crate is split by job, one file per backend:
 //!
-//! - `catalog` ([`Catalog`]) reads and checks the TOML; `backends`
-//!   ([`Backends`]) says which backends to generate;
-//! - [`fields`] and [`symbols`]: the field types in each generated language
-//!   and the names probes carry in a binary (shared with `runtrace doctor`);
+//! - [`types`]: the one table of field types (wire encodings, codes, and
+//!   how each language sees them), which runtrace-format's build script
+//!   also generates from;
+//! - `catalog` ([`Catalog`]) reads and checks the TOML (field types,
+//!   [`GROUPS`]); `backends` ([`Backends`]) says which backends to
+//!   generate;
+//! - [`fields`] and [`symbols`]: a field in each generated language (from
+//!   [`types`]) and the names probes carry in a binary (shared with
+//!   `runtrace doctor`);
 //! - [`usdt`], [`perf_probe`], [`lttng`] and [`record`]: each backend's
 //!   code (LTTng's C provider included);
 //! - [`dispatch`]: the per-event Rust module whose `enabled()` and `fire()`
@@ -42,10 +47,11 @@ pub mod lttng;
 pub mod perf_probe;
 pub mod record;
 pub mod symbols;
+pub mod types;
 pub mod usdt;
 
 pub use backends::Backends;
-pub use catalog::{Catalog, Event, Field, FIELD_TYPES, PROFILE_KIND};
+pub use catalog::{group, Catalog, Event, Field, GroupInfo, GROUPS};
 
 /// For an application's `build.rs`: generates `$OUT_DIR/<provider>_probes.rs`
 /// from the catalog at `path` for the backends the `runtrace` dependency was
@@ -59,6 +65,42 @@ pub fn provider(path: impl AsRef<Path>) -> Result<PathBuf, String> {
     generate(&cat, b, "::runtrace::__rt")
 }
 
+/// Environment variable naming a TOML file of extra built-in events that
+/// [`builtin_catalog`] appends to runtrace's catalog: for tests that show
+/// a new event needs nothing but its catalog entry (a build with it set
+/// has those events everywhere the catalog is generated into). Unset in
+/// every ordinary build.
+pub const EXTRA_EVENTS_ENV: &str = "RUNTRACE_TEST_EXTRA_EVENTS";
+
+/// For runtrace's own build scripts: reads the built-in catalog at `path`
+/// (`probes/events.toml`), appends the events of the file named by
+/// [`EXTRA_EVENTS_ENV`] when that is set, checks it is provider
+/// `runtrace`, and tells cargo when to run the script again.
+pub fn builtin_catalog(path: &Path) -> Result<Catalog, String> {
+    println!("cargo:rerun-if-changed={}", path.display());
+    println!("cargo:rerun-if-env-changed={EXTRA_EVENTS_ENV}");
+    let mut cat = Catalog::load(path)?;
+    if cat.provider != symbols::RUNTRACE_PROVIDER {
+        return Err(format!(
+            "{}: the built-in provider is {}",
+            path.display(),
+            symbols::RUNTRACE_PROVIDER
+        ));
+    }
+    if let Some(extra) = std::env::var_os(EXTRA_EVENTS_ENV) {
+        let extra = PathBuf::from(extra);
+        println!("cargo:rerun-if-changed={}", extra.display());
+        println!(
+            "cargo:warning=built-in catalog extended with {} ({EXTRA_EVENTS_ENV})",
+            extra.display()
+        );
+        let more = Catalog::load(&extra)?;
+        cat.extend(more)
+            .map_err(|e| format!("{} + {}: {e}", path.display(), extra.display()))?;
+    }
+    Ok(cat)
+}
+
 /// Generates the Rust module (and the LTTng provider, compiled and linked,
 /// when `b.lttng`) into `$OUT_DIR`. `rt` is the path of the runtime support
 /// module (`crate::__rt` inside runtrace, `::runtrace::__rt` elsewhere).
@@ -70,7 +112,7 @@ pub fn generate(cat: &Catalog, b: Backends, rt: &str) -> Result<PathBuf, String>
     let code = dispatch::generate(cat, b, rt);
     std::fs::write(&rs, code).map_err(|e| format!("{}: {e}", rs.display()))?;
     if b.lttng {
-        // Events without a probe site (kind `profile`) have no tracepoint.
+        // Events without a probe site (group `profile`) have no tracepoint.
         lttng::build(&cat.probe_sites(), &out)?;
     }
     Ok(rs)

@@ -45,7 +45,7 @@
 //! same.
 
 use crate::catalog::{Catalog, Event, Field};
-use crate::fields::c_strings;
+use crate::fields::{c_strings, c_ty, ffi_ty, ffi_value};
 use crate::symbols::{
     lttng_lib_name, lttng_wrapper_symbol, tracepoint_ptr_symbol, tracepoint_symbol,
 };
@@ -75,55 +75,14 @@ const C_MACRO_NAMES: &[&str] = &[
     "static_assert",
 ];
 
-/// The C type of a field's tracepoint argument.
-fn c_ty(f: &Field) -> &'static str {
-    match f.ty.as_str() {
-        "u64" | "task" => "uint64_t",
-        "u32" | "worker" => "uint32_t",
-        "u16" => "uint16_t",
-        "u8" | "bool" => "uint8_t",
-        "i64" => "int64_t",
-        "i32" => "int32_t",
-        "f64" => "double",
-        "str" | "istr" | "loc" => "const char *",
-        other => unreachable!("checked type {other}"),
-    }
-}
-
-/// The Rust type of a wrapper parameter.
-fn ffi_ty(f: &Field) -> &'static str {
-    match f.ty.as_str() {
-        "u64" | "task" => "u64",
-        "u32" | "worker" => "u32",
-        "u16" => "u16",
-        "u8" | "bool" => "u8",
-        "i64" => "i64",
-        "i32" => "i32",
-        "f64" => "f64",
-        "str" | "istr" | "loc" => "*const ::core::ffi::c_char",
-        other => unreachable!("checked type {other}"),
-    }
-}
-
-/// The Rust expression passing a field (a variable of its name) to the
-/// wrapper.
-fn ffi_value(f: &Field) -> String {
-    let n = &f.name;
-    match f.ty.as_str() {
-        "istr" | "loc" => format!("{n}.c_str().as_ptr()"),
-        "str" => format!("__c_{n}.as_ptr()"),
-        "bool" => format!("{n} as u8"),
-        _ => n.clone(),
-    }
-}
-
 /// The LTTng field declaration of `f`, reading the C expression `src`.
 fn c_field(f: &Field, src: &str) -> String {
     let n = &f.name;
-    match f.ty.as_str() {
-        "str" | "istr" | "loc" => format!("lttng_ust_field_string({n}, {src})"),
-        "f64" => format!("lttng_ust_field_float(double, {n}, {src})"),
-        _ => format!("lttng_ust_field_integer({}, {n}, {src})", c_ty(f)),
+    // The LTTng field class follows the C type.
+    match c_ty(f) {
+        "const char *" => format!("lttng_ust_field_string({n}, {src})"),
+        "double" => format!("lttng_ust_field_float(double, {n}, {src})"),
+        c => format!("lttng_ust_field_integer({c}, {n}, {src})"),
     }
 }
 

@@ -13,7 +13,7 @@
 //! ```
 
 use crate::catalog::{Catalog, Event};
-use crate::fields::field_variant;
+use crate::fields::{self, field_variant};
 use crate::symbols::RUNTRACE_PROVIDER;
 
 /// The statements recording one event (when a recording is on).
@@ -28,53 +28,35 @@ pub fn rust_fire(cat: &Catalog, ev: &Event) -> String {
              None => __rt::recorder::events::{name}({args}),\n        }}\n"
         );
     }
-    // Application events: registered on first use, encoded inline.
+    // Application events: registered on first use, encoded inline
+    // through bounds-checked slices (`emit` gives the encoder `max`
+    // bytes), every field by its type's wire encoding.
     let fields: Vec<String> = ev
         .fields
         .iter()
         .map(|f| format!("({:?}, __rt::FieldType::{})", f.name, field_variant(&f.ty)))
         .collect();
-    let max: Vec<&str> = ev
-        .fields
-        .iter()
-        .map(|f| match f.ty.as_str() {
-            "bool" => "1",
-            "f64" => "8",
-            "str" => "257",
-            _ => "10",
-        })
-        .collect();
+    let max: usize = ev.fields.iter().map(fields::max_len).sum();
     let enc: String = ev
         .fields
         .iter()
         .map(|f| {
-            let n = &f.name;
-            let e = match f.ty.as_str() {
-                "bool" => format!("{{ buf[pos] = {n} as u8; pos + 1 }}"),
-                "f64" => {
-                    format!("{{ buf[pos..pos + 8].copy_from_slice(&{n}.to_le_bytes()); pos + 8 }}")
-                }
-                "str" => format!("__rt::recorder::encode_str(buf, pos, {n})"),
-                "i64" | "i32" => {
-                    format!("__rt::varint::write(buf, pos, __rt::varint::zigzag({n} as i64))")
-                }
-                "istr" | "loc" => format!("__rt::varint::write(buf, pos, {n}.id() as u64)"),
-                _ => format!("__rt::varint::write(buf, pos, {n} as u64)"),
-            };
-            format!("                let pos = {e};\n")
+            format!(
+                "                {}\n",
+                fields::encode(f, "__rt::wire", "sink", "_reg")
+            )
         })
         .collect();
     format!(
         "        if __rt::recorder::is_recording() {{\n            \
          static DEF: __rt::UserEventDef = __rt::UserEventDef::new({prov:?}, {name:?}, &[{fields}]);\n            \
-         let enc = |buf: &mut [u8], pos: usize, _reg: &mut u64| {{\n\
-         {enc}                pos\n            }};\n            \
+         let enc = |sink: &mut __rt::wire::SliceSink<'_>, _reg: &mut u64| {{\n\
+         {enc}            }};\n            \
          match ticks {{\n                \
-         Some(t) => __rt::recorder::emit_at(t, DEF.id(), 0 {max}, None, enc),\n                \
-         None => __rt::recorder::emit(DEF.id(), 0 {max}, None, enc),\n            }}\n        }}\n",
+         Some(t) => __rt::recorder::emit_at(t, DEF.id(), {max}, None, enc),\n                \
+         None => __rt::recorder::emit(DEF.id(), {max}, None, enc),\n            }}\n        }}\n",
         prov = cat.provider,
         name = ev.name,
         fields = fields.join(", "),
-        max = max.iter().map(|m| format!("+ {m}")).collect::<Vec<_>>().join(" "),
     )
 }

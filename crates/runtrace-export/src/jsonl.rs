@@ -18,9 +18,10 @@
 //! thread: their `"tid"` is the sampled thread and `"writer_tid"` the
 //! writer; `"stack"` is the id of a `STACKS` frame's stack.
 //!
-//! `PollStart`, `PollEnd`, `WakeEvent` (for `woken_task_id`) and
-//! `TaskTerminate` also get `"spawn_loc_id"` and `"spawn_loc"` of their
-//! task, remembered from its `TaskSpawn` (both `null` when the spawn is not
+//! `PollStart`, `PollEnd`, `WakeEvent` and `TaskTerminate` also get
+//! `"spawn_loc_id"` and `"spawn_loc"` of their task (the event's `task`
+//! field: `woken_task_id` for a wake), remembered from its `TaskSpawn`'s
+//! `task` and `loc` fields (both `null` when the spawn is not
 //! in the trace) and kept past its `TaskTerminate` for the task's own
 //! polls that follow it (the last poll's `PollEnd`; tokio's extra poll at
 //! shutdown); a wake after the end names no location. These are the names the user guide's Python snippets read.
@@ -111,6 +112,16 @@ enum Role {
         id_key: String,
         text_key: String,
     },
+}
+
+/// The keys under which enriched events name their task's spawn location:
+/// those of the `task_spawn`'s location field in JSONL (`"X_id"`, `"X"`
+/// for a `loc` field `X`: `spawn_loc_id`, `spawn_loc`).
+fn spawn_loc_keys() -> (String, String) {
+    let loc = builtin(ids::TASK_SPAWN)
+        .and_then(|b| b.fields.iter().find(|f| f.ty == FieldType::Loc))
+        .map_or("spawn_loc", |f| f.name);
+    (format!("{loc}_id"), loc.to_string())
 }
 
 /// The spawn location of task `t` for an event that means `step`, from
@@ -266,29 +277,29 @@ impl Layout {
                 }
             })
             .collect();
-        let field =
-            |name: &str, ty: FieldType| s.fields.iter().position(|f| f.name == name && f.ty == ty);
-        let mut enrich = |name: &str, step: Step| match field(name, FieldType::Task) {
+        // The task an event is about is its `task` field, and a spawn's
+        // location its `loc` field: the catalog gives each built-in event
+        // at most one task field, so the roles follow from field types.
+        let field = |ty: FieldType| s.fields.iter().position(|f| f.ty == ty);
+        let (id_key, text_key) = spawn_loc_keys();
+        let mut enrich = |step: Step| match field(FieldType::Task) {
             Some(task) => Role::Enrich {
                 task,
                 step,
-                id_key: claim("spawn_loc_id"),
-                text_key: claim("spawn_loc"),
+                id_key: claim(&id_key),
+                text_key: claim(&text_key),
             },
             None => Role::Plain,
         };
         let role = match s.id {
             _ if !is_builtin => Role::Plain,
-            ids::TASK_SPAWN => match (
-                field("task_id", FieldType::Task),
-                field("spawn_loc", FieldType::Loc),
-            ) {
+            ids::TASK_SPAWN => match (field(FieldType::Task), field(FieldType::Loc)) {
                 (Some(task), Some(loc)) => Role::Spawn { task, loc },
                 _ => Role::Plain,
             },
-            ids::TASK_POLL_START | ids::TASK_POLL_END => enrich("task_id", Step::Poll),
-            ids::TASK_WAKE => enrich("woken_task_id", Step::Keep),
-            ids::TASK_TERMINATE => enrich("task_id", Step::Terminate),
+            ids::TASK_POLL_START | ids::TASK_POLL_END => enrich(Step::Poll),
+            ids::TASK_WAKE => enrich(Step::Keep),
+            ids::TASK_TERMINATE => enrich(Step::Terminate),
             _ => Role::Plain,
         };
         let head = format!(

@@ -10,82 +10,17 @@
 
 use crate::varint::{self, Cursor, DecodeError};
 
-/// The type of an event field, as declared in the catalog.
-///
-/// On the wire, integer widths collapse to one code (see [`FieldType::code`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FieldType {
-    /// Unsigned 64-bit integer (varint).
-    U64,
-    /// Unsigned 32-bit integer (varint).
-    U32,
-    /// Unsigned 16-bit integer (varint).
-    U16,
-    /// Unsigned 8-bit integer (varint).
-    U8,
-    /// Signed 64-bit integer (zigzag varint).
-    I64,
-    /// Signed 32-bit integer (zigzag varint).
-    I32,
-    /// Boolean (one byte).
-    Bool,
-    /// 64-bit float (8 bytes LE).
-    F64,
-    /// Short inline string (<= 255 bytes).
-    Str,
-    /// Interned string (id).
-    Istr,
-    /// Interned spawn location (id).
-    Loc,
-    /// Task id, delta-encoded against the chunk's task register.
-    Task,
-    /// Worker index, taken from the chunk's worker register (no bytes).
-    Worker,
-}
+pub mod wire;
 
-impl FieldType {
-    /// The wire type code (docs/format.md section 5).
-    pub fn code(self) -> u8 {
-        match self {
-            FieldType::U64 | FieldType::U32 | FieldType::U16 | FieldType::U8 => 1,
-            FieldType::I64 | FieldType::I32 => 2,
-            FieldType::Bool => 3,
-            FieldType::F64 => 4,
-            FieldType::Str => 5,
-            FieldType::Istr => 6,
-            FieldType::Loc => 7,
-            FieldType::Task => 8,
-            FieldType::Worker => 9,
-        }
-    }
+// `FieldType`, `Group` and the recorder's `__field_type!` macro, from
+// runtrace-build's table of field types and its groups (build.rs).
+include!(concat!(env!("OUT_DIR"), "/types.rs"));
 
-    /// The type a wire code decodes as, if known.
-    pub fn from_code(code: u8) -> Option<FieldType> {
-        Some(match code {
-            1 => FieldType::U64,
-            2 => FieldType::I64,
-            3 => FieldType::Bool,
-            4 => FieldType::F64,
-            5 => FieldType::Str,
-            6 => FieldType::Istr,
-            7 => FieldType::Loc,
-            8 => FieldType::Task,
-            9 => FieldType::Worker,
-            _ => return None,
-        })
-    }
-
-    /// Most bytes one value of this type takes in an event record.
-    pub fn max_encoded_len(self) -> usize {
-        match self {
-            FieldType::Bool => 1,
-            FieldType::F64 => 8,
-            FieldType::Str => 2 + crate::MAX_INLINE_STR,
-            FieldType::Worker => 0,
-            _ => varint::MAX_LEN,
-        }
-    }
-}
+// Each encoding's longest value is what `FieldType::max_encoded_len` and
+// every encoder's reservation rely on: the table's `Str` must be the
+// format's longest inline string.
+const _: () = assert!(FieldType::Str.max_encoded_len() == 2 + crate::MAX_INLINE_STR);
+const _: () = assert!(FieldType::U64.max_encoded_len() == varint::MAX_LEN);
 
 /// A field of a built-in event (static, generated).
 #[derive(Debug)]
@@ -107,8 +42,8 @@ pub struct BuiltinEvent {
     pub name: &'static str,
     /// Name printed in `"event"` by `runtrace jsonl`.
     pub json_name: &'static str,
-    /// `runtime`, `meta` or `profile` (see [`BuiltinEvent::has_probe_site`]).
-    pub kind: &'static str,
+    /// What reads it, and whether it has a probe site.
+    pub group: Group,
     /// One-line description.
     pub doc: &'static str,
     /// Fields in wire order.
@@ -117,8 +52,8 @@ pub struct BuiltinEvent {
 
 impl BuiltinEvent {
     /// Whether code fires this event at a probe site, so USDT, LTTng and
-    /// perf-probe see it too: every event but kind `profile` (CPU samples,
-    /// which the recorder's writer thread writes itself).
+    /// perf-probe see it too: every event but those of group `profile`
+    /// (CPU samples, which the recorder's writer thread writes itself).
     ///
     /// ```
     /// use runtrace_format::schema::builtin_by_name;
@@ -126,7 +61,7 @@ impl BuiltinEvent {
     /// assert!(!builtin_by_name("cpu_sample").unwrap().has_probe_site());
     /// ```
     pub fn has_probe_site(&self) -> bool {
-        self.kind != "profile"
+        self.group.has_probe_site()
     }
 
     /// This event's schema as written into trace files.
@@ -147,7 +82,49 @@ impl BuiltinEvent {
     }
 }
 
+/// What the catalog says about one wire id at a glance ([`ID_FACTS`]):
+/// its group and whether the event has a `task` and a `worker` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdFacts {
+    /// The event's group; None when the id is no built-in event.
+    pub group: Option<Group>,
+    /// It has a field of type `task` (at most one: "the event's task").
+    pub task: bool,
+    /// It has a field of type `worker` (at most one: "its worker").
+    pub worker: bool,
+}
+
+impl IdFacts {
+    /// The facts of an id that is no built-in event.
+    pub const NONE: IdFacts = IdFacts {
+        group: None,
+        task: false,
+        worker: false,
+    };
+}
+
+// `ids`, `catalog`, `BUILTIN_EVENTS`, `ID_FACTS`, `for_each_builtin_event!`
+// (build.rs, from probes/events.toml).
 include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
+
+/// The catalog's facts about wire id `id` ([`IdFacts::NONE`] when it is no
+/// built-in event): one table load.
+///
+/// ```
+/// use runtrace_format::schema::{id_facts, ids, Group};
+/// let f = id_facts(ids::TASK_POLL_START);
+/// assert_eq!((f.group, f.task, f.worker), (Some(Group::Runtime), true, true));
+/// assert_eq!(id_facts(ids::LOCK_WAIT).group, Some(Group::App));
+/// assert_eq!(id_facts(1000).group, None);
+/// ```
+#[inline(always)]
+pub const fn id_facts(id: u32) -> IdFacts {
+    if id < 256 {
+        ID_FACTS[id as usize]
+    } else {
+        IdFacts::NONE
+    }
+}
 
 /// Looks up a built-in event by wire id.
 pub fn builtin(id: u32) -> Option<&'static BuiltinEvent> {
@@ -157,6 +134,22 @@ pub fn builtin(id: u32) -> Option<&'static BuiltinEvent> {
 /// Looks up a built-in event by name.
 pub fn builtin_by_name(name: &str) -> Option<&'static BuiltinEvent> {
     BUILTIN_EVENTS.iter().find(|e| e.name == name)
+}
+
+/// Looks up a built-in event by either of its public names: the catalog
+/// name (`task_poll_start`) or the JSON name `runtrace jsonl` and
+/// `runtrace check` print (`PollStart`).
+///
+/// ```
+/// use runtrace_format::schema::{builtin_by_any_name, ids};
+/// assert_eq!(builtin_by_any_name("PollStart").unwrap().id, ids::TASK_POLL_START);
+/// assert_eq!(builtin_by_any_name("task_poll_start").unwrap().id, ids::TASK_POLL_START);
+/// assert!(builtin_by_any_name("pollstart").is_none());
+/// ```
+pub fn builtin_by_any_name(name: &str) -> Option<&'static BuiltinEvent> {
+    BUILTIN_EVENTS
+        .iter()
+        .find(|e| e.name == name || e.json_name == name)
 }
 
 /// One field of a schema.
@@ -265,6 +258,39 @@ mod tests {
             ids::TASK_POLL_START,
             builtin_by_name("task_poll_start").unwrap().id
         );
+    }
+
+    /// The generated per-event modules, facts and types agree with the
+    /// catalog table (all four come from the one build script).
+    #[test]
+    fn generated_tables_agree() {
+        use catalog::task_poll_start as ps;
+        let e = builtin(ps::ID).unwrap();
+        assert_eq!(e.fields[ps::LOCAL_Q].name, "local_q");
+        assert_eq!(e.fields[ps::TASK_ID].ty, FieldType::Task);
+        for id in 0..300u32 {
+            let f = id_facts(id);
+            match builtin(id) {
+                Some(b) => {
+                    assert_eq!(f.group, Some(b.group), "{}", b.name);
+                    assert_eq!(f.task, b.fields.iter().any(|x| x.ty == FieldType::Task));
+                    assert_eq!(f.worker, b.fields.iter().any(|x| x.ty == FieldType::Worker));
+                }
+                None => assert_eq!(f, IdFacts::NONE, "{id}"),
+            }
+        }
+        for t in FieldType::ALL {
+            assert_eq!(FieldType::from_name(t.name()), Some(t));
+            assert_eq!(
+                FieldType::from_code(t.code()).map(FieldType::code),
+                Some(t.code())
+            );
+            assert_eq!(t.max_encoded_len(), t.encoding().max_len());
+        }
+        assert_eq!(FieldType::from_code(0), None);
+        for g in Group::ALL {
+            assert_eq!(Group::from_name(g.name()), Some(g));
+        }
     }
 
     #[test]

@@ -13,7 +13,8 @@
 /// Longest encoding of a u64.
 pub const MAX_LEN: usize = 10;
 
-/// Appends `v` as a varint.
+/// Appends `v` as a varint (frames; event fields are written by
+/// [`crate::schema::wire`], which has one function per field encoding).
 #[inline]
 pub fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -21,20 +22,6 @@ pub fn put(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
-}
-
-/// Writes `v` as a varint at `buf[pos..]`, returning the new position.
-///
-/// Panics if `buf` is too short; callers reserve [`MAX_LEN`] bytes first.
-#[inline(always)]
-pub fn write(buf: &mut [u8], mut pos: usize, mut v: u64) -> usize {
-    while v >= 0x80 {
-        buf[pos] = (v as u8) | 0x80;
-        v >>= 7;
-        pos += 1;
-    }
-    buf[pos] = v as u8;
-    pos + 1
 }
 
 /// Number of bytes `v` takes as a varint.
@@ -200,9 +187,6 @@ mod tests {
             let mut b = Vec::new();
             put(&mut b, v);
             assert_eq!(b.len(), len(v), "{v}");
-            let mut w = [0u8; MAX_LEN];
-            assert_eq!(write(&mut w, 0, v), b.len());
-            assert_eq!(&w[..b.len()], &b[..]);
         }
     }
 

@@ -1,8 +1,10 @@
 //! The compact event every pass consumes ([`Ev`], 32 bytes) and its kinds.
 //!
-//! A kind is the wire id of the built-in event it comes from, taken from
-//! the catalog generated at build time (`build.rs` over
-//! `probes/events.toml`), so there is no second numbering to keep in step.
+//! A kind is the wire id of the built-in event it comes from, and its
+//! group the event's `group` in the catalog (`probes/events.toml`, as
+//! runtrace-format's build script generates it), so there is no second
+//! numbering or grouping to keep in step: an event added to the catalog
+//! is a kind of its group at once.
 //!
 //! ```
 //! use runtrace_model::event::{kind, Ev};
@@ -16,80 +18,96 @@ use crate::model::Model;
 /// The built-in events as generated from `probes/events.toml`: one module
 /// per event with its wire id (`ID`) and the catalog position of each
 /// field (`task_poll_start::LOCAL_Q`, ...).
-pub mod catalog {
-    include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
-}
+pub use runtrace_format::schema::catalog;
 
-/// Event kinds of [`Ev`]: the wire ids of the built-in events.
+/// Event kinds of [`Ev`]: the wire ids of the built-in events, and their
+/// groups. The named constants are the kinds passes match on; any other
+/// built-in id is a kind too, of its catalog group.
 pub mod kind {
     use super::catalog as c;
+    use runtrace_format::schema::{Group, ID_FACTS};
+
+    // Built-in ids are at most 127 (the catalog's rule), so `as u8` keeps
+    // them whole.
 
     /// `task_spawn`.
-    pub const SPAWN: u8 = c::task_spawn::ID;
+    pub const SPAWN: u8 = c::task_spawn::ID as u8;
     /// `task_poll_start`.
-    pub const POLL_START: u8 = c::task_poll_start::ID;
+    pub const POLL_START: u8 = c::task_poll_start::ID as u8;
     /// `task_poll_end`.
-    pub const POLL_END: u8 = c::task_poll_end::ID;
+    pub const POLL_END: u8 = c::task_poll_end::ID as u8;
     /// `task_wake`.
-    pub const WAKE: u8 = c::task_wake::ID;
+    pub const WAKE: u8 = c::task_wake::ID as u8;
     /// `task_terminate`.
-    pub const TERMINATE: u8 = c::task_terminate::ID;
+    pub const TERMINATE: u8 = c::task_terminate::ID as u8;
     /// `worker_park`.
-    pub const PARK: u8 = c::worker_park::ID;
+    pub const PARK: u8 = c::worker_park::ID as u8;
     /// `worker_unpark`.
-    pub const UNPARK: u8 = c::worker_unpark::ID;
+    pub const UNPARK: u8 = c::worker_unpark::ID as u8;
     /// `queue_sample`.
-    pub const QUEUE_SAMPLE: u8 = c::queue_sample::ID;
+    pub const QUEUE_SAMPLE: u8 = c::queue_sample::ID as u8;
     /// `worker_start`.
-    pub const WORKER_START: u8 = c::worker_start::ID;
+    pub const WORKER_START: u8 = c::worker_start::ID as u8;
     /// `worker_stop`.
-    pub const WORKER_STOP: u8 = c::worker_stop::ID;
+    pub const WORKER_STOP: u8 = c::worker_stop::ID as u8;
     /// `lock_wait` (application instrumentation, as all below).
-    pub const LOCK_WAIT: u8 = c::lock_wait::ID;
+    pub const LOCK_WAIT: u8 = c::lock_wait::ID as u8;
     /// `lock_hold`.
-    pub const LOCK_HOLD: u8 = c::lock_hold::ID;
+    pub const LOCK_HOLD: u8 = c::lock_hold::ID as u8;
     /// `enqueue`.
-    pub const ENQUEUE: u8 = c::enqueue::ID;
+    pub const ENQUEUE: u8 = c::enqueue::ID as u8;
     /// `dequeue`.
-    pub const DEQUEUE: u8 = c::dequeue::ID;
+    pub const DEQUEUE: u8 = c::dequeue::ID as u8;
     /// `processing_end`.
-    pub const PROCESSING_END: u8 = c::processing_end::ID;
+    pub const PROCESSING_END: u8 = c::processing_end::ID as u8;
     /// `item_dropped`.
-    pub const ITEM_DROPPED: u8 = c::item_dropped::ID;
+    pub const ITEM_DROPPED: u8 = c::item_dropped::ID as u8;
     /// `queue_snapshot`.
-    pub const QUEUE_SNAPSHOT: u8 = c::queue_snapshot::ID;
+    pub const QUEUE_SNAPSHOT: u8 = c::queue_snapshot::ID as u8;
     /// `backlog_trigger`.
-    pub const BACKLOG_TRIGGER: u8 = c::backlog_trigger::ID;
+    pub const BACKLOG_TRIGGER: u8 = c::backlog_trigger::ID as u8;
     /// `io`.
-    pub const IO: u8 = c::io::ID;
+    pub const IO: u8 = c::io::ID as u8;
     /// `thread_heartbeat`.
-    pub const HEARTBEAT: u8 = c::thread_heartbeat::ID;
+    pub const HEARTBEAT: u8 = c::thread_heartbeat::ID as u8;
     /// `cpu_sample` (CPU profiles, as the next).
-    pub const CPU_SAMPLE: u8 = c::cpu_sample::ID;
+    pub const CPU_SAMPLE: u8 = c::cpu_sample::ID as u8;
     /// `off_cpu`.
-    pub const OFF_CPU: u8 = c::off_cpu::ID;
+    pub const OFF_CPU: u8 = c::off_cpu::ID as u8;
 
-    /// A runtime event (`runtrace analyze`'s input).
+    /// The catalog group of kind `k` (None: no built-in event): one table
+    /// load, cheap enough for every event.
+    ///
+    /// ```
+    /// use runtrace_model::event::kind;
+    /// use runtrace_format::schema::Group;
+    /// assert_eq!(kind::group(kind::IO), Some(Group::App));
+    /// assert_eq!(kind::group(0), None);
+    /// ```
+    #[inline(always)]
+    pub const fn group(k: u8) -> Option<Group> {
+        ID_FACTS[k as usize].group
+    }
+
+    /// A runtime event (group `runtime`: `runtrace analyze`'s input).
     #[inline(always)]
     pub const fn is_runtime(k: u8) -> bool {
-        k >= SPAWN && k <= WORKER_STOP
+        matches!(group(k), Some(Group::Runtime))
     }
 
-    /// An application-instrumentation event (`runtrace backlog`'s input).
+    /// An application-instrumentation event (group `app`: `runtrace
+    /// backlog`'s input).
     #[inline(always)]
     pub const fn is_app(k: u8) -> bool {
-        k >= LOCK_WAIT && k <= HEARTBEAT
+        matches!(group(k), Some(Group::App))
     }
 
-    /// A CPU profile sample (the CPU profile pass (`runtrace_model::profile`)'s input).
+    /// A CPU profile sample (group `profile`: the CPU profile pass's
+    /// input, `runtrace_model::profile`).
     #[inline(always)]
     pub const fn is_profile(k: u8) -> bool {
-        k == CPU_SAMPLE || k == OFF_CPU
+        matches!(group(k), Some(Group::Profile))
     }
-
-    // The ranges above are contiguous in the catalog.
-    const _: () = assert!(SPAWN == 1 && WORKER_STOP == SPAWN + 9);
-    const _: () = assert!(HEARTBEAT == LOCK_WAIT + 9);
 }
 
 /// One decoded event of interest, 32 bytes. Field use by kind:
@@ -130,6 +148,12 @@ pub mod kind {
 /// |---|---|---|
 /// | CPU_SAMPLE | - | 1: the stack id was never defined (`a` is 0) |
 /// | OFF_CPU | off_ns | as CPU_SAMPLE |
+///
+/// Any other built-in event of a group a pass reads (one added to the
+/// catalog, with no packing of its own in `input/roles.rs`) is packed by
+/// its field types: `x` its `task` field, else its first integer; `a` its
+/// next integer (at most `u32::MAX`); `worker` its `worker` field, else
+/// the name index of its first `istr`; `flag` its first `bool`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ev {
     /// Timestamp, in the recording's ticks.

@@ -46,8 +46,10 @@
 use crate::event::{kind, Ev};
 use crate::lifecycle::Life;
 use crate::model::Model;
+use runtrace_format::schema::Group;
 
-/// The event groups a pass reads.
+/// The event groups a pass reads (the catalog's `group`s; no pass reads
+/// the executor's own events yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Wants {
     /// Runtime events (task, worker and queue events: `runtrace analyze`).
@@ -101,12 +103,16 @@ impl Wants {
         }
     }
 
-    /// Whether an event of kind `k` is in these groups.
+    /// Whether an event of kind `k` is in these groups (its catalog group,
+    /// one table load: this runs for every event).
     #[inline(always)]
     pub fn has(self, k: u8) -> bool {
-        (self.runtime && kind::is_runtime(k))
-            || (self.app && kind::is_app(k))
-            || (self.profile && kind::is_profile(k))
+        match kind::group(k) {
+            Some(Group::Runtime) => self.runtime,
+            Some(Group::App) => self.app,
+            Some(Group::Profile) => self.profile,
+            Some(Group::Executor) | None => false,
+        }
     }
 }
 

@@ -17,7 +17,7 @@
 
 use runtrace_format::chunk::{ChunkHeader, ChunkState};
 use runtrace_format::frame::{self, FrameType, Header, LocationDef, Mapping, ProfileInfo};
-use runtrace_format::schema::{builtin_schemas, ids, FieldType, BUILTIN_EVENTS};
+use runtrace_format::schema::{builtin_schemas, ids, wire, BUILTIN_EVENTS};
 use runtrace_format::{varint, NO_WORKER};
 use std::collections::BTreeMap;
 
@@ -189,7 +189,9 @@ impl TraceBuilder {
     }
 
     /// Appends one built-in event of wire id `id` to `tid`'s chunk,
-    /// encoded by the catalog's field list (`probes/events.toml`):
+    /// encoded by the catalog's field list (`probes/events.toml`) with the
+    /// format's encoders (`runtrace_format::schema::wire`, as the recorder
+    /// writes):
     /// `values` holds one value per field that has bytes on the wire (all
     /// but `worker` fields), in catalog order: integers, string and
     /// location ids as is, `i64`/`i32` as `v as u64`, `bool` as 0/1, `f64`
@@ -237,18 +239,20 @@ impl TraceBuilder {
                 t.cur.worker_reg = w;
             }
         }
+        // Built-in ids are below the tag escape: one tag byte.
         t.body.push(id as u8);
         varint::put(&mut t.body, ticks.wrapping_sub(t.cur.ticks));
         t.cur.ticks = ticks;
         let mut vals = values.iter();
         for f in ev.fields {
-            if f.ty == FieldType::Worker {
+            let enc = f.ty.encoding();
+            if enc == wire::Encoding::Register {
                 continue; // the worker register, no bytes
             }
             let v = *vals
                 .next()
                 .unwrap_or_else(|| panic!("{}: no value for `{}`", ev.name, f.name));
-            put_value(&mut t.body, &mut t.cur.task_reg, f.ty, v);
+            wire::put_bits(&mut t.body, &mut t.cur.task_reg, enc, v);
         }
         assert!(
             vals.next().is_none(),
@@ -567,23 +571,6 @@ impl TraceBuilder {
     /// `thread_heartbeat` of `role`, `gap_ns` after the previous one.
     pub fn heartbeat(&mut self, tid: u64, ticks: u64, role: u64, gap_ns: u64) {
         self.record(tid, None, ticks, ids::THREAD_HEARTBEAT, &[role, gap_ns]);
-    }
-}
-
-/// Appends value `v` of a field of type `ty` (format.md section 6).
-fn put_value(b: &mut Vec<u8>, task_reg: &mut u64, ty: FieldType, v: u64) {
-    match ty {
-        FieldType::Task => {
-            let d = v.wrapping_sub(*task_reg) as i64;
-            varint::put(b, varint::zigzag(d));
-            *task_reg = v;
-        }
-        FieldType::I64 | FieldType::I32 => varint::put(b, varint::zigzag(v as i64)),
-        FieldType::Bool => b.push(v as u8),
-        FieldType::F64 => b.extend_from_slice(&f64::from_bits(v).to_le_bytes()),
-        FieldType::Str => panic!("str fields take text, not a value"),
-        FieldType::Worker => {}
-        _ => varint::put(b, v),
     }
 }
 

@@ -21,8 +21,8 @@ mod cstr;
 pub mod __rt {
     pub use crate::cstr::CStrBuf;
     pub use runtrace_core::{Istr, Loc, UserEventDef};
+    pub use runtrace_format::schema::wire;
     pub use runtrace_format::schema::FieldType;
-    pub use runtrace_format::varint;
     #[cfg(feature = "record")]
     pub use runtrace_recorder as recorder;
 }

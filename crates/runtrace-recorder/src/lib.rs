@@ -45,196 +45,20 @@ pub use config::{Config, RecorderBuilder};
 pub use error::RecordError;
 pub use producer::is_recording;
 #[doc(hidden)]
-pub use producer::{emit, emit_at, encode_str, encode_task};
+pub use producer::{emit, emit_at};
 pub use runtrace_core::{Istr, Loc, UserEventDef};
 pub use runtrace_format::schema::FieldType;
 pub use session::{Recorder, RecordingGuard};
 pub use stats::RecordStats;
 
+// The per-type facts of every field type (argument types, `FieldType`s,
+// longest encodings, encoding statements) come from one generated macro:
+// runtrace-format's build script writes it from runtrace-build's table of
+// field types, so no macro here has an arm per type.
 #[doc(hidden)]
-pub use runtrace_format::varint as __varint;
-
-/// The Rust argument type of a catalog field type.
+pub use runtrace_format::__field_type;
 #[doc(hidden)]
-#[macro_export]
-macro_rules! __arg_ty {
-    (u64) => {
-        u64
-    };
-    (u32) => {
-        u32
-    };
-    (u16) => {
-        u16
-    };
-    (u8) => {
-        u8
-    };
-    (i64) => {
-        i64
-    };
-    (i32) => {
-        i32
-    };
-    (bool) => {
-        bool
-    };
-    (f64) => {
-        f64
-    };
-    (str) => {
-        &str
-    };
-    (istr) => {
-        $crate::Istr
-    };
-    (loc) => {
-        $crate::Loc
-    };
-    (task) => {
-        u64
-    };
-    (worker) => {
-        u32
-    };
-}
-
-/// The `FieldType` of a catalog field type.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __field_ty {
-    (u64) => {
-        $crate::FieldType::U64
-    };
-    (u32) => {
-        $crate::FieldType::U32
-    };
-    (u16) => {
-        $crate::FieldType::U16
-    };
-    (u8) => {
-        $crate::FieldType::U8
-    };
-    (i64) => {
-        $crate::FieldType::I64
-    };
-    (i32) => {
-        $crate::FieldType::I32
-    };
-    (bool) => {
-        $crate::FieldType::Bool
-    };
-    (f64) => {
-        $crate::FieldType::F64
-    };
-    (str) => {
-        $crate::FieldType::Str
-    };
-}
-
-/// Most bytes a field of this type takes.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __max_len {
-    (bool) => {
-        1
-    };
-    (f64) => {
-        8
-    };
-    (str) => {
-        2 + 255
-    };
-    (worker) => {
-        0
-    };
-    ($t:ident) => {
-        10
-    };
-}
-
-/// Encodes one field at `$buf[$pos..]`, evaluating to the new position.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __enc {
-    ($buf:ident, $pos:ident, $reg:ident, task, $v:expr) => {
-        $crate::encode_task($buf, $pos, $reg, $v)
-    };
-    ($buf:ident, $pos:ident, $reg:ident, worker, $v:expr) => {
-        $pos
-    };
-    ($buf:ident, $pos:ident, $reg:ident, bool, $v:expr) => {{
-        $buf[$pos] = $v as u8;
-        $pos + 1
-    }};
-    ($buf:ident, $pos:ident, $reg:ident, f64, $v:expr) => {{
-        $buf[$pos..$pos + 8].copy_from_slice(&f64::to_le_bytes($v));
-        $pos + 8
-    }};
-    ($buf:ident, $pos:ident, $reg:ident, str, $v:expr) => {
-        $crate::encode_str($buf, $pos, $v)
-    };
-    ($buf:ident, $pos:ident, $reg:ident, istr, $v:expr) => {
-        $crate::__varint::write($buf, $pos, $v.id() as u64)
-    };
-    ($buf:ident, $pos:ident, $reg:ident, loc, $v:expr) => {
-        $crate::__varint::write($buf, $pos, $v.id() as u64)
-    };
-    ($buf:ident, $pos:ident, $reg:ident, i64, $v:expr) => {
-        $crate::__varint::write($buf, $pos, $crate::__varint::zigzag($v))
-    };
-    ($buf:ident, $pos:ident, $reg:ident, i32, $v:expr) => {
-        $crate::__varint::write($buf, $pos, $crate::__varint::zigzag($v as i64))
-    };
-    ($buf:ident, $pos:ident, $reg:ident, $t:ident, $v:expr) => {
-        $crate::__varint::write($buf, $pos, $v as u64)
-    };
-}
-
-/// `Some(worker)` for a `worker` field, nothing otherwise.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __note_worker {
-    ($w:ident, worker, $v:expr) => {
-        $w = Some($v)
-    };
-    ($w:ident, $t:ident, $v:expr) => {};
-}
-
-/// Writes one built-in event field through an [`out::Out`]; at most
-/// `__max_len!` of its type bytes.
-macro_rules! put {
-    ($out:ident, $reg:ident, task, $v:expr) => {
-        $out.task($reg, $v)
-    };
-    ($out:ident, $reg:ident, worker, $v:expr) => {};
-    ($out:ident, $reg:ident, bool, $v:expr) => {
-        $out.byte($v as u8)
-    };
-    ($out:ident, $reg:ident, istr, $v:expr) => {
-        $out.varint($v.id() as u64)
-    };
-    ($out:ident, $reg:ident, loc, $v:expr) => {
-        $out.varint($v.id() as u64)
-    };
-    ($out:ident, $reg:ident, i64, $v:expr) => {
-        $out.varint($crate::__varint::zigzag($v))
-    };
-    ($out:ident, $reg:ident, i32, $v:expr) => {
-        $out.varint($crate::__varint::zigzag($v as i64))
-    };
-    // No built-in event has these; `Out` would need a method for each (an
-    // `f64` would otherwise fall to the varint arm below through `as`).
-    ($out:ident, $reg:ident, f64, $v:expr) => {
-        compile_error!("built-in events have no f64 field writer (recorder/src/out.rs)")
-    };
-    ($out:ident, $reg:ident, str, $v:expr) => {
-        compile_error!("built-in events have no str field writer (recorder/src/out.rs)")
-    };
-    ($out:ident, $reg:ident, $t:ident, $v:expr) => {
-        $out.varint($v as u64)
-    };
-}
+pub use runtrace_format::schema::wire::SliceSink;
 
 /// The body of a built-in event's recording function: `$ticks` is the
 /// caller's time (`Some`) or `None` to read the clock.
@@ -243,13 +67,14 @@ macro_rules! record_builtin {
         // `emit_out` returns at once when no recording runs (its one load
         // of the recording generation is the only check).
         let mut worker: Option<u32> = None;
-        $( __note_worker!(worker, $t, $f); )*
+        $( $crate::__field_type!(worker worker $t $f); )*
         // SAFETY: the bound is the sum of the fields' longest encodings
-        // (`__max_len!`), and `put!` writes each field within its type's.
+        // (`max`), and each `put` writes its field by its type's encoding,
+        // within that type's longest.
         unsafe {
-            crate::producer::emit_out($ticks, $id, 0 $(+ __max_len!($t))*, worker, |out: &mut crate::out::Out, reg: &mut u64| {
+            crate::producer::emit_out($ticks, $id, 0 $(+ $crate::__field_type!(max $t))*, worker, |out: &mut crate::out::Out, reg: &mut u64| {
                 let _ = &reg;
-                $( put!(out, reg, $t, $f); )*
+                $( $crate::__field_type!(put out reg $t $f); )*
             })
         }
     }};
@@ -263,7 +88,7 @@ macro_rules! gen_builtin_fns {
             /// Costs one relaxed load and a branch when no recording runs.
             #[inline]
             #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
-            pub fn $name($($f: __arg_ty!($t)),*) {
+            pub fn $name($($f: $crate::__field_type!(arg [$crate] $t)),*) {
                 record_builtin!(None, $id, [$($f: $t),*])
             }
         )*
@@ -276,7 +101,7 @@ macro_rules! gen_builtin_fns_at {
             #[doc = concat!("Records `", stringify!($name), "` at a time the caller read (trace ticks).")]
             #[inline]
             #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
-            pub fn $name(ticks: u64, $($f: __arg_ty!($t)),*) {
+            pub fn $name(ticks: u64, $($f: $crate::__field_type!(arg [$crate] $t)),*) {
                 record_builtin!(Some(ticks), $id, [$($f: $t),*])
             }
         )*
@@ -299,8 +124,9 @@ pub use events::*;
 /// Declares application-defined events, recorded self-described in the
 /// same trace as the built-in ones (their schemas travel in the file).
 ///
-/// Field types: `u64 u32 u16 u8 i64 i32 bool f64 str` (`str`: at most 255
-/// bytes, longer text is truncated).
+/// Field types: those of the catalog but `task` and `worker`, which are
+/// the built-in events' (`u64 u32 u16 u8 i64 i32 bool f64 str istr loc`;
+/// `str`: at most 255 bytes, longer text is truncated).
 ///
 /// ```no_run
 /// runtrace_recorder::user_events! {
@@ -313,6 +139,14 @@ pub use events::*;
 /// g.finish()?;
 /// # Ok::<(), runtrace_recorder::RecordError>(())
 /// ```
+///
+/// ```compile_fail
+/// // `task` and `worker` are the built-in events' registers.
+/// runtrace_recorder::user_events! {
+///     provider = "myapp";
+///     pub fn job(task: task);
+/// }
+/// ```
 #[macro_export]
 macro_rules! user_events {
     (provider = $prov:literal; $( $(#[$m:meta])* $vis:vis fn $name:ident ( $($f:ident : $t:ident),* $(,)? ); )*) => {
@@ -320,19 +154,18 @@ macro_rules! user_events {
             $(#[$m])*
             #[inline]
             #[allow(unused_mut, unused_assignments, clippy::too_many_arguments)]
-            $vis fn $name($($f: $crate::__arg_ty!($t)),*) {
+            $vis fn $name($($f: $crate::__field_type!(arg [$crate] $t)),*) {
                 static DEF: $crate::UserEventDef = $crate::UserEventDef::new(
                     $prov,
                     stringify!($name),
-                    &[$((stringify!($f), $crate::__field_ty!($t))),*],
+                    &[$((stringify!($f), $crate::__field_type!(app_variant $t))),*],
                 );
                 if !$crate::is_recording() {
                     return;
                 }
-                $crate::emit(DEF.id(), 0 $(+ $crate::__max_len!($t))*, None, |buf: &mut [u8], pos: usize, reg: &mut u64| {
+                $crate::emit(DEF.id(), 0 $(+ $crate::__field_type!(max $t))*, None, |sink: &mut $crate::SliceSink<'_>, reg: &mut u64| {
                     let _ = &reg;
-                    $( let pos = $crate::__enc!(buf, pos, reg, $t, $f); )*
-                    pos
+                    $( $crate::__field_type!(put sink reg $t $f); )*
                 });
             }
         )*

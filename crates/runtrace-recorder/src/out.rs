@@ -1,7 +1,8 @@
 //! [`Out`]: writes one event's bytes, front to back, into space its
 //! producer has already reserved, with no bounds check per byte.
 //!
-//! Why not a slice and `varint::write`: every byte written through a slice
+//! Why not a checked slice (`schema::wire::SliceSink`, as application
+//! events use): every byte written through a slice
 //! is bounds-checked, and each check carries a branch to its own panic
 //! call. In the tokio hooks that made a poll event's path ~1 KB of code
 //! spread over ~16 cache lines, and the application's code evicts those
@@ -14,12 +15,12 @@
 //! fail.
 //!
 //! Debug builds keep a bounds check (`debug_assert!`) on every write.
-//! It writes what built-in events hold (bytes, varints, task ids): a field
-//! type no built-in event has (`str`, `f64`) has no method here, and
-//! `lib.rs`'s `put!` makes a built-in event with one fail to compile
-//! until it gets one.
+//! `Out` is a [`Sink`]: fields are written by runtrace-format's one
+//! encoder per wire encoding (`schema::wire`), the same functions the
+//! application events and the test-trace builder write through, inlined
+//! here into unchecked stores.
 
-use runtrace_format::varint;
+use runtrace_format::schema::wire::Sink;
 
 /// A write cursor over the bytes reserved for one event.
 ///
@@ -68,25 +69,6 @@ impl Out {
         }
     }
 
-    /// Writes `v` as a varint (at most [`varint::MAX_LEN`] bytes).
-    #[inline(always)]
-    pub(crate) fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.byte((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.byte(v as u8);
-    }
-
-    /// Writes `task` as its zigzag difference from the task register `reg`
-    /// (at most [`varint::MAX_LEN`] bytes), and sets the register.
-    #[inline(always)]
-    pub(crate) fn task(&mut self, reg: &mut u64, task: u64) {
-        let d = task.wrapping_sub(*reg) as i64;
-        *reg = task;
-        self.varint(varint::zigzag(d));
-    }
-
     /// Gives the rest of the reserved bytes, `room` of them, to `enc` as a
     /// slice (it writes from index 0 and returns how many it wrote), and
     /// moves past what it wrote. For encoders generated outside this crate
@@ -114,9 +96,33 @@ impl Out {
     }
 }
 
+impl Sink for Out {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        Out::byte(self, b);
+    }
+
+    #[inline(always)]
+    fn bytes(&mut self, b: &[u8]) {
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            self.end as usize - self.p as usize >= b.len(),
+            "event overran its reserved bytes"
+        );
+        // SAFETY: `new`'s contract: the writer stays within `room`; `b`
+        // is not in the reserved bytes, which nothing else references.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b.as_ptr(), self.p, b.len());
+            self.p = self.p.add(b.len());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runtrace_format::schema::wire;
+    use runtrace_format::varint;
 
     fn written(room: usize, f: impl FnOnce(&mut Out)) -> Vec<u8> {
         let mut buf = vec![0xAAu8; room];
@@ -129,18 +135,22 @@ mod tests {
         buf
     }
 
-    /// Every write encodes as the reader's format expects (the same bytes
-    /// as `varint::put`, the task register).
+    /// Writes through `Out` encode as the reader's format expects (the
+    /// same bytes as `varint::put`, the task register, text).
     #[test]
     fn writes_what_the_format_says() {
         for v in [0, 1, 127, 128, 300, 1 << 35, u64::MAX] {
             let mut want = Vec::new();
             varint::put(&mut want, v);
-            assert_eq!(written(10, |o| o.varint(v)), want, "{v}");
+            assert_eq!(written(10, |o| wire::put_varint(o, v)), want, "{v}");
         }
         let mut reg = 10;
-        assert_eq!(written(10, |o| o.task(&mut reg, 7)), [5]); // zigzag(-3)
+        assert_eq!(written(10, |o| wire::put_task(o, &mut reg, 7)), [5]); // zigzag(-3)
         assert_eq!(reg, 7);
+        assert_eq!(
+            written(4, |o| wire::put_str(o, "abc")),
+            [3, b'a', b'b', b'c']
+        );
         let b = written(4, |o| {
             o.byte(9);
             // SAFETY: 3 bytes are left.
@@ -161,6 +171,6 @@ mod tests {
     #[cfg(debug_assertions)]
     #[should_panic(expected = "overran")]
     fn an_overrun_is_caught_in_debug_builds() {
-        let _ = written(2, |o| o.varint(1 << 20));
+        let _ = written(2, |o| wire::put_varint(o, 1 << 20));
     }
 }

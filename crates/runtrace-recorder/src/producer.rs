@@ -19,6 +19,7 @@ use crate::state::{Shared, ACTIVE_GEN};
 use crate::sync::{Cell, Ordering, RefCell};
 use runtrace_core::clock::TraceClock;
 use runtrace_format::chunk::ChunkState;
+use runtrace_format::schema::wire::{put_varint, SliceSink};
 use runtrace_format::varint;
 use std::sync::Arc;
 
@@ -79,14 +80,15 @@ pub fn is_recording() -> bool {
 }
 
 /// Records one event. `max` bounds the bytes `enc` writes; `enc` encodes
-/// the fields at `buf[pos..]`, updating the task register, and returns the
-/// new position. Not for direct use: the [`user_events!`](crate::user_events)
+/// the fields through a checked slice of `max` bytes (with
+/// `runtrace_format::schema::wire`'s functions), updating the task
+/// register. Not for direct use: the [`user_events!`](crate::user_events)
 /// macro and the application probes `runtrace-build` generates call it.
 #[doc(hidden)]
 #[inline(always)]
 pub fn emit<F>(id: u32, max: usize, worker: Option<u32>, enc: F)
 where
-    F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
+    F: FnOnce(&mut SliceSink<'_>, &mut u64),
 {
     emit_slice(None, id, max, worker, enc)
 }
@@ -98,7 +100,7 @@ where
 #[inline(always)]
 pub fn emit_at<F>(ticks: u64, id: u32, max: usize, worker: Option<u32>, enc: F)
 where
-    F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
+    F: FnOnce(&mut SliceSink<'_>, &mut u64),
 {
     emit_slice(Some(ticks), id, max, worker, enc)
 }
@@ -108,13 +110,17 @@ where
 #[inline(always)]
 fn emit_slice<F>(ticks: Option<u64>, id: u32, max: usize, worker: Option<u32>, enc: F)
 where
-    F: FnOnce(&mut [u8], usize, &mut u64) -> usize,
+    F: FnOnce(&mut SliceSink<'_>, &mut u64),
 {
     // SAFETY: `record` reserves `max` bytes beyond the header, and
     // `with_slice` hands the encoder exactly `max` of them.
     unsafe {
         emit_out(ticks, id, max, worker, |out: &mut Out, reg: &mut u64| {
-            out.with_slice(max, |buf| (enc(buf, 0, reg), ()))
+            out.with_slice(max, |buf| {
+                let mut sink = SliceSink::new(buf);
+                enc(&mut sink, reg);
+                (sink.written(), ())
+            })
         })
     }
 }
@@ -125,7 +131,7 @@ where
 ///
 /// # Safety
 /// `enc` writes at most `max` bytes (each built-in event passes the sum of
-/// its fields' longest encodings, `__max_len!`).
+/// its fields' longest encodings, `__field_type!(max ..)`).
 #[inline(always)]
 pub(crate) unsafe fn emit_out<F>(
     ticks: Option<u64>,
@@ -181,9 +187,9 @@ pub(crate) unsafe fn emit_out<F>(
         out.byte(id as u8);
     } else {
         out.byte(runtrace_format::TAG_ESCAPE);
-        out.varint(id as u64);
+        put_varint(&mut out, id as u64);
     }
-    out.varint(now - p.state.ticks);
+    put_varint(&mut out, now - p.state.ticks);
     p.state.ticks = now;
     enc(&mut out, &mut p.state.task_reg);
     let n = out.at() as usize - start as usize;
@@ -199,8 +205,8 @@ impl Producer {
     #[inline(never)]
     fn set_worker(&mut self, mut out: Out, now: u64, w: u32) -> Out {
         out.byte(runtrace_format::SET_WORKER as u8);
-        out.varint(now - self.state.ticks);
-        out.varint((w as u64 + 1) & 0xffff_ffff);
+        put_varint(&mut out, now - self.state.ticks);
+        put_varint(&mut out, (w as u64 + 1) & 0xffff_ffff);
         self.state.ticks = now;
         self.state.worker_reg = w;
         out
@@ -271,27 +277,4 @@ fn attach(gen: u64) -> *mut Producer {
     };
     HOT.with(|h| h.set(p));
     p
-}
-
-/// Encodes an inline `str` field, truncated to 255 bytes at a UTF-8
-/// boundary.
-#[doc(hidden)]
-#[inline]
-pub fn encode_str(buf: &mut [u8], pos: usize, s: &str) -> usize {
-    let mut n = s.len().min(runtrace_format::MAX_INLINE_STR);
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    let pos = varint::write(buf, pos, n as u64);
-    buf[pos..pos + n].copy_from_slice(&s.as_bytes()[..n]);
-    pos + n
-}
-
-/// Encodes a `task` field against the task register.
-#[doc(hidden)]
-#[inline(always)]
-pub fn encode_task(buf: &mut [u8], pos: usize, reg: &mut u64, task: u64) -> usize {
-    let d = task.wrapping_sub(*reg) as i64;
-    *reg = task;
-    varint::write(buf, pos, varint::zigzag(d))
 }

@@ -263,6 +263,33 @@ fn user_events_are_self_described() {
     assert_eq!(evs[1].get("route").unwrap().as_str().unwrap().len(), 254);
 }
 
+runtrace_recorder::user_events! {
+    provider = "testapp";
+    /// A job ran on a named queue, spawned at a location.
+    fn job_done(queue: istr, at: loc, n: u32);
+}
+
+/// Application events take every field type of the catalog but the
+/// built-ins' `task` and `worker` (the one field-type table): interned
+/// names and locations read back as their text.
+#[test]
+fn user_events_take_interned_names_and_locations() {
+    let _g = serial();
+    let tmp = tempdir("user-istr");
+    let dir = tmp.path();
+    let guard = Recorder::builder().path(dir.join("trace")).start().unwrap();
+    let at = Loc::caller();
+    job_done(Istr::new("billing"), at, 3);
+    assert_eq!(guard.finish().unwrap().events, 1);
+    let (by_tid, _) = read_all(&trace_files(dir));
+    let ev = &by_tid.values().next().unwrap()[0];
+    assert_eq!(ev.schema.name, "job_done");
+    assert_eq!(ev.get("queue").and_then(Value::as_str), Some("billing"));
+    let text = ev.get("at").and_then(Value::as_str).unwrap();
+    assert!(text.contains("recorder.rs"), "{text}");
+    assert_eq!(ev.u64("n"), Some(3));
+}
+
 /// Small files rotate; old ones are evicted past the total budget; every
 /// remaining file reads on its own (definitions repeated), and all are
 /// sealed and renamed.

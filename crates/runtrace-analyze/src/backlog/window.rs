@@ -117,7 +117,14 @@ pub(super) struct Row {
 /// The row of window `idx` (events come in time order, so it is the last
 /// row or a new one; a late event finds its row by search).
 pub(super) fn row(rows: &mut Vec<Row>, idx: u64) -> &mut Row {
-    let pos = match rows.last().map(|r| r.idx) {
+    let pos = row_index(rows, idx);
+    &mut rows[pos]
+}
+
+/// [`row`]'s position in `rows` (created if new).
+#[inline]
+pub(super) fn row_index(rows: &mut Vec<Row>, idx: u64) -> usize {
+    match rows.last().map(|r| r.idx) {
         Some(last) if last == idx => rows.len() - 1,
         Some(last) if last > idx => match rows.binary_search_by_key(&idx, |r| r.idx) {
             Ok(i) => i,
@@ -132,8 +139,7 @@ pub(super) fn row(rows: &mut Vec<Row>, idx: u64) -> &mut Row {
             rows.push(new_row(idx, prev));
             rows.len() - 1
         }
-    };
-    &mut rows[pos]
+    }
 }
 
 pub(super) fn new_row(idx: u64, size: u32) -> Row {

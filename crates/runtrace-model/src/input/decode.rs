@@ -7,7 +7,7 @@
 //! only the events a pass reads are kept ([`super::roles`]).
 
 use super::order::{Orderer, ThreadQueue};
-use super::roles::Plans;
+use super::roles::{Plans, NO_FIELD};
 use crate::event::{kind, Ev};
 use crate::model::{Location, Model, UNKNOWN_LOC};
 use runtrace_format::chunk::ChunkState;
@@ -348,6 +348,7 @@ pub(crate) fn decode_events(
         }
         let k = plan.role.kind;
         let f = plan.role.f;
+        let generic = plan.role.generic;
         let g = |i: usize| vals[f[i] as usize];
         let mut push = |kind: u8, x: u64, a: u64, worker: u64, flag: u8| {
             out.push(Ev {
@@ -411,6 +412,31 @@ pub(crate) fn decode_events(
                 let (stack, undefined) = resolve_stack(cache, names, model, tables, g(1));
                 let off_ns = if k == kind::OFF_CPU { g(2) } else { 0 };
                 push(k, off_ns, stack as u64, sampled as u64, undefined as u8)
+            }
+            _ if generic => {
+                // An event without a packing of its own (`roles::generic`):
+                // x, a, worker (or a name), flag by field type.
+                let slot = |i: usize| match f[i] {
+                    NO_FIELD => None,
+                    p => Some((vals[p as usize], plan.types[p as usize])),
+                };
+                let int = |i: usize| match slot(i) {
+                    // The loop above leaves signed integers zigzagged.
+                    Some((v, FieldType::I64 | FieldType::I32)) => varint::unzigzag(v) as u64,
+                    Some((v, _)) => v,
+                    None => 0,
+                };
+                let worker = match slot(2) {
+                    Some((id, FieldType::Istr)) => {
+                        match resolve_app(cache, names, model, tables, id, start) {
+                            Ok(n) => n as u64,
+                            Err(x) => fail!(x),
+                        }
+                    }
+                    Some((w, _)) => w,
+                    None => 0,
+                };
+                push(k, int(0), int(1), worker, int(3) as u8)
             }
             _ => {
                 // Application events. The name (queue, lock, op, role) goes

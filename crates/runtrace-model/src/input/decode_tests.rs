@@ -11,7 +11,7 @@ use runtrace_format::chunk::{walk, ChunkHeader, RawValue};
 use runtrace_format::frame::{self, FrameType, Header, LocationDef};
 use runtrace_format::reader::RawRecord;
 use runtrace_format::schema::Schema;
-use runtrace_format::schema::{builtin_schemas, ids, SchemaField};
+use runtrace_format::schema::{builtin_schemas, id_facts, ids, Group, SchemaField};
 use runtrace_format::FileReader;
 
 #[derive(Debug, Clone)]
@@ -297,15 +297,14 @@ proptest! {
                     RawValue::Task(t) => Some(*t),
                     _ => None,
                 });
-                // `runtrace analyze` keeps the runtime events (ids
-                // below queue_select), `runtrace backlog` the
-                // application events (lock_wait..=thread_heartbeat).
-                if ev.schema.provider == "runtrace" && ev.schema.id < ids::QUEUE_SELECT {
+                // `runtrace analyze` keeps the runtime events (group
+                // `runtime`), `runtrace backlog` the application events
+                // (group `app`).
+                let group = id_facts(ev.schema.id).group.filter(|_| ev.schema.provider == "runtrace");
+                if group == Some(Group::Runtime) {
                     want.push((ev.ticks, task.unwrap_or(0)));
                 }
-                if ev.schema.provider == "runtrace"
-                    && (ids::LOCK_WAIT..=ids::THREAD_HEARTBEAT).contains(&ev.schema.id)
-                {
+                if group == Some(Group::App) {
                     want_app.push((ev.ticks, ev.schema.id as u8));
                 }
                 // The profile pass's samples: tid, stack (empty when not

@@ -2,32 +2,47 @@
 //! built-in events by name, fields by the catalog's name and wire type
 //! (generated from `probes/events.toml`, see `crate::event::catalog`), so
 //! a reordered or extended schema in a trace still works and a mismatched
-//! one is skipped rather than misread.
+//! one is skipped rather than misread. Every built-in event of a group a
+//! pass reads is kept: the kinds listed in [`wanted`] with their own
+//! packing, any other (an event added to the catalog) packed by its field
+//! types ([`generic`]).
 
 use crate::event::catalog::*;
 use crate::event::kind;
 use crate::pass::Wants;
 use runtrace_format::reader::Tables;
-use runtrace_format::schema::{builtin, builtin_by_name, FieldType, Schema};
+use runtrace_format::schema::{builtin, builtin_by_name, BuiltinEvent, FieldType, Schema};
 use std::collections::HashMap;
 
 /// How the analysis uses an event type: its kind and the positions, in
-/// the trace's schema, of the fields [`wanted`] lists for that kind.
+/// the trace's schema, of the fields [`wanted`] (or [`generic`]) lists for
+/// that kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Role {
     /// [`kind`] of the events, 0: not used.
     pub kind: u8,
-    /// Field positions, in [`wanted`]'s order.
+    /// Field positions, in [`wanted`]'s order ([`NO_FIELD`]: the event has
+    /// no field for that slot of a [`generic`] packing).
     pub f: [u8; 4],
+    /// Packed by field types ([`generic`]), not by a packing of its own.
+    pub generic: bool,
 }
 
 impl Role {
-    pub const SKIP: Role = Role { kind: 0, f: [0; 4] };
+    pub const SKIP: Role = Role {
+        kind: 0,
+        f: [0; 4],
+        generic: false,
+    };
 }
 
+/// A slot of a [`generic`] packing that no field fills (its value is 0).
+pub(crate) const NO_FIELD: u8 = u8::MAX;
+
 /// The catalog fields an event of kind `k` contributes, in the order the
-/// decoder packs them into an [`crate::event::Ev`] (its doc has the table).
-pub(crate) fn wanted(k: u8) -> Option<&'static [u8]> {
+/// decoder packs them into an [`crate::event::Ev`] (its doc has the
+/// table); None for the kinds without a packing of their own.
+pub(crate) fn wanted(k: u8) -> Option<&'static [usize]> {
     Some(match k {
         kind::SPAWN => &[
             task_spawn::TASK_ID,
@@ -90,6 +105,35 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [u8]> {
     })
 }
 
+/// The packing of a built-in event without one of its own, from its
+/// field types (catalog positions, in the order `x`, `a`, `worker`,
+/// `flag` of [`crate::event::Ev`]): `x` its `task` field, else its first
+/// integer; `a` its next integer; `worker` its `worker` field, else its
+/// first `istr` (a name, as the application events have); `flag` its
+/// first `bool`. Text, `f64` and `loc` fields are not kept.
+pub(crate) fn generic(b: &BuiltinEvent) -> [Option<usize>; 4] {
+    let first = |want: &dyn Fn(FieldType) -> bool| b.fields.iter().position(|f| want(f.ty));
+    let is_int = |t: FieldType| {
+        matches!(
+            t,
+            FieldType::U64
+                | FieldType::U32
+                | FieldType::U16
+                | FieldType::U8
+                | FieldType::I64
+                | FieldType::I32
+        )
+    };
+    let task = first(&|t| t == FieldType::Task);
+    let mut ints = b.fields.iter().enumerate().filter(|(_, f)| is_int(f.ty));
+    let (x, a) = match task {
+        Some(t) => (Some(t), ints.next().map(|(i, _)| i)),
+        None => (ints.next().map(|(i, _)| i), ints.next().map(|(i, _)| i)),
+    };
+    let worker = first(&|t| t == FieldType::Worker).or_else(|| first(&|t| t == FieldType::Istr));
+    [x, a, worker, first(&|t| t == FieldType::Bool)]
+}
+
 /// The kinds the decoder has a fast path for, whose catalog layouts
 /// `decode.rs` decodes inline (a test checks them against the catalog).
 pub(crate) fn has_fast_path(k: u8) -> bool {
@@ -109,12 +153,25 @@ pub(crate) fn role_of(s: &Schema, wants: Wants) -> (Role, bool) {
         return (Role::SKIP, false);
     };
     let k = b.id as u8;
-    let Some(want) = wanted(k).filter(|_| wants.has(k)) else {
+    if !wants.has(k) {
         return (Role::SKIP, false);
+    }
+    let listed = wanted(k);
+    let want: Vec<Option<usize>> = match listed {
+        Some(l) => l.iter().map(|&i| Some(i)).collect(),
+        None => generic(b).to_vec(),
     };
-    let mut role = Role { kind: k, f: [0; 4] };
-    for (j, &i) in want.iter().enumerate() {
-        let cf = &b.fields[i as usize];
+    let mut role = Role {
+        kind: k,
+        f: [0; 4],
+        generic: listed.is_none(),
+    };
+    for (j, &w) in want.iter().enumerate() {
+        let Some(i) = w else {
+            role.f[j] = NO_FIELD;
+            continue;
+        };
+        let cf = &b.fields[i];
         match s
             .fields
             .iter()
@@ -125,7 +182,10 @@ pub(crate) fn role_of(s: &Schema, wants: Wants) -> (Role, bool) {
         }
     }
     let fast = has_fast_path(k)
-        && want.iter().zip(&role.f).all(|(&w, &p)| w == p)
+        && want
+            .iter()
+            .zip(&role.f)
+            .all(|(&w, &p)| w == Some(p as usize))
         && b.fields.len() == s.fields.len()
         && b.fields
             .iter()
@@ -267,6 +327,7 @@ mod tests {
             if kind::is_runtime(k) || kind::is_app(k) || kind::is_profile(k) {
                 assert_eq!(role.kind, k, "{}", b.name);
                 assert_eq!(fast, has_fast_path(k), "{}", b.name);
+                assert_eq!(role.generic, wanted(k).is_none(), "{}", b.name);
             } else {
                 assert_eq!(role, Role::SKIP, "{}", b.name);
             }
@@ -280,5 +341,47 @@ mod tests {
                 assert_eq!(r, Role::SKIP, "{}", b.name);
             }
         }
+    }
+
+    /// An event without a packing of its own is packed by its field types,
+    /// wherever its fields are.
+    #[test]
+    fn generic_packing_follows_field_types() {
+        use runtrace_format::schema::{BuiltinField, Group};
+        let f = |name: &'static str, ty: FieldType| BuiltinField { name, ty, doc: "" };
+        let app = BuiltinEvent {
+            id: 99,
+            name: "request_done",
+            json_name: "RequestDone",
+            group: Group::App,
+            doc: "",
+            fields: &[],
+        };
+        let fields = [
+            f("note", T::Str),
+            f("route", T::Istr),
+            f("ok", T::Bool),
+            f("latency_ns", T::U64),
+            f("delta", T::I32),
+            f("extra", T::U64),
+        ];
+        let app = BuiltinEvent {
+            fields: Box::leak(Box::new(fields)),
+            ..app
+        };
+        assert_eq!(generic(&app), [Some(3), Some(4), Some(1), Some(2)]);
+        let runtime_fields = [
+            f("n", T::U32),
+            f("worker", T::Worker),
+            f("task_id", T::Task),
+        ];
+        let rt = BuiltinEvent {
+            fields: Box::leak(Box::new(runtime_fields)),
+            group: Group::Runtime,
+            ..app
+        };
+        assert_eq!(generic(&rt), [Some(2), Some(0), Some(1), None]);
+        let empty = BuiltinEvent { fields: &[], ..rt };
+        assert_eq!(generic(&empty), [None; 4]);
     }
 }
