@@ -272,7 +272,10 @@ impl Tracker {
             kind::SPAWN => self.spawn(ev, m, out),
             kind::TERMINATE => self.terminate(ev, m, out),
             k if kind::is_span(k) => {
-                let polls = self.open.get(ev.thread as usize).map_or(&[][..], |v| &v[..]);
+                let polls = self
+                    .open
+                    .get(ev.thread as usize)
+                    .map_or(&[][..], |v| &v[..]);
                 self.spans.step(ev, m, polls, out)
             }
             _ => {}

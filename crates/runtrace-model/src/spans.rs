@@ -316,15 +316,16 @@ impl SpanTracker {
     }
 
     fn exit(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
-        let e = self.open.get_mut(ev.thread as usize).and_then(|open| {
-            match open.last() {
+        let e = self
+            .open
+            .get_mut(ev.thread as usize)
+            .and_then(|open| match open.last() {
                 Some(top) if top.span == ev.x => open.pop(),
                 _ => open
                     .iter()
                     .rposition(|o| o.span == ev.x)
                     .map(|i| open.remove(i)),
-            }
-        });
+            });
         let Some(mut e) = e else {
             self.unmatched += 1;
             return;

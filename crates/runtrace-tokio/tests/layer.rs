@@ -29,7 +29,11 @@ fn the_application_keeps_its_logs_and_runtrace_gets_the_wakes() {
     let logs = Logs::default();
     let w = logs.clone();
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(move || w.clone()).with_ansi(false))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(move || w.clone())
+                .with_ansi(false),
+        )
         .with(runtrace_tokio::layer())
         .try_init()
         .expect("the application's subscriber is the process's");
@@ -48,5 +52,8 @@ fn the_application_keeps_its_logs_and_runtrace_gets_the_wakes() {
         assert_eq!(wakers_of(&events, waiter), vec![Some(sender)]);
     }
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
-    assert!(text.contains("the application logs") && text.contains("answer=42"), "{text}");
+    assert!(
+        text.contains("the application logs") && text.contains("answer=42"),
+        "{text}"
+    );
 }
