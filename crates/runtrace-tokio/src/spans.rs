@@ -170,8 +170,11 @@ fn from_env() {
 /// INFO.
 ///
 /// ```
+/// // In an application's crate: its own module paths (here, a doc test of
+/// // this package, the package's crate name).
 /// let s = runtrace_tokio::app_spans!();
-/// assert!(s.would_record(module_path!(), &tracing::Level::INFO));
+/// assert!(s.would_record(env!("CARGO_CRATE_NAME"), &tracing::Level::INFO));
+/// assert!(!s.would_record("hyper::proto", &tracing::Level::INFO));
 /// ```
 #[macro_export]
 macro_rules! app_spans {
