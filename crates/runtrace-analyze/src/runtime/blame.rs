@@ -156,6 +156,7 @@ mod tests {
                 .collect(),
             effects: Vec::new(),
             functions: None,
+            spans: Vec::new(),
         }
     }
 

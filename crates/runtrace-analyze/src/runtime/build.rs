@@ -107,7 +107,9 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             .then(b.1.polls.cmp(&a.1.polls))
             .then(a.1.location.cmp(&b.1.location))
     });
-    let findings = findings::all(&c, &th, duration_ns);
+    let mut findings = findings::all(&c, &th, duration_ns);
+    let spans = e.spans.report(m);
+    name_spans(&mut findings, &spans);
     let mut notes = Vec::new();
     if workers_omitted > 0 {
         notes.push(format!(
@@ -198,8 +200,23 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             })
             .collect(),
         findings,
+        spans,
         notes,
         thresholds: th,
+    }
+}
+
+/// Names in each finding (and its effects) the spans its blamed
+/// location's polls were serving.
+fn name_spans(findings: &mut [crate::runtime::Finding], spans: &crate::spans::SpanReport) {
+    if spans.served.is_empty() {
+        return;
+    }
+    for f in findings {
+        if let Some(loc) = &f.spawn_loc {
+            f.spans = spans.serving(loc);
+        }
+        name_spans(&mut f.effects, spans);
     }
 }
 

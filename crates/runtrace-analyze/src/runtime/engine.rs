@@ -63,11 +63,13 @@ pub struct Engine {
     /// (location, victim-attributed ns, buildup-attributed ns, raw overlap
     /// ns) of the polls in one delayed window.
     scratch: Vec<(u32, u64, u64, u64)>,
+    /// The span table, from the same records.
+    pub(crate) spans: crate::spans::SpanPass,
 }
 
 impl Pass for Engine {
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE
+        Wants::LIFECYCLE.or(Wants::SPANS)
     }
 
     #[inline(always)]
@@ -85,9 +87,13 @@ impl Pass for Engine {
                 if p.thread as usize >= self.threads.len() {
                     self.sync(model);
                 }
+                self.spans.poll_start(p);
                 self.poll_start(p)
             }
-            Life::PollEnd(p) => self.poll_end(p),
+            Life::PollEnd(p) => {
+                self.spans.life(rec, model);
+                self.poll_end(p)
+            }
             Life::Spawn(t) => {
                 self.spawns += 1;
                 if t.loc as usize >= self.locs.len() {
@@ -107,6 +113,11 @@ impl Pass for Engine {
             Life::EndUnmatched(_) => self.unmatched_poll_ends += 1,
             Life::WakesForgotten(n) => self.dropped_orphan_wakes += n,
             Life::Wake(_) => {}
+            Life::SpanNew(_)
+            | Life::SpanEnter(_)
+            | Life::SpanExit(_)
+            | Life::SpanClose(_)
+            | Life::SpanAlive(_) => self.spans.life(rec, model),
         }
     }
 
@@ -145,6 +156,7 @@ impl Engine {
             waits_cap: 0,
             waits_lost: 0,
             scratch: Vec::new(),
+            spans: Default::default(),
         }
     }
 

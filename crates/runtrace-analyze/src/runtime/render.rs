@@ -65,7 +65,7 @@ impl Report {
             .collect();
         let findings: Vec<Value> = self.findings.iter().map(finding_json).collect();
         let q = |q: &QueueReport| json!({"name": q.name, "samples": q.samples, "max": q.max, "mean": q.mean});
-        json!({
+        let mut out = json!({
             "events": self.events,
             "duration_ns": self.duration_ns,
             "dropped_events": self.dropped_events,
@@ -88,7 +88,12 @@ impl Report {
             "global_queue": q(&self.global_queue),
             "queues": self.queues.iter().map(q).collect::<Vec<_>>(),
             "notes": self.notes,
-        })
+        });
+        // Only for traces with spans: the JSON of others is unchanged.
+        if !self.spans.spans.is_empty() {
+            out["spans"] = self.spans.to_json();
+        }
+        out
     }
 }
 
@@ -232,6 +237,8 @@ impl fmt::Display for Report {
             )?;
         }
         writeln!(f)?;
+        // The application's spans, when recorded (nothing otherwise).
+        write!(f, "{}", self.spans)?;
         writeln!(f, "=== Findings ({})", self.findings.len())?;
         if self.findings.is_empty() {
             writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers or host starvation over the thresholds")?;
@@ -247,6 +254,9 @@ impl fmt::Display for Report {
             }
             if let Some(line) = x.functions_line() {
                 writeln!(f, "           functions: {line}")?;
+            }
+            if !x.spans.is_empty() {
+                writeln!(f, "           spans: {}", x.spans.join(", "))?;
             }
             if let Some(line) = x.victims_line() {
                 writeln!(f, "           victims: {line}")?;
@@ -293,6 +303,9 @@ fn finding_json(f: &Finding) -> Value {
         })).collect::<Vec<_>>(),
         "effects": f.effects.iter().map(finding_json).collect::<Vec<_>>(),
     });
+    if !f.spans.is_empty() {
+        v["spans"] = json!(f.spans);
+    }
     if let Some(c) = &f.functions {
         v["functions"] = c
             .functions

@@ -117,6 +117,9 @@ pub struct Finding {
     /// (None: the trace has no samples, or the finding blames no
     /// location). Filled by [`Report::add_functions`].
     pub functions: Option<CpuFunctions>,
+    /// The spans the blamed location's polls were serving, most poll time
+    /// first (`GET /item (p99 120 ms)`; empty without spans).
+    pub spans: Vec<String>,
 }
 
 /// The CPU profile of the polls of a finding's blamed location: whether
@@ -313,6 +316,8 @@ pub struct Report {
     pub queues: Vec<QueueReport>,
     /// Findings, critical first.
     pub findings: Vec<Finding>,
+    /// The application's spans ([`crate::spans`]; empty without them).
+    pub spans: crate::spans::SpanReport,
     /// Things about the input worth knowing (unmatched events, ...).
     pub notes: Vec<String>,
     /// The thresholds used.
