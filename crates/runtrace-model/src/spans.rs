@@ -109,6 +109,8 @@ pub struct Span {
     pub task: u64,
     /// The worker of its first enter (`runtrace_format::NO_WORKER`: none).
     pub worker: u32,
+    /// The thread of its first enter (its creation's until entered).
+    pub enter_thread: u32,
 }
 
 impl Span {
@@ -223,6 +225,7 @@ impl SpanTracker {
             delay_ticks: 0,
             task: 0,
             worker: runtrace_format::NO_WORKER,
+            enter_thread: ev.thread,
         };
         // An id still live: its close was lost; that life is over.
         let (_, live) = self.live(m, ev.thread);
@@ -265,6 +268,7 @@ impl SpanTracker {
                 delay_ticks: 0,
                 task: 0,
                 worker: runtrace_format::NO_WORKER,
+                enter_thread: ev.thread,
             },
             last_poll: NONE,
         })
@@ -279,6 +283,7 @@ impl SpanTracker {
             s.first_enter = Some(ev.ticks);
             s.task = task;
             s.worker = worker;
+            s.enter_thread = ev.thread;
         }
         s.enters = s.enters.saturating_add(1);
         if let Some(p) = poll {

@@ -186,15 +186,16 @@ fn worker_started(w: u32, st: &RuntimeState) {
     // not only at the first park, keeps the wakes the worker issues between
     // its first polls and its first park (deferred wakes) from naming it.
     learn_launch_task();
-    if probes::worker_start::enabled() {
-        probes::worker_start::fire(probes::worker_start::Args { worker: w, runtime });
-    }
-    // The runtime's name beside each worker's start, so every recording
-    // that has the worker has its runtime's name (several runtimes in one
-    // process are told apart by it).
+    // The runtime's name just before each worker's start, so every
+    // recording that has the worker has its runtime's name (several
+    // runtimes in one process are told apart by it), and a reader knows it
+    // when the WorkerStart comes.
     if probes::runtime_name::enabled() {
         let name = st.name.as_deref().map_or(Istr::EMPTY, Istr::new);
         probes::runtime_name::fire(probes::runtime_name::Args { runtime, name });
+    }
+    if probes::worker_start::enabled() {
+        probes::worker_start::fire(probes::worker_start::Args { worker: w, runtime });
     }
 }
 
