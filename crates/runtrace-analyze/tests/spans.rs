@@ -91,3 +91,42 @@ fn a_trace_without_spans_has_no_span_keys() {
     assert!(r.to_json().get("spans").is_none());
     assert!(!r.to_string().contains("=== Spans"));
 }
+
+/// Two runtimes of one process, each with a worker 0 (issue 34 item 5):
+/// two workers in the report, each with its runtime's id and name.
+#[test]
+fn two_runtimes_workers_stay_apart_and_are_named() {
+    let mut b = TraceBuilder::new();
+    for (tid, rt, name) in [(100, 0, "api"), (200, 1, "blocking-io")] {
+        b.runtime_name(tid, 400, rt, name);
+        b.worker_start(tid, 0, 500, rt);
+        for i in 0..(3 + rt as u64) {
+            let task = tid + i;
+            b.poll_start(tid, 0, 1_000 + i * 1_000, task, 0, 0);
+            b.poll_end(tid, 0, 1_500 + i * 1_000, task, true);
+        }
+    }
+    let r = analyze_bytes(&b.finish(), Default::default());
+    let mut w: Vec<(Option<u32>, Option<String>, Option<u32>, u64)> = r
+        .workers
+        .iter()
+        .map(|w| (w.runtime, w.runtime_name.clone(), w.id.worker, w.polls))
+        .collect();
+    w.sort();
+    assert_eq!(
+        w,
+        [
+            (Some(0), Some("api".to_string()), Some(0), 3),
+            (Some(1), Some("blocking-io".to_string()), Some(0), 4),
+        ]
+    );
+    let json = r.to_json();
+    let names: Vec<&str> = json["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["runtime_name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"api") && names.contains(&"blocking-io"));
+    assert!(r.to_string().contains("[runtime blocking-io]"));
+}

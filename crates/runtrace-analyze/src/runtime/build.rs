@@ -67,6 +67,11 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             id: c.worker_id(wi),
             thread: m.threads[w.thread as usize].name.clone(),
             runtime: w.runtime,
+            runtime_name: w
+                .runtime
+                .and_then(|rt| e.runtime_names.get(&(w.proc, rt)))
+                .map(|&n| m.name(n).to_string())
+                .filter(|n| !n.is_empty()),
             polls: w.polls,
             busy_ns: w.busy_ns,
             parked_ns: w.parked_ns,

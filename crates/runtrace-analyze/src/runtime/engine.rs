@@ -65,6 +65,8 @@ pub struct Engine {
     scratch: Vec<(u32, u64, u64, u64)>,
     /// The span table, from the same records.
     pub(crate) spans: crate::spans::SpanPass,
+    /// Runtime names (name index) by (process, runtime).
+    pub(crate) runtime_names: std::collections::HashMap<(u32, u32), u32>,
 }
 
 impl Pass for Engine {
@@ -157,6 +159,7 @@ impl Engine {
             waits_lost: 0,
             scratch: Vec::new(),
             spans: Default::default(),
+            runtime_names: Default::default(),
         }
     }
 
@@ -258,6 +261,10 @@ impl Engine {
             kind::WORKER_START | kind::WORKER_STOP => {
                 let w = self.worker_idx(ev.thread, ev.worker);
                 self.workers[w as usize].runtime = Some(ev.a);
+            }
+            kind::RUNTIME_NAME => {
+                let proc = self.proc_of(ev.thread);
+                self.runtime_names.insert((proc, ev.x as u32), ev.worker);
             }
             _ => {}
         }

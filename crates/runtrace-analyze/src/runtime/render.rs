@@ -26,7 +26,7 @@ impl Report {
             .workers
             .iter()
             .map(|w| {
-                json!({
+                let mut v = json!({
                     "worker": w.id.worker,
                     "polls": w.polls,
                     "busy_ratio": w.busy_ratio,
@@ -41,7 +41,12 @@ impl Report {
                     "parked_ns": w.parked_ns,
                     "parks": w.parks,
                     "sched_wait_ns": w.sched_wait_ns,
-                })
+                });
+                // Only for named runtimes: unnamed ones keep their JSON.
+                if let Some(n) = &w.runtime_name {
+                    v["runtime_name"] = json!(n);
+                }
+                v
             })
             .collect();
         let locs: Vec<Value> = self
@@ -184,7 +189,10 @@ impl fmt::Display for Report {
                     w.max_local_q,
                     w.parks,
                     fmt_ns(w.sched_wait_ns),
-                    w.thread.as_deref().unwrap_or("")
+                    match (&w.runtime_name, w.thread.as_deref()) {
+                        (Some(rt), t) => format!("{} [runtime {rt}]", t.unwrap_or("")),
+                        (None, t) => t.unwrap_or("").to_string(),
+                    }
                 )?;
             }
         }

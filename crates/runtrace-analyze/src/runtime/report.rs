@@ -195,6 +195,8 @@ pub struct WorkerReport {
     pub thread: Option<String>,
     /// Runtime id (from WorkerStart / WorkerStop).
     pub runtime: Option<u32>,
+    /// The runtime's name (from RuntimeName), when it has one.
+    pub runtime_name: Option<String>,
     /// Completed polls.
     pub polls: u64,
     /// Sum of poll durations.
