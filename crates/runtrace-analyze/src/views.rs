@@ -245,6 +245,7 @@ pub fn bottlenecks(ix: &dyn Reports, p: &Params) -> Value {
 /// let r = OneRead::read(&[path], None);
 /// let tool = registry::tool("get_span_latencies").unwrap();
 /// let v = (tool.view)(&r, &Params::defaults(tool.params));
+/// assert_eq!(v["applicable"], true);
 /// assert_eq!(v["spans"][0]["label"], "GET /item");
 /// assert_eq!(v["spans"][0]["wall_ns"]["max"], 1_900);
 /// ```
@@ -254,5 +255,6 @@ pub fn spans(ix: &dyn Reports, p: &Params) -> Value {
     put_list(&mut out, "spans", array(&v, "spans"), p.limit);
     put_list(&mut out, "served", array(&v, "served"), p.limit);
     out.insert("omitted".into(), v["omitted"].clone());
+    applicability(ix, "spans", &mut out);
     Value::Object(out)
 }

@@ -661,6 +661,21 @@ impl<W: Write> Pass for Exporter<W> {
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
+        // A worker described before its WorkerStart (by a park, the
+        // first thing a tokio worker does) is described again with its
+        // runtime's name (the thread track's name follows the last
+        // descriptor).
+        if ev.kind == kind::WORKER_START
+            && self
+                .threads
+                .get(ev.thread as usize)
+                .is_some_and(|t| t.described)
+            && self
+                .runtime_names
+                .contains_key(&(model.threads[ev.thread as usize].proc, ev.a))
+        {
+            self.describe_thread(model, ev);
+        }
         if kind::is_span(ev.kind) {
             return; // drawn from their lifecycle records (`life`)
         }
