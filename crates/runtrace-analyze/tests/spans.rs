@@ -107,7 +107,9 @@ fn two_runtimes_workers_stay_apart_and_are_named() {
         }
     }
     let r = analyze_bytes(&b.finish(), Default::default());
-    let mut w: Vec<(Option<u32>, Option<String>, Option<u32>, u64)> = r
+    /// (runtime, its name, worker index, polls) of a worker.
+    type Row = (Option<u32>, Option<String>, Option<u32>, u64);
+    let mut w: Vec<Row> = r
         .workers
         .iter()
         .map(|w| (w.runtime, w.runtime_name.clone(), w.id.worker, w.polls))
