@@ -10,6 +10,10 @@
 //!   delays, local queue buildup, worker imbalance, idle workers while work
 //!   is queued, CPU-bound spawn locations), each naming the spawn locations
 //!   responsible and the evidence.
+//! - [`spans`] is the span table of `runtrace analyze` (the application's
+//!   `tracing` spans by label: wall, busy and delay suffered; which spans
+//!   each spawn location served, named in findings), fed by [`runtime`]'s
+//!   pass.
 //! - [`backlog`] is the pass of `runtrace backlog`: queues, locks, I/O and
 //!   a root-cause verdict for every backlog trigger.
 //! - [`summary`] (event counts, which analyses apply) and [`outliers`]
@@ -55,6 +59,7 @@ pub mod query;
 pub mod registry;
 pub mod reports;
 pub mod runtime;
+pub mod spans;
 pub mod summary;
 mod text;
 pub mod views;

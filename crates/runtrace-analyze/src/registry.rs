@@ -256,6 +256,23 @@ pub static ANALYSES: &[Analysis] = &[
             view: views::backlog,
         }),
     },
+    // The application's spans (runtrace-tokio's layer, opt-in).
+    Analysis {
+        name: "spans",
+        needs: Needs::Any(&[kind::SPAN_NEW, kind::SPAN_ENTER]),
+        why: "needs the application's spans (record them with runtrace_tokio::spans::record or RUNTRACE_SPANS, and runtrace_tokio::layer() in the application's subscriber)",
+        answer: Some(Answer {
+            key: "spans",
+            run: |r| r.runtime().spans.to_json(),
+        }),
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "get_span_latencies",
+            description: "The application's tracing spans by label (`GET /item` for an HTTP request span): count, wall time first enter to close (p50/p99), busy time inside polls, wake->poll delay suffered while open, slowest p99 first; and which spans each spawn location's polls served.",
+            params: &[Param::Limit(LIST, "span labels and served locations")],
+            view: views::spans,
+        }),
+    },
     // A wait is from a task's wake, or its spawn, to its poll.
     Analysis {
         name: "blocked",

@@ -81,7 +81,10 @@ impl Counts {
 
 impl Pass for Counts {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP).or(Wants::PROFILE)
+        Wants::RUNTIME
+            .or(Wants::APP)
+            .or(Wants::PROFILE)
+            .or(Wants::SPAN_EVENTS)
     }
 
     #[inline(always)]

@@ -272,3 +272,37 @@ pub fn bottlenecks(ix: &dyn Reports, p: &Params) -> Value {
     );
     Value::Object(out)
 }
+
+/// `get_span_latencies`: the span table, cut to `limit` labels and
+/// `limit` served entries.
+///
+/// ```
+/// use runtrace_analyze::registry::{self, Params};
+/// use runtrace_analyze::reports::OneRead;
+/// use runtrace_model::synth::TraceBuilder;
+/// let mut b = TraceBuilder::new();
+/// b.span_new(1, 1_000, 5, 0, "request", "method=GET uri=/item");
+/// b.poll_start(1, 0, 2_000, 9, 0, 0);
+/// b.span_enter(1, 2_100, 5);
+/// b.span_exit(1, 2_600, 5);
+/// b.poll_end(1, 0, 2_700, 9, false);
+/// b.span_close(1, 4_000, 5);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// let r = OneRead::read(&[path], None);
+/// let tool = registry::tool("get_span_latencies").unwrap();
+/// let v = (tool.view)(&r, &Params::defaults(tool.params));
+/// assert_eq!(v["applicable"], true);
+/// assert_eq!(v["spans"][0]["label"], "GET /item");
+/// assert_eq!(v["spans"][0]["wall_ns"]["max"], 1_900);
+/// ```
+pub fn spans(ix: &dyn Reports, p: &Params) -> Value {
+    let v = ix.runtime().spans.to_json();
+    let mut out = Map::new();
+    put_list(&mut out, "spans", array(&v, "spans"), p.limit);
+    put_list(&mut out, "served", array(&v, "served"), p.limit);
+    out.insert("omitted".into(), v["omitted"].clone());
+    applicability(ix, "spans", &mut out);
+    Value::Object(out)
+}

@@ -19,7 +19,7 @@ TOOLS = {
     "run_all_analyzers", "analyze_wakeup_latency", "analyze_poll_times",
     "analyze_workers", "analyze_spawn_locations", "analyze_backlog", "analyze_blocked",
     "find_scheduling_bottlenecks", "detect_outliers", "query_trace_events",
-    "get_task_timeline", "get_flamegraph",
+    "get_task_timeline", "get_flamegraph", "get_span_latencies",
 }
 
 checks = 0
@@ -147,6 +147,8 @@ async def main(runtrace, quick, backlog, damaged, profiled):
             check(bq["applicable"] is False and "runtrace-sync" in bq["reason"], f"{bq.get('reason')}")
             bb = await ok(s, "analyze_backlog", {"trace_id": "b", "limit": 1})
             check(bb["applicable"] and len(bb["queues"]) <= 1 and bb["triggers_total"] >= 0, "backlog b")
+            sq = await ok(s, "get_span_latencies", {"trace_id": "q"})
+            check(sq["applicable"] is False and "spans" in sq["reason"], f"spans: {sq}")
             fb = await ok(s, "find_scheduling_bottlenecks", {"trace_id": "q"})
             kinds = {f["kind"] for f in fb["findings"]}
             check("long_poll" in kinds, f"findings: {kinds}")

@@ -71,6 +71,7 @@ use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
 use crate::model::{Model, UNKNOWN_LOC};
 use crate::pass::{Pass, Wants};
+use crate::spans::{Entered, Span, SpanTracker};
 
 /// Polls one thread may have open at once (nested executors); more means
 /// lost poll ends.
@@ -194,6 +195,18 @@ pub enum Life<'a> {
     End(&'a Task),
     /// A task still alive when its recording's events are over (rule 6).
     Alive(&'a Task),
+    /// A span was created ([`crate::spans`]; for passes that want spans,
+    /// as the four below).
+    SpanNew(&'a Span),
+    /// A thread entered a span (`end` is its start).
+    SpanEnter(&'a Entered),
+    /// A thread left a span.
+    SpanExit(&'a Entered),
+    /// A span was closed.
+    SpanClose(&'a Span),
+    /// A span still open when its recording's events are over (or whose
+    /// id was created again: its close was lost).
+    SpanAlive(&'a Span),
 }
 
 #[derive(Clone, Copy)]
@@ -244,6 +257,8 @@ pub struct Tracker {
     open: Vec<Vec<Poll>>,
     /// The next task life's serial.
     serials: u32,
+    /// The application's spans, paired against the open polls.
+    pub spans: SpanTracker,
 }
 
 impl Tracker {
@@ -294,6 +309,13 @@ impl Tracker {
             kind::WAKE => self.wake(ev, m, out),
             kind::SPAWN => self.spawn(ev, m, out),
             kind::TERMINATE => self.terminate(ev, m, out),
+            k if kind::is_span(k) => {
+                let polls = self
+                    .open
+                    .get(ev.thread as usize)
+                    .map_or(&[][..], |v| &v[..]);
+                self.spans.step(ev, m, polls, out)
+            }
             _ => {}
         }
     }
@@ -499,6 +521,7 @@ impl Tracker {
             *t = Tasks::default();
         }
         self.open.iter_mut().for_each(Vec::clear);
+        self.spans.close(out);
     }
 }
 

@@ -26,7 +26,7 @@ impl Report {
             .workers
             .iter()
             .map(|w| {
-                json!({
+                let mut v = json!({
                     "worker": w.id.worker,
                     "polls": w.polls,
                     "busy_ratio": w.busy_ratio,
@@ -41,7 +41,12 @@ impl Report {
                     "parked_ns": w.parked_ns,
                     "parks": w.parks,
                     "sched_wait_ns": w.sched_wait_ns,
-                })
+                });
+                // Only for named runtimes: unnamed ones keep their JSON.
+                if let Some(n) = &w.runtime_name {
+                    v["runtime_name"] = json!(n);
+                }
+                v
             })
             .collect();
         let locs: Vec<Value> = self
@@ -65,7 +70,7 @@ impl Report {
             .collect();
         let findings: Vec<Value> = self.findings.iter().map(finding_json).collect();
         let q = |q: &QueueReport| json!({"name": q.name, "samples": q.samples, "max": q.max, "mean": q.mean});
-        json!({
+        let mut out = json!({
             "events": self.events,
             "duration_ns": self.duration_ns,
             "dropped_events": self.dropped_events,
@@ -89,7 +94,12 @@ impl Report {
             "queues": self.queues.iter().map(q).collect::<Vec<_>>(),
             "notes": self.notes,
             "waiting": self.waiting,
-        })
+        });
+        // Only for traces with spans: the JSON of others is unchanged.
+        if !self.spans.spans.is_empty() {
+            out["spans"] = self.spans.to_json();
+        }
+        out
     }
 }
 
@@ -180,7 +190,10 @@ impl fmt::Display for Report {
                     w.max_local_q,
                     w.parks,
                     fmt_ns(w.sched_wait_ns),
-                    w.thread.as_deref().unwrap_or("")
+                    match (&w.runtime_name, w.thread.as_deref()) {
+                        (Some(rt), t) => format!("{} [runtime {rt}]", t.unwrap_or("")),
+                        (None, t) => t.unwrap_or("").to_string(),
+                    }
                 )?;
             }
         }
@@ -233,6 +246,8 @@ impl fmt::Display for Report {
             )?;
         }
         writeln!(f)?;
+        // The application's spans, when recorded (nothing otherwise).
+        write!(f, "{}", self.spans)?;
         writeln!(f, "=== Findings ({})", self.findings.len())?;
         if self.findings.is_empty() {
             writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers, host starvation, lock or resource waits, leaked or stuck tasks over the thresholds")?;
@@ -251,6 +266,9 @@ impl fmt::Display for Report {
             }
             if let Some(line) = x.functions.as_ref().and_then(location_line) {
                 writeln!(f, "           all its polls: {line}")?;
+            }
+            if !x.spans.is_empty() {
+                writeln!(f, "           spans: {}", x.spans.join(", "))?;
             }
             if let Some(line) = x.victims_line() {
                 writeln!(f, "           victims: {line}")?;
@@ -297,6 +315,9 @@ fn finding_json(f: &Finding) -> Value {
         })).collect::<Vec<_>>(),
         "effects": f.effects.iter().map(finding_json).collect::<Vec<_>>(),
     });
+    if !f.spans.is_empty() {
+        v["spans"] = json!(f.spans);
+    }
     if let Some(c) = &f.functions {
         v["functions"] = c
             .functions

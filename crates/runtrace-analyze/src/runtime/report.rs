@@ -135,6 +135,9 @@ pub struct Finding {
     /// (None: the trace has no samples, or the finding blames no
     /// location). Filled by [`Report::add_functions`].
     pub functions: Option<CpuFunctions>,
+    /// The spans the blamed location's polls were serving, most poll time
+    /// first (`GET /item (p99 120 ms)`; empty without spans).
+    pub spans: Vec<String>,
 }
 
 /// The CPU profile of the polls of a finding's blamed location: whether
@@ -236,6 +239,8 @@ pub struct WorkerReport {
     pub thread: Option<String>,
     /// Runtime id (from WorkerStart / WorkerStop).
     pub runtime: Option<u32>,
+    /// The runtime's name (from RuntimeName), when it has one.
+    pub runtime_name: Option<String>,
     /// Completed polls.
     pub polls: u64,
     /// Sum of poll durations.
@@ -357,6 +362,8 @@ pub struct Report {
     pub queues: Vec<QueueReport>,
     /// Findings, critical first.
     pub findings: Vec<Finding>,
+    /// The application's spans ([`crate::spans`]; empty without them).
+    pub spans: crate::spans::SpanReport,
     /// Things about the input worth knowing (unmatched events, ...).
     pub notes: Vec<String>,
     /// The thresholds used.
