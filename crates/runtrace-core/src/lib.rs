@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod idset;
 pub mod listeners;
 pub mod parked;
 pub mod thread_time;

@@ -53,9 +53,13 @@ where
         // The waker events' interest follows whether a backend listens.
         runtrace_core::listeners::on_change(tracing::callsite::rebuild_interest_cache);
     });
+    // One per-layer filter for all of runtrace's parts: tracing-subscriber
+    // looks a span up in the registry at every enter and exit for each
+    // filtered layer, so two filtered layers cost two lookups per poll of
+    // every tokio task (measured: spans/* in benches/record.rs).
     WakesLayer
-        .with_filter(WakesFilter)
         .and_then(crate::spans::layer())
+        .with_filter(RuntraceFilter)
 }
 
 /// The tokio task id of a task span.
@@ -63,9 +67,10 @@ struct TaskId(u64);
 
 struct WakesLayer;
 
-/// What runtrace reads: tokio's task spans, and its waker events while a
-/// backend listens.
-struct WakesFilter;
+/// What runtrace reads: tokio's task spans, its waker events and resource
+/// instrumentation while a backend listens, and the application's spans
+/// [`crate::spans::record`] selected.
+struct RuntraceFilter;
 
 fn is_task_span(m: &Metadata<'_>) -> bool {
     m.is_span() && m.name() == "runtime.spawn"
@@ -75,7 +80,7 @@ fn is_waker_event(m: &Metadata<'_>) -> bool {
     m.is_event() && m.target() == "tokio::task::waker"
 }
 
-impl<S> Filter<S> for WakesFilter {
+impl<S> Filter<S> for RuntraceFilter {
     fn enabled(&self, m: &Metadata<'_>, _: &Context<'_, S>) -> bool {
         if let Some(on) = crate::resources::enabled(m) {
             return on;
@@ -83,7 +88,7 @@ impl<S> Filter<S> for WakesFilter {
         if m.is_event() {
             probes::task_wake::enabled() && is_waker_event(m)
         } else {
-            is_task_span(m)
+            is_task_span(m) || crate::spans::wanted(m)
         }
     }
 
@@ -91,7 +96,7 @@ impl<S> Filter<S> for WakesFilter {
         if let Some(i) = crate::resources::interest(m) {
             return i;
         }
-        if is_task_span(m) {
+        if is_task_span(m) || crate::spans::wanted(m) {
             Interest::always()
         } else if is_waker_event(m) {
             if runtrace_probes::EXTERNAL_BACKENDS {

@@ -44,18 +44,19 @@
 //! span up on enter and exit), not the events: not yet the "well under
 //! 100 ns" aimed at.
 
+use runtrace_core::idset::IdSet;
 use runtrace_core::Istr;
 use runtrace_probes::builtin as probes;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
-use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
 use tracing_subscriber::filter::Targets;
-use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 /// Fields of a span recorded at most.
@@ -189,33 +190,73 @@ macro_rules! app_spans {
     };
 }
 
-/// The span layer [`crate::layer()`] includes: records what [`selected`]
-/// says (nothing until it says something).
-pub(crate) fn layer<S>() -> impl Layer<S>
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
+/// Whether `m` is a span [`record`] selected: [`crate::layer()`]'s filter
+/// asks it beside the wakes' and resources' questions.
+pub(crate) fn wanted(m: &Metadata<'_>) -> bool {
+    SPANS.get().is_some_and(|s| s.wants(m))
+}
+
+/// The ids of the spans being recorded (keyed per layer, see
+/// [`SpanLayer`]): `on_enter`/`on_exit` get only the span's id, and this
+/// answers "is it one of ours?" with one cache-line read instead of a
+/// registry lookup (runtrace_core::idset). 4,096 buckets of 8: 256 KiB,
+/// made when the first span is recorded.
+static LIVE: OnceLock<IdSet> = OnceLock::new();
+/// Whether a span was ever put in [`LIVE`]: until then `on_close` (every
+/// tokio task's span closes through it) does not look.
+static ANY_LIVE: AtomicBool = AtomicBool::new(false);
+/// Spans selected while recording that found their bucket of [`LIVE`]
+/// full (more than ~30,000 live recorded spans): not recorded.
+static UNRECORDED: AtomicU64 = AtomicU64::new(0);
+/// Numbers the layers made, so two subscribers' span ids never meet.
+static LAYERS: AtomicU64 = AtomicU64::new(0);
+
+/// Spans selected while a recording ran that were not recorded because
+/// too many recorded spans were alive at once (see [`crate::layer()`]'s
+/// cost notes): their enters and exits are missing from the trace.
+///
+/// ```
+/// assert_eq!(runtrace_tokio::spans::unrecorded(), 0);
+/// ```
+pub fn unrecorded() -> u64 {
+    UNRECORDED.load(Ordering::Relaxed)
+}
+
+/// Reads `RUNTRACE_SPANS` (once per layer made) and returns the part of
+/// [`crate::layer()`] that records the selected spans.
+pub(crate) fn layer() -> SpanLayer {
     from_env();
-    SpanLayer.with_filter(SpanFilter)
-}
-
-struct SpanFilter;
-
-impl<S> Filter<S> for SpanFilter {
-    fn enabled(&self, m: &Metadata<'_>, _: &Context<'_, S>) -> bool {
-        SPANS.get().is_some_and(|s| s.wants(m))
-    }
-
-    fn callsite_enabled(&self, m: &'static Metadata<'static>) -> Interest {
-        if SPANS.get().is_some_and(|s| s.wants(m)) {
-            Interest::always()
-        } else {
-            Interest::never()
-        }
+    SpanLayer {
+        salt: splitmix(LAYERS.fetch_add(1, Ordering::Relaxed)),
     }
 }
 
-struct SpanLayer;
+/// The span part of [`crate::layer()`]: it sits behind the layer's one
+/// per-layer filter (which lets the selected spans through beside tokio's
+/// task spans and events), so it tells its own spans apart by id.
+pub(crate) struct SpanLayer {
+    /// Mixed into every span id: registries number their spans from 1,
+    /// so two subscribers in one process (tests, `with_default`) would
+    /// otherwise share keys.
+    salt: u64,
+}
+
+impl SpanLayer {
+    #[inline(always)]
+    fn key(&self, id: &Id) -> u64 {
+        // Nonzero (0 is an empty slot); a 2^-64 chance of two live spans
+        // sharing a key.
+        splitmix(id.into_u64() ^ self.salt).max(1)
+    }
+}
+
+/// SplitMix64's finalizer: a bijection that spreads consecutive numbers.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 
 thread_local! {
     /// Span names interned, by callsite metadata address: the lock of
@@ -329,9 +370,15 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if !probes::span_new::enabled() {
+        if !probes::span_new::enabled() || !wanted(attrs.metadata()) {
             return;
         }
+        let live = LIVE.get_or_init(|| IdSet::with_buckets(4096));
+        if !live.insert(self.key(id)) {
+            UNRECORDED.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        ANY_LIVE.store(true, Ordering::Relaxed);
         let parent = if let Some(p) = attrs.parent() {
             p.into_u64()
         } else if attrs.is_contextual() {
@@ -349,16 +396,20 @@ where
         });
     }
 
+    #[inline]
     fn on_enter(&self, id: &Id, _: Context<'_, S>) {
-        if probes::span_enter::enabled() {
+        // Every tokio task's poll enters its span: asked first, the
+        // recording check keeps the set out of it when nothing records.
+        if probes::span_enter::enabled() && LIVE.get().is_some_and(|l| l.contains(self.key(id))) {
             probes::span_enter::fire(probes::span_enter::Args {
                 span: id.into_u64(),
             });
         }
     }
 
+    #[inline]
     fn on_exit(&self, id: &Id, _: Context<'_, S>) {
-        if probes::span_exit::enabled() {
+        if probes::span_exit::enabled() && LIVE.get().is_some_and(|l| l.contains(self.key(id))) {
             probes::span_exit::fire(probes::span_exit::Args {
                 span: id.into_u64(),
             });
@@ -366,7 +417,13 @@ where
     }
 
     fn on_close(&self, id: Id, _: Context<'_, S>) {
-        if probes::span_close::enabled() {
+        // Removed whether or not a recording still runs: the id is handed
+        // out again after this.
+        if !ANY_LIVE.load(Ordering::Relaxed) {
+            return;
+        }
+        let ours = LIVE.get().is_some_and(|l| l.remove(self.key(&id)));
+        if ours && probes::span_close::enabled() {
             probes::span_close::fire(probes::span_close::Args {
                 span: id.into_u64(),
             });
