@@ -59,6 +59,25 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// A flame graph's title for this selection.
+    ///
+    /// ```
+    /// use runtrace_analyze::folded::Selection;
+    /// let s = Selection { location: Some("get.rs".into()), ..Selection::default() };
+    /// assert_eq!(s.title(), "on-CPU samples in polls of get.rs");
+    /// ```
+    pub fn title(&self) -> String {
+        let what = if self.off_cpu {
+            "off-CPU time"
+        } else {
+            "on-CPU samples"
+        };
+        match &self.location {
+            Some(l) => format!("{what} in polls of {l}"),
+            None => what.to_string(),
+        }
+    }
+
     /// Whether sample `s` is selected.
     pub fn matches(&self, s: &Sample) -> bool {
         let kind_ok = match s.kind {

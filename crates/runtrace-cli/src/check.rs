@@ -9,7 +9,6 @@
 use crate::output::Traces;
 use runtrace_format::check::{check_files, CheckReport};
 use serde_json::json;
-use std::io::Write;
 use std::process::ExitCode;
 
 /// Arguments of `runtrace check`.
@@ -66,12 +65,5 @@ pub fn run(args: &Args) -> ExitCode {
     } else {
         report.to_string()
     };
-    // A closed stdout (`| head`) must not turn into a panic; the exit code
-    // still tells the story.
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
-    if report.is_clean() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    crate::output::print_report(&text, &[], !report.is_clean())
 }

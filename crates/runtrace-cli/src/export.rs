@@ -2,7 +2,7 @@
 //! [--host NAME] [--replace]`: recordings into a Hive-partitioned Parquet
 //! dataset (runtrace-parquet; docs/parquet.md).
 //!
-use crate::output::Traces;
+use crate::output::{fail, print_errors, print_notes, Traces};
 use clap::Subcommand;
 use runtrace_parquet::{export, ExportOptions};
 use std::io::Write;
@@ -56,18 +56,13 @@ fn parquet(a: &ParquetArgs) -> ExitCode {
         host: a.host.clone(),
         replace: a.replace,
     };
-    let mut err = std::io::stderr().lock();
     let files = a.traces.expand();
     if let Err(e) = runtrace_format::output::refuse_input(&a.output, &files) {
-        let _ = writeln!(err, "error: {e}");
-        return ExitCode::FAILURE;
+        return fail(&e);
     }
     match export(&files, &a.output, &opts) {
         // The message says what, if anything, was written.
-        Err(e) => {
-            let _ = writeln!(err, "error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e),
         Ok(s) => {
             let files = s.files.len();
             let rows: u64 = s.files.iter().map(|f| f.2).sum();
@@ -86,18 +81,10 @@ fn parquet(a: &ParquetArgs) -> ExitCode {
                     )
                 }
             );
-            for e in &s.errors {
-                let _ = writeln!(err, "error: {e}");
-            }
-            for n in &s.notes {
-                let _ = writeln!(err, "note: {n}");
-            }
+            print_errors(&s.errors, true);
+            print_notes(&s.notes);
             if s.damaged {
-                let _ = writeln!(
-                    err,
-                    "error: damaged input: the dataset holds what was readable"
-                );
-                ExitCode::FAILURE
+                fail("damaged input: the dataset holds what was readable")
             } else {
                 ExitCode::SUCCESS
             }

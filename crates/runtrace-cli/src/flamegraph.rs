@@ -10,11 +10,12 @@
 //! # let _ = code;
 //! ```
 
-use crate::output::{fail, print_notes, Traces};
+use crate::output::{fail, print_errors, print_notes, Traces};
 use clap::ArgGroup;
 use runtrace_analyze::functions::StackNames;
 use runtrace_export::flamegraph::{fold, stacks, svg, why_empty, Selection};
 use runtrace_format::output::{refuse_input, write_atomic};
+use runtrace_model::parse_seconds;
 use runtrace_symbolize::SymbolizeOptions;
 use std::io::Write;
 use std::path::PathBuf;
@@ -62,17 +63,6 @@ pub struct Args {
     pub include_runtrace: bool,
 }
 
-/// Parses seconds since the recording started (`--from`, `--to`): a
-/// finite number, zero or more.
-pub fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!(
-            "\"{s}\" is not a number of seconds since the recording started (like 1.5)"
-        )),
-    }
-}
-
 impl Args {
     /// The samples these arguments select.
     pub fn selection(&self) -> Selection {
@@ -92,10 +82,8 @@ impl Args {
 /// no sample is selected (the reason on standard error), the SVG cannot
 /// be written, or the input is damaged (what was readable is drawn).
 pub fn run(args: &Args) -> ExitCode {
-    if let (Some(a), Some(b)) = (args.from, args.to) {
-        if a > b {
-            return fail(&format!("--from {a} is after --to {b}"));
-        }
+    if let Some((a, b)) = args.from.zip(args.to).filter(|(a, b)| a > b) {
+        return fail(&format!("--from {a} is after --to {b}"));
     }
     let files = args.traces.expand();
     let profile = match runtrace_model::profile::load(&files) {
@@ -114,14 +102,7 @@ pub fn run(args: &Args) -> ExitCode {
     print_notes(&names.problems());
     // Damage (file and byte offset): what was readable is still drawn,
     // and the exit code says the input was damaged.
-    for e in &profile.stats.errors {
-        let _ = writeln!(std::io::stderr().lock(), "error: {e}");
-    }
-    let done = if profile.stats.damaged {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    };
+    let done = print_errors(&profile.stats.errors, profile.stats.damaged);
     if folded.is_empty() {
         return fail(&why_empty(&profile, &sel));
     }
@@ -130,14 +111,8 @@ pub fn run(args: &Args) -> ExitCode {
         let _ = std::io::stdout().lock().write_all(folded.as_bytes());
     }
     if let Some(out) = &args.output {
-        let title = match (&sel.location, sel.off_cpu) {
-            (Some(l), false) => format!("on-CPU samples in polls of {l}"),
-            (Some(l), true) => format!("off-CPU time in polls of {l}"),
-            (None, false) => "on-CPU samples".to_string(),
-            (None, true) => "off-CPU time".to_string(),
-        };
         let mut bytes = Vec::new();
-        let written = svg(&folded, &title, sel.count_name(), &mut bytes)
+        let written = svg(&folded, &sel.title(), sel.count_name(), &mut bytes)
             .map_err(|e| format!("{}: {e}", out.display()))
             .and_then(|()| refuse_input(out, &files))
             .and_then(|()| write_atomic(out, &bytes));

@@ -116,15 +116,20 @@ pub(crate) fn with_progress<R>(
 pub(crate) fn print_report(text: &str, errors: &[String], damaged: bool) -> ExitCode {
     // A closed stdout (`| head`) must not turn into a panic.
     let _ = writeln!(std::io::stdout().lock(), "{}", text.trim_end());
-    if damaged {
-        let mut err = std::io::stderr().lock();
-        for e in errors {
-            let _ = writeln!(err, "error: {e}");
-        }
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+    print_errors(errors, damaged)
+}
+
+/// Prints `errors` on standard error when `failed`: exit code 1 then, 0
+/// otherwise.
+pub(crate) fn print_errors(errors: &[String], failed: bool) -> ExitCode {
+    if !failed {
+        return ExitCode::SUCCESS;
     }
+    let mut err = std::io::stderr().lock();
+    for e in errors {
+        let _ = writeln!(err, "error: {e}");
+    }
+    ExitCode::FAILURE
 }
 
 /// Ends a command that wrote a file (`perfetto`, `report`): `written` is
@@ -132,22 +137,11 @@ pub(crate) fn print_report(text: &str, errors: &[String], damaged: bool) -> Exit
 /// line and the damage found in the input. Prints them to standard error;
 /// exit code 1 on either.
 pub(crate) fn wrote_file(written: Result<(String, Vec<String>), String>) -> ExitCode {
-    let mut err = std::io::stderr().lock();
     match written {
-        Err(e) => {
-            let _ = writeln!(err, "error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e),
         Ok((summary, errors)) => {
-            let _ = writeln!(err, "{summary}");
-            for e in &errors {
-                let _ = writeln!(err, "error: {e}");
-            }
-            if errors.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
+            let _ = writeln!(std::io::stderr().lock(), "{summary}");
+            print_errors(&errors, !errors.is_empty())
         }
     }
 }

@@ -15,10 +15,10 @@ pub struct Args {
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
     /// The sliding window, in seconds.
-    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_window)]
     pub window: f64,
     /// Replay speed, 0.1 to 100 (1: real time).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
     pub speed: f64,
     /// Print one window and exit (also what `top` does without a terminal).
     #[arg(long)]
@@ -28,14 +28,37 @@ pub struct Args {
     pub json: bool,
     /// With --once: the window ending at this time of the recording
     /// (seconds since it started, or M:SS) instead of its end.
-    #[arg(long, value_name = "T")]
-    pub at: Option<String>,
+    #[arg(long, value_name = "T", value_parser = parse_at)]
+    pub at: Option<f64>,
     /// Replay even when a file is still being written (`.active`).
     #[arg(long, conflicts_with = "follow")]
     pub replay: bool,
     /// Follow the files as they grow even when none is `.active`.
     #[arg(long)]
     pub follow: bool,
+}
+
+/// `--window`: 0.1 to 3600 seconds.
+fn parse_window(s: &str) -> Result<f64, String> {
+    let w = s.trim().parse::<f64>().unwrap_or(f64::NAN);
+    (0.1..=3600.0)
+        .contains(&w)
+        .then_some(w)
+        .ok_or_else(|| format!("{s:?}: expected 0.1 to 3600 seconds"))
+}
+
+/// `--speed`: one of [`SPEEDS`].
+fn parse_speed(s: &str) -> Result<f64, String> {
+    let x = s.trim().parse::<f64>().unwrap_or(f64::NAN);
+    SPEEDS
+        .contains(&x)
+        .then_some(x)
+        .ok_or_else(|| format!("{s:?}: expected 0.1 to 100"))
+}
+
+/// `--at`: seconds or M:SS.
+fn parse_at(s: &str) -> Result<f64, String> {
+    ui::state::parse_time(s).ok_or_else(|| format!("{s:?}: expected seconds or M:SS"))
 }
 
 fn fail(msg: &str) -> ExitCode {
@@ -47,37 +70,18 @@ fn fail(msg: &str) -> ExitCode {
 /// exit code 0; 1 when DIR holds no readable trace or the terminal fails;
 /// 2 for bad arguments.
 pub fn run(args: &Args) -> ExitCode {
-    if !(args.window.is_finite() && (0.1..=3600.0).contains(&args.window)) {
-        eprintln!(
-            "runtrace top: --window {}: expected 0.1 to 3600 seconds",
-            args.window
-        );
-        return ExitCode::from(2);
-    }
-    if !SPEEDS.contains(&args.speed) {
-        eprintln!("runtrace top: --speed {}: expected 0.1 to 100", args.speed);
-        return ExitCode::from(2);
-    }
-    let at = match args.at.as_deref().map(|t| (t, ui::state::parse_time(t))) {
-        Some((t, None)) => {
-            eprintln!("runtrace top: --at {t:?}: expected seconds or M:SS");
-            return ExitCode::from(2);
-        }
-        Some((_, Some(v))) => Some(v),
-        None => None,
-    };
     let opts = Options {
         window_s: args.window,
         speed: args.speed,
         ..Options::default()
     };
-    let live = match source::choose_live(&args.dir, args.replay || at.is_some(), args.follow) {
+    let live = match source::choose_live(&args.dir, args.replay || args.at.is_some(), args.follow) {
         Ok(l) => l,
         Err(e) => return fail(&e),
     };
     let tty = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     if args.once || !tty {
-        let snap = match source::once(&args.dir, opts, live, at) {
+        let snap = match source::once(&args.dir, opts, live, args.at) {
             Ok(s) => s,
             Err(e) => return fail(&e),
         };

@@ -61,4 +61,4 @@ pub mod spans;
 pub mod synth;
 mod units;
 
-pub use units::{fmt_ns, shown_name, MAX_SHOWN_NAME};
+pub use units::{fmt_ns, parse_seconds, shown_name, MAX_SHOWN_NAME};

@@ -4,6 +4,23 @@
 //! assert_eq!(runtrace_model::fmt_ns(1_500), "1.5 µs");
 //! ```
 
+/// Parses seconds since a recording started (a command line's `--from`,
+/// `--to`): a finite number, zero or more; the error says what was
+/// expected.
+///
+/// ```
+/// assert_eq!(runtrace_model::parse_seconds("1.5"), Ok(1.5));
+/// assert!(runtrace_model::parse_seconds("-1").is_err());
+/// ```
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "\"{s}\" is not a number of seconds since the recording started (like 1.5)"
+        )),
+    }
+}
+
 /// Human-readable duration.
 pub fn fmt_ns(ns: u64) -> String {
     let f = ns as f64;

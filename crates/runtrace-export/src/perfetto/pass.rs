@@ -694,7 +694,10 @@ impl<W: Write> Exporter<W> {
 
 impl<W: Write> Pass for Exporter<W> {
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE.or(Wants::APP).or(Wants::PROFILE).or(Wants::SPANS)
+        Wants::LIFECYCLE
+            .or(Wants::APP)
+            .or(Wants::PROFILE)
+            .or(Wants::SPANS)
     }
 
     fn life(&mut self, rec: &Life<'_>, model: &Model) {
