@@ -80,6 +80,8 @@ pub mod kind {
     pub const CPU_SAMPLE: u8 = c::cpu_sample::ID as u8;
     /// `off_cpu`.
     pub const OFF_CPU: u8 = c::off_cpu::ID as u8;
+    /// A sampled heap allocation (written by the recorder; not read by a pass yet).
+    pub const ALLOC_SAMPLE: u8 = c::alloc_sample::ID as u8;
 
     /// The catalog group of kind `k` (None: no built-in event): one table
     /// load, cheap enough for every event.
