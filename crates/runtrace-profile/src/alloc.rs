@@ -38,6 +38,7 @@
 //! A slot whose `seq < pos` is still full: the queue is full, the sample
 //! is counted as lost. Loom model: `loom_queue_*` below.
 
+#[cfg(not(loom))]
 use crate::sample::{RawKind, RawSample};
 use crate::sync::{AtomicU64, Ordering, UnsafeCell};
 
@@ -46,6 +47,7 @@ pub(crate) const ALLOC_DEPTH: usize = 48;
 
 /// One sample as the allocating thread leaves it in the queue.
 #[derive(Clone, Copy)]
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) struct AllocRecord {
     pub(crate) tid: u64,
     pub(crate) ticks: u64,
@@ -87,8 +89,13 @@ pub(crate) struct Queue<const N: usize> {
 unsafe impl<const N: usize> Sync for Queue<N> {}
 
 impl<const N: usize> Queue<N> {
+    /// With one slot, "published" (`pos + 1`) and "free for the next lap"
+    /// (`pos + N`) would be the same sequence number.
+    const AT_LEAST_TWO: () = assert!(N >= 2, "a Queue needs 2 slots or more");
+
     #[cfg(not(loom))]
     const fn new() -> Self {
+        let () = Self::AT_LEAST_TWO;
         let mut slots = [const {
             QSlot {
                 seq: AtomicU64::new(0),
@@ -110,6 +117,7 @@ impl<const N: usize> Queue<N> {
 
     #[cfg(loom)]
     fn new() -> Self {
+        let () = Self::AT_LEAST_TWO;
         Queue {
             slots: std::array::from_fn(|i| QSlot {
                 seq: AtomicU64::new(i as u64),
@@ -465,16 +473,18 @@ mod loom_tests {
     #[test]
     fn loom_queue_full_counts_lost_and_slot_reuse() {
         loom::model(|| {
-            let q = Arc::new(Queue::<1>::new());
+            let q = Arc::new(Queue::<2>::new());
             assert!(q.push(|r| r.size = 1));
+            assert!(q.push(|r| r.size = 2));
             let q2 = q.clone();
-            let h = loom::thread::spawn(move || q2.push(|r| r.size = 2));
-            let first = q.pop().unwrap();
-            assert_eq!(first.size, 1);
-            let second_ok = h.join().unwrap();
+            // Races the consumer freeing slot 0: fits after it, else lost.
+            let h = loom::thread::spawn(move || q2.push(|r| r.size = 3));
+            assert_eq!(q.pop().unwrap().size, 1);
+            let third_ok = h.join().unwrap();
+            assert_eq!(q.pop().unwrap().size, 2);
             let rest = q.pop();
-            if second_ok {
-                assert_eq!(rest.unwrap().size, 2);
+            if third_ok {
+                assert_eq!(rest.unwrap().size, 3);
                 assert_eq!(q.take_lost(), 0);
             } else {
                 assert!(rest.is_none());

@@ -17,6 +17,8 @@
 //! this module. It uses the samplers, `maps` and `intern`; none of them
 //! imports it.
 
+// The allocation sampler's statics cannot be loom's (see `alloc`).
+#[cfg(not(loom))]
 use crate::alloc::AllocSampling;
 use crate::bpf::SwitchTracer;
 use crate::intern::Stacks;
@@ -100,8 +102,10 @@ pub struct Profiler {
     /// A thread that could not be sampled was reported (once).
     said_thread_problem: bool,
     /// Heap allocation sampling, when the recording asked for it.
+    #[cfg(not(loom))]
     alloc: Option<AllocSampling>,
     /// Allocation samples drained but later than the last cutoff.
+    #[cfg_attr(loom, allow(dead_code))]
     alloc_pending: Vec<RawSample>,
 }
 
@@ -256,6 +260,7 @@ impl Profiler {
             maps,
             stacks: Stacks::default(),
             said_thread_problem: false,
+            #[cfg(not(loom))]
             alloc: None,
             alloc_pending: Vec::new(),
         }
@@ -283,6 +288,7 @@ impl Profiler {
             maps: Maps::read(),
             stacks: Stacks::default(),
             said_thread_problem: false,
+            #[cfg(not(loom))]
             alloc: None,
             alloc_pending: Vec::new(),
         }
@@ -297,6 +303,7 @@ impl Profiler {
     /// let mut p = runtrace_profile::Profiler::without_cpu();
     /// p.sample_allocations(512 * 1024).unwrap();
     /// ```
+    #[cfg(not(loom))]
     pub fn sample_allocations(&mut self, mean: u64) -> Result<(), String> {
         if self.alloc.is_none() {
             self.alloc = Some(AllocSampling::start(mean)?);
@@ -389,6 +396,7 @@ impl Profiler {
         if let Some(t) = &mut self.switches {
             lost += t.drain(cutoff, out);
         }
+        #[cfg(not(loom))]
         if let Some(a) = &mut self.alloc {
             lost += a.drain(&mut self.alloc_pending);
             crate::sample::take_up_to(&mut self.alloc_pending, cutoff, out);
