@@ -17,7 +17,13 @@
 //!   (criterion's `event` and `tsc_read` above run one after the other, a
 //!   few seconds apart, so their difference carries the machine's drift);
 //! - bytes per event on the runtime event mix (target <= 6), printed and
-//!   written, with the paired figure, to `target/bench-results/record.json`.
+//!   written, with the paired figure, to `target/bench-results/record.json`;
+//! - `spans/enter_exit_{plain,idle,recording}`: ns per enter+exit of a
+//!   `tracing` span through a `tracing_subscriber` registry alone, with
+//!   `runtrace_tokio::layer()` recording the span's target but no
+//!   recording running, and recording (issue 34: aim well under 100 ns
+//!   for runtrace's share); `spans/enter_exit_over_registry` prints the
+//!   median of paired rounds of recording minus plain, side by side.
 //!
 //! Run: `cargo bench --bench record`.
 
@@ -122,6 +128,7 @@ fn bench(c: &mut Criterion) {
     );
     let _ = std::fs::remove_dir_all(&dir);
     tokio_polls(c);
+    span_costs(c);
     let paired = event_over_tsc();
     bytes_per_event(&paired);
 }
@@ -246,6 +253,82 @@ fn tokio_polls(c: &mut Criterion) {
         let _ = std::fs::remove_dir_all(&dir);
     }
     g.finish();
+}
+
+/// Span enter+exit costs (see the module docs): a span of this bench's
+/// crate (recorded by the layer: `app_spans!`), entered and exited in a
+/// loop under each subscriber.
+fn span_costs(c: &mut Criterion) {
+    use tracing_subscriber::prelude::*;
+    let _ = runtrace_tokio::spans::record(runtrace_tokio::app_spans!());
+    let plain = tracing::Dispatch::new(tracing_subscriber::registry());
+    let traced =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(runtrace_tokio::layer()));
+    // `n` enters and exits of one span under `d`; ns per pair.
+    let run = |d: &tracing::Dispatch, n: u64| -> Duration {
+        tracing::dispatcher::with_default(d, || {
+            let span = tracing::info_span!("bench_request", route = "/item");
+            let t0 = std::time::Instant::now();
+            for _ in 0..n {
+                let g = span.enter();
+                black_box(&g);
+                drop(g);
+            }
+            t0.elapsed()
+        })
+    };
+    let mut g = c.benchmark_group("spans");
+    g.measurement_time(Duration::from_secs(3));
+    g.bench_function("enter_exit_plain", |b| b.iter_custom(|n| run(&plain, n)));
+    g.bench_function("enter_exit_idle", |b| b.iter_custom(|n| run(&traced, n)));
+    let dir = tempdir("spans");
+    let guard = large_recording(&dir);
+    // Two events per iteration: half a batch per timed stretch.
+    g.bench_function("enter_exit_recording", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(EVENT_BATCH / 2);
+                timed += run(&traced, n);
+                left -= n;
+                std::thread::sleep(Duration::from_millis(15));
+            }
+            timed
+        })
+    });
+    g.finish();
+    // Side by side: rounds alternate the plain registry and the recording
+    // one (order flipped each round); the median of the differences is
+    // runtrace's share of an enter+exit.
+    let n = EVENT_BATCH / 2;
+    let per = |d: Duration| d.as_nanos() as f64 / n as f64;
+    let (mut diffs, mut rec, mut pl) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..PAIRED_ROUNDS {
+        let (r, p) = if round % 2 == 0 {
+            let p = per(run(&plain, n));
+            (per(run(&traced, n)), p)
+        } else {
+            let r = per(run(&traced, n));
+            (r, per(run(&plain, n)))
+        };
+        diffs.push(r - p);
+        rec.push(r);
+        pl.push(p);
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    let st = guard.finish().expect("finish");
+    let _ = std::fs::remove_dir_all(&dir);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (d, r, p) = (median(&mut diffs), median(&mut rec), median(&mut pl));
+    let (lo, hi) = (diffs[PAIRED_ROUNDS / 4], diffs[3 * PAIRED_ROUNDS / 4]);
+    println!(
+        "spans/enter_exit_over_registry: {d:.1} ns median over {PAIRED_ROUNDS} paired rounds (quartiles {lo:.1} .. {hi:.1}; recording {r:.1} ns, registry alone {p:.1} ns per enter+exit); {} events recorded, {} dropped",
+        st.events, st.dropped
+    );
 }
 
 /// The runtime mix: per task a spawn, polls (start+end) with a wake

@@ -151,7 +151,7 @@ fn scenario(plant: Plant) -> Vec<TriggerReport> {
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     r.triggers
         .into_iter()
-        .filter(|t| t.queue == qname)
+        .filter(|t| *t.queue == *qname)
         .collect()
 }
 

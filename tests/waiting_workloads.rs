@@ -283,14 +283,14 @@ fn a_slow_consumer_behind_a_bounded_channel_is_blamed() {
         let mut hs = Vec::new();
         for p in 0..8u64 {
             let tx = tx.clone();
-            hs.push(tokio::spawn(async move {
-                // producer
+            let produce = async move {
                 while Instant::now() < until {
                     if tx.send(p).await.is_err() {
                         break;
                     }
                 }
-            }));
+            };
+            hs.push(tokio::spawn(produce)); // the producers' spawn location
         }
         drop(tx);
         for h in hs {
@@ -299,7 +299,7 @@ fn a_slow_consumer_behind_a_bounded_channel_is_blamed() {
         consumer.abort();
     });
     let consumer = line_of("let consumer = tokio::spawn(async move {");
-    let producers = line_of("hs.push(tokio::spawn(async move { // producer");
+    let producers = line_of("hs.push(tokio::spawn(produce));");
     let f = first(&r);
     assert_eq!(f.kind.as_str(), "resource_wait", "{r}");
     assert!(blames(f, &consumer), "the consumer first:\n{r}");

@@ -11,7 +11,9 @@ ends balance on every track (never below zero, zero at the end, in time
 order); every TaskPollStart is a slice named by a spawn location, every
 WorkerPark a "parked" slice; every flow starts once and ends at most once,
 after it starts, on a poll slice; counters carry values on counter tracks;
-counts equal `runtrace check`'s. Prints a JSON summary; exit 1 on failure.
+span slices (annotated `span_id`) on thread tracks, one per SpanEnter, and
+the spans' whole lives on the process's span lanes; counts equal `runtrace
+check`'s. Prints a JSON summary; exit 1 on failure.
 """
 import json
 import sys
@@ -117,11 +119,39 @@ def main():
         if depth != 0:
             fail(f"track {tracks[uuid].name!r}: {depth} slices never end")
 
-    # Thread tracks hold only polls and parked stretches.
+    # Thread tracks hold polls, parked stretches and span slices (the
+    # latter annotated with span_id); a span slice inside a poll slice is
+    # nested in it.
+    def is_span(e):
+        return any(ann_names.get(a.name_iid) == "span_id" for a in e.debug_annotations)
+
     polls = 0
+    span_slices = 0
+    span_slices_in_polls = 0
+    span_slice_names = defaultdict(int)
     for uuid, evs in per_track.items():
-        if tracks[uuid].HasField("thread"):
-            polls += sum(1 for _, _, ty, name, _ in evs if ty == TE.TYPE_SLICE_BEGIN and name != "parked")
+        if not tracks[uuid].HasField("thread"):
+            continue
+        stack = []
+        for ts, order, ty, name, e in sorted(evs, key=lambda x: (x[0], x[1])):
+            if ty == TE.TYPE_SLICE_BEGIN:
+                kind = "span" if is_span(e) else ("park" if name == "parked" else "poll")
+                if kind == "poll":
+                    polls += 1
+                elif kind == "span":
+                    span_slices += 1
+                    span_slice_names[name] += 1
+                    span_slices_in_polls += "poll" in stack
+                stack.append(kind)
+            elif ty == TE.TYPE_SLICE_END:
+                stack.pop()
+    span_lives = defaultdict(int)
+    for uuid, evs in per_track.items():
+        d = tracks[uuid]
+        if d.name.startswith("spans") and not d.HasField("thread"):
+            for _, _, ty, name, e in evs:
+                if ty == TE.TYPE_SLICE_BEGIN:
+                    span_lives[name] += 1
     checks = {
         "poll slices == PollStart": (polls, c("PollStart")),
         "parked slices == WorkerPark": (slice_names["parked"], c("WorkerPark")),
@@ -138,12 +168,15 @@ def main():
             sum(n for k, n in instants.items() if k and k.startswith("backlog trigger ")), c("BacklogTrigger")),
         "drop instants == ItemDropped": (
             sum(n for k, n in instants.items() if k and k.startswith("dropped ")), c("ItemDropped")),
+        "span slices == SpanEnter": (span_slices, c("SpanEnter")),
         "heartbeat instants == ThreadHeartbeat": (
             sum(n for k, n in instants.items() if k and k.startswith("heartbeat ")), c("ThreadHeartbeat")),
     }
     for what, (got, want) in checks.items():
         if got != want:
             fail(f"{what}: {got} != {want}")
+    if sum(span_lives.values()) > c("SpanClose"):
+        fail(f"more span lives than SpanClose: {sum(span_lives.values())} > {c('SpanClose')}")
     if c("PollStart") and not flow_end:
         fail("no flow reaches a poll")
     if (c("QueueSample") or c("Enqueue")) and not counter_values:
@@ -158,6 +191,10 @@ def main():
         "flows_joined": len(flow_end),
         "counter_values": counter_values,
         "instants": sum(instants.values()),
+        "span_slices": span_slices,
+        "span_slices_in_polls": span_slices_in_polls,
+        "span_slice_names": dict(span_slice_names),
+        "span_lives": dict(span_lives),
     }))
 
 

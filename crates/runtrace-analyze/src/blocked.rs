@@ -575,6 +575,7 @@ mod tests {
                 location: Some(locs[i % 3].clone()),
                 worker: Some(0),
                 poll_start_ns: Some(i as i64),
+                poll_end_ns: None,
             })
             .collect();
         let profile = Profile {

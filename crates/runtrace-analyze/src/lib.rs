@@ -10,11 +10,17 @@
 //!   delays, local queue buildup, worker imbalance, idle workers while work
 //!   is queued, CPU-bound spawn locations), each naming the spawn locations
 //!   responsible and the evidence.
+//! - [`spans`] is the span table of `runtrace analyze` (the application's
+//!   `tracing` spans by label: wall, busy and delay suffered; which spans
+//!   each spawn location served, named in findings), fed by [`runtime`]'s
+//!   pass.
 //! - [`backlog`] is the pass of `runtrace backlog`: queues, locks, I/O and
 //!   a root-cause verdict for every backlog trigger.
 //! - [`summary`] (event counts, which analyses apply) and [`outliers`]
 //!   (IQR, MAD, stddev, percentile over wake->poll delays, poll durations
 //!   and CPU shares) are passes too.
+//! - [`folded`] selects CPU-profile samples and folds their stacks
+//!   (`runtrace flamegraph`, the MCP `get_flamegraph`).
 //! - [`functions`] names CPU-profile stacks (runtrace-symbolize) and tallies top functions, which
 //!   the findings of [`runtime`] carry (`Report::add_functions`) and
 //!   [`blocked`] (`runtrace blocked`: what workers ran while tasks waited)
@@ -45,6 +51,7 @@
 
 pub mod backlog;
 pub mod blocked;
+pub mod folded;
 pub mod functions;
 pub mod index;
 pub mod outliers;
@@ -52,6 +59,7 @@ pub mod query;
 pub mod registry;
 pub mod reports;
 pub mod runtime;
+pub mod spans;
 pub mod summary;
 mod text;
 pub mod views;

@@ -65,10 +65,19 @@ pub enum Param {
     Method,
     /// `category` of `detect_outliers` (default all).
     Category,
+    /// `kind` of `get_flamegraph`: `cpu` (default) or `off_cpu`; `alloc`
+    /// and `live` are refused with the reason (no allocation samples).
+    ProfileKind,
+    /// `location`: only samples in polls of tasks whose spawn location
+    /// contains this text.
+    Location,
+    /// `from` and `to`: only samples in this time range (ns since the
+    /// recording started, either end optional).
+    TimeRange,
 }
 
 /// The parameters of one tool call, parsed (defaults filled in).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Params {
     /// `limit`.
     pub limit: usize,
@@ -78,6 +87,14 @@ pub struct Params {
     pub method: Method,
     /// `category`.
     pub category: Category,
+    /// `kind` is `off_cpu`.
+    pub off_cpu: bool,
+    /// `location`.
+    pub location: Option<String>,
+    /// `from` (ns since the recording started).
+    pub from_ns: Option<i64>,
+    /// `to` (ns since the recording started).
+    pub to_ns: Option<i64>,
 }
 
 impl Params {
@@ -95,6 +112,10 @@ impl Params {
             threshold_ns: BlockedOptions::default().threshold_ns,
             method: Method::Iqr,
             category: Category::All,
+            off_cpu: false,
+            location: None,
+            from_ns: None,
+            to_ns: None,
         }
     }
 }
@@ -235,6 +256,23 @@ pub static ANALYSES: &[Analysis] = &[
             view: views::backlog,
         }),
     },
+    // The application's spans (runtrace-tokio's layer, opt-in).
+    Analysis {
+        name: "spans",
+        needs: Needs::Any(&[kind::SPAN_NEW, kind::SPAN_ENTER]),
+        why: "needs the application's spans (record them with runtrace_tokio::spans::record or RUNTRACE_SPANS, and runtrace_tokio::layer() in the application's subscriber)",
+        answer: Some(Answer {
+            key: "spans",
+            run: |r| r.runtime().spans.to_json(),
+        }),
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "get_span_latencies",
+            description: "The application's tracing spans by label (`GET /item` for an HTTP request span): count, wall time first enter to close (p50/p99), busy time inside polls, wake->poll delay suffered while open, slowest p99 first; and which spans each spawn location's polls served.",
+            params: &[Param::Limit(LIST, "span labels and served locations")],
+            view: views::spans,
+        }),
+    },
     // A wait is from a task's wake, or its spawn, to its poll.
     Analysis {
         name: "blocked",
@@ -259,7 +297,17 @@ pub static ANALYSES: &[Analysis] = &[
         why: "needs CPU samples (record with RUNTRACE_CPU_HZ=99 or Recorder::builder().cpu_profile(99))",
         answer: None,
         elsewhere: Some("runtrace flamegraph DIR -o flame.svg (folded stacks: --folded)"),
-        tool: None,
+        tool: Some(Tool {
+            name: "get_flamegraph",
+            description: "The CPU profile as folded stacks (`root;...;leaf` with a count, most first), what `runtrace flamegraph --folded` draws: kind cpu (on-CPU samples, count = samples) or off_cpu (where threads blocked, count = microseconds off-CPU); optionally only samples in polls of tasks whose spawn location contains `location`, and only between `from` and `to` (ns since the recording started). When nothing is selected, `note` says why (no profile recorded, none of that kind, none matching). Needs a recording made with RUNTRACE_CPU_HZ.",
+            params: &[
+                Param::ProfileKind,
+                Param::Location,
+                Param::TimeRange,
+                Param::Limit(LIST, "stacks"),
+            ],
+            view: views::flamegraph,
+        }),
     },
 ];
 

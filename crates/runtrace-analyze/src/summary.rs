@@ -81,7 +81,10 @@ impl Counts {
 
 impl Pass for Counts {
     fn wants(&self) -> Wants {
-        Wants::RUNTIME.or(Wants::APP).or(Wants::PROFILE)
+        Wants::RUNTIME
+            .or(Wants::APP)
+            .or(Wants::PROFILE)
+            .or(Wants::SPAN_EVENTS)
     }
 
     #[inline(always)]
@@ -141,7 +144,7 @@ pub fn summary(r: &dyn Reports) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut out = json!({
         "files": stats.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
         "bytes": stats.bytes,
         "recordings": recordings,
@@ -163,7 +166,50 @@ pub fn summary(r: &dyn Reports) -> Value {
             "available_events": available,
             "analyzers": analyzers(counts),
         },
-    })
+    });
+    if let Some(cost) = runtrace_cost(r.profile()) {
+        out["runtrace_cost"] = cost;
+    }
+    out
+}
+
+/// What runtrace's own threads (named `runtrace-...`: the writer, the
+/// queue sampler) cost in the CPU profile: their on-CPU samples, the CPU
+/// time those stand for (samples times the sampling period) and the
+/// threads. None without on-CPU samples. These samples are left out of
+/// flame graphs and findings (`--include-runtrace` shows them).
+///
+/// ```
+/// use runtrace_analyze::summary::runtrace_cost;
+/// use runtrace_model::profile::Profile;
+/// assert!(runtrace_cost(&Profile::default()).is_none());
+/// ```
+pub fn runtrace_cost(profile: &Profile) -> Option<Value> {
+    let on: Vec<&runtrace_model::profile::Sample> = profile
+        .samples
+        .iter()
+        .filter(|s| s.kind == SampleKind::OnCpu)
+        .collect();
+    if on.is_empty() {
+        return None;
+    }
+    let hz = profile
+        .info
+        .iter()
+        .map(|(_, i)| i.hz)
+        .find(|&h| h > 0)
+        .unwrap_or(99);
+    let own: Vec<&&runtrace_model::profile::Sample> =
+        on.iter().filter(|s| s.is_runtrace()).collect();
+    let mut threads: Vec<&str> = own.iter().map(|s| s.thread.as_str()).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    Some(json!({
+        "on_cpu_samples": own.len(),
+        "on_cpu_ns": own.len() as u64 * (1_000_000_000 / hz.max(1)),
+        "share_of_on_cpu_samples": own.len() as f64 / on.len() as f64,
+        "threads": threads,
+    }))
 }
 
 /// The text form of a [`summary`] (`runtrace summary` without `--json`).
@@ -208,6 +254,15 @@ pub fn text(s: &Value) -> String {
     );
     for n in s["notes"].as_array().into_iter().flatten() {
         let _ = writeln!(t, "note:         {}", n.as_str().unwrap_or(""));
+    }
+    if let Some(c) = s.get("runtrace_cost") {
+        let _ = writeln!(
+            t,
+            "runtrace cost: {} on-CPU samples in its own threads (~{} of CPU, {:.1}% of all on-CPU samples; left out of flame graphs and findings)",
+            c["on_cpu_samples"],
+            fmt_ns(c["on_cpu_ns"].as_u64().unwrap_or(0)),
+            100.0 * c["share_of_on_cpu_samples"].as_f64().unwrap_or(0.0)
+        );
     }
     let _ = writeln!(t, "\n=== Events");
     if let Some(m) = s["event_counts"].as_object() {

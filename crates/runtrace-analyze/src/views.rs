@@ -11,6 +11,8 @@
 //! assert_eq!((items.len(), total, cut_short), (2, 3, true));
 //! ```
 
+use crate::folded;
+use crate::functions::StackNames;
 use crate::registry::{self, Params};
 use crate::reports::Reports;
 use serde_json::{json, Map, Value};
@@ -189,6 +191,52 @@ fn applicability(ix: &dyn Reports, name: &str, out: &mut Map<String, Value>) {
     }
 }
 
+/// `get_flamegraph`: the selected samples' folded stacks (as `runtrace
+/// flamegraph --folded` prints them), most counted first, cut to
+/// `limit`; `total` counts every selected sample (or µs off-CPU), `note`
+/// says why there is none.
+pub fn flamegraph(ix: &dyn Reports, p: &Params) -> Value {
+    let profile = ix.profile();
+    let sel = folded::Selection {
+        off_cpu: p.off_cpu,
+        location: p.location.clone(),
+        worker: None,
+        from_ns: p.from_ns,
+        to_ns: p.to_ns,
+        // runtrace's own threads are left out, as in `runtrace flamegraph`.
+        include_runtrace: false,
+    };
+    let mut names = StackNames::recorded(profile);
+    let text = folded::fold(folded::stacks(profile, &sel, &mut names));
+    let mut lines: Vec<(&str, u64)> = text
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(stack, n)| (stack, n.parse().unwrap_or(0)))
+        .collect();
+    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let total: u64 = lines.iter().map(|l| l.1).sum();
+    let mut out = Map::new();
+    out.insert(
+        "kind".into(),
+        json!(if p.off_cpu { "off_cpu" } else { "cpu" }),
+    );
+    out.insert("count_name".into(), json!(sel.count_name()));
+    out.insert("total".into(), json!(total));
+    let items = lines
+        .into_iter()
+        .map(|(stack, n)| json!({"stack": stack, "count": n}))
+        .collect();
+    put_list(&mut out, "stacks", items, p.limit);
+    if total == 0 {
+        out.insert("note".into(), json!(folded::why_empty(profile, &sel)));
+    }
+    let problems = names.problems();
+    if !problems.is_empty() {
+        out.insert("symbolize_problems".into(), json!(problems));
+    }
+    Value::Object(out)
+}
+
 /// `analyze_blocked`: `runtrace blocked --json` with `threshold_ns`, its
 /// culprits and worst waits cut to `limit`, and whether it applies.
 pub fn blocked(ix: &dyn Reports, p: &Params) -> Value {
@@ -222,5 +270,39 @@ pub fn bottlenecks(ix: &dyn Reports, p: &Params) -> Value {
             "wake_delay_ns": ix.runtime().thresholds.wake_delay_ns,
         }),
     );
+    Value::Object(out)
+}
+
+/// `get_span_latencies`: the span table, cut to `limit` labels and
+/// `limit` served entries.
+///
+/// ```
+/// use runtrace_analyze::registry::{self, Params};
+/// use runtrace_analyze::reports::OneRead;
+/// use runtrace_model::synth::TraceBuilder;
+/// let mut b = TraceBuilder::new();
+/// b.span_new(1, 1_000, 5, 0, "request", "method=GET uri=/item");
+/// b.poll_start(1, 0, 2_000, 9, 0, 0);
+/// b.span_enter(1, 2_100, 5);
+/// b.span_exit(1, 2_600, 5);
+/// b.poll_end(1, 0, 2_700, 9, false);
+/// b.span_close(1, 4_000, 5);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// let r = OneRead::read(&[path], None);
+/// let tool = registry::tool("get_span_latencies").unwrap();
+/// let v = (tool.view)(&r, &Params::defaults(tool.params));
+/// assert_eq!(v["applicable"], true);
+/// assert_eq!(v["spans"][0]["label"], "GET /item");
+/// assert_eq!(v["spans"][0]["wall_ns"]["max"], 1_900);
+/// ```
+pub fn spans(ix: &dyn Reports, p: &Params) -> Value {
+    let v = ix.runtime().spans.to_json();
+    let mut out = Map::new();
+    put_list(&mut out, "spans", array(&v, "spans"), p.limit);
+    put_list(&mut out, "served", array(&v, "served"), p.limit);
+    out.insert("omitted".into(), v["omitted"].clone());
+    applicability(ix, "spans", &mut out);
     Value::Object(out)
 }

@@ -615,9 +615,9 @@ fn other_queues_consumers_are_not_blamed() {
     b.backlog_trigger(PRODUCER, 3_000 * MS + 3, 2, 1_000, 1_000, 3);
     let r = analyze_bytes(&b.finish(), &BacklogOptions::default());
     assert_eq!(r.triggers.len(), 2);
-    assert_eq!(r.triggers[0].queue, "jobs");
+    assert_eq!(&*r.triggers[0].queue, "jobs");
     assert!(r.triggers[0].verdicts.is_empty(), "{:#?}", r.triggers[0]);
-    assert_eq!(r.triggers[1].queue, "other");
+    assert_eq!(&*r.triggers[1].queue, "other");
     assert_eq!(r.triggers[1].verdicts[0].cause, Cause::ConsumerStall);
     assert_eq!(r.triggers[1].verdicts[0].thread.as_deref(), Some("tid 5"));
 }

@@ -275,3 +275,89 @@ fn without_samples_the_report_is_unchanged() {
         assert_eq!(f["evidence"]["cpu_evidence"], "none");
     }
 }
+
+/// One location (`src/conn.rs`, a connection handler) with 201 short
+/// polls burning CPU in `hot_parse` (one on-CPU sample each: 201 ms of
+/// CPU at 1 kHz) and 3 long polls of 30 ms that block 25 ms each in
+/// `sleepy_wait` (75 ms off-CPU) with one on-CPU sample each in
+/// `cold_helper`. Location-wide the polls mostly burn CPU in `hot_parse`;
+/// the long polls, which the `long_poll` finding is about, mostly block.
+fn mixed_location() -> Vec<u8> {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/conn.rs", 40, 9);
+    let handler = inside(run_handler);
+    b.profile(&ProfileInfo {
+        mode: 1,
+        hz: 1000,
+        flags: 1,
+        message: String::new(),
+    });
+    b.mappings(&[mapping_of(handler), mapping_of(in_libc())]);
+    b.stacks(&[
+        (1, &[inside(hot_parse), handler][..]),
+        (2, &[inside(cold_helper), handler][..]),
+        (3, &[in_libc(), inside(sleepy_wait), handler][..]),
+    ]);
+    b.spawn(100, 500_000, 1, 0, 1, 0);
+    let mut t = MS;
+    for i in 0..204u64 {
+        b.poll_start(100, 0, t, 1, 0, 0);
+        if i % 68 == 67 {
+            // A long poll: 1 on-CPU sample, then blocked 25 ms.
+            b.cpu_sample(WRITER, t + MS, 100, 2);
+            b.off_cpu(WRITER, t + 28 * MS, 100, 3, 25 * MS);
+            t += 30 * MS;
+        } else {
+            b.cpu_sample(WRITER, t + MS / 2, 100, 1);
+            t += MS;
+        }
+        b.poll_end(100, 0, t, 1, false);
+        t += MS / 10;
+    }
+    b.thread_name(WRITER, "runtrace-writer");
+    b.finish()
+}
+
+#[test]
+fn a_long_poll_is_judged_from_its_long_polls_not_from_the_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write(&dir, &mixed_location());
+    let (mut r, p) = analyze_files_profiled(&paths, Options::default());
+    r.add_functions(&p, &mut StackNames::recorded(&p));
+    let f = r
+        .findings_of(FindingKind::LongPoll)
+        .find(|f| f.spawn_loc.as_deref() == Some("src/conn.rs:40:9"))
+        .expect("a long_poll finding for src/conn.rs");
+    let c = f.functions.as_ref().expect("functions");
+    assert_eq!(c.polls_over_ns, 10 * MS);
+    // Only the 3 long polls: 3 on-CPU samples, 75 ms blocked.
+    assert_eq!(c.on_cpu_samples, 3, "{c:?}");
+    assert_eq!((c.off_cpu_switches, c.off_cpu_ns), (3, 75 * MS));
+    assert!(c.mostly_off_cpu, "{c:?}");
+    assert!(c.functions[0].function.contains("sleepy_wait"), "{c:?}");
+    assert!(c.functions[0].off_cpu);
+    assert!(
+        !c.functions.iter().any(|x| x.function.contains("hot_parse")),
+        "hot_parse ran only in the short polls: {c:?}"
+    );
+    assert!(f.detail.contains("blocked in"), "{}", f.detail);
+    assert!(f.detail.contains("sleepy_wait"), "{}", f.detail);
+    assert!(f.detail.contains("polls over 10.00 ms"), "{}", f.detail);
+    // The location-wide profile, kept apart: mostly CPU in hot_parse.
+    let l = c.location.as_ref().expect("the location-wide line");
+    assert_eq!(l.on_cpu_samples, 204);
+    assert!(!l.mostly_off_cpu);
+    let top = l.top.as_ref().expect("a top function");
+    assert!(top.function.contains("hot_parse"), "{l:?}");
+    let text = r.to_string();
+    assert!(text.contains("all its polls: mostly on CPU"), "{text}");
+    let j = r.to_json();
+    let jf = j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["kind"] == "long_poll")
+        .unwrap();
+    assert_eq!(jf["cpu_profile"]["polls_over_ns"], 10 * MS);
+    assert_eq!(jf["cpu_profile"]["location"]["on_cpu_samples"], 204);
+}

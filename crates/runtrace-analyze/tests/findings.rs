@@ -486,3 +486,25 @@ fn preempted_polls_and_host_starvation() {
     // The task's own long poll comes first.
     assert_eq!(r.findings[0].spawn_loc.as_deref(), Some(loc(9).as_str()));
 }
+
+/// `host_starvation` in proportion: a worker that waited 400 ms for a CPU
+/// while it ran 600 ms (40% of the CPU time it wanted) is a warning; the
+/// same wait beside 150 ms of running (73%) is critical.
+#[test]
+fn host_starvation_is_judged_against_the_run_time() {
+    let verdict = |run_ms: u64| {
+        let mut b = TraceBuilder::new();
+        b.unpark(100, 0, MS, 0, 0);
+        b.park(100, 0, 2 * MS, 0, 0);
+        b.unpark(100, 0, 1000 * MS, run_ms * MS, 400 * MS);
+        let p = write_trace(&format!("starved-{run_ms}"), &b.finish());
+        let r = analyze_files(&[&p], Options::default());
+        let h = only(&r, FindingKind::HostStarvation);
+        assert_eq!(h.len(), 1, "{:#?}", r.findings);
+        assert_eq!(h[0].evidence["workers"][0]["run_ns"], run_ms * MS);
+        assert!(h[0].detail.contains("every 10 ms"), "{}", h[0].detail);
+        h[0].severity
+    };
+    assert_eq!(verdict(600), Severity::Warning);
+    assert_eq!(verdict(150), Severity::Critical);
+}

@@ -58,6 +58,12 @@ pub const GROUPS: &[GroupInfo] = &[
         probe_site: false,
         doc: "CPU profile samples, written by the recorder's writer thread: no probe site.",
     },
+    GroupInfo {
+        name: "span",
+        variant: "Span",
+        probe_site: true,
+        doc: "The application's own `tracing` spans (runtrace-tokio's layer): `runtrace analyze`'s span table.",
+    },
 ];
 
 /// The group called `name`, if it is one.

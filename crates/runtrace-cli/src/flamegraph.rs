@@ -56,6 +56,10 @@ pub struct Args {
     /// build id) when they are not at their recorded paths; repeatable.
     #[arg(long = "binary-dir", value_name = "DIR")]
     pub binary_dirs: Vec<PathBuf>,
+    /// Also show runtrace's own threads (the writer, the queue sampler),
+    /// left out by default.
+    #[arg(long)]
+    pub include_runtrace: bool,
 }
 
 /// Parses seconds since the recording started (`--from`, `--to`): a
@@ -78,6 +82,7 @@ impl Args {
             worker: self.worker,
             from_ns: self.from.map(|s| (s * 1e9) as i64),
             to_ns: self.to.map(|s| (s * 1e9) as i64),
+            include_runtrace: self.include_runtrace,
         }
     }
 }

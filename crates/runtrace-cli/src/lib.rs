@@ -35,6 +35,7 @@ pub mod output;
 pub mod perfetto;
 pub mod report;
 pub mod summary;
+pub mod top;
 
 /// Command-line arguments of `runtrace`.
 #[derive(Debug, Parser)]
@@ -99,6 +100,11 @@ pub enum Command {
     /// and what the worker that finally polled it ran meanwhile: its CPU
     /// samples as top functions per culprit spawn location.
     Blocked(blocked::Args),
+    /// Watch a recording live as it is written, or replay a finished one
+    /// (pause, step back, seek): workers, spawn locations and findings over
+    /// a sliding window. Without a terminal, or with --once, prints one
+    /// window (text or --json).
+    Top(top::Args),
     /// Export recordings for other tools (`runtrace export parquet`).
     #[cfg(feature = "parquet")]
     #[command(subcommand)]
@@ -123,6 +129,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Mcp => mcp::run(),
         Command::Flamegraph(a) => flamegraph::run(&a),
         Command::Blocked(a) => blocked::run(&a),
+        Command::Top(a) => top::run(&a),
         #[cfg(feature = "parquet")]
         Command::Export(f) => export::run(&f),
     }

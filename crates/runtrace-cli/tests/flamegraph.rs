@@ -488,3 +488,114 @@ fn analyze_says_which_function_burns_cpu() {
         .iter()
         .all(|f| f.get("functions").is_none()));
 }
+
+/// Whether python3 has the perfetto package: when not, fail under CI,
+/// else skip.
+fn have_perfetto() -> bool {
+    let ok = Command::new("python3")
+        .args([
+            "-c",
+            "from perfetto.protos.perfetto.trace import perfetto_trace_pb2",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 with the perfetto package is required in CI (bash .ci/run installs it)"
+        );
+        eprintln!("skipped: python3 with the perfetto package is not available");
+    }
+    ok
+}
+
+/// `{"root;...;leaf": count}` of one thread, as tools/check_perfetto_samples.py prints it.
+fn stacks_of(v: &Value, tid: &str) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = v[tid]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, n)| (k.clone(), n.as_u64().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+#[test]
+fn perfetto_has_the_samples_on_their_threads_with_their_functions() {
+    let (_d, dir) = trace(Profiling::Sampled);
+    let out = dir.join("t.pftrace");
+    let o = Command::new(env!("CARGO_BIN_EXE_runtrace"))
+        .args(["perfetto", "-o"])
+        .arg(&out)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    if !have_perfetto() {
+        return;
+    }
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/check_perfetto_samples.py");
+    let py = Command::new("python3")
+        .arg(&script)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{}", stderr(&py));
+    let v: Value = serde_json::from_slice(&py.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&py), stderr(&py)));
+    // The same stacks, named the same, as `runtrace flamegraph` draws.
+    let fg = |args: &[&str]| -> Vec<(String, u64)> {
+        let mut a = vec!["flamegraph", "--folded"];
+        a.extend_from_slice(args);
+        let mut l: Vec<(String, u64)> = folded(&stdout(&runtrace(&a, &dir)))
+            .into_iter()
+            .map(|(f, n)| (f.join(";"), n))
+            .collect();
+        l.sort();
+        l
+    };
+    let protos = &v["protos"];
+    let api = stacks_of(protos, "100");
+    assert_eq!(api, fg(&["--worker", "0"]), "{v}");
+    assert_eq!(api.len(), 1, "{api:?}");
+    assert_eq!(api[0].1, 19);
+    assert!(api[0].0.ends_with("hot_api"), "{api:?}");
+    assert!(api[0].0.contains("dispatch;"), "{api:?}");
+    // Thread 101: 9 on-CPU samples in crunch_batch, and the off-CPU stack
+    // in nap under its own root.
+    let batch = stacks_of(protos, "101");
+    let on: Vec<(String, u64)> = batch
+        .iter()
+        .filter(|s| !s.0.starts_with("[off-CPU];"))
+        .cloned()
+        .collect();
+    assert_eq!(on, fg(&["--worker", "1"]), "{v}");
+    let off: Vec<&(String, u64)> = batch
+        .iter()
+        .filter(|s| s.0.starts_with("[off-CPU];"))
+        .collect();
+    assert_eq!(off.len(), 1, "{batch:?}");
+    assert_eq!(off[0].1, 1);
+    let off_fg = fg(&["--off-cpu"]);
+    assert_eq!(off[0].0, format!("[off-CPU];{}", off_fg[0].0), "{v}");
+    assert!(off[0].0.ends_with("nap"), "{off:?}");
+    // The test binary is the frames' mapping.
+    let me = std::env::current_exe().unwrap();
+    assert!(
+        v["mappings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str() == Some(&*me.to_string_lossy())),
+        "{v}"
+    );
+    // Trace processor reads the same samples into its perf_sample table.
+    match v["trace_processor_skipped"].as_str() {
+        None => assert_eq!(v["trace_processor"], v["protos"], "{v}"),
+        Some(why) => eprintln!("trace processor check skipped: {why}"),
+    }
+}

@@ -19,7 +19,7 @@ TOOLS = {
     "run_all_analyzers", "analyze_wakeup_latency", "analyze_poll_times",
     "analyze_workers", "analyze_spawn_locations", "analyze_backlog", "analyze_blocked",
     "find_scheduling_bottlenecks", "detect_outliers", "query_trace_events",
-    "get_task_timeline",
+    "get_task_timeline", "get_flamegraph", "get_span_latencies",
 }
 
 checks = 0
@@ -104,7 +104,31 @@ async def main(runtrace, quick, backlog, damaged, profiled):
             check(b0["culprits"] == [] and b0["truncated"] and b0["culprits_total"] == 1, f"limit: {b0}")
             bq2 = await ok(s, "analyze_blocked", {"trace_id": "q"})
             check(not bq2["applicable"] and "RUNTRACE_CPU_HZ" in bq2["reason"], f"{bq2.get('reason')}")
+            fq = await ok(s, "get_flamegraph", {"trace_id": "q"})
+            check(fq["total"] == 0 and "samples" in fq["note"], f"{fq}")
             await err(s, "analyze_blocked", {"trace_id": "p", "threshold_ms": 0}, "threshold_ms")
+            # Folded stacks: 19 samples of one two-frame stack, root first.
+            fg = await ok(s, "get_flamegraph", {"trace_id": "p"})
+            check(fg["kind"] == "cpu" and fg["count_name"] == "samples", f"flamegraph: {fg}")
+            check(fg["total"] == 19 and fg["stacks_total"] == 1 and not fg["truncated"], f"flamegraph: {fg}")
+            st = fg["stacks"][0]
+            check(st["count"] == 19 and len(st["stack"].split(";")) == 2, f"flamegraph: {fg}")
+            check(st["stack"] == "[unknown] app+0x2000;[unknown] app+0x1000", f"root first: {st}")
+            fl = await ok(s, "get_flamegraph", {"trace_id": "p", "location": "src/api.rs"})
+            check(fl["total"] == 19, f"location: {fl}")
+            fv = await ok(s, "get_flamegraph", {"trace_id": "p", "location": "src/victim.rs"})
+            check(fv["total"] == 0 and fv["stacks"] == [] and "match the selection" in fv["note"], f"{fv}")
+            # 10..=15 ms: 6 samples.
+            ft = await ok(s, "get_flamegraph", {"trace_id": "p", "from": 10_000_000, "to": 15_000_000})
+            check(ft["total"] == 6, f"time range: {ft}")
+            fo = await ok(s, "get_flamegraph", {"trace_id": "p", "kind": "off_cpu"})
+            check(fo["kind"] == "off_cpu" and fo["total"] == 0 and "no off-CPU samples" in fo["note"], f"{fo}")
+            f0 = await ok(s, "get_flamegraph", {"trace_id": "p", "limit": 0})
+            check(f0["stacks"] == [] and f0["truncated"] and f0["stacks_total"] == 1, f"limit: {f0}")
+            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "alloc"}, "no allocation samples")
+            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "live"}, "no allocation samples")
+            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "heap"}, "kind", "cpu or off_cpu")
+            await err(s, "get_flamegraph", {"trace_id": "p", "from": 5, "to": 4}, "from", "to")
             await ok(s, "unload_trace", {"trace_id": "p"})
 
             # The analyses.
@@ -123,6 +147,8 @@ async def main(runtrace, quick, backlog, damaged, profiled):
             check(bq["applicable"] is False and "runtrace-sync" in bq["reason"], f"{bq.get('reason')}")
             bb = await ok(s, "analyze_backlog", {"trace_id": "b", "limit": 1})
             check(bb["applicable"] and len(bb["queues"]) <= 1 and bb["triggers_total"] >= 0, "backlog b")
+            sq = await ok(s, "get_span_latencies", {"trace_id": "q"})
+            check(sq["applicable"] is False and "spans" in sq["reason"], f"spans: {sq}")
             fb = await ok(s, "find_scheduling_bottlenecks", {"trace_id": "q"})
             kinds = {f["kind"] for f in fb["findings"]}
             check("long_poll" in kinds, f"findings: {kinds}")

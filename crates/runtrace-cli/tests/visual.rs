@@ -424,3 +424,50 @@ fn report_renders_in_headless_chromium() {
         String::from_utf8_lossy(&d.stderr)
     );
 }
+
+/// Two named runtimes (each with a worker 0) and request spans entered in
+/// polls: span slices nested in the polls they ran in, each request's
+/// whole life on the process's span lanes, and each runtime's workers on
+/// tracks of their own, named by the runtime (issue 34 items 3 and 5).
+#[test]
+fn perfetto_spans_nest_in_polls_and_runtimes_stay_apart() {
+    if !have_perfetto() {
+        return;
+    }
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/server.rs", 10, 5);
+    for (tid, rt, name) in [(100, 0, "api"), (200, 1, "blocking")] {
+        b.runtime_name(tid, 400, rt, name);
+        b.worker_start(tid, 0, 500, rt);
+    }
+    let mut t = 1_000u64;
+    for i in 0..10u64 {
+        let (task, span) = (1 + i, 100 + i);
+        let tid = if i % 2 == 0 { 100 } else { 200 };
+        b.spawn(tid, t, task, 0, 1, 0);
+        b.poll_start(tid, 0, t + 100, task, 0, 0);
+        b.span_new(tid, t + 150, span, 0, "request", "method=GET uri=/item");
+        b.span_enter(tid, t + 200, span);
+        b.span_exit(tid, t + 300, span);
+        b.poll_end(tid, 0, t + 400, task, false);
+        b.wake(tid, 0, t + 500, task, 0);
+        b.poll_start(tid, 0, t + 600, task, 0, 0);
+        b.span_enter(tid, t + 700, span);
+        b.span_exit(tid, t + 800, span);
+        b.poll_end(tid, 0, t + 900, task, true);
+        b.span_close(tid, t + 950, span);
+        b.terminate(tid, t + 1_000, task);
+        t += 2_000;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_trace(dir.path(), &b.finish());
+    let r = perfetto_checked(&input, dir.path());
+    assert_eq!(r["span_slices"], 20, "{r}");
+    assert_eq!(r["span_slices_in_polls"], 20, "{r}");
+    assert_eq!(r["span_slice_names"]["GET /item"], 20, "{r}");
+    assert_eq!(r["span_lives"]["GET /item"], 10, "{r}");
+    assert_eq!(r["poll_slices"], 20, "{r}");
+    let names: Vec<String> = serde_json::from_value(r["thread_tracks"].clone()).unwrap();
+    assert!(names.iter().any(|n| n == "api worker 0"), "{names:?}");
+    assert!(names.iter().any(|n| n == "blocking worker 0"), "{names:?}");
+}

@@ -115,3 +115,66 @@ fn overlapping_app_slices_go_to_separate_lanes() {
         .collect();
     assert_eq!(lanes.len(), 2);
 }
+
+#[test]
+fn samples_are_callstack_samples_on_the_sampled_thread() {
+    use runtrace_export::perfetto::{NO_STACK, OFF_CPU_ROOT};
+    let mut b = TraceBuilder::new();
+    b.stacks(&[(1, &[0x10, 0x20][..])]);
+    // Written by thread 999, of thread 100: twice the same stack, one
+    // off-CPU stack 3 µs long, one sample of an undefined stack.
+    b.cpu_sample(999, 10_000, 100, 1);
+    b.cpu_sample(999, 11_000, 100, 1);
+    b.off_cpu(999, 20_000, 100, 1, 3_000);
+    b.cpu_sample(999, 30_000, 100, 7);
+    let (packets, c) = export(b);
+    assert_eq!((c.stats.cpu_samples, c.stats.off_cpu_samples), (3, 1));
+    let mut functions = HashMap::new();
+    let mut frames = HashMap::new();
+    let mut callstacks = HashMap::new();
+    let mut got = Vec::new();
+    for p in &packets {
+        if let Some(d) = &p.interned_data {
+            for f in &d.function_names {
+                functions.insert(
+                    f.iid.unwrap(),
+                    String::from_utf8(f.str.clone().unwrap()).unwrap(),
+                );
+            }
+            for f in &d.frames {
+                frames.insert(
+                    f.iid.unwrap(),
+                    functions[&f.function_name_id.unwrap()].clone(),
+                );
+            }
+            for cs in &d.callstacks {
+                let names: Vec<String> = cs.frame_ids.iter().map(|i| frames[i].clone()).collect();
+                assert!(
+                    callstacks.insert(cs.iid.unwrap(), names).is_none(),
+                    "interned twice"
+                );
+            }
+        }
+        if let Some(s) = &p.perf_sample {
+            assert_eq!(s.tid, Some(100));
+            got.push((
+                p.timestamp.unwrap(),
+                callstacks[&s.callstack_iid.unwrap()].clone(),
+            ));
+        }
+    }
+    // Nothing is symbolizable (no mappings): frames are named by address,
+    // root first; one callstack per distinct (stack, on/off-CPU).
+    assert_eq!(callstacks.len(), 3, "{callstacks:?}");
+    assert_eq!(got.len(), 4);
+    let on = &got[0].1;
+    assert_eq!(on.len(), 2);
+    assert!(on[0].contains("0x20") && on[1].contains("0x10"), "{on:?}");
+    assert_eq!(got[1].1, *on);
+    // The off-CPU sample: at the switch-out (20 µs - 3 µs), under its root.
+    let (ts, off) = &got[2];
+    assert_eq!(ts - got[0].0, 7_000);
+    assert_eq!(off[0], OFF_CPU_ROOT);
+    assert_eq!(off[1..], on[..]);
+    assert_eq!(got[3].1, vec![NO_STACK.to_string()]);
+}

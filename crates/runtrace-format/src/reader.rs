@@ -346,6 +346,9 @@ pub struct FileReader<R> {
     offset: u64,
     started: bool,
     finished: bool,
+    /// `finished` came from the end of the source at a frame boundary (not
+    /// from damage): [`FileReader::resume`] may go on.
+    at_end: bool,
     sealed: bool,
     header: Option<Arc<Header>>,
     tables: Tables,
@@ -399,6 +402,7 @@ impl<R: Read> FileReader<R> {
             offset: 0,
             started: false,
             finished: false,
+            at_end: false,
             sealed: false,
             header: None,
             tables: Tables::default(),
@@ -412,6 +416,27 @@ impl<R: Read> FileReader<R> {
             finish: None,
             part: None,
         }
+    }
+
+    /// Goes on reading after the source ended at a frame boundary: for a
+    /// file still being written (`runtrace top` follows a `.active` file),
+    /// whose source now has more bytes. Returns false, and changes nothing,
+    /// when reading stopped for another reason (damage, a truncated frame,
+    /// no header) or has not stopped.
+    ///
+    /// ```
+    /// use runtrace_format::FileReader;
+    /// let mut r = FileReader::new(&b"RUNTRACE"[..], "x.0.bin");
+    /// assert!(r.next().unwrap().is_err()); // no HEADER: truncated, for good
+    /// assert!(!r.resume());
+    /// ```
+    pub fn resume(&mut self) -> bool {
+        if !(self.finished && self.at_end && self.header.is_some()) || self.sealed {
+            return false;
+        }
+        self.finished = false;
+        self.at_end = false;
+        true
     }
 
     /// The header, once read.
@@ -626,6 +651,7 @@ impl<R: Read> FileReader<R> {
             };
             if n == 0 {
                 self.finished = true;
+                self.at_end = true;
                 if self.header.is_none() {
                     return Some(Err(self.err(at, ErrorKind::Truncated)));
                 }

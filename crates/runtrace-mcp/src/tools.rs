@@ -61,6 +61,18 @@ fn param_schema(p: &Param) -> (&'static str, Value) {
             "category",
             json!({"type": "string", "enum": ["latency", "poll", "cpu", "all"], "description": "Which values (default all)."}),
         ),
+        Param::ProfileKind => (
+            "kind",
+            json!({"type": "string", "enum": ["cpu", "off_cpu", "alloc", "live"], "description": "cpu (default): on-CPU samples; off_cpu: where threads blocked, weighted by microseconds off-CPU; alloc and live (allocation samples) are not recorded yet."}),
+        ),
+        Param::Location => (
+            "location",
+            json!({"type": "string", "description": "Only samples taken in polls of tasks whose spawn location contains this text (e.g. \"src/api.rs\")."}),
+        ),
+        Param::TimeRange => (
+            "from",
+            json!({"type": "integer", "description": "Only samples from this time on, in ns since the recording started (and `to`: up to that time)."}),
+        ),
     }
 }
 
@@ -71,6 +83,12 @@ fn analysis_tool(t: &registry::Tool) -> ToolDef {
     for p in t.params {
         let (name, schema) = param_schema(p);
         props.insert(name.into(), schema);
+        if *p == Param::TimeRange {
+            props.insert(
+                "to".into(),
+                json!({"type": "integer", "description": "Only samples up to this time, in ns since the recording started."}),
+            );
+        }
     }
     ToolDef {
         name: t.name,
@@ -99,6 +117,34 @@ fn parse_params(params: &[Param], a: &Args) -> Result<Params, String> {
             Param::Method => out.method = Method::parse(a.opt_str("method")?.unwrap_or("iqr"))?,
             Param::Category => {
                 out.category = Category::parse(a.opt_str("category")?.unwrap_or("all"))?
+            }
+            Param::ProfileKind => {
+                out.off_cpu = match a.opt_str("kind")?.unwrap_or("cpu") {
+                    "cpu" => false,
+                    "off_cpu" => true,
+                    k @ ("alloc" | "live") => {
+                        return Err(format!(
+                            "argument `kind`: {k}: the trace has no allocation samples (runtrace does not record allocations yet); the kinds are cpu and off_cpu"
+                        ))
+                    }
+                    other => {
+                        return Err(format!(
+                            "argument `kind` must be cpu or off_cpu (alloc and live are not recorded yet), got {other:?}"
+                        ))
+                    }
+                }
+            }
+            Param::Location => out.location = a.opt_str("location")?.map(str::to_string),
+            Param::TimeRange => {
+                out.from_ns = a.opt_i64("from")?;
+                out.to_ns = a.opt_i64("to")?;
+                if let (Some(f), Some(t)) = (out.from_ns, out.to_ns) {
+                    if f > t {
+                        return Err(format!(
+                            "argument `from` ({f}) is after `to` ({t})"
+                        ));
+                    }
+                }
             }
         }
     }

@@ -80,6 +80,16 @@ pub mod kind {
     pub const CPU_SAMPLE: u8 = c::cpu_sample::ID as u8;
     /// `off_cpu`.
     pub const OFF_CPU: u8 = c::off_cpu::ID as u8;
+    /// `span_new` (the application's spans, as the next three).
+    pub const SPAN_NEW: u8 = c::span_new::ID as u8;
+    /// `span_enter`.
+    pub const SPAN_ENTER: u8 = c::span_enter::ID as u8;
+    /// `span_exit`.
+    pub const SPAN_EXIT: u8 = c::span_exit::ID as u8;
+    /// `span_close`.
+    pub const SPAN_CLOSE: u8 = c::span_close::ID as u8;
+    /// `runtime_name` (a runtime group event).
+    pub const RUNTIME_NAME: u8 = c::runtime_name::ID as u8;
     /// A sampled heap allocation (written by the recorder; not read by a pass yet).
     pub const ALLOC_SAMPLE: u8 = c::alloc_sample::ID as u8;
 
@@ -110,6 +120,12 @@ pub mod kind {
         matches!(group(k), Some(Group::App))
     }
 
+    /// An event of the application's spans (group `span`).
+    #[inline(always)]
+    pub const fn is_span(k: u8) -> bool {
+        matches!(group(k), Some(Group::Span))
+    }
+
     /// A CPU profile sample (group `profile`: the CPU profile pass's
     /// input, `runtrace_model::profile`).
     #[inline(always)]
@@ -128,7 +144,7 @@ pub mod kind {
 /// | WAKE | woken task | - | waking worker | - |
 /// | TERMINATE | task | - | - | - |
 /// | PARK | - | local_q | worker | - |
-/// | UNPARK | sched_wait_ns | - | worker | - |
+/// | UNPARK | sched_wait_ns | cpu_ns in whole ms (saturating) | worker | - |
 /// | QUEUE_SAMPLE | depth | global_q | queue index ([`crate::model::Model::queues`], `u32::MAX`: none) | - |
 /// | WORKER_START/STOP | - | runtime | worker | - |
 /// | RESOURCE_NEW | resource id | creation site (location index) | concrete type (name index) | internal |
@@ -149,6 +165,14 @@ pub mod kind {
 /// | BACKLOG_TRIGGER | index in [`crate::model::Model::side`] of (growth rate, reason name index) | queue_size | - |
 /// | IO | io_ns | bytes (flag 1: index in `side` of the bytes) | 1: big |
 /// | HEARTBEAT | gap_ns | - | - |
+///
+/// Spans (group `span`) and runtime names:
+///
+/// | kind | `x` | `a` | `worker` | `flag` |
+/// |---|---|---|---|---|
+/// | SPAN_NEW | span id | 0, or 1 + index in [`crate::model::Model::side`] of (parent span id, name index of its fields' text) | name index of the span's name | - |
+/// | SPAN_ENTER / SPAN_EXIT / SPAN_CLOSE | span id | - | worker register | - |
+/// | RUNTIME_NAME | runtime | - | name index of its name | - |
 ///
 /// CPU profile samples (written in the recorder's writer thread's chunks,
 /// so `thread` is the writer): `worker` is the *sampled* thread's index

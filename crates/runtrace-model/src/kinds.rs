@@ -29,7 +29,7 @@ use runtrace_format::schema::{id_facts, BuiltinEvent, Group, BUILTIN_EVENTS};
 /// are counted but go to the CPU profile pass; executor events have no
 /// pass yet.
 pub const fn is_kept(g: Group) -> bool {
-    matches!(g, Group::Runtime | Group::App)
+    matches!(g, Group::Runtime | Group::App | Group::Span)
 }
 
 const fn count_kept() -> usize {
@@ -173,6 +173,8 @@ mod tests {
         let all: Vec<u8> = ALL.iter().map(|(k, _)| *k).collect();
         let want: Vec<u8> = (kind::SPAWN..=kind::WORKER_STOP)
             .chain(kind::LOCK_WAIT..=kind::HEARTBEAT)
+            .chain(kind::SPAN_NEW..=kind::SPAN_CLOSE)
+            .chain([kind::RUNTIME_NAME])
             .chain(kind::RESOURCE_NEW..=kind::RESOURCE_RELEASE)
             .collect();
         assert_eq!(all, want);

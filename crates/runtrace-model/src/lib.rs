@@ -18,6 +18,9 @@
 //!   [`lifecycle`] pairs the task lifecycle once for all of them (a poll
 //!   with its task, location, worker and the wake it answers; a task's
 //!   spawn, parent, first poll and end).
+//! - [`spans`] pairs the application's spans (enter with exit, each with
+//!   the poll it ran in; a span's life from creation to close) for the
+//!   lifecycle layer.
 //! - [`profile`] attributes CPU samples (`cpu_sample`, `off_cpu`) to the
 //!   poll, task, spawn location and worker they were taken in.
 //! - [`hist`] is the fixed-precision histogram the reports share, and
@@ -54,6 +57,7 @@ pub mod lifecycle;
 pub mod model;
 pub mod pass;
 pub mod profile;
+pub mod spans;
 pub mod synth;
 mod units;
 

@@ -71,6 +71,7 @@ use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
 use crate::model::{Model, UNKNOWN_LOC};
 use crate::pass::{Pass, Wants};
+use crate::spans::{Entered, Span, SpanTracker};
 
 /// Polls one thread may have open at once (nested executors); more means
 /// lost poll ends.
@@ -194,6 +195,18 @@ pub enum Life<'a> {
     End(&'a Task),
     /// A task still alive when its recording's events are over (rule 6).
     Alive(&'a Task),
+    /// A span was created ([`crate::spans`]; for passes that want spans,
+    /// as the four below).
+    SpanNew(&'a Span),
+    /// A thread entered a span (`end` is its start).
+    SpanEnter(&'a Entered),
+    /// A thread left a span.
+    SpanExit(&'a Entered),
+    /// A span was closed.
+    SpanClose(&'a Span),
+    /// A span still open when its recording's events are over (or whose
+    /// id was created again: its close was lost).
+    SpanAlive(&'a Span),
 }
 
 #[derive(Clone, Copy)]
@@ -244,9 +257,49 @@ pub struct Tracker {
     open: Vec<Vec<Poll>>,
     /// The next task life's serial.
     serials: u32,
+    /// The application's spans, paired against the open polls.
+    pub spans: SpanTracker,
 }
 
 impl Tracker {
+    /// Makes task `task` of recording `proc` known, as if spawned at
+    /// `spawn` at location `loc`, with no wake pending: for a tracker that
+    /// starts in the middle of a recording (`runtrace top`'s windows), so
+    /// a task spawned before the window keeps its location (rule 1) and
+    /// its first poll in the window measures no delay it cannot see
+    /// (rule 2). Emits no record.
+    ///
+    /// ```
+    /// use runtrace_model::{event::{kind, Ev}, lifecycle::{Life, Tracker}, model::Model};
+    /// let mut m = Model::new();
+    /// # let h = runtrace_format::frame::Header { version_major: 1, version_minor: 2,
+    /// #     ticks_per_sec: 1_000_000_000, anchor_ticks: 0, anchor_wall_ns: 0, pid: 1,
+    /// #     process_name: "p".into(), recording_id: 1, file_index: 0, schemas: vec![] };
+    /// m.add_proc(runtrace_model::model::Process::new(&h));
+    /// let th = m.thread(0, 1);
+    /// let mut t = Tracker::default();
+    /// t.seed(0, 9, 3, 100);
+    /// let ev = Ev { ticks: 500, x: 9, a: 0, thread: th, worker: 0, kind: kind::POLL_START, flag: 0 };
+    /// let mut seen = Vec::new();
+    /// t.step(&ev, &m, &mut |r: &Life<'_>| if let Life::PollStart(p) = r { seen.push((p.loc, p.wake)) });
+    /// assert_eq!(seen, [(3, None)]);
+    /// ```
+    pub fn seed(&mut self, proc: u32, task: u64, loc: u32, spawn: u64) {
+        let serial = self.serial();
+        if proc as usize >= self.procs.len() {
+            self.procs.resize_with(proc as usize + 1, Tasks::default);
+        }
+        self.procs[proc as usize].live.insert(
+            task,
+            TaskState {
+                serial,
+                loc,
+                spawn,
+                ..unseen(0)
+            },
+        );
+    }
+
     /// Takes raw event `ev` and hands `out` the records it makes.
     #[inline]
     pub fn step(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
@@ -256,6 +309,13 @@ impl Tracker {
             kind::WAKE => self.wake(ev, m, out),
             kind::SPAWN => self.spawn(ev, m, out),
             kind::TERMINATE => self.terminate(ev, m, out),
+            k if kind::is_span(k) => {
+                let polls = self
+                    .open
+                    .get(ev.thread as usize)
+                    .map_or(&[][..], |v| &v[..]);
+                self.spans.step(ev, m, polls, out)
+            }
             _ => {}
         }
     }
@@ -461,6 +521,7 @@ impl Tracker {
             *t = Tasks::default();
         }
         self.open.iter_mut().for_each(Vec::clear);
+        self.spans.close(out);
     }
 }
 
@@ -493,6 +554,11 @@ impl<P: Pass> Tracked<P> {
             pass,
             tracker: Tracker::default(),
         }
+    }
+
+    /// Its tracker (to [seed](Tracker::seed) it).
+    pub fn tracker(&mut self) -> &mut Tracker {
+        &mut self.tracker
     }
 }
 

@@ -61,6 +61,9 @@ pub struct Wants {
     /// The task lifecycle's derived records ([`Pass::life`], see
     /// [`crate::lifecycle`]); implies `runtime`.
     pub lifecycle: bool,
+    /// The application's spans (`span_new`, `span_enter`, ...); with
+    /// `lifecycle`, their derived records too ([`crate::spans`]).
+    pub span: bool,
 }
 
 impl Wants {
@@ -70,6 +73,7 @@ impl Wants {
         app: false,
         profile: false,
         lifecycle: false,
+        span: false,
     };
     /// Application events only.
     pub const APP: Wants = Wants {
@@ -77,6 +81,7 @@ impl Wants {
         app: true,
         profile: false,
         lifecycle: false,
+        span: false,
     };
     /// CPU profile samples only.
     pub const PROFILE: Wants = Wants {
@@ -84,6 +89,7 @@ impl Wants {
         app: false,
         profile: true,
         lifecycle: false,
+        span: false,
     };
     /// The lifecycle's records, and the runtime events they come from.
     pub const LIFECYCLE: Wants = Wants {
@@ -91,6 +97,26 @@ impl Wants {
         app: false,
         profile: false,
         lifecycle: true,
+        span: false,
+    };
+
+    /// The spans' events only (counted, queried), without the records
+    /// paired from them.
+    pub const SPAN_EVENTS: Wants = Wants {
+        runtime: false,
+        app: false,
+        profile: false,
+        lifecycle: false,
+        span: true,
+    };
+    /// The spans' events and derived records (the span, the poll it ran
+    /// in: [`crate::spans`]), and the runtime events they are paired with.
+    pub const SPANS: Wants = Wants {
+        runtime: true,
+        app: false,
+        profile: false,
+        lifecycle: true,
+        span: true,
     };
 
     /// Either group.
@@ -100,6 +126,7 @@ impl Wants {
             app: self.app || o.app,
             profile: self.profile || o.profile,
             lifecycle: self.lifecycle || o.lifecycle,
+            span: self.span || o.span,
         }
     }
 
@@ -111,6 +138,7 @@ impl Wants {
             Some(Group::Runtime) => self.runtime,
             Some(Group::App) => self.app,
             Some(Group::Profile) => self.profile,
+            Some(Group::Span) => self.span,
             Some(Group::Executor) | None => false,
         }
     }

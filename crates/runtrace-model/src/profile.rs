@@ -32,6 +32,7 @@
 //! assert_eq!(p.samples[0].location.as_deref(), Some("src/main.rs:10:5"));
 //! assert_eq!(&*p.samples[0].stack, &[0x40_1234, 0x40_1000]);
 //! assert_eq!(p.samples[0].kind, SampleKind::OnCpu);
+//! assert_eq!(p.samples[0].poll_ns(), Some(2_000)); // the whole poll
 //! assert_eq!(p.samples[1].task, None);
 //! ```
 
@@ -79,7 +80,56 @@ pub struct Sample {
     pub worker: Option<u32>,
     /// Start of that poll (ns since the recording started).
     pub poll_start_ns: Option<i64>,
+    /// End of that poll, when the trace has it (a poll still running when
+    /// the recording stopped, or whose end was lost, has none).
+    pub poll_end_ns: Option<i64>,
 }
+
+impl Sample {
+    /// How long the poll this sample was taken in lasted, or at least
+    /// lasted: its end minus its start, or (no end in the trace) the
+    /// sample's time minus its start. None outside polls.
+    ///
+    /// ```
+    /// # use runtrace_model::profile::{Sample, SampleKind};
+    /// let s = Sample {
+    ///     ts_ns: 5_000, tid: 1, thread: String::new(), stack: Vec::new().into(),
+    ///     kind: SampleKind::OnCpu, task: Some(7), location: None, worker: Some(0),
+    ///     poll_start_ns: Some(1_000), poll_end_ns: Some(31_000),
+    /// };
+    /// assert_eq!(s.poll_ns(), Some(30_000));
+    /// ```
+    pub fn poll_ns(&self) -> Option<u64> {
+        let start = self.poll_start_ns?;
+        let end = self.poll_end_ns.unwrap_or(self.ts_ns);
+        Some(end.saturating_sub(start).max(0) as u64)
+    }
+
+    /// Whether this sample comes from one of runtrace's own threads
+    /// ([`is_runtrace_thread`]).
+    pub fn is_runtrace(&self) -> bool {
+        is_runtrace_thread(&self.thread)
+    }
+}
+
+/// Whether a thread of that name is one runtrace started (the recorder's
+/// writer, runtrace-tokio's queue sampler, runtrace-sync's snapshot
+/// thread): every such thread is named `runtrace-...`. Their samples are
+/// runtrace's cost, not the application's: on/off-CPU views and findings
+/// leave them out unless asked.
+///
+/// ```
+/// use runtrace_model::profile::is_runtrace_thread;
+/// assert!(is_runtrace_thread("runtrace-tokio-sampler-0"));
+/// assert!(is_runtrace_thread("runtrace-writer"));
+/// assert!(!is_runtrace_thread("tokio-runtime-worker"));
+/// ```
+pub fn is_runtrace_thread(name: &str) -> bool {
+    name.starts_with(RUNTRACE_THREAD_PREFIX)
+}
+
+/// The name prefix of every thread runtrace starts.
+pub const RUNTRACE_THREAD_PREFIX: &str = "runtrace-";
 
 /// Every sample of a trace, attributed, with what symbolization needs.
 #[derive(Debug, Clone, Default)]
@@ -161,10 +211,17 @@ impl Span {
 struct ThreadPolls {
     open: Option<Span>,
     recent: VecDeque<Span>,
+    /// Samples taken in the open poll (indices into the pass's samples):
+    /// their poll's end is known when it closes.
+    open_samples: Vec<usize>,
 }
 
 impl ThreadPolls {
-    fn close(&mut self, end: u64) {
+    /// Closes the open poll at `end`, giving its samples that end.
+    fn close(&mut self, end: u64, poll_end: &mut [u64]) {
+        for i in self.open_samples.drain(..) {
+            poll_end[i] = end;
+        }
         if let Some(mut s) = self.open.take() {
             s.end = end;
             if self.recent.len() == RECENT_POLLS {
@@ -209,6 +266,9 @@ pub struct ProfilePass {
     samples: Vec<Sample>,
     /// Thread index of each sample (names are known at the end).
     sample_thread: Vec<u32>,
+    /// End of each sample's poll in ticks (`u64::MAX`: outside polls, or
+    /// not ended yet).
+    poll_end: Vec<u64>,
     undefined_stacks: u64,
 }
 
@@ -239,6 +299,11 @@ impl ProfilePass {
             }
         };
         let span = self.threads.get(t as usize).and_then(|p| p.at(at)).copied();
+        let index = self.samples.len();
+        if span.is_some_and(|s| s.end == u64::MAX) {
+            self.polls(t).open_samples.push(index);
+        }
+        self.poll_end.push(span.map_or(u64::MAX, |s| s.end));
         if ev.flag == 1 {
             self.undefined_stacks += 1;
         }
@@ -256,6 +321,7 @@ impl ProfilePass {
                 .map(|s| s.worker)
                 .filter(|&w| w != runtrace_format::NO_WORKER),
             poll_start_ns: span.map(|s| proc.ns(s.start)),
+            poll_end_ns: None,
         });
         self.sample_thread.push(t);
     }
@@ -264,9 +330,17 @@ impl ProfilePass {
     /// found, and notes about them. Call after [`input::read`].
     pub fn profile(self, model: &Model, stats: ReadStats) -> Profile {
         let mut samples = self.samples;
-        for (s, &t) in samples.iter_mut().zip(&self.sample_thread) {
-            if let Some(name) = &model.threads[t as usize].name {
+        for ((s, &t), &end) in samples
+            .iter_mut()
+            .zip(&self.sample_thread)
+            .zip(&self.poll_end)
+        {
+            let th = &model.threads[t as usize];
+            if let Some(name) = &th.name {
                 s.thread.clone_from(name);
+            }
+            if end != u64::MAX {
+                s.poll_end_ns = Some(model.procs[th.proc as usize].ns(end));
             }
         }
         let mut notes = Vec::new();
@@ -312,9 +386,13 @@ impl Pass for ProfilePass {
 
     fn life(&mut self, rec: &Life<'_>, _model: &Model) {
         if let Life::PollStart(p) = rec {
-            let polls = self.polls(p.thread);
+            let i = p.thread as usize;
+            if i >= self.threads.len() {
+                self.threads.resize_with(i + 1, ThreadPolls::default);
+            }
+            let polls = &mut self.threads[i];
             // A poll without its end (lost events) ends here.
-            polls.close(p.start);
+            polls.close(p.start, &mut self.poll_end);
             polls.open = Some(Span {
                 start: p.start,
                 end: u64::MAX,
@@ -327,7 +405,11 @@ impl Pass for ProfilePass {
 
     fn event(&mut self, ev: &Ev, model: &Model) {
         match ev.kind {
-            kind::POLL_END => self.polls(ev.thread).close(ev.ticks),
+            kind::POLL_END => {
+                if let Some(p) = self.threads.get_mut(ev.thread as usize) {
+                    p.close(ev.ticks, &mut self.poll_end);
+                }
+            }
             kind::CPU_SAMPLE | kind::OFF_CPU => self.sample(ev, model),
             _ => {}
         }

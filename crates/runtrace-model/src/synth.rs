@@ -40,6 +40,8 @@ pub struct TraceBuilder {
     threads: BTreeMap<u64, ThreadBuf>,
     events: u64,
     dropped: u64,
+    /// Strings defined by [`TraceBuilder::span_new`] and the like.
+    auto_strings: BTreeMap<String, u64>,
 }
 
 impl Default for TraceBuilder {
@@ -76,6 +78,7 @@ impl TraceBuilder {
             threads: BTreeMap::new(),
             events: 0,
             dropped: 0,
+            auto_strings: BTreeMap::new(),
         }
     }
 
@@ -212,6 +215,20 @@ impl TraceBuilder {
     /// When `id` is not a built-in event or `values` does not match its
     /// fields (a bug in the calling test).
     pub fn record(&mut self, tid: u64, worker: Option<u32>, ticks: u64, id: u32, values: &[u64]) {
+        self.record_texts(tid, worker, ticks, id, values, &[]);
+    }
+
+    /// [`TraceBuilder::record`] for an event with `str` fields: their
+    /// values, in field order, come from `texts`.
+    pub fn record_texts(
+        &mut self,
+        tid: u64,
+        worker: Option<u32>,
+        ticks: u64,
+        id: u32,
+        values: &[u64],
+        texts: &[&str],
+    ) {
         let ev = BUILTIN_EVENTS
             .iter()
             .find(|e| e.id == id)
@@ -244,10 +261,18 @@ impl TraceBuilder {
         varint::put(&mut t.body, ticks.wrapping_sub(t.cur.ticks));
         t.cur.ticks = ticks;
         let mut vals = values.iter();
+        let mut texts = texts.iter();
         for f in ev.fields {
             let enc = f.ty.encoding();
             if enc == wire::Encoding::Register {
                 continue; // the worker register, no bytes
+            }
+            if enc == wire::Encoding::Str {
+                let text = texts
+                    .next()
+                    .unwrap_or_else(|| panic!("{}: no text for `{}`", ev.name, f.name));
+                wire::put_str(&mut t.body, text);
+                continue;
             }
             let v = *vals
                 .next()
@@ -414,6 +439,65 @@ impl TraceBuilder {
             ids::QUEUE_SAMPLE,
             &[global_q as u64, queue, depth as u64],
         );
+    }
+
+    /// `span_new` on `tid`: span `span` (child of `parent`, 0: none) named
+    /// `name` with fields text `fields` (the name is defined as a string
+    /// the first time it is used, with an id from 1<<20 up, clear of the
+    /// ids tests pick).
+    pub fn span_new(
+        &mut self,
+        tid: u64,
+        ticks: u64,
+        span: u64,
+        parent: u64,
+        name: &str,
+        fields: &str,
+    ) {
+        let id = self.auto_string(name);
+        self.record_texts(
+            tid,
+            None,
+            ticks,
+            ids::SPAN_NEW,
+            &[span, parent, id],
+            &[fields],
+        );
+    }
+
+    /// `span_enter` on `tid`.
+    pub fn span_enter(&mut self, tid: u64, ticks: u64, span: u64) {
+        self.record(tid, None, ticks, ids::SPAN_ENTER, &[span]);
+    }
+
+    /// `span_exit` on `tid`.
+    pub fn span_exit(&mut self, tid: u64, ticks: u64, span: u64) {
+        self.record(tid, None, ticks, ids::SPAN_EXIT, &[span]);
+    }
+
+    /// `span_close` on `tid`.
+    pub fn span_close(&mut self, tid: u64, ticks: u64, span: u64) {
+        self.record(tid, None, ticks, ids::SPAN_CLOSE, &[span]);
+    }
+
+    /// `runtime_name` on `tid`: runtime `runtime` is called `name`.
+    pub fn runtime_name(&mut self, tid: u64, ticks: u64, runtime: u32, name: &str) {
+        let id = self.auto_string(name);
+        self.record(tid, None, ticks, ids::RUNTIME_NAME, &[runtime as u64, id]);
+    }
+
+    /// The string id of `text`, defined on first use (ids from 1<<20).
+    fn auto_string(&mut self, text: &str) -> u64 {
+        if text.is_empty() {
+            return 0;
+        }
+        if let Some(&id) = self.auto_strings.get(text) {
+            return id;
+        }
+        let id = (1 << 20) + self.auto_strings.len() as u64;
+        self.auto_strings.insert(text.to_string(), id);
+        self.string(id, text);
+        id
     }
 
     /// `worker_start`.

@@ -1,6 +1,6 @@
 //! Adding an event is one entry in the catalog, plus the pass that reads
 //! it: tests/fixtures/added-event builds this crate with
-//! `probes/events.toml` extended by one application event (id 24, group
+//! `probes/events.toml` extended by one application event (id 127, group
 //! `app`, in the fixture's `extra_events.toml`) and checks the model
 //! recognises it as an application event, names it by both its names,
 //! decodes and counts it, with no list in the model touched. It runs in a

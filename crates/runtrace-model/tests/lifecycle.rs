@@ -39,6 +39,22 @@ impl Pass for Log {
                 t.task, t.spawn, t.first_poll, t.end
             ),
             Life::Alive(t) => format!("alive {} first_poll {:?}", t.task, t.first_poll),
+            Life::SpanNew(s) => format!("span new {} parent {}", s.id, s.parent),
+            Life::SpanEnter(e) => format!(
+                "span enter {} task {} worker {} depth {}",
+                e.span, e.task, e.worker, e.depth
+            ),
+            Life::SpanExit(e) => format!("span exit {} {}..{}", e.span, e.start, e.end),
+            Life::SpanClose(s) | Life::SpanAlive(s) => format!(
+                "span {} {} close {:?} busy {} delay {} enters {} task {}",
+                if s.close.is_some() { "closed" } else { "alive" },
+                s.id,
+                s.close,
+                s.busy_ticks,
+                s.delay_ticks,
+                s.enters,
+                s.task
+            ),
         });
     }
 }
@@ -193,6 +209,84 @@ fn rule_6_every_task_ends_once_respawns_and_survivors_included() {
             "over 8 spawn None first_poll None end Some(2000)",
             "alive 2 first_poll None",
             "alive 3 first_poll None",
+        ]
+    );
+}
+
+struct SpanLog(Vec<String>);
+
+impl Pass for SpanLog {
+    fn wants(&self) -> Wants {
+        Wants::SPANS
+    }
+    fn event(&mut self, _: &Ev, _: &Model) {}
+    fn life(&mut self, rec: &Life<'_>, m: &Model) {
+        let mut l = Log(Vec::new());
+        l.life(rec, m);
+        if matches!(
+            rec,
+            Life::SpanNew(_)
+                | Life::SpanEnter(_)
+                | Life::SpanExit(_)
+                | Life::SpanClose(_)
+                | Life::SpanAlive(_)
+        ) {
+            self.0.extend(l.0);
+        }
+    }
+}
+
+/// A request span entered in two polls of its task: tied to the task and
+/// worker of each poll, busy for its two stretches, and delayed by the
+/// second poll's wake (the first poll's wake came before the span).
+#[test]
+fn spans_pair_with_the_polls_they_ran_in() {
+    let mut b = TraceBuilder::new();
+    b.spawn(1, 100, 7, 0, 0, 0);
+    b.poll_start(1, 0, 1_000, 7, 0, 0);
+    b.span_new(1, 1_100, 50, 0, "request", "method=GET uri=/a");
+    b.span_enter(1, 1_200, 50);
+    b.span_new(1, 1_250, 51, 50, "db", "");
+    b.span_enter(1, 1_300, 51);
+    b.span_exit(1, 1_400, 51);
+    b.span_close(1, 1_450, 51);
+    b.span_exit(1, 1_500, 50);
+    b.poll_end(1, 0, 1_600, 7, false);
+    b.wake(2, 1, 3_000, 7, 0);
+    b.poll_start(3, 1, 3_400, 7, 0, 0);
+    b.span_enter(3, 3_450, 50);
+    b.span_exit(3, 3_550, 50);
+    b.poll_end(3, 1, 3_600, 7, true);
+    b.span_close(3, 3_700, 50);
+    // Entered outside any poll, never closed.
+    b.span_new(4, 4_000, 60, 0, "main", "");
+    b.span_enter(4, 4_100, 60);
+    b.span_exit(4, 4_200, 60);
+    // An exit with no enter: counted, no record.
+    b.span_exit(4, 4_300, 61);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.0.bin");
+    std::fs::write(&path, b.finish()).unwrap();
+    let mut log = SpanLog(Vec::new());
+    runtrace_model::input::read(&[path], &mut log, None);
+    let no = runtrace_format::NO_WORKER;
+    assert_eq!(
+        log.0,
+        [
+            "span new 50 parent 0".to_string(),
+            "span enter 50 task 7 worker 0 depth 0".into(),
+            "span new 51 parent 50".into(),
+            "span enter 51 task 7 worker 0 depth 1".into(),
+            "span exit 51 1300..1400".into(),
+            "span closed 51 close Some(1450) busy 100 delay 0 enters 1 task 7".into(),
+            "span exit 50 1200..1500".into(),
+            "span enter 50 task 7 worker 1 depth 0".into(),
+            "span exit 50 3450..3550".into(),
+            "span closed 50 close Some(3700) busy 400 delay 400 enters 2 task 7".into(),
+            "span new 60 parent 0".into(),
+            format!("span enter 60 task 0 worker {no} depth 0"),
+            "span exit 60 4100..4200".into(),
+            "span alive 60 close None busy 100 delay 0 enters 1 task 0".into(),
         ]
     );
 }

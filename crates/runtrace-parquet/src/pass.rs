@@ -17,6 +17,7 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let trace = dir.path().join("trace.0.bin");
 //! std::fs::write(&trace, b.finish()).unwrap();
+//! std::fs::create_dir(dir.path().join("ds")).unwrap(); // the CLI makes it
 //! let target = Target {
 //!     root: dir.path().join("ds"),
 //!     service: None,
@@ -26,6 +27,7 @@
 //! };
 //! let mut ex = Exporter::new(target);
 //! runtrace_model::input::read(&[trace], &mut ex, None);
+//! assert_eq!(ex.error, None);
 //! let files = ex.take_written(); // under temporary names, to rename
 //! assert_eq!(files.iter().find(|f| f.table.name() == "polls").unwrap().rows, 1);
 //! assert!(files.iter().all(|f| f.tmp.exists() && !f.path.exists()));
@@ -39,6 +41,7 @@ use runtrace_model::event::{kind, Ev};
 use runtrace_model::lifecycle::{Life, Poll, Task};
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::spans::{Labels, Span};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
@@ -162,6 +165,13 @@ pub struct Exporter {
     started: IntMap<u64, u32>,
     /// The CPU-profile samples of the recording being written.
     pub samples: Samples,
+    /// The runtime of each worker thread (from its WorkerStart), by
+    /// thread index.
+    thread_runtime: Vec<Option<u32>>,
+    /// Runtime names (name index) by (process, runtime).
+    runtime_names: IntMap<(u32, u32), u32>,
+    /// Span labels.
+    labels: Labels,
 }
 
 impl Exporter {
@@ -175,7 +185,24 @@ impl Exporter {
             written: Vec::new(),
             started: IntMap::default(),
             samples: Samples::default(),
+            thread_runtime: Vec::new(),
+            runtime_names: IntMap::default(),
+            labels: Labels::default(),
         }
+    }
+
+    /// The runtime of thread `t` and its name, if its WorkerStart said.
+    fn runtime_of<'m>(&self, t: u32, m: &'m Model) -> (Option<u32>, Option<&'m str>) {
+        let Some(rt) = self.thread_runtime.get(t as usize).copied().flatten() else {
+            return (None, None);
+        };
+        let proc = m.threads[t as usize].proc;
+        let name = self
+            .runtime_names
+            .get(&(proc, rt))
+            .map(|&n| m.name(n))
+            .filter(|n| !n.is_empty());
+        (Some(rt), name)
     }
 
     /// The files written (temporary names until committed).
@@ -260,6 +287,21 @@ impl Exporter {
     }
 
     fn step(&mut self, ev: &Ev, m: &Model) -> Result<(), String> {
+        match ev.kind {
+            kind::WORKER_START => {
+                let t = ev.thread as usize;
+                if t >= self.thread_runtime.len() {
+                    self.thread_runtime.resize(t + 1, None);
+                }
+                self.thread_runtime[t] = Some(ev.a);
+            }
+            kind::RUNTIME_NAME => {
+                let proc = m.threads[ev.thread as usize].proc;
+                self.runtime_names.insert((proc, ev.x as u32), ev.worker);
+            }
+            _ => {}
+        }
+        let (runtime, runtime_name) = self.runtime_of(ev.thread, m);
         let th = &m.threads[ev.thread as usize];
         let p = th.proc as usize;
         let proc = &m.procs[p];
@@ -288,7 +330,9 @@ impl Exporter {
                         .i64(wall(at))
                         .opt_i64(Some(ts))
                         .opt_i64(Some(ns))
-                        .u32(q);
+                        .u32(q)
+                        .opt_u32(runtime)
+                        .str(runtime_name);
                     w[2].end_row()?;
                 }
             }
@@ -343,6 +387,7 @@ impl Exporter {
     /// their temporary names.
     fn close(&mut self, m: &Model) -> Result<(), String> {
         for ((thread, worker), (at, q)) in std::mem::take(&mut self.parked) {
+            let (runtime, runtime_name) = self.runtime_of(thread, m);
             let th = &m.threads[thread as usize];
             let proc = &m.procs[th.proc as usize];
             if let Some(Some(rec)) = self.recs.get_mut(th.proc as usize) {
@@ -355,7 +400,9 @@ impl Exporter {
                     .i64(at)
                     .opt_i64(None)
                     .opt_i64(None)
-                    .u32(q);
+                    .u32(q)
+                    .opt_u32(runtime)
+                    .str(runtime_name);
                 w.end_row()?;
             }
         }
@@ -404,6 +451,7 @@ fn poll_row(
     p: &Poll,
     m: &Model,
     wall: impl Fn(u64) -> i64,
+    runtime: (Option<u32>, Option<&str>),
 ) -> Result<(), String> {
     let th = &m.threads[p.thread as usize];
     let proc = &m.procs[th.proc as usize];
@@ -421,7 +469,43 @@ fn poll_row(
         .i64(wall(p.start))
         .i64(dur)
         .opt_i64(p.delay_ticks().map(|d| proc.scale.ns(d) as i64))
-        .u32(p.local_q);
+        .u32(p.local_q)
+        .opt_u32(runtime.0)
+        .str(runtime.1);
+    w.end_row()
+}
+
+/// A `spans` row.
+fn span_row(
+    w: &mut TableWriter,
+    s: &Span,
+    label: &str,
+    m: &Model,
+    wall: impl Fn(u64) -> i64,
+    runtime: (Option<u32>, Option<&str>),
+) -> Result<(), String> {
+    let proc = &m.procs[s.proc as usize];
+    let ns = |t: u64| proc.scale.ns(t) as i64;
+    let fields = m.name(s.fields);
+    w.u64(proc.pid)
+        .u64(proc.recording_id)
+        .u64(m.threads[s.thread as usize].tid)
+        .u64(s.id)
+        .opt_u64((s.parent != 0).then_some(s.parent))
+        .str(Some(m.name(s.name)))
+        .str(Some(label))
+        .str((!fields.is_empty()).then_some(fields))
+        .opt_u64((s.task != 0).then_some(s.task))
+        .opt_u32((s.worker != NO_WORKER).then_some(s.worker))
+        .opt_u32(runtime.0)
+        .str(runtime.1)
+        .i64(wall(s.new))
+        .opt_i64(s.first_enter.map(&wall))
+        .opt_i64(s.close.map(&wall))
+        .opt_i64(s.wall_ticks().map(ns))
+        .i64(ns(s.busy_ticks))
+        .i64(ns(s.delay_ticks))
+        .u32(s.enters);
     w.end_row()
 }
 
@@ -432,6 +516,7 @@ impl Exporter {
     fn life_step(&mut self, rec: &Life<'_>, m: &Model) -> Result<(), String> {
         let proc = match *rec {
             Life::PollEnd(p) => m.threads[p.thread as usize].proc,
+            Life::SpanClose(s) | Life::SpanAlive(s) => s.proc,
             // Tasks only ever polled, alive at the end (spawned before the
             // recording and never terminated in it), have no task event to
             // report.
@@ -447,7 +532,24 @@ impl Exporter {
         let (clock, pr) = (r.clock, &m.procs[proc as usize]);
         let wall = |ticks: u64| clock.wall(pr, ticks);
         match *rec {
-            Life::PollEnd(p) => poll_row(&mut r.writers[0], p, m, wall),
+            Life::PollEnd(p) => {
+                let rt = self.runtime_of(p.thread, m);
+                let Some(r) = self.recs[proc as usize].as_mut() else {
+                    return Ok(());
+                };
+                poll_row(&mut r.writers[0], p, m, wall, rt)
+            }
+            Life::SpanClose(s) | Life::SpanAlive(s) => {
+                // The runtime of the thread that first entered it (else
+                // of the one that created it).
+                let rt = self.runtime_of(s.enter_thread, m);
+                let l = self.labels.of(m, s.name, s.fields);
+                let Some(r) = self.recs[proc as usize].as_mut() else {
+                    return Ok(());
+                };
+                let label = &self.labels.labels[l as usize];
+                span_row(&mut r.writers[9], s, label, m, wall, rt)
+            }
             Life::End(t) | Life::Alive(t) => task_row(&mut r.writers[1], t, m, wall),
             _ => Ok(()),
         }
@@ -456,7 +558,10 @@ impl Exporter {
 
 impl Pass for Exporter {
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE.or(Wants::APP).or(Samples::wants())
+        Wants::LIFECYCLE
+            .or(Wants::APP)
+            .or(Wants::SPANS)
+            .or(Samples::wants())
     }
 
     fn life(&mut self, rec: &Life<'_>, model: &Model) {

@@ -20,8 +20,10 @@ use std::sync::Arc;
 
 /// Version of the tables' layout, in every file's metadata under
 /// [`VERSION_KEY`]. 2: `polls.queue` and `tasks.parent_task_id` filled
-/// (always null in 1), and the `cpu_samples` table.
-pub const SCHEMA_VERSION: u32 = 2;
+/// (always null in 1), and the `cpu_samples` table. 3: the `spans` table,
+/// and `runtime` / `runtime_name` in `polls` and `workers` (several
+/// runtimes in one process).
+pub const SCHEMA_VERSION: u32 = 3;
 /// File metadata key of [`SCHEMA_VERSION`].
 pub const VERSION_KEY: &str = "runtrace.schema_version";
 /// File metadata key of the table's name.
@@ -119,6 +121,8 @@ const POLLS: &[Column] = &[
     c("duration_ns", Ty::I64),
     n("wake_delay_ns", Ty::I64),
     c("local_q", Ty::U32),
+    n("runtime", Ty::U32),
+    n("runtime_name", Ty::Str),
 ];
 
 const TASKS: &[Column] = &[
@@ -141,6 +145,8 @@ const WORKERS: &[Column] = &[
     n("unpark_ns", Ty::I64),
     n("parked_ns", Ty::I64),
     c("local_q", Ty::U32),
+    n("runtime", Ty::U32),
+    n("runtime_name", Ty::Str),
 ];
 
 const QUEUES: &[Column] = &[
@@ -211,6 +217,28 @@ const CPU_SAMPLES: &[Column] = &[
     c("stack", Ty::StrList),
 ];
 
+const SPANS: &[Column] = &[
+    c("pid", Ty::U64),
+    c("recording_id", Ty::U64),
+    c("tid", Ty::U64),
+    c("span_id", Ty::U64),
+    n("parent_span_id", Ty::U64),
+    c("name", Ty::Str),
+    c("label", Ty::Str),
+    n("fields", Ty::Str),
+    n("task_id", Ty::U64),
+    n("worker", Ty::U32),
+    n("runtime", Ty::U32),
+    n("runtime_name", Ty::Str),
+    c("new_ns", Ty::I64),
+    n("first_enter_ns", Ty::I64),
+    n("close_ns", Ty::I64),
+    n("wall_ns", Ty::I64),
+    c("busy_ns", Ty::I64),
+    c("delay_ns", Ty::I64),
+    c("enters", Ty::U32),
+];
+
 /// The tables of a dataset, one directory each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Table {
@@ -232,11 +260,13 @@ pub enum Table {
     QueueSnapshots,
     /// CPU-profile samples, on and off CPU, with symbolized stacks.
     CpuSamples,
+    /// One row per span of the application (closed, or open at the end).
+    Spans,
 }
 
 impl Table {
     /// Every table, in directory order.
-    pub const ALL: [Table; 9] = [
+    pub const ALL: [Table; 10] = [
         Table::Polls,
         Table::Tasks,
         Table::Workers,
@@ -246,6 +276,7 @@ impl Table {
         Table::BacklogTriggers,
         Table::QueueSnapshots,
         Table::CpuSamples,
+        Table::Spans,
     ];
 
     /// Its directory (and SQL table) name.
@@ -260,6 +291,7 @@ impl Table {
             Table::BacklogTriggers => "backlog_triggers",
             Table::QueueSnapshots => "queue_snapshots",
             Table::CpuSamples => "cpu_samples",
+            Table::Spans => "spans",
         }
     }
 
@@ -276,6 +308,7 @@ impl Table {
             Table::BacklogTriggers => BACKLOG_TRIGGERS,
             Table::QueueSnapshots => QUEUE_SNAPSHOTS,
             Table::CpuSamples => CPU_SAMPLES,
+            Table::Spans => SPANS,
         }
     }
 

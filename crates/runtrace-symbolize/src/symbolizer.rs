@@ -132,16 +132,28 @@ impl Symbolizer {
     pub fn stack(&mut self, addrs: &[u64]) -> Vec<Frame> {
         let mut out = Vec::with_capacity(addrs.len());
         for (i, &addr) in addrs.iter().enumerate() {
-            let key = (addr, i > 0);
-            if let Some(frames) = self.cache.get(&key) {
-                out.extend_from_slice(frames);
-                continue;
-            }
-            let frames = self.resolve(addr, i > 0).into_boxed_slice();
-            out.extend_from_slice(&frames);
-            self.cache.insert(key, frames);
+            out.extend_from_slice(self.address(addr, i > 0));
         }
         out
+    }
+
+    /// The frames of one address of a stack, innermost (inlined callee)
+    /// first, as [`Symbolizer::stack`] names it: `is_return` for every
+    /// address but a stack's first (looked up at `addr - 1`). For callers
+    /// that keep which address each frame came from (Perfetto's frames).
+    ///
+    /// ```
+    /// let mut s = runtrace_symbolize::Symbolizer::new(&[], Default::default());
+    /// assert_eq!(s.address(0x10, false).len(), 1);
+    /// assert!(s.address(0x10, false)[0].is_unknown());
+    /// ```
+    pub fn address(&mut self, addr: u64, is_return: bool) -> &[Frame] {
+        let key = (addr, is_return);
+        if !self.cache.contains_key(&key) {
+            let frames = self.resolve(addr, is_return).into_boxed_slice();
+            self.cache.insert(key, frames);
+        }
+        &self.cache[&key]
     }
 
     /// What could not be symbolized and why, one line per binary (binary

@@ -53,7 +53,9 @@ where
         // The waker events' interest follows whether a backend listens.
         runtrace_core::listeners::on_change(tracing::callsite::rebuild_interest_cache);
     });
-    WakesLayer.with_filter(WakesFilter)
+    WakesLayer
+        .with_filter(WakesFilter)
+        .and_then(crate::spans::layer())
 }
 
 /// The tokio task id of a task span.

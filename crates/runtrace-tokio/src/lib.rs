@@ -47,6 +47,7 @@ compile_error!(
 
 mod layer;
 mod resources;
+pub mod spans;
 pub mod wakes;
 
 pub use layer::layer;
@@ -178,13 +179,22 @@ fn learn_launch_task() {
 /// Out of line, so the per-poll path keeps only the flag check.
 #[cold]
 #[inline(never)]
-fn worker_started(w: u32, runtime: u32) {
+fn worker_started(w: u32, st: &RuntimeState) {
+    let runtime = st.id;
     STARTED.set(true);
     // tokio calls the poll hook outside the polled task's id guard: the
     // current task here is the worker's launch task. Learning it here, and
     // not only at the first park, keeps the wakes the worker issues between
     // its first polls and its first park (deferred wakes) from naming it.
     learn_launch_task();
+    // The runtime's name just before each worker's start, so every
+    // recording that has the worker has its runtime's name (several
+    // runtimes in one process are told apart by it), and a reader knows it
+    // when the WorkerStart comes.
+    if probes::runtime_name::enabled() {
+        let name = st.name.as_deref().map_or(Istr::EMPTY, Istr::new);
+        probes::runtime_name::fire(probes::runtime_name::Args { runtime, name });
+    }
     if probes::worker_start::enabled() {
         probes::worker_start::fire(probes::worker_start::Args { worker: w, runtime });
     }
@@ -194,7 +204,6 @@ fn worker_started(w: u32, runtime: u32) {
 struct RuntimeState {
     id: u32,
     /// Its name, when the application gave one ([`Instrumentation::name`]).
-    #[allow(dead_code)]
     name: Option<Arc<str>>,
     threads: AtomicUsize,
     sampler: std::sync::Once,
@@ -598,7 +607,7 @@ fn poll_start(st: &RuntimeState, clock: &TraceClock, meta: &tokio::runtime::Task
     let id = task_id(meta.id());
     POLLING.set((id, w));
     if !STARTED.get() {
-        worker_started(w, st.id);
+        worker_started(w, st);
     }
     // One clock read for the event and the queue sampling.
     let now = clock.now();

@@ -167,6 +167,7 @@ mod tests {
                 .collect(),
             effects: Vec::new(),
             functions: None,
+            spans: Vec::new(),
         }
     }
 

@@ -67,6 +67,11 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             id: c.worker_id(wi),
             thread: m.threads[w.thread as usize].name.clone(),
             runtime: w.runtime,
+            runtime_name: w
+                .runtime
+                .and_then(|rt| e.runtime_names.get(&(w.proc, rt)))
+                .map(|&n| m.name(n).to_string())
+                .filter(|n| !n.is_empty()),
             polls: w.polls,
             busy_ns: w.busy_ns,
             parked_ns: w.parked_ns,
@@ -107,7 +112,9 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             .then(b.1.polls.cmp(&a.1.polls))
             .then(a.1.location.cmp(&b.1.location))
     });
-    let findings = findings::all(&c, &th, duration_ns);
+    let mut findings = findings::all(&c, &th, duration_ns);
+    let spans = e.spans.report(m);
+    name_spans(&mut findings, &spans);
     let mut notes = Vec::new();
     if workers_omitted > 0 {
         notes.push(format!(
@@ -204,9 +211,24 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             })
             .collect(),
         findings,
+        spans,
         notes,
         thresholds: th,
         waiting: super::waiting::report_json(&c),
+    }
+}
+
+/// Names in each finding (and its effects) the spans its blamed
+/// location's polls were serving.
+fn name_spans(findings: &mut [crate::runtime::Finding], spans: &crate::spans::SpanReport) {
+    if spans.served.is_empty() {
+        return;
+    }
+    for f in findings {
+        if let Some(loc) = &f.spawn_loc {
+            f.spans = spans.serving(loc);
+        }
+        name_spans(&mut f.effects, spans);
     }
 }
 

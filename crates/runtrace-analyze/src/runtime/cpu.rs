@@ -6,7 +6,7 @@
 
 use super::engine::Engine;
 use super::findings::NO_CPU_TIME;
-use super::report::{CpuFunctions, Finding, FindingKind, FunctionShare, Report};
+use super::report::{CpuFunctions, Finding, FindingKind, FunctionShare, LocationCpu, Report};
 use super::Options;
 use crate::functions::{own_frame, FunctionStat, StackNames, Tally};
 use runtrace_model::event::Ev;
@@ -18,6 +18,7 @@ use runtrace_model::pass::{Pass, Wants};
 use runtrace_model::profile::{Profile, ProfilePass, SampleKind};
 use serde_json::json;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// On-CPU functions listed per finding.
@@ -128,6 +129,62 @@ struct LocCpu {
     /// Preemptions: switch-outs outside syscalls, and their off-CPU ns.
     preempted: u64,
     preempted_ns: u64,
+    /// Samples whose stack does not reach its thread's start.
+    truncated: u64,
+}
+
+impl LocCpu {
+    fn add(&mut self, frames: &[runtrace_symbolize::Frame], kind: SampleKind) {
+        if !frames.is_empty() && !reaches_thread_start(frames) {
+            self.truncated += 1;
+        }
+        match kind {
+            SampleKind::OnCpu => self.on.add(frames, own_frame(frames), 1),
+            // A switch-out in a syscall wrapper blocked; one anywhere
+            // else was a preemption (runnable, waiting for a CPU).
+            SampleKind::OffCpu { off_ns } if in_syscall(frames) => {
+                self.off.add(frames, own_frame(frames), off_ns.max(1))
+            }
+            SampleKind::OffCpu { off_ns } => {
+                self.preempted_ns = self.preempted_ns.saturating_add(off_ns);
+                self.preempted += 1;
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.on.samples() == 0 && self.off.samples() == 0 && self.preempted == 0
+    }
+}
+
+/// The samples of one location's polls, three ways: all its polls, its
+/// polls over the `long_poll` threshold, and its polls over the
+/// `slow_poll` mean threshold. A finding is judged from the polls it is
+/// about (docs/analysis.md, "Evidence from the finding's own polls").
+#[derive(Default)]
+struct LocSets {
+    all: LocCpu,
+    long: LocCpu,
+    slow: LocCpu,
+}
+
+/// Whether a stack (leaf first) reaches the start of its thread: its
+/// outermost frame is where threads (or the process) begin. A frame-pointer
+/// walk that stopped early (in a function without frame pointers, such as
+/// glibc's `send`) ends anywhere else.
+fn reaches_thread_start(frames: &[runtrace_symbolize::Frame]) -> bool {
+    const STARTS: [&str; 6] = [
+        "start_thread",
+        "clone3",
+        "__clone3",
+        "clone",
+        "__libc_start_call_main",
+        "_start",
+    ];
+    frames.last().is_some_and(|f| {
+        let name = f.function.strip_prefix("__GI_").unwrap_or(&f.function);
+        STARTS.contains(&name) || name.starts_with("__libc_start_main")
+    })
 }
 
 /// Whether an off-CPU stack switched out in a system call: its leaf (the
@@ -144,11 +201,18 @@ fn in_syscall(frames: &[runtrace_symbolize::Frame]) -> bool {
 
 impl Report {
     /// Adds [`Finding::functions`] to every finding that blames a spawn
-    /// location (not to its effects: they blame the same one), from `profile`'s samples taken inside
-    /// polls of that location; a `long_poll` / `slow_poll` finding's
-    /// detail then says "burning CPU in F" or "blocked in F" instead of
-    /// that the trace cannot tell. Does nothing when the profile has no
-    /// samples (the report stays as without a profile).
+    /// location (not to its effects: they blame the same one), from
+    /// `profile`'s samples taken inside the polls the finding is about:
+    /// for `long_poll`, that location's polls over the long-poll
+    /// threshold; for `slow_poll`, its polls over the slow-poll mean
+    /// threshold; for the others, its long polls when samples fell in
+    /// some, else all its polls ([`CpuFunctions::polls_over_ns`] says
+    /// which). The location-wide profile is kept apart
+    /// ([`CpuFunctions::location`]). A `long_poll` / `slow_poll`
+    /// finding's detail then says "burning CPU in F" or "blocked in F"
+    /// instead of that the trace cannot tell. Samples of runtrace's own
+    /// threads never count. Does nothing when the profile has no samples
+    /// (the report stays as without a profile).
     ///
     /// ```
     /// use runtrace_analyze::{analyze_bytes, functions::StackNames};
@@ -176,44 +240,67 @@ impl Report {
             .find(|&h| h > 0)
             .unwrap_or(DEFAULT_HZ);
         let period_ns = 1_000_000_000 / hz.max(1);
-        let mut locs: HashMap<&str, LocCpu> = HashMap::new();
+        let th = self.thresholds;
+        let mut locs: HashMap<&str, LocSets> = HashMap::new();
         for s in &profile.samples {
             let Some(l) = s.location.as_deref() else {
                 continue;
             };
+            if s.is_runtrace() {
+                continue;
+            }
             let frames = names.frames(&s.stack);
-            let lc = locs.entry(l).or_default();
-            match s.kind {
-                SampleKind::OnCpu => lc.on.add(&frames, own_frame(&frames), 1),
-                // A switch-out in a syscall wrapper blocked; one anywhere
-                // else was a preemption (runnable, waiting for a CPU).
-                SampleKind::OffCpu { off_ns } if in_syscall(&frames) => {
-                    lc.off.add(&frames, own_frame(&frames), off_ns.max(1))
-                }
-                SampleKind::OffCpu { off_ns } => {
-                    lc.preempted_ns = lc.preempted_ns.saturating_add(off_ns);
-                    lc.preempted += 1;
-                }
+            let sets = locs.entry(l).or_default();
+            sets.all.add(&frames, s.kind);
+            let poll_ns = s.poll_ns().unwrap_or(0);
+            if poll_ns > th.long_poll_ns {
+                sets.long.add(&frames, s.kind);
+            }
+            if poll_ns > th.cpu_bound_mean_ns {
+                sets.slow.add(&frames, s.kind);
             }
         }
+        let ctx = AttachCtx {
+            period_ns,
+            long_poll_ns: th.long_poll_ns,
+            slow_poll_ns: th.cpu_bound_mean_ns,
+        };
         for f in &mut self.findings {
-            attach(f, &locs, period_ns);
+            attach(f, &locs, &ctx);
         }
     }
 }
 
-fn attach(f: &mut Finding, locs: &HashMap<&str, LocCpu>, period_ns: u64) {
-    let Some(loc) = f.spawn_loc.as_deref() else {
-        return;
-    };
-    let empty = LocCpu::default();
-    let lc = locs.get(loc).unwrap_or(&empty);
+struct AttachCtx {
+    period_ns: u64,
+    long_poll_ns: u64,
+    slow_poll_ns: u64,
+}
+
+/// The verdict of one set of samples: CPU or blocked, and the top
+/// functions (the verdict's kind first).
+struct Judged {
+    on_cpu_ns: u64,
+    off_cpu_ns: u64,
+    mostly_off_cpu: bool,
+    on: Vec<FunctionStat>,
+    off: Vec<FunctionStat>,
+}
+
+fn judge(lc: &LocCpu, period_ns: u64) -> Judged {
     let on_cpu_ns = lc.on.samples().saturating_mul(period_ns);
     let off_cpu_ns = lc.off.total();
-    let mostly_off_cpu = off_cpu_ns > on_cpu_ns;
-    let on = lc.on.top_self(TOP_ON);
-    let off = lc.off.top_self(TOP_OFF);
-    let share = |x: &FunctionStat, off_cpu: bool| FunctionShare {
+    Judged {
+        on_cpu_ns,
+        off_cpu_ns,
+        mostly_off_cpu: off_cpu_ns > on_cpu_ns,
+        on: lc.on.top_self(TOP_ON),
+        off: lc.off.top_self(TOP_OFF),
+    }
+}
+
+fn share(x: &FunctionStat, off_cpu: bool) -> FunctionShare {
+    FunctionShare {
         function: x.function.to_string(),
         file: x.file.as_deref().map(str::to_string),
         line: x.line,
@@ -224,58 +311,94 @@ fn attach(f: &mut Finding, locs: &HashMap<&str, LocCpu>, period_ns: u64) {
         // What a blocking call went through; on-CPU it would name
         // whatever helper the leaf was in (debug builds: iterator code).
         via: x.via.as_deref().filter(|_| off_cpu).map(str::to_string),
+    }
+}
+
+fn attach(f: &mut Finding, locs: &HashMap<&str, LocSets>, ctx: &AttachCtx) {
+    let Some(loc) = f.spawn_loc.as_deref() else {
+        return;
     };
-    let on_list = on.iter().map(|x| share(x, false));
-    let off_list = off.iter().map(|x| share(x, true));
-    let functions: Vec<FunctionShare> = if mostly_off_cpu {
+    let empty = LocSets::default();
+    let sets = locs.get(loc).unwrap_or(&empty);
+    // The polls the finding is about.
+    let (lc, over) = match f.kind {
+        FindingKind::LongPoll => (&sets.long, ctx.long_poll_ns),
+        FindingKind::SlowPoll => (&sets.slow, ctx.slow_poll_ns),
+        _ if !sets.long.is_empty() => (&sets.long, ctx.long_poll_ns),
+        _ => (&sets.all, 0),
+    };
+    let j = judge(lc, ctx.period_ns);
+    let on_list = j.on.iter().map(|x| share(x, false));
+    let off_list = j.off.iter().map(|x| share(x, true));
+    let functions: Vec<FunctionShare> = if j.mostly_off_cpu {
         off_list.chain(on_list).collect()
     } else {
         on_list.chain(off_list).collect()
     };
+    let wide = judge(&sets.all, ctx.period_ns);
+    let location = (over > 0).then(|| LocationCpu {
+        on_cpu_samples: sets.all.on.samples(),
+        on_cpu_ns: wide.on_cpu_ns,
+        off_cpu_ns: wide.off_cpu_ns,
+        mostly_off_cpu: wide.mostly_off_cpu,
+        top: if wide.mostly_off_cpu {
+            wide.off.first().map(|x| share(x, true))
+        } else {
+            wide.on.first().map(|x| share(x, false))
+        },
+    });
     if matches!(f.kind, FindingKind::LongPoll | FindingKind::SlowPoll) {
         if f.detail.ends_with(NO_CPU_TIME) {
             let n = f.detail.len() - NO_CPU_TIME.len();
             f.detail.truncate(n);
             f.detail.push_str("; ");
-            f.detail
-                .push_str(&verdict(lc, mostly_off_cpu, &on, &off, off_cpu_ns));
+            f.detail.push_str(&verdict(lc, &j, over));
+            if lc.truncated > 0 {
+                let _ = write!(
+                    f.detail,
+                    " ({} of those samples had truncated stacks: counted by the poll they landed in)",
+                    lc.truncated
+                );
+            }
         }
         f.evidence["cpu_evidence"] = json!("samples");
     }
     f.functions = Some(CpuFunctions {
         on_cpu_samples: lc.on.samples(),
-        on_cpu_ns,
-        off_cpu_ns,
+        on_cpu_ns: j.on_cpu_ns,
+        off_cpu_ns: j.off_cpu_ns,
         off_cpu_switches: lc.off.samples(),
         preempted_ns: lc.preempted_ns,
         preempted_switches: lc.preempted,
-        mostly_off_cpu,
+        mostly_off_cpu: j.mostly_off_cpu,
         functions,
+        polls_over_ns: over,
+        truncated_stacks: lc.truncated,
+        location,
     });
 }
 
-/// "burning CPU in F (file:line): 62% of its 40 on-CPU samples (blocked:
-/// 0 ns, preempted: 3 ms)" or
-/// "blocked in F (file:line) via G: 95% of its 1.2 s off-CPU over 12
-/// switch-outs (CPU samples: 3)".
-fn verdict(
-    lc: &LocCpu,
-    mostly_off_cpu: bool,
-    on: &[FunctionStat],
-    off: &[FunctionStat],
-    off_cpu_ns: u64,
-) -> String {
-    match (mostly_off_cpu, on.first(), off.first()) {
+/// "burning CPU in F (file:line): 62% of the 40 on-CPU samples in its
+/// polls over 10 ms (blocked: 0 ns, preempted: 3 ms)" or
+/// "blocked in F (file:line) via G: 95% of the 1.2 s off-CPU in its polls
+/// over 10 ms, over 12 switch-outs (CPU samples: 3)".
+fn verdict(lc: &LocCpu, j: &Judged, over: u64) -> String {
+    let scope = if over > 0 {
+        format!("its polls over {}", fmt_ns(over))
+    } else {
+        "its polls".to_string()
+    };
+    match (j.mostly_off_cpu, j.on.first(), j.off.first()) {
         (true, _, Some(top)) => format!(
-            "blocked in {}: {:.0}% of its {} off-CPU over {} switch-outs (CPU samples: {})",
+            "blocked in {}: {:.0}% of the {} off-CPU in {scope}, over {} switch-outs (CPU samples: {})",
             top.label(),
             100.0 * top.share,
-            fmt_ns(off_cpu_ns),
+            fmt_ns(j.off_cpu_ns),
             lc.off.samples(),
             lc.on.samples()
         ),
         (false, Some(top), _) => format!(
-            "burning CPU in {}: {:.0}% of its {} on-CPU samples (blocked: {}, preempted: {})",
+            "burning CPU in {}: {:.0}% of the {} on-CPU samples in {scope} (blocked: {}, preempted: {})",
             FunctionStat {
                 via: None,
                 ..top.clone()
@@ -283,9 +406,9 @@ fn verdict(
             .label(),
             100.0 * top.share,
             lc.on.samples(),
-            fmt_ns(off_cpu_ns),
+            fmt_ns(j.off_cpu_ns),
             fmt_ns(lc.preempted_ns)
         ),
-        _ => "no CPU samples were taken in its polls".to_string(),
+        _ => format!("no CPU samples were taken in {scope}"),
     }
 }

@@ -118,5 +118,6 @@ pub(crate) fn finding(
         victims: Vec::new(),
         effects: Vec::new(),
         functions: None,
+        spans: Vec::new(),
     }
 }

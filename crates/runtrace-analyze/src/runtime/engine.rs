@@ -66,13 +66,17 @@ pub struct Engine {
     scratch: Vec<(u32, u64, u64, u64)>,
     /// What tasks waited for (leaks, stuck tasks, locks, resources).
     pub(crate) waiting: Waiting,
+    /// The span table, from the same records.
+    pub(crate) spans: crate::spans::SpanPass,
+    /// Runtime names (name index) by (process, runtime).
+    pub(crate) runtime_names: std::collections::HashMap<(u32, u32), u32>,
 }
 
 impl Pass for Engine {
     /// The lifecycle, and the application events (`runtrace::sync`'s
     /// named locks, for `lock_convoy`).
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE.or(Wants::APP)
+        Wants::LIFECYCLE.or(Wants::APP).or(Wants::SPANS)
     }
 
     #[inline(always)]
@@ -91,9 +95,13 @@ impl Pass for Engine {
                 if p.thread as usize >= self.threads.len() {
                     self.sync(model);
                 }
+                self.spans.poll_start(p);
                 self.poll_start(p)
             }
-            Life::PollEnd(p) => self.poll_end(p),
+            Life::PollEnd(p) => {
+                self.spans.life(rec, model);
+                self.poll_end(p)
+            }
             Life::Spawn(t) => {
                 self.spawns += 1;
                 if t.loc as usize >= self.locs.len() {
@@ -113,6 +121,11 @@ impl Pass for Engine {
             Life::EndUnmatched(_) => self.unmatched_poll_ends += 1,
             Life::WakesForgotten(n) => self.dropped_orphan_wakes += n,
             Life::Wake(_) => {}
+            Life::SpanNew(_)
+            | Life::SpanEnter(_)
+            | Life::SpanExit(_)
+            | Life::SpanClose(_)
+            | Life::SpanAlive(_) => self.spans.life(rec, model),
         }
     }
 
@@ -153,6 +166,8 @@ impl Engine {
             waits_lost: 0,
             scratch: Vec::new(),
             waiting: Waiting::default(),
+            spans: Default::default(),
+            runtime_names: Default::default(),
         }
     }
 
@@ -220,6 +235,8 @@ impl Engine {
             max_local_q: 0,
             local_q: 0,
             sched_wait_ns: 0,
+            run_ms: 0,
+            first_cpu_ms: None,
             parked: false,
             park_start: 0,
             over: false,
@@ -229,7 +246,7 @@ impl Engine {
             ring_head: 0,
             loc_polls: Vec::new(),
             upto_victim: Vec::new(),
-            buildup: Buildup::default(),
+            buildup: Box::default(),
             long_since_unpark: Vec::new(),
             last_unpark: 0,
         });
@@ -254,6 +271,10 @@ impl Engine {
             kind::WORKER_START | kind::WORKER_STOP => {
                 let w = self.worker_idx(ev.thread, ev.worker);
                 self.workers[w as usize].runtime = Some(ev.a);
+            }
+            kind::RUNTIME_NAME => {
+                let proc = self.proc_of(ev.thread);
+                self.runtime_names.insert((proc, ev.x as u32), ev.worker);
             }
             _ => self.waiting.event(ev, m),
         }
@@ -401,6 +422,8 @@ impl Engine {
             }
         }
         let w = &mut self.workers[wi as usize];
+        let first = *w.first_cpu_ms.get_or_insert(ev.a);
+        w.run_ms = w.run_ms.max(ev.a.saturating_sub(first) as u64);
         w.long_since_unpark.clear();
         w.last_sched_wait = Some(ev.x);
         w.last_unpark = ev.ticks;

@@ -32,8 +32,8 @@ mod waits;
 pub use cpu::{analyze_files_profiled, WhenProfiled};
 pub use engine::Engine;
 pub use report::{
-    CpuFunctions, Finding, FindingKind, FunctionShare, LocationReport, ProcessReport, QueueReport,
-    Report, Severity, Victim, WorkerId, WorkerReport, WAKES_HINT,
+    CpuFunctions, Finding, FindingKind, FunctionShare, LocationCpu, LocationReport, ProcessReport,
+    QueueReport, Report, Severity, Victim, WorkerId, WorkerReport, WAKES_HINT,
 };
 pub use thresholds::Thresholds;
 pub use waits::Wait;

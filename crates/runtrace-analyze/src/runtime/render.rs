@@ -26,7 +26,7 @@ impl Report {
             .workers
             .iter()
             .map(|w| {
-                json!({
+                let mut v = json!({
                     "worker": w.id.worker,
                     "polls": w.polls,
                     "busy_ratio": w.busy_ratio,
@@ -41,7 +41,12 @@ impl Report {
                     "parked_ns": w.parked_ns,
                     "parks": w.parks,
                     "sched_wait_ns": w.sched_wait_ns,
-                })
+                });
+                // Only for named runtimes: unnamed ones keep their JSON.
+                if let Some(n) = &w.runtime_name {
+                    v["runtime_name"] = json!(n);
+                }
+                v
             })
             .collect();
         let locs: Vec<Value> = self
@@ -65,7 +70,7 @@ impl Report {
             .collect();
         let findings: Vec<Value> = self.findings.iter().map(finding_json).collect();
         let q = |q: &QueueReport| json!({"name": q.name, "samples": q.samples, "max": q.max, "mean": q.mean});
-        json!({
+        let mut out = json!({
             "events": self.events,
             "duration_ns": self.duration_ns,
             "dropped_events": self.dropped_events,
@@ -89,7 +94,12 @@ impl Report {
             "queues": self.queues.iter().map(q).collect::<Vec<_>>(),
             "notes": self.notes,
             "waiting": self.waiting,
-        })
+        });
+        // Only for traces with spans: the JSON of others is unchanged.
+        if !self.spans.spans.is_empty() {
+            out["spans"] = self.spans.to_json();
+        }
+        out
     }
 }
 
@@ -180,7 +190,10 @@ impl fmt::Display for Report {
                     w.max_local_q,
                     w.parks,
                     fmt_ns(w.sched_wait_ns),
-                    w.thread.as_deref().unwrap_or("")
+                    match (&w.runtime_name, w.thread.as_deref()) {
+                        (Some(rt), t) => format!("{} [runtime {rt}]", t.unwrap_or("")),
+                        (None, t) => t.unwrap_or("").to_string(),
+                    }
                 )?;
             }
         }
@@ -233,6 +246,8 @@ impl fmt::Display for Report {
             )?;
         }
         writeln!(f)?;
+        // The application's spans, when recorded (nothing otherwise).
+        write!(f, "{}", self.spans)?;
         writeln!(f, "=== Findings ({})", self.findings.len())?;
         if self.findings.is_empty() {
             writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers, host starvation, lock or resource waits, leaked or stuck tasks over the thresholds")?;
@@ -248,6 +263,12 @@ impl fmt::Display for Report {
             }
             if let Some(line) = x.functions_line() {
                 writeln!(f, "           functions: {line}")?;
+            }
+            if let Some(line) = x.functions.as_ref().and_then(location_line) {
+                writeln!(f, "           all its polls: {line}")?;
+            }
+            if !x.spans.is_empty() {
+                writeln!(f, "           spans: {}", x.spans.join(", "))?;
             }
             if let Some(line) = x.victims_line() {
                 writeln!(f, "           victims: {line}")?;
@@ -294,6 +315,9 @@ fn finding_json(f: &Finding) -> Value {
         })).collect::<Vec<_>>(),
         "effects": f.effects.iter().map(finding_json).collect::<Vec<_>>(),
     });
+    if !f.spans.is_empty() {
+        v["spans"] = json!(f.spans);
+    }
     if let Some(c) = &f.functions {
         v["functions"] = c
             .functions
@@ -324,9 +348,45 @@ fn finding_json(f: &Finding) -> Value {
             "preempted_ns": c.preempted_ns,
             "preempted_switches": c.preempted_switches,
             "mostly_off_cpu": c.mostly_off_cpu,
+            "polls_over_ns": c.polls_over_ns,
+            "truncated_stacks": c.truncated_stacks,
         });
+        if let Some(l) = &c.location {
+            v["cpu_profile"]["location"] = json!({
+                "on_cpu_samples": l.on_cpu_samples,
+                "on_cpu_ns": l.on_cpu_ns,
+                "off_cpu_ns": l.off_cpu_ns,
+                "mostly_off_cpu": l.mostly_off_cpu,
+                "top": l.top.as_ref().map(|t| json!({
+                    "function": t.function,
+                    "file": t.file,
+                    "line": t.line,
+                    "share": t.share,
+                    "off_cpu": t.off_cpu,
+                })),
+            });
+        }
     }
     v
+}
+
+/// The `all its polls:` line: the location-wide profile, when a finding's
+/// own covers only its long or slow polls.
+fn location_line(c: &CpuFunctions) -> Option<String> {
+    let l = c.location.as_ref()?;
+    let top = l.top.as_ref().map_or(String::new(), |t| {
+        format!(", top {} ({:.0}%)", t.function, 100.0 * t.share)
+    });
+    Some(format!(
+        "{} ({} on-CPU samples, {} blocked){top}",
+        if l.mostly_off_cpu {
+            "mostly blocked"
+        } else {
+            "mostly on CPU"
+        },
+        l.on_cpu_samples,
+        fmt_ns(l.off_cpu_ns)
+    ))
 }
 
 impl Finding {
@@ -389,8 +449,13 @@ impl Finding {
 /// The `functions:` line of a finding with CPU samples: "burning CPU in"
 /// or "blocked in", then the functions with their shares, the top first.
 fn functions_line(c: &CpuFunctions) -> String {
+    let scope = if c.polls_over_ns > 0 {
+        format!("its polls over {}", fmt_ns(c.polls_over_ns))
+    } else {
+        "its polls".to_string()
+    };
     let Some(top) = c.functions.first() else {
-        return "no CPU samples in its polls".to_string();
+        return format!("no CPU samples in {scope}");
     };
     let list: Vec<String> = c
         .functions
@@ -412,8 +477,13 @@ fn functions_line(c: &CpuFunctions) -> String {
             format!("{}{at}{via} ({:.0}%, {what})", x.function, 100.0 * x.share)
         })
         .collect();
+    let truncated = if c.truncated_stacks > 0 {
+        format!("; {} truncated stacks", c.truncated_stacks)
+    } else {
+        String::new()
+    };
     format!(
-        "{} {}",
+        "{} {} [from {scope}{truncated}]",
         if top.off_cpu {
             "blocked in"
         } else {

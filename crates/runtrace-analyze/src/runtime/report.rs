@@ -135,6 +135,9 @@ pub struct Finding {
     /// (None: the trace has no samples, or the finding blames no
     /// location). Filled by [`Report::add_functions`].
     pub functions: Option<CpuFunctions>,
+    /// The spans the blamed location's polls were serving, most poll time
+    /// first (`GET /item (p99 120 ms)`; empty without spans).
+    pub spans: Vec<String>,
 }
 
 /// The CPU profile of the polls of a finding's blamed location: whether
@@ -162,6 +165,32 @@ pub struct CpuFunctions {
     pub mostly_off_cpu: bool,
     /// The top functions: off-CPU first when mostly off-CPU.
     pub functions: Vec<FunctionShare>,
+    /// The polls these samples come from: those that lasted over this
+    /// (the finding's long or slow polls), or all the location's polls (0).
+    pub polls_over_ns: u64,
+    /// Of those samples, the ones whose stack did not reach its thread's
+    /// start (a frame-pointer walk cut short): still counted by the poll
+    /// they landed in, but their functions may be wrong.
+    pub truncated_stacks: u64,
+    /// The location's whole profile (all its polls), when the figures
+    /// above cover only some of them.
+    pub location: Option<LocationCpu>,
+}
+
+/// The CPU profile of all the polls of a location, next to a finding's
+/// own ([`CpuFunctions::location`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocationCpu {
+    /// On-CPU samples in all its polls.
+    pub on_cpu_samples: u64,
+    /// Their CPU time (samples times the period).
+    pub on_cpu_ns: u64,
+    /// Blocked time in all its polls.
+    pub off_cpu_ns: u64,
+    /// `off_cpu_ns` exceeds `on_cpu_ns`.
+    pub mostly_off_cpu: bool,
+    /// Its top function (off-CPU when mostly off-CPU).
+    pub top: Option<FunctionShare>,
 }
 
 /// A function of the application a location's polls ran in (on-CPU) or
@@ -210,6 +239,8 @@ pub struct WorkerReport {
     pub thread: Option<String>,
     /// Runtime id (from WorkerStart / WorkerStop).
     pub runtime: Option<u32>,
+    /// The runtime's name (from RuntimeName), when it has one.
+    pub runtime_name: Option<String>,
     /// Completed polls.
     pub polls: u64,
     /// Sum of poll durations.
@@ -331,6 +362,8 @@ pub struct Report {
     pub queues: Vec<QueueReport>,
     /// Findings, critical first.
     pub findings: Vec<Finding>,
+    /// The application's spans ([`crate::spans`]; empty without them).
+    pub spans: crate::spans::SpanReport,
     /// Things about the input worth knowing (unmatched events, ...).
     pub notes: Vec<String>,
     /// The thresholds used.

@@ -122,6 +122,11 @@ pub(crate) struct Worker {
     /// Last known local queue depth.
     pub(super) local_q: u32,
     pub sched_wait_ns: u64,
+    /// The thread's CPU time over the same reads as `sched_wait_ns` (from
+    /// the first unpark's read to the last), in ms.
+    pub run_ms: u64,
+    /// The CPU time (ms) of the first unpark's read.
+    pub(super) first_cpu_ms: Option<u32>,
     pub(super) parked: bool,
     pub(super) park_start: u64,
     pub(super) over: bool,
@@ -133,7 +138,9 @@ pub(crate) struct Worker {
     pub loc_polls: Vec<(u64, u64)>,
     /// Per victim location: delayed-window time already attributed.
     pub(super) upto_victim: Vec<u64>,
-    pub buildup: Buildup,
+    // Boxed: rarely used, and a trace can have hundreds of thousands of
+    // workers (one per thread), so the per-worker array stays small.
+    pub buildup: Box<Buildup>,
     /// Long polls (location, ns) since the last unpark, judged at the
     /// next unpark: preempted when the scheduler wait grew by at least
     /// half their time (bounded: [`MAX_PENDING_LONG`]).

@@ -9,8 +9,11 @@
 //! every worker's local queue, the global queue, named executor queues and
 //! runtrace-sync's queues, and the application events: lock waits and holds,
 //! I/O and processing as slices (on lanes under their thread), drops,
-//! backlog triggers and heartbeats as instants. Names are interned
-//! (`interned_data`, one sequence with incremental state).
+//! backlog triggers and heartbeats as instants, and the CPU profile: each
+//! CPU sample and off-CPU stack as a callstack sample on its thread
+//! (symbolized, [`OFF_CPU_ROOT`] at the root of off-CPU stacks; trace
+//! processor's `perf_sample` table). Names, frames and callstacks are
+//! interned (`interned_data`, one sequence with incremental state).
 //!
 //! It is a [pass](runtrace_model::pass::Pass) over one streaming read, so
 //! memory is bounded by the trace's concurrency (live tasks, open slices,
@@ -34,9 +37,11 @@
 
 mod pass;
 pub mod proto;
+mod samples;
 pub mod writer;
 
 pub use pass::{ExportStats, Exporter};
+pub use samples::{NO_STACK, OFF_CPU_ROOT};
 
 use runtrace_format::output::{refuse_input, AtomicFile};
 use std::io::BufWriter;
@@ -68,6 +73,7 @@ pub fn convert<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Converted, Str
         AtomicFile::create(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
     let mut ex = Exporter::new(BufWriter::with_capacity(1 << 20, file));
     let (_model, stats) = runtrace_model::input::read(&paths, &mut ex, None);
+    let symbols = ex.symbol_problems();
     let (buffered, err, written) = ex.finish_output();
     if let Some(e) = err {
         return Err(format!("{}: cannot write: {e}", out.display()));
@@ -81,16 +87,19 @@ pub fn convert<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Converted, Str
         + written.parks
         + written.instants
         + written.app_slices
-        + written.counter_values;
-    let notes = (stats.events > 0 && shown == 0)
+        + written.counter_values
+        + written.cpu_samples
+        + written.off_cpu_samples;
+    let mut notes: Vec<String> = (stats.events > 0 && shown == 0)
         .then(|| {
             format!(
-                "none of the trace's {} events is of a kind the timeline shows (tasks, workers, queues, runtrace-sync's locks, queues and I/O): user-defined events are not exported; the file holds the recordings' process tracks only",
+                "none of the trace's {} events is of a kind the timeline shows (tasks, workers, queues, runtrace-sync's locks, queues and I/O, CPU samples): user-defined events are not exported; the file holds the recordings' process tracks only",
                 stats.events
             )
         })
         .into_iter()
         .collect();
+    notes.extend(symbols.into_iter().map(|p| format!("samples' stacks: {p}")));
     Ok(Converted {
         stats: written,
         events: stats.events,

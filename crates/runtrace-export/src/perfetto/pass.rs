@@ -7,14 +7,17 @@ use super::proto::{
     CounterDescriptor, DebugAnnotation, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
     TrackEvent, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
+use super::samples::Samples;
 use super::writer::PacketWriter;
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::lifecycle::{Life, Poll};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::spans::{Entered, Labels, Span};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
+use std::sync::Arc;
 
 /// Debug annotation names, by iid - 1 (interned once, up front).
 pub(crate) const ANNOTATIONS: &[&str] = &[
@@ -29,6 +32,10 @@ pub(crate) const ANNOTATIONS: &[&str] = &[
     "growth_per_s",
     "reason",
     "write",
+    "span_id",
+    "fields",
+    "busy_ns",
+    "delay_ns",
 ];
 const A_TASK: u64 = 1;
 const A_LOCAL_Q: u64 = 2;
@@ -41,12 +48,18 @@ const A_CAUSE: u64 = 8;
 const A_GROWTH: u64 = 9;
 const A_REASON: u64 = 10;
 const A_WRITE: u64 = 11;
+const A_SPAN: u64 = 12;
+const A_FIELDS: u64 = 13;
+const A_BUSY: u64 = 14;
+const A_DELAY: u64 = 15;
 
 /// Name spaces of [`PacketWriter::event_name`].
 const S_LOC: usize = 0;
 const S_FIXED: usize = 1;
+/// Span labels, index = [`Labels`] index.
+const S_SPAN: usize = 2;
 /// Application names: space `S_APP + group`, index = name index.
-const S_APP: usize = 2;
+const S_APP: usize = 3;
 const FIXED: &[&str] = &["parked", "wake", "spawn"];
 const F_PARKED: u32 = 0;
 const F_WAKE: u32 = 1;
@@ -79,6 +92,10 @@ const U_GLOBAL_Q: u64 = 4;
 const U_NAMED_Q: u64 = 5;
 const U_APP_Q: u64 = 6;
 const U_LANE: u64 = 7;
+
+/// Kind 0: the lanes of the spans' whole lives under a process track
+/// (index `proc << 16 | lane`, plus 1: never uuid 0).
+const U_SPAN_LANE: u64 = 0;
 
 /// The uuid of track `index` of `kind`.
 #[inline(always)]
@@ -148,12 +165,23 @@ pub struct ExportStats {
     pub unmatched_ends: u64,
     /// Application slices beyond [`MAX_LANES`] overlapping ones (skipped).
     pub overlapping_skipped: u64,
+    /// CPU samples written as callstack samples (one per `cpu_sample`).
+    pub cpu_samples: u64,
+    /// Off-CPU stacks written as callstack samples (one per `off_cpu`).
+    pub off_cpu_samples: u64,
+    /// Span slices on thread tracks (one per enter, inside the poll it
+    /// ran in).
+    pub span_slices: u64,
+    /// Spans' whole lives (first enter to close) on the process's span
+    /// lanes.
+    pub span_lives: u64,
 }
 
 #[derive(Clone, Copy, PartialEq)]
 enum Open {
     Poll(u64),
     Park,
+    Span(u64),
 }
 
 #[derive(Default)]
@@ -207,11 +235,18 @@ pub struct Exporter<W: Write> {
     cur_wake_first: bool,
     tracks: HashSet<u64, BuildHasherDefault<IntHasher>>,
     lanes: IntMap<(u32, usize), Vec<u64>>,
+    /// Span labels (the slices' names).
+    labels: Labels,
+    /// Per recording, the end of the last span life on each lane.
+    span_lanes: Vec<Vec<u64>>,
+    /// Runtime names by (recording, runtime): worker tracks say them.
+    runtime_names: IntMap<(u32, u32), String>,
     /// Wall-clock ns of timestamp 0: the anchor of the first recording
     /// with an event (`u64::MAX` until then). Events of a recording that
     /// started earlier are clamped to 0.
     base: u64,
     stats: ExportStats,
+    samples: Samples,
 }
 
 impl<W: Write> Exporter<W> {
@@ -228,9 +263,19 @@ impl<W: Write> Exporter<W> {
             cur_wake_first: false,
             tracks: HashSet::default(),
             lanes: IntMap::default(),
+            labels: Labels::default(),
+            span_lanes: Vec::new(),
+            runtime_names: IntMap::default(),
             base: u64::MAX,
             stats: ExportStats::default(),
+            samples: Samples::default(),
         }
+    }
+
+    /// What could not be symbolized in the samples' stacks, one line each
+    /// (binary not found, stripped, ...); empty without samples.
+    pub fn symbol_problems(&self) -> Vec<String> {
+        self.samples.problems()
     }
 
     /// The output, the first write error and the statistics.
@@ -319,8 +364,14 @@ impl<W: Write> Exporter<W> {
         let worker = match ev.kind {
             kind::POLL_START if ev.flag == 1 => Some(format!("executor {}", ev.worker)),
             kind::POLL_START => Some(format!("tokio worker {}", ev.worker)),
-            // Only runtrace-tokio records worker start and stop.
-            kind::WORKER_START | kind::WORKER_STOP => Some(format!("tokio worker {}", ev.worker)),
+            // Only runtrace-tokio records worker start and stop; `a` is
+            // the runtime, named by the RuntimeName just before.
+            kind::WORKER_START | kind::WORKER_STOP => {
+                Some(match self.runtime_names.get(&(th.proc, ev.a)) {
+                    Some(rt) => format!("{rt} worker {}", ev.worker),
+                    None => format!("tokio worker {}", ev.worker),
+                })
+            }
             kind::PARK | kind::UNPARK => Some(format!("worker {}", ev.worker)),
             _ => None,
         };
@@ -489,6 +540,139 @@ impl<W: Write> Exporter<W> {
         );
     }
 
+    /// A `cpu_sample` or `off_cpu` event as a callstack sample of the
+    /// sampled thread (`ev.worker`; `ev.thread` is the thread that wrote
+    /// it), an off-CPU one at its switch-out time.
+    fn sample(&mut self, ev: &Ev, model: &Model) {
+        let t = ev.worker;
+        let Some(th) = model.threads.get(t as usize) else {
+            return;
+        };
+        let pid = model.procs[th.proc as usize].pid as u32;
+        let tid = th.tid as u32;
+        let off_cpu = ev.kind == kind::OFF_CPU;
+        let mut ts = self.ts(model, t, ev.ticks);
+        if off_cpu {
+            ts = ts.saturating_sub(ev.x);
+        }
+        let stack = model
+            .stacks
+            .get(ev.a as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(&[][..]));
+        self.samples.write(
+            &mut self.w,
+            &model.mappings,
+            ts,
+            pid,
+            tid,
+            ev.a,
+            &stack,
+            off_cpu,
+        );
+        if off_cpu {
+            self.stats.off_cpu_samples += 1;
+        } else {
+            self.stats.cpu_samples += 1;
+        }
+    }
+
+    /// A span slice on the thread track, inside the poll open there.
+    fn span_enter(&mut self, model: &Model, e: &Entered) {
+        let pseudo = Ev {
+            ticks: e.start,
+            x: e.span,
+            a: 0,
+            thread: e.thread,
+            worker: e.worker,
+            kind: kind::SPAN_ENTER,
+            flag: 0,
+        };
+        let track = self.thread_track(model, &pseudo);
+        let ts = self.ts(model, e.thread, e.start);
+        let l = self.labels.of(model, e.name, e.fields);
+        let labels = &self.labels;
+        let iid = self
+            .w
+            .event_name(S_SPAN, l, || labels.labels[l as usize].clone());
+        let mut ev = self.begin(TYPE_SLICE_BEGIN, track);
+        ev.name_iid = Some(iid);
+        Self::ann_u(&mut ev, A_SPAN, e.span);
+        if e.task != 0 {
+            Self::ann_u(&mut ev, A_TASK, e.task);
+        }
+        self.emit(ts, ev);
+        self.threads[e.thread as usize]
+            .stack
+            .push(Open::Span(e.span));
+        self.stats.span_slices += 1;
+    }
+
+    /// A span's whole life, first enter to close, as a slice on the first
+    /// free lane of its recording's span lanes (an async track per lane
+    /// under the process: requests overlap).
+    fn span_life(&mut self, model: &Model, s: &Span) {
+        let (Some(first), Some(close)) = (s.first_enter, s.close) else {
+            return; // never entered: no life to draw
+        };
+        let start = self.ts(model, s.thread, first);
+        let end = self.ts(model, s.thread, close);
+        let p = s.proc as usize;
+        if p >= self.span_lanes.len() {
+            self.span_lanes.resize_with(p + 1, Vec::new);
+        }
+        let lanes = &mut self.span_lanes[p];
+        let lane = match lanes.iter().position(|&e| e <= start) {
+            Some(i) => i,
+            None if lanes.len() < MAX_LANES => {
+                lanes.push(0);
+                lanes.len() - 1
+            }
+            None => {
+                self.stats.overlapping_skipped += 1;
+                return;
+            }
+        };
+        lanes[lane] = end;
+        let parent = self.ensure_proc(model, s.proc);
+        let uuid = uuid(U_SPAN_LANE, ((s.proc as u64) << 16 | lane as u64) + 1);
+        if self.tracks.insert(uuid) {
+            let name = if lane == 0 {
+                "spans".to_string()
+            } else {
+                format!("spans {}", lane + 1)
+            };
+            self.w.track(TrackDescriptor {
+                uuid: Some(uuid),
+                name: Some(name),
+                parent_uuid: Some(parent),
+                ..Default::default()
+            });
+        }
+        let l = self.labels.of(model, s.name, s.fields);
+        let labels = &self.labels;
+        let iid = self
+            .w
+            .event_name(S_SPAN, l, || labels.labels[l as usize].clone());
+        let scale = model.procs[p].scale;
+        let fields = model.name(s.fields).to_string();
+        let mut e = self.begin(TYPE_SLICE_BEGIN, uuid);
+        e.name_iid = Some(iid);
+        Self::ann_u(&mut e, A_SPAN, s.id);
+        if !fields.is_empty() {
+            Self::ann(&mut e, A_FIELDS, |a| a.string_value = Some(fields));
+        }
+        if s.task != 0 {
+            Self::ann_u(&mut e, A_TASK, s.task);
+        }
+        Self::ann_u(&mut e, A_BUSY, scale.ns(s.busy_ticks));
+        Self::ann_u(&mut e, A_DELAY, scale.ns(s.delay_ticks));
+        self.emit(start, e);
+        let e = self.begin(TYPE_SLICE_END, uuid);
+        self.emit(end, e);
+        self.stats.span_lives += 1;
+    }
+
     /// Closes every open slice at the end of its recording.
     fn close_all(&mut self, model: &Model) {
         for t in 0..self.threads.len() {
@@ -510,18 +694,58 @@ impl<W: Write> Exporter<W> {
 
 impl<W: Write> Pass for Exporter<W> {
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE.or(Wants::APP)
+        Wants::LIFECYCLE.or(Wants::APP).or(Wants::PROFILE).or(Wants::SPANS)
     }
 
-    fn life(&mut self, rec: &Life<'_>, _model: &Model) {
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
         match *rec {
             Life::PollStart(p) => self.cur_poll = Some(*p),
             Life::Wake(w) => self.cur_wake_first = w.first,
+            Life::SpanEnter(e) => self.span_enter(model, e),
+            Life::SpanExit(e) => {
+                let ts = self.ts(model, e.thread, e.end);
+                self.close_to(e.thread, ts, Open::Span(e.span));
+            }
+            Life::SpanClose(s) => self.span_life(model, s),
             _ => {}
         }
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
+        if matches!(ev.kind, kind::CPU_SAMPLE | kind::OFF_CPU) {
+            // On the sampled thread, not the one that wrote the event (no
+            // track for it: trace processor puts samples on the thread).
+            self.sample(ev, model);
+            return;
+        }
+        // A worker described before its WorkerStart (by a park, the
+        // first thing a tokio worker does) is described again with its
+        // runtime's name (the thread track's name follows the last
+        // descriptor).
+        if ev.kind == kind::WORKER_START
+            && self
+                .threads
+                .get(ev.thread as usize)
+                .is_some_and(|t| t.described)
+            && self
+                .runtime_names
+                .contains_key(&(model.threads[ev.thread as usize].proc, ev.a))
+        {
+            self.describe_thread(model, ev);
+        }
+        if kind::is_span(ev.kind) {
+            return; // drawn from their lifecycle records (`life`)
+        }
+        if ev.kind == kind::RUNTIME_NAME {
+            // Names the worker tracks described after it.
+            let proc = model.threads[ev.thread as usize].proc;
+            let name = model.name(ev.worker);
+            if !name.is_empty() {
+                self.runtime_names
+                    .insert((proc, ev.x as u32), name.to_string());
+            }
+            return;
+        }
         let track = self.thread_track(model, ev);
         let ts = self.ts(model, ev.thread, ev.ticks);
         let proc = model.threads[ev.thread as usize].proc;

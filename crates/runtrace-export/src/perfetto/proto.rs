@@ -2,7 +2,8 @@
 //! for `prost` (no `protoc` at build time). Field numbers are those of
 //! Perfetto's own protos (`protos/perfetto/trace/trace_packet.proto`,
 //! `track_event/track_event.proto`, `track_event/track_descriptor.proto`,
-//! `interned_data/interned_data.proto`, `track_event/debug_annotation.proto`);
+//! `interned_data/interned_data.proto`, `track_event/debug_annotation.proto`,
+//! `profiling/profile_common.proto`, `profiling/profile_packet.proto`);
 //! the tests decode the output with the `perfetto` Python package's
 //! generated classes, which would reject a wrong type or number.
 //!
@@ -52,6 +53,92 @@ pub struct TracePacket {
     /// A track (process, thread, counter or async lane).
     #[prost(message, optional, tag = "60")]
     pub track_descriptor: Option<TrackDescriptor>,
+    /// A callstack sample of one thread (CPU or off-CPU profile).
+    #[prost(message, optional, tag = "66")]
+    pub perf_sample: Option<PerfSample>,
+}
+
+/// `Profiling.CpuMode.MODE_USER`: the sample was taken in user space.
+pub const MODE_USER: i32 = 2;
+
+/// `PerfSample` (only the fields of a sample with a callstack). Trace
+/// processor puts each in its `perf_sample` table, on thread `tid`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PerfSample {
+    /// Process id.
+    #[prost(uint32, optional, tag = "2")]
+    pub pid: Option<u32>,
+    /// Thread id.
+    #[prost(uint32, optional, tag = "3")]
+    pub tid: Option<u32>,
+    /// The sampled stack ([`InternedData::callstacks`]).
+    #[prost(uint64, optional, tag = "4")]
+    pub callstack_iid: Option<u64>,
+    /// [`MODE_USER`].
+    #[prost(int32, optional, tag = "5")]
+    pub cpu_mode: Option<i32>,
+}
+
+/// `InternedString` (function names, mapping paths, build ids).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InternedString {
+    /// The id others refer to.
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    /// The bytes.
+    #[prost(bytes = "vec", optional, tag = "2")]
+    pub str: Option<Vec<u8>>,
+}
+
+/// `Mapping`: an executable mapping of the process.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mapping {
+    /// The id frames refer to.
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    /// Interned build id ([`InternedData::build_ids`]; 0: none).
+    #[prost(uint64, optional, tag = "2")]
+    pub build_id: Option<u64>,
+    /// First address.
+    #[prost(uint64, optional, tag = "4")]
+    pub start: Option<u64>,
+    /// One past the last address.
+    #[prost(uint64, optional, tag = "5")]
+    pub end: Option<u64>,
+    /// File offset mapped at `start`.
+    #[prost(uint64, optional, tag = "8")]
+    pub exact_offset: Option<u64>,
+    /// Path components ([`InternedData::mapping_paths`]).
+    #[prost(uint64, repeated, packed = "false", tag = "7")]
+    pub path_string_ids: Vec<u64>,
+}
+
+/// `Frame`: one function of a callstack.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Frame {
+    /// The id callstacks refer to.
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    /// Interned name ([`InternedData::function_names`]).
+    #[prost(uint64, optional, tag = "2")]
+    pub function_name_id: Option<u64>,
+    /// Its mapping ([`InternedData::mappings`]; 0: none).
+    #[prost(uint64, optional, tag = "3")]
+    pub mapping_id: Option<u64>,
+    /// Address relative to the mapped file (address - start + offset).
+    #[prost(uint64, optional, tag = "4")]
+    pub rel_pc: Option<u64>,
+}
+
+/// `Callstack`: frames, root first.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Callstack {
+    /// The id samples refer to.
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    /// [`Frame::iid`]s, outermost (root) first.
+    #[prost(uint64, repeated, packed = "false", tag = "2")]
+    pub frame_ids: Vec<u64>,
 }
 
 /// `TrackEvent`.
@@ -100,7 +187,7 @@ pub struct DebugAnnotation {
     pub string_value: Option<String>,
 }
 
-/// `InternedData` (event and annotation names).
+/// `InternedData` (event and annotation names, callstacks).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct InternedData {
     /// Event names by iid.
@@ -109,6 +196,38 @@ pub struct InternedData {
     /// Debug annotation names by iid.
     #[prost(message, repeated, tag = "3")]
     pub debug_annotation_names: Vec<InternedName>,
+    /// Function names of frames.
+    #[prost(message, repeated, tag = "5")]
+    pub function_names: Vec<InternedString>,
+    /// Frames of callstacks.
+    #[prost(message, repeated, tag = "6")]
+    pub frames: Vec<Frame>,
+    /// Callstacks of samples.
+    #[prost(message, repeated, tag = "7")]
+    pub callstacks: Vec<Callstack>,
+    /// Build ids of mappings.
+    #[prost(message, repeated, tag = "16")]
+    pub build_ids: Vec<InternedString>,
+    /// Path components of mappings.
+    #[prost(message, repeated, tag = "17")]
+    pub mapping_paths: Vec<InternedString>,
+    /// Mappings of frames.
+    #[prost(message, repeated, tag = "19")]
+    pub mappings: Vec<Mapping>,
+}
+
+impl InternedData {
+    /// Nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.event_names.is_empty()
+            && self.debug_annotation_names.is_empty()
+            && self.function_names.is_empty()
+            && self.frames.is_empty()
+            && self.callstacks.is_empty()
+            && self.build_ids.is_empty()
+            && self.mapping_paths.is_empty()
+            && self.mappings.is_empty()
+    }
 }
 
 /// `EventName` and `DebugAnnotationName` (same shape: iid 1, name 2).

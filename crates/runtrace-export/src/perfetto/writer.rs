@@ -13,7 +13,7 @@
 //! ```
 
 use super::proto::{
-    InternedData, InternedName, TracePacket, TrackDescriptor, TrackEvent,
+    InternedData, InternedName, PerfSample, TracePacket, TrackDescriptor, TrackEvent,
     SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE,
 };
 use prost::Message;
@@ -86,6 +86,24 @@ impl<W: Write> PacketWriter<W> {
         }
     }
 
+    /// Interned data to send with the next packet (each kind of interned
+    /// message numbers its own iids; the caller keeps them).
+    pub fn interned(&mut self) -> &mut InternedData {
+        &mut self.pending
+    }
+
+    /// Writes a callstack sample at `ts` (ns); its callstack must have
+    /// been interned ([`PacketWriter::interned`]) before.
+    pub fn sample(&mut self, ts: u64, s: PerfSample) {
+        self.write(TracePacket {
+            timestamp: Some(ts),
+            trusted_packet_sequence_id: Some(SEQUENCE),
+            perf_sample: Some(s),
+            sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
+            ..Default::default()
+        });
+    }
+
     /// Writes a track descriptor.
     pub fn track(&mut self, d: TrackDescriptor) {
         self.write(TracePacket {
@@ -116,8 +134,7 @@ impl<W: Write> PacketWriter<W> {
             self.first = false;
             p.sequence_flags = Some(p.sequence_flags.unwrap_or(0) | SEQ_INCREMENTAL_STATE_CLEARED);
         }
-        let interned =
-            !self.pending.event_names.is_empty() || !self.pending.debug_annotation_names.is_empty();
+        let interned = !self.pending.is_empty();
         if interned {
             p.interned_data = Some(std::mem::take(&mut self.pending));
             p.sequence_flags = Some(p.sequence_flags.unwrap_or(0) | SEQ_NEEDS_INCREMENTAL_STATE);

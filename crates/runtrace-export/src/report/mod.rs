@@ -109,9 +109,9 @@ fn flame_graphs(profile: &Profile, names: &mut StackNames) -> Vec<html::Flame> {
             };
             let folded = fold(stacks(profile, &sel, names));
             let title = if off_cpu {
-                "Off-CPU time (µs), every recording thread"
+                "Off-CPU time (µs), the application's threads (runtrace's own left out)"
             } else {
-                "On-CPU samples, every recording thread"
+                "On-CPU samples, the application's threads (runtrace's own left out)"
             };
             let mut image = Vec::new();
             svg(&folded, title, sel.count_name(), &mut image).ok()?;

@@ -322,7 +322,11 @@ pub(crate) fn decode_events(
                         None => Err(at(DecodeError::new(c.pos, "unexpected end of data"))),
                     },
                     FieldType::F64 => c.skip_f64().map(|_| 0).map_err(at),
-                    FieldType::Str => c.skip_str().map(|_| 0).map_err(at),
+                    // Its position: the few kinds that keep text re-read it.
+                    FieldType::Str => {
+                        let p = c.pos as u64;
+                        c.skip_str().map(|_| p).map_err(at)
+                    }
                 };
                 match v {
                     Ok(v) => vals[i] = v,
@@ -394,7 +398,8 @@ pub(crate) fn decode_events(
             }
             kind::TERMINATE => push(k, g(0), 0, 0, 0),
             kind::PARK => push(k, 0, g(1), g(0), 0),
-            kind::UNPARK => push(k, g(1), 0, g(0), 0),
+            // CPU time in whole ms: u32 holds 49 days of it.
+            kind::UNPARK => push(k, g(1), g(2) / 1_000_000, g(0), 0),
             kind::QUEUE_SAMPLE => {
                 let qi = match resolve_queue(cache, names, model, tables, g(1), start) {
                     Ok(q) => q,
@@ -423,6 +428,26 @@ pub(crate) fn decode_events(
                 let (stack, undefined) = resolve_stack(cache, names, model, tables, g(1));
                 let off_ns = if k == kind::OFF_CPU { g(2) } else { 0 };
                 push(k, off_ns, stack as u64, sampled as u64, undefined as u8)
+            }
+            kind::SPAN_NEW => {
+                let name = match resolve_app(cache, names, model, tables, g(2), start) {
+                    Ok(n) => n,
+                    Err(x) => fail!(x),
+                };
+                // `g(3)` is the fields' position in the body (see the
+                // field loop); the text was checked there.
+                let text = Cursor::new(&body[g(3) as usize..]).str().unwrap_or("");
+                let fields = intern_text(names, model, text);
+                let (parent, extra) = (g(1), fields);
+                let a = if parent == 0 && extra == 0 {
+                    0
+                } else {
+                    model.side(&[parent, extra as u64]) + 1
+                };
+                push(k, g(0), a, name as u64, 0)
+            }
+            kind::SPAN_ENTER | kind::SPAN_EXIT | kind::SPAN_CLOSE => {
+                push(k, g(0), 0, st.worker_reg as u64, 0)
             }
             _ if generic => {
                 // An event without a packing of its own (`roles::generic`):
@@ -570,6 +595,22 @@ fn resolve_app(
     };
     remember(&mut cache.app, &mut cache.big_app, id, n);
     Ok(n)
+}
+
+/// The [`Model::names`] index of `text` (0: empty), interned by text (an
+/// inline string, such as a span's fields).
+fn intern_text(names: &mut Names, model: &mut Model, text: &str) -> u32 {
+    if text.is_empty() {
+        return 0;
+    }
+    if let Some(&n) = names.app_by_text.get(text) {
+        return n;
+    }
+    let text: Arc<str> = Arc::from(text);
+    let n = model.names.len() as u32;
+    names.app_by_text.insert(text.clone(), n);
+    model.names.push(text);
+    n
 }
 
 /// The [`Model::queues`] index of string `id` (`u32::MAX` for 0: the

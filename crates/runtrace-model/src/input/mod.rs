@@ -20,12 +20,13 @@
 //! ```
 
 mod decode;
+pub mod follow;
 mod order;
 mod roles;
 
 use crate::lifecycle::Tracked;
 use crate::model::{Model, Process};
-use crate::pass::Pass;
+use crate::pass::{Pass, Wants};
 use decode::{decode_chunk, FileCache, Names};
 use order::Orderer;
 use runtrace_format::reader::RawRecord;
@@ -115,138 +116,221 @@ fn read_files<P: Pass>(
     model: &mut Model,
     mut progress: Progress<'_>,
 ) -> ReadStats {
-    let wants = pass.wants();
-    let mut st = ReadStats::default();
-    let mut names = Names::default();
-    let mut order = Orderer::default();
-    let mut procs: HashMap<(u64, u64), u32> = HashMap::new();
-    let mut cur_proc: Option<u32> = None;
+    let mut rd = Reading::new(pass.wants());
     let total: u64 = paths
         .iter()
         .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
         .sum();
     let mut done_bytes = 0u64;
     for path in paths {
-        st.files.push(path.clone());
-        match std::fs::metadata(path) {
-            Err(err) => {
-                st.errors
-                    .push(format!("{}: cannot open: {err}", path.display()));
-                st.damaged = true;
-                continue;
-            }
-            Ok(m) if m.is_dir() => {
-                st.errors.push(format!(
-                    "{}: is a directory, not a trace file",
-                    path.display()
-                ));
-                st.damaged = true;
-                continue;
-            }
-            Ok(_) => {}
-        }
-        let mut r = match FileReader::open(path) {
-            Ok(r) => r,
-            Err(err) => {
-                st.errors
-                    .push(format!("{}: cannot open: {err}", path.display()));
-                st.damaged = true;
-                continue;
-            }
-        };
-        let mut cache = FileCache::default();
-        cache.plans.wants = wants;
-        let mut proc: Option<u32> = None;
-        let (mut file_events, mut file_dropped) = (0u64, 0u64);
-        let mut file_damaged = false;
+        let Some(mut r) = rd.open(path) else { continue };
+        let mut f = rd.file();
         let mut last_progress = 0u64;
         while let Some(item) = r.next_raw() {
-            match item {
-                Ok(RawRecord::Chunk(c)) => {
-                    let Some(p) = proc else { continue };
-                    let thread = model.thread(p, c.header.tid);
-                    let (n, err) =
-                        decode_chunk(&c, thread, &mut cache, &mut names, model, p, &mut order);
-                    file_events += n;
-                    if let Some(err) = err {
-                        st.errors.push(err.to_string());
-                        file_damaged = true;
+            if let Some(at) = rd.item(item, &mut f, pass, model) {
+                if let Some(cb) = progress.as_mut() {
+                    if at - last_progress >= 1 << 20 {
+                        last_progress = at;
+                        cb(done_bytes + at, total);
                     }
-                    if order.bound(pass, model) {
-                        st.forced_releases += 1;
-                    }
-                    let at = c.offset + c.frame_len;
-                    if let Some(cb) = progress.as_mut() {
-                        if at - last_progress >= 1 << 20 {
-                            last_progress = at;
-                            cb(done_bytes + at, total);
-                        }
-                    }
-                }
-                Ok(RawRecord::Record(rec)) => match rec {
-                    Record::Header(h) => {
-                        let key = (h.recording_id, h.pid);
-                        let p = match procs.get(&key) {
-                            Some(&p) => p,
-                            None => {
-                                let p = model.add_proc(Process::new(&h));
-                                procs.insert(key, p);
-                                p
-                            }
-                        };
-                        if cur_proc != Some(p) {
-                            // Another recording: finish ordering the last one.
-                            order.flush(pass, model);
-                            pass.end_recording(model);
-                            cur_proc = Some(p);
-                        }
-                        proc = Some(p);
-                    }
-                    Record::Round { watermark_ticks } => order.round(watermark_ticks, pass, model),
-                    Record::Dropped { count, .. } => {
-                        file_dropped = file_dropped.saturating_add(count)
-                    }
-                    Record::Thread { tid, name } => {
-                        if let Some(p) = proc {
-                            let t = model.thread(p, tid);
-                            model.threads[t as usize].name = Some(name);
-                        }
-                    }
-                    _ => {}
-                },
-                Err(err) => {
-                    // Truncation is damage too: the tail is lost.
-                    st.errors.push(err.to_string());
-                    file_damaged = true;
                 }
             }
         }
-        // CPU profile context (format 1.1): complete once the file is read.
-        model.add_mappings(r.tables().mappings());
-        if let Some(info) = r.tables().profile() {
-            model.profiles.push((path.clone(), info.clone()));
-        }
-        st.events += file_events;
-        st.unrecognised_schemas += cache.plans.unrecognised;
-        st.dropped = st.dropped.saturating_add(file_dropped);
-        if !file_damaged {
-            // The END frame's totals against what the file held
-            // (format.md section 10), checked by the reader.
-            for e in r.end_mismatches() {
-                st.errors.push(e.to_string());
-                file_damaged = true;
-            }
-        }
-        if !r.sealed() && !file_damaged {
-            st.unsealed.push(path.clone());
-        }
-        st.damaged |= file_damaged;
-        st.bytes += r.offset();
+        rd.end_file(&r, f, model);
         done_bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         if let Some(cb) = progress.as_mut() {
             cb(done_bytes, total);
         }
     }
-    order.flush(pass, model);
-    st
+    rd.finish(pass, model)
+}
+
+/// The state of one read across its files: what [`read`] keeps from file
+/// to file, and what [`follow::Follow`] keeps while files grow.
+pub(crate) struct Reading {
+    wants: Wants,
+    st: ReadStats,
+    names: Names,
+    order: Orderer,
+    procs: HashMap<(u64, u64), u32>,
+    cur_proc: Option<u32>,
+    /// A FINISH frame was read (the recording ended cleanly).
+    pub(crate) finished_recording: bool,
+}
+
+/// One file's reading state.
+pub(crate) struct FileRead {
+    cache: FileCache,
+    proc: Option<u32>,
+    pub(crate) events: u64,
+    dropped: u64,
+    pub(crate) damaged: bool,
+}
+
+impl Reading {
+    pub(crate) fn new(wants: Wants) -> Reading {
+        Reading {
+            wants,
+            st: ReadStats::default(),
+            names: Names::default(),
+            order: Orderer::default(),
+            procs: HashMap::new(),
+            cur_proc: None,
+            finished_recording: false,
+        }
+    }
+
+    /// Opens `path` (listed in the stats), or notes why it cannot be.
+    fn open(&mut self, path: &Path) -> Option<FileReader<runtrace_format::reader::OpenFile>> {
+        self.st.files.push(path.to_path_buf());
+        let err = match std::fs::metadata(path) {
+            Err(err) => format!("{}: cannot open: {err}", path.display()),
+            Ok(m) if m.is_dir() => format!("{}: is a directory, not a trace file", path.display()),
+            Ok(_) => match FileReader::open(path) {
+                Ok(r) => return Some(r),
+                Err(err) => format!("{}: cannot open: {err}", path.display()),
+            },
+        };
+        self.error(err);
+        None
+    }
+
+    /// Notes damage that is no file's frame.
+    pub(crate) fn error(&mut self, err: String) {
+        self.st.errors.push(err);
+        self.st.damaged = true;
+    }
+
+    /// A new file's state.
+    pub(crate) fn file(&self) -> FileRead {
+        let mut cache = FileCache::default();
+        cache.plans.wants = self.wants;
+        FileRead {
+            cache,
+            proc: None,
+            events: 0,
+            dropped: 0,
+            damaged: false,
+        }
+    }
+
+    /// One item of a file's [`FileReader::next_raw`]: returns the end
+    /// offset of a chunk read (for progress).
+    #[inline]
+    pub(crate) fn item<P: Pass>(
+        &mut self,
+        item: Result<RawRecord<'_>, runtrace_format::ReadError>,
+        f: &mut FileRead,
+        pass: &mut P,
+        model: &mut Model,
+    ) -> Option<u64> {
+        match item {
+            Ok(RawRecord::Chunk(c)) => {
+                let p = f.proc?;
+                let thread = model.thread(p, c.header.tid);
+                let (n, err) = decode_chunk(
+                    &c,
+                    thread,
+                    &mut f.cache,
+                    &mut self.names,
+                    model,
+                    p,
+                    &mut self.order,
+                );
+                f.events += n;
+                if let Some(err) = err {
+                    self.st.errors.push(err.to_string());
+                    f.damaged = true;
+                }
+                if self.order.bound(pass, model) {
+                    self.st.forced_releases += 1;
+                }
+                return Some(c.offset + c.frame_len);
+            }
+            Ok(RawRecord::Record(rec)) => match rec {
+                Record::Header(h) => {
+                    let key = (h.recording_id, h.pid);
+                    let p = match self.procs.get(&key) {
+                        Some(&p) => p,
+                        None => {
+                            let p = model.add_proc(Process::new(&h));
+                            self.procs.insert(key, p);
+                            p
+                        }
+                    };
+                    if self.cur_proc != Some(p) {
+                        // Another recording: finish ordering the last one.
+                        self.order.flush(pass, model);
+                        pass.end_recording(model);
+                        self.cur_proc = Some(p);
+                    }
+                    f.proc = Some(p);
+                }
+                Record::Round { watermark_ticks } => self.order.round(watermark_ticks, pass, model),
+                Record::Dropped { count, .. } => f.dropped = f.dropped.saturating_add(count),
+                Record::Thread { tid, name } => {
+                    if let Some(p) = f.proc {
+                        let t = model.thread(p, tid);
+                        model.threads[t as usize].name = Some(name);
+                    }
+                }
+                _ => {}
+            },
+            Err(err) => {
+                // Truncation is damage too: the tail is lost.
+                self.st.errors.push(err.to_string());
+                f.damaged = true;
+            }
+        }
+        None
+    }
+
+    /// A file is read: its totals into the stats.
+    pub(crate) fn end_file<R: std::io::Read>(
+        &mut self,
+        r: &FileReader<R>,
+        mut f: FileRead,
+        model: &mut Model,
+    ) {
+        // CPU profile context (format 1.1): complete once the file is read.
+        model.add_mappings(r.tables().mappings());
+        if let Some(info) = r.tables().profile() {
+            model.profiles.push((r.path().to_path_buf(), info.clone()));
+        }
+        let st = &mut self.st;
+        st.events += f.events;
+        st.unrecognised_schemas += f.cache.plans.unrecognised;
+        st.dropped = st.dropped.saturating_add(f.dropped);
+        if !f.damaged {
+            // The END frame's totals against what the file held
+            // (format.md section 10), checked by the reader.
+            for e in r.end_mismatches() {
+                st.errors.push(e.to_string());
+                f.damaged = true;
+            }
+        }
+        if !r.sealed() && !f.damaged {
+            st.unsealed.push(r.path().to_path_buf());
+        }
+        st.damaged |= f.damaged;
+        st.bytes += r.offset();
+    }
+
+    /// The statistics so far (events of files still being read not yet
+    /// counted).
+    pub(crate) fn stats(&self) -> &ReadStats {
+        &self.st
+    }
+
+    /// Releases the events held for ordering (the files read so far are
+    /// all there is for now).
+    pub(crate) fn flush<P: Pass>(&mut self, pass: &mut P, model: &Model) {
+        self.order.flush(pass, model);
+    }
+
+    /// Releases the events still held for ordering; the read is over.
+    pub(crate) fn finish<P: Pass>(mut self, pass: &mut P, model: &Model) -> ReadStats {
+        self.order.flush(pass, model);
+        self.st
+    }
 }

@@ -64,7 +64,11 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [usize]> {
         kind::WAKE => &[task_wake::WOKEN_TASK_ID, task_wake::WORKER],
         kind::TERMINATE => &[task_terminate::TASK_ID],
         kind::PARK => &[worker_park::WORKER, worker_park::LOCAL_Q],
-        kind::UNPARK => &[worker_unpark::WORKER, worker_unpark::SCHED_WAIT_NS],
+        kind::UNPARK => &[
+            worker_unpark::WORKER,
+            worker_unpark::SCHED_WAIT_NS,
+            worker_unpark::CPU_NS,
+        ],
         kind::QUEUE_SAMPLE => &[
             queue_sample::GLOBAL_Q,
             queue_sample::QUEUE,
@@ -107,6 +111,15 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [usize]> {
         kind::HEARTBEAT => &[thread_heartbeat::ROLE, thread_heartbeat::GAP_NS],
         kind::CPU_SAMPLE => &[cpu_sample::TID, cpu_sample::STACK],
         kind::OFF_CPU => &[off_cpu::TID, off_cpu::STACK, off_cpu::OFF_NS],
+        kind::SPAN_NEW => &[
+            span_new::SPAN,
+            span_new::PARENT,
+            span_new::NAME,
+            span_new::FIELDS,
+        ],
+        kind::SPAN_ENTER => &[span_enter::SPAN],
+        kind::SPAN_EXIT => &[span_exit::SPAN],
+        kind::SPAN_CLOSE => &[span_close::SPAN],
         _ => return None,
     })
 }
@@ -328,9 +341,12 @@ mod tests {
     fn every_catalog_event_of_a_group_has_a_role() {
         for b in BUILTIN_EVENTS {
             let k = b.id as u8;
-            let wants = Wants::RUNTIME.or(Wants::APP).or(Wants::PROFILE);
+            let wants = Wants::RUNTIME
+                .or(Wants::APP)
+                .or(Wants::PROFILE)
+                .or(Wants::SPAN_EVENTS);
             let (role, fast) = role_of(&b.schema(), wants);
-            if kind::is_runtime(k) || kind::is_app(k) || kind::is_profile(k) {
+            if kind::is_runtime(k) || kind::is_app(k) || kind::is_profile(k) || kind::is_span(k) {
                 assert_eq!(role.kind, k, "{}", b.name);
                 assert_eq!(fast, has_fast_path(k), "{}", b.name);
                 assert_eq!(role.generic, wanted(k).is_none(), "{}", b.name);

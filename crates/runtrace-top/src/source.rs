@@ -1,0 +1,490 @@
+//! Where windows come from: a recording being written ([`Live`], followed
+//! through [`runtrace_model::input::follow`], memory bounded by the
+//! window), or a finished one ([`Replay`], read once into an index of
+//! 32-byte events, then windows at any position: play, pause, step,
+//! seek, next finding).
+//!
+//! ```
+//! use runtrace_model::synth::{self, TraceBuilder};
+//! use runtrace_top::source::{Options, Replay};
+//! let dir = tempfile::tempdir().unwrap();
+//! let mut b = TraceBuilder::new();
+//! b.location(1, "src/main.rs", 3, 1);
+//! for i in 0..20u64 {
+//!     b.spawn(i + 1, i * 500_000_000, 1, 0, 1, 0);
+//!     b.poll_start(i + 1, 0, i * 500_000_000 + 1_000, 1, 0, 0);
+//!     b.poll_end(i + 1, 0, i * 500_000_000 + 2_000, 1, true);
+//! }
+//! std::fs::write(dir.path().join("trace.0.bin"), b.finish()).unwrap();
+//! let mut r = Replay::open(dir.path(), Options::default()).unwrap();
+//! r.seek(5.0);
+//! let s = r.snapshot();
+//! assert_eq!(s.at_ns, 5_000_000_000);
+//! assert_eq!(s.locations[0].polls_per_s, 2.0); // 10 polls in 5 s
+//! ```
+
+use crate::snapshot::{self, Ages, Header, Key, Mode, Snapshot};
+use crate::window::{self, Collector, Lives};
+use runtrace_analyze::Thresholds;
+use runtrace_format::files;
+use runtrace_model::event::Ev;
+use runtrace_model::input::{self, follow::Follow, ReadStats};
+use runtrace_model::lifecycle::Tracked;
+use runtrace_model::model::Model;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How a view reads and judges.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The window, in seconds (default 5).
+    pub window_s: f64,
+    /// Replay speed (0.1 to 100; default 1, real time).
+    pub speed: f64,
+    /// The findings' thresholds (`runtrace analyze`'s).
+    pub thresholds: Thresholds,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            window_s: 5.0,
+            speed: 1.0,
+            thresholds: Thresholds::default(),
+        }
+    }
+}
+
+/// One window of `path`, as `runtrace top --once` prints it: the latest
+/// of a recording being written (`live`), else a finished recording's
+/// window ending `at` seconds into it (its end when `None`). Errors name
+/// the path.
+pub fn once(path: &Path, opts: Options, live: bool, at: Option<f64>) -> Result<Snapshot, String> {
+    if live {
+        return Live::open(path, opts)?
+            .snapshot_now()
+            .ok_or_else(|| format!("{}: no events yet", path.display()));
+    }
+    let mut r = Replay::open(path, opts)?;
+    r.seek(at.unwrap_or(f64::MAX));
+    Ok(r.snapshot())
+}
+
+/// Whether to follow `path` as it grows: never when asked to replay,
+/// always when asked to follow, else when a file is still being written
+/// ([`is_live`]).
+pub fn choose_live(path: &Path, replay: bool, follow: bool) -> Result<bool, String> {
+    match (replay, follow) {
+        (true, _) => Ok(false),
+        (false, true) => Ok(true),
+        (false, false) => is_live(path),
+    }
+}
+
+/// Live when some file of `path` is still being written (`.active`).
+///
+/// Errors name the path: no such directory, no trace files.
+pub fn is_live(path: &Path) -> Result<bool, String> {
+    let files = files::expand(&[path.to_path_buf()])?;
+    let mut any = false;
+    for f in &files {
+        if files::is_active_trace_file(f) {
+            return Ok(true);
+        }
+        any |= files::is_trace_file(f);
+    }
+    if !any {
+        return Err(match files::unreadable(path) {
+            Some(why) => why,
+            None => format!(
+                "{}: no trace files (trace.N.bin or trace.N.bin.active)",
+                path.display()
+            ),
+        });
+    }
+    Ok(false)
+}
+
+/// The recording of `model` with the most events (the one shown).
+fn main_proc(model: &Model) -> Option<u32> {
+    (0..model.procs.len() as u32)
+        .filter(|&p| model.procs[p as usize].events > 0)
+        .max_by_key(|&p| (model.procs[p as usize].events, p))
+}
+
+fn process_name(model: &Model, proc: u32, others: usize) -> String {
+    let p = &model.procs[proc as usize];
+    let mut s = format!("{} (pid {})", p.process_name, p.pid);
+    if others > 0 {
+        s.push_str(&format!(" [+{others} other recordings not shown]"));
+    }
+    s
+}
+
+/// A recording being written, followed.
+pub struct Live {
+    source: PathBuf,
+    follow: Follow,
+    coll: Tracked<Collector>,
+    opts: Options,
+    ages: Ages,
+    /// (when, events read, dropped) over the last window.
+    history: VecDeque<(Instant, u64, u64)>,
+    flushed: bool,
+    problem: Option<String>,
+}
+
+impl Live {
+    /// Starts following `path` (a directory or path prefix). Reads what is
+    /// there; an error when it holds nothing readable as a trace.
+    pub fn open(path: &Path, opts: Options) -> Result<Live, String> {
+        let mut l = Live {
+            source: path.to_path_buf(),
+            follow: Follow::new(path),
+            coll: Collector::tracked(),
+            opts,
+            ages: Ages::default(),
+            history: VecDeque::new(),
+            flushed: false,
+            problem: None,
+        };
+        l.follow.poll(&mut l.coll)?;
+        let st = l.follow.status();
+        if st.events == 0
+            && !st.notes.is_empty()
+            && st.files.iter().all(|f| {
+                st.notes
+                    .iter()
+                    .any(|n| n.starts_with(&*f.to_string_lossy()))
+            })
+        {
+            return Err(st.notes.join("\n"));
+        }
+        Ok(l)
+    }
+
+    /// Reads what was written since, and the window ending at the newest
+    /// event (None: no event yet).
+    pub fn refresh(&mut self) -> Option<Snapshot> {
+        self.problem = self.follow.poll(&mut self.coll).err();
+        let st = self.follow.status();
+        if st.idle > Duration::from_secs(2) && !self.flushed {
+            // The writer stopped: its last round's events are all there is.
+            self.follow.flush(&mut self.coll);
+            self.flushed = true;
+        } else if st.idle < Duration::from_secs(2) {
+            self.flushed = false;
+        }
+        let now = Instant::now();
+        self.history.push_back((now, st.events, st.dropped));
+        let keep = Duration::from_secs_f64(self.opts.window_s);
+        while self
+            .history
+            .front()
+            .is_some_and(|h| now.duration_since(h.0) > keep)
+        {
+            self.history.pop_front();
+        }
+        let model = self.follow.model_mut();
+        let proc = main_proc(model)?;
+        let c = &mut self.coll.pass;
+        let t1 = c.evs.back()?.ticks;
+        let tps = model.procs[proc as usize].ticks_per_sec as f64;
+        let t0 = t1.saturating_sub((self.opts.window_s * tps) as u64);
+        // Memory bounded by the window.
+        while c.evs.front().is_some_and(|e| e.ticks < t0) {
+            c.evs.pop_front();
+        }
+        c.lives.forget_before(t0);
+        let w = window::analyze(
+            model,
+            proc,
+            c.evs.iter(),
+            &c.lives,
+            t0,
+            t1,
+            self.opts.thresholds,
+        );
+        let (h0, h1) = (self.history.front()?, self.history.back()?);
+        let dt = h1.0.duration_since(h0.0).as_secs_f64();
+        let events_per_s = if dt > 0.5 {
+            (h1.1 - h0.1) as f64 / dt
+        } else {
+            w.events as f64 / self.opts.window_s
+        };
+        let state = if st.finished {
+            "finished".to_string()
+        } else if st.idle > Duration::from_secs(2) {
+            format!(
+                "no new data for {:.0} s (the process exited or crashed?)",
+                st.idle.as_secs_f64()
+            )
+        } else {
+            "recording".to_string()
+        };
+        let mut notes = st.notes.clone();
+        notes.extend(self.problem.clone());
+        let header = Header {
+            source: self.source.display().to_string(),
+            process: process_name(model, proc, model.procs.len() - 1),
+            events_per_s,
+            dropped: st.dropped,
+            dropped_recent: h1.2 - h0.2,
+            files: st.files.len(),
+            bytes: st.bytes,
+            state,
+            notes,
+        };
+        Some(snapshot::build(
+            &w,
+            model,
+            proc,
+            t0,
+            t1,
+            Mode::Live,
+            header,
+            &mut self.ages,
+            true,
+        ))
+    }
+
+    /// Reads everything written so far, the writer's last round included,
+    /// and returns the window ending at the newest event (`--once`).
+    pub fn snapshot_now(&mut self) -> Option<Snapshot> {
+        let _ = self.follow.poll(&mut self.coll);
+        self.follow.flush(&mut self.coll);
+        self.refresh()
+    }
+
+    /// Events and lives held (the memory bound's witnesses).
+    pub fn held(&self) -> (usize, usize) {
+        (self.coll.pass.evs.len(), self.coll.pass.lives.len())
+    }
+}
+
+/// A finished recording, played back.
+pub struct Replay {
+    source: PathBuf,
+    model: Model,
+    stats: ReadStats,
+    evs: Vec<Ev>,
+    lives: Lives,
+    proc: u32,
+    first: u64,
+    last: u64,
+    tps: f64,
+    /// The window's end, in ticks.
+    pos: u64,
+    opts: Options,
+    /// Playing paused.
+    pub paused: bool,
+    ages: Ages,
+    contiguous: bool,
+}
+
+/// Replay speeds allowed.
+pub const SPEEDS: std::ops::RangeInclusive<f64> = 0.1..=100.0;
+
+impl Replay {
+    /// Reads `path` (a directory, files' prefix, or a file) once and
+    /// stands at the first window. Errors name the files: no trace, or
+    /// nothing readable.
+    pub fn open(path: &Path, opts: Options) -> Result<Replay, String> {
+        let files = files::expand(&[path.to_path_buf()])?;
+        let files = input::sorted(&files);
+        for f in &files {
+            if let Some(why) = files::unreadable(f) {
+                return Err(why);
+            }
+        }
+        let mut c = Collector::default();
+        let (model, stats) = input::read(&files, &mut c, None);
+        let Some(proc) = main_proc(&model) else {
+            let mut msg = format!("{}: no events", path.display());
+            for e in &stats.errors {
+                msg.push('\n');
+                msg.push_str(e);
+            }
+            return Err(msg);
+        };
+        let mut evs: Vec<Ev> = c
+            .evs
+            .into_iter()
+            .filter(|e| model.threads[e.thread as usize].proc == proc)
+            .collect();
+        // Late events (rare) out of place would hide from a window.
+        evs.sort_by_key(|e| e.ticks);
+        let p = &model.procs[proc as usize];
+        let (first, last) = (p.anchor_ticks.min(p.first_ticks), p.last_ticks);
+        let tps = p.ticks_per_sec as f64;
+        let mut r = Replay {
+            source: path.to_path_buf(),
+            model,
+            stats,
+            evs,
+            lives: c.lives,
+            proc,
+            first,
+            last,
+            tps,
+            pos: first,
+            opts,
+            paused: false,
+            ages: Ages::default(),
+            contiguous: false,
+        };
+        r.pos = r.clamp(first as f64 + opts.window_s * tps);
+        Ok(r)
+    }
+
+    fn clamp(&self, t: f64) -> u64 {
+        (t.max(self.first as f64) as u64).min(self.last)
+    }
+
+    /// The window's end, in seconds since the recording started.
+    pub fn at_s(&self) -> f64 {
+        self.model.procs[self.proc as usize].ns(self.pos) as f64 / 1e9
+    }
+
+    /// The recording's length, in seconds.
+    pub fn length_s(&self) -> f64 {
+        self.model.procs[self.proc as usize].ns(self.last) as f64 / 1e9
+    }
+
+    /// At the recording's end.
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.last
+    }
+
+    /// Plays `dt` of wall time at the replay speed (nothing when paused).
+    pub fn advance(&mut self, dt: Duration) {
+        if self.paused {
+            return;
+        }
+        let t = self.pos as f64 + dt.as_secs_f64() * self.opts.speed * self.tps;
+        self.pos = self.clamp(t);
+        self.contiguous = true;
+        if self.at_end() {
+            self.paused = true;
+        }
+    }
+
+    /// Steps `secs` forward (negative: back).
+    pub fn step(&mut self, secs: f64) {
+        self.pos = self.clamp(self.pos as f64 + secs * self.tps);
+        self.contiguous = secs > 0.0 && secs <= self.opts.window_s;
+    }
+
+    /// Moves the window's end to `secs` since the recording started.
+    pub fn seek(&mut self, secs: f64) {
+        let p = &self.model.procs[self.proc as usize];
+        self.pos = self.clamp(p.anchor_ticks as f64 + secs * self.tps);
+        self.contiguous = false;
+    }
+
+    /// The replay speed.
+    pub fn speed(&self) -> f64 {
+        self.opts.speed
+    }
+
+    /// Sets the replay speed (clamped to [`SPEEDS`]).
+    pub fn set_speed(&mut self, s: f64) {
+        self.opts.speed = s.clamp(*SPEEDS.start(), *SPEEDS.end());
+    }
+
+    /// Moves to the next position (in steps of a second) whose window
+    /// holds a finding the current one does not; stays and returns false
+    /// when none comes before the end.
+    pub fn next_finding(&mut self) -> bool {
+        let here: Vec<Key> = self
+            .analyse(self.pos)
+            .report
+            .findings
+            .iter()
+            .map(Key::of)
+            .collect();
+        let mut t = self.pos;
+        let step = self.tps.max(1.0) as u64;
+        while t < self.last {
+            t = (t + step).min(self.last);
+            let w = self.analyse(t);
+            if w.report
+                .findings
+                .iter()
+                .any(|f| !here.contains(&Key::of(f)))
+            {
+                self.pos = t;
+                self.contiguous = false;
+                return true;
+            }
+        }
+        false
+    }
+
+    fn window(&self, t1: u64) -> (u64, u64) {
+        (
+            t1.saturating_sub((self.opts.window_s * self.tps) as u64),
+            t1,
+        )
+    }
+
+    fn analyse(&mut self, t1: u64) -> window::Analysed {
+        let (t0, t1) = self.window(t1);
+        let a = self.evs.partition_point(|e| e.ticks < t0);
+        let b = self.evs.partition_point(|e| e.ticks <= t1);
+        window::analyze(
+            &mut self.model,
+            self.proc,
+            self.evs[a..b].iter(),
+            &self.lives,
+            t0,
+            t1,
+            self.opts.thresholds,
+        )
+    }
+
+    /// The window at the current position.
+    pub fn snapshot(&mut self) -> Snapshot {
+        let (t0, t1) = self.window(self.pos);
+        let w = self.analyse(self.pos);
+        let secs = (t1 - t0) as f64 / self.tps.max(1.0);
+        let state = if self.at_end() {
+            "end of recording".to_string()
+        } else if self.paused {
+            "paused".to_string()
+        } else {
+            format!("replay {}x", self.opts.speed)
+        };
+        let header = Header {
+            source: self.source.display().to_string(),
+            process: process_name(&self.model, self.proc, self.model.procs.len() - 1),
+            // Every kind read counts in the recording's rate; the window
+            // holds runtime events only.
+            events_per_s: w.events as f64 / secs.max(1e-9),
+            dropped: self.stats.dropped,
+            dropped_recent: 0,
+            files: self.stats.files.len(),
+            bytes: self.stats.bytes,
+            state,
+            notes: self.stats.errors.clone(),
+        };
+        let contiguous = std::mem::replace(&mut self.contiguous, true);
+        snapshot::build(
+            &w,
+            &self.model,
+            self.proc,
+            t0,
+            t1,
+            Mode::Replay,
+            header,
+            &mut self.ages,
+            contiguous,
+        )
+    }
+
+    /// Bytes the index holds per event, and events held.
+    pub fn index_size(&self) -> (usize, usize) {
+        (std::mem::size_of::<Ev>(), self.evs.len())
+    }
+}

@@ -1,0 +1,310 @@
+//! One window of a recording, analysed: runtrace-analyze's runtime
+//! [`Engine`] (the pass and the findings' rules of `runtrace analyze`)
+//! run over the events of `[t0, t1]`, beside [`Now`], a small pass for
+//! what only a live view asks (what each worker polls at `t1`, the recent
+//! polls of each location). Tasks alive at `t0` are seeded into the
+//! window's lifecycle with their spawn location ([`Lives`]), so a task
+//! spawned before the window is not `<unknown>` in it.
+//!
+//! Nothing here knows the terminal: [`crate::snapshot`] turns the result
+//! into rows, [`crate::ui`] draws them.
+//!
+//! ```
+//! use runtrace_model::{input, lifecycle::Tracked, synth::TraceBuilder};
+//! use runtrace_top::window::{analyze, Collector};
+//! let mut b = TraceBuilder::new();
+//! b.location(1, "src/main.rs", 3, 1);
+//! b.spawn(7, 1_000, 1, 0, 1, 0);
+//! b.poll_start(7, 0, 2_000_000_000, 1, 0, 0); // polled 2 s later, for 60 ms
+//! b.poll_end(7, 0, 2_060_000_000, 1, true);
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("trace.0.bin");
+//! std::fs::write(&path, b.finish()).unwrap();
+//! let mut c = Collector::default();
+//! let (mut model, _) = input::read(&[path], &mut c, None);
+//! // The window [1.5 s, 2.1 s] holds the poll, not the spawn.
+//! let w = analyze(&mut model, 0, c.evs.iter(), &c.lives, 1_500_000_000, 2_100_000_000, Default::default());
+//! assert_eq!(w.report.spawn_locations[0].location, "src/main.rs:3:1");
+//! assert!(w.report.findings.iter().any(|f| f.kind.as_str() == "long_poll"));
+//! ```
+
+use runtrace_analyze::runtime::Engine;
+use runtrace_analyze::{Report, Thresholds};
+use runtrace_model::event::Ev;
+use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::input::ReadStats;
+use runtrace_model::lifecycle::{Life, Tracked};
+use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::pass::{Pass, Wants};
+use std::collections::VecDeque;
+
+/// Recent polls kept per spawn location for the details pane.
+pub const RECENT: usize = 12;
+
+/// One task life: where and when it began and ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LifeSpan {
+    /// Its recording ([`Model::procs`] index).
+    pub proc: u32,
+    /// Task id.
+    pub task: u64,
+    /// Spawn location ([`Model::locs`] index).
+    pub loc: u32,
+    /// Ticks of its spawn, or of its first sight.
+    pub from: u64,
+    /// Ticks of its end (`u64::MAX`: alive).
+    pub end: u64,
+}
+
+/// Task lives by the lifecycle's serial number: what a window needs to
+/// seed (tasks alive at its start) and to count tasks alive per location.
+#[derive(Debug, Default, Clone)]
+pub struct Lives {
+    by_serial: FxHashMap<u32, LifeSpan>,
+}
+
+impl Lives {
+    /// Takes one lifecycle record.
+    pub fn record(&mut self, rec: &Life<'_>) {
+        match *rec {
+            Life::Spawn(t) | Life::Seen(t) => {
+                let from = t.spawn.or(t.first_poll).unwrap_or(0);
+                self.by_serial.insert(
+                    t.serial,
+                    LifeSpan {
+                        proc: t.proc,
+                        task: t.task,
+                        loc: t.loc,
+                        from,
+                        end: u64::MAX,
+                    },
+                );
+            }
+            Life::End(t) => {
+                if let Some(l) = self.by_serial.get_mut(&t.serial) {
+                    // Replaced by a new spawn of its id (`end: None`): over
+                    // now, at the latest time known, its last event.
+                    l.end = t.end.unwrap_or(l.from.max(t.first_poll.unwrap_or(0)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Forgets lives that ended before `t` (a live view's window moved on).
+    pub fn forget_before(&mut self, t: u64) {
+        self.by_serial.retain(|_, l| l.end >= t);
+    }
+
+    /// Lives alive at `t` (began at or before, not ended before) of
+    /// recording `proc`.
+    pub fn alive_at(&self, proc: u32, t: u64) -> impl Iterator<Item = &LifeSpan> {
+        self.by_serial
+            .values()
+            .filter(move |l| l.proc == proc && l.from <= t && l.end > t)
+    }
+
+    /// How many lives are kept.
+    pub fn len(&self) -> usize {
+        self.by_serial.len()
+    }
+
+    /// None kept.
+    pub fn is_empty(&self) -> bool {
+        self.by_serial.is_empty()
+    }
+}
+
+/// The pass that collects a recording for windows: the runtime events in
+/// time order and the task lives.
+#[derive(Default)]
+pub struct Collector {
+    /// Runtime events, in time order.
+    pub evs: VecDeque<Ev>,
+    /// Task lives.
+    pub lives: Lives,
+}
+
+impl Pass for Collector {
+    fn wants(&self) -> Wants {
+        Wants::LIFECYCLE
+    }
+    fn event(&mut self, ev: &Ev, _: &Model) {
+        self.evs.push_back(*ev);
+    }
+    fn life(&mut self, rec: &Life<'_>, _: &Model) {
+        self.lives.record(rec);
+    }
+}
+
+impl Collector {
+    /// A collector fed through the lifecycle (what [`runtrace_model::input::follow`] needs).
+    pub fn tracked() -> Tracked<Collector> {
+        Tracked::new(Collector::default())
+    }
+}
+
+/// A poll, as the details pane lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecentPoll {
+    /// Task id.
+    pub task: u64,
+    /// Worker index (`runtrace_format::NO_WORKER`: none).
+    pub worker: u32,
+    /// Ticks of its start.
+    pub start: u64,
+    /// Its length, in ticks.
+    pub ticks: u64,
+    /// Its wake -> poll delay, in ticks (None: no wake seen).
+    pub delay: Option<u64>,
+}
+
+/// What a worker was doing at the window's end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerNow {
+    /// The poll open at `t1`: (task, location, start ticks).
+    pub polling: Option<(u64, u32, u64)>,
+    /// The local queue depth last seen.
+    pub local_q: u32,
+    /// Its polls in the window.
+    pub polls: u64,
+}
+
+/// The pass beside the engine: what each worker polls now, recent polls
+/// per location.
+#[derive(Default)]
+pub struct Now {
+    /// By (thread, worker).
+    pub workers: FxHashMap<(u32, u32), WorkerNow>,
+    /// By location: the last [`RECENT`] polls.
+    pub recent: FxHashMap<u32, VecDeque<RecentPoll>>,
+}
+
+impl Pass for Now {
+    fn wants(&self) -> Wants {
+        Wants::LIFECYCLE
+    }
+    fn event(&mut self, ev: &Ev, _: &Model) {
+        use runtrace_model::event::kind;
+        if ev.kind == kind::PARK {
+            let w = self.workers.entry((ev.thread, ev.worker)).or_default();
+            w.local_q = ev.a;
+        }
+    }
+    fn life(&mut self, rec: &Life<'_>, _: &Model) {
+        match *rec {
+            Life::PollStart(p) => {
+                let w = self.workers.entry((p.thread, p.worker)).or_default();
+                w.polling = Some((p.task, p.loc, p.start));
+                w.local_q = p.local_q;
+            }
+            Life::PollEnd(p) => {
+                let w = self.workers.entry((p.thread, p.worker)).or_default();
+                w.polls += 1;
+                if w.polling.is_some_and(|(t, ..)| t == p.task) {
+                    w.polling = None;
+                }
+                let r = self.recent.entry(p.loc).or_default();
+                if r.len() == RECENT {
+                    r.pop_front();
+                }
+                r.push_back(RecentPoll {
+                    task: p.task,
+                    worker: p.worker,
+                    start: p.start,
+                    ticks: p.ticks(),
+                    delay: p.delay_ticks(),
+                });
+            }
+            Life::PollLost(p) => {
+                if let Some(w) = self.workers.get_mut(&(p.thread, p.worker)) {
+                    w.polling = None;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A window's analysis.
+pub struct Analysed {
+    /// `runtrace analyze`'s report over the window.
+    pub report: Report,
+    /// What the workers and locations were doing.
+    pub now: Now,
+    /// Tasks alive at the window's end, by location.
+    pub alive: FxHashMap<u32, u64>,
+    /// Events in the window.
+    pub events: u64,
+}
+
+/// Analyses the events of recording `proc` in `[t0, t1]` (ticks) of
+/// `evs` (in time order; others are skipped) with the engine of
+/// `runtrace analyze` and thresholds `th`, seeding the tasks `lives` says
+/// were alive at `t0`. The model's extent of `proc` is set to the window
+/// while the report is built, and restored.
+pub fn analyze<'a>(
+    model: &mut Model,
+    proc: u32,
+    evs: impl Iterator<Item = &'a Ev>,
+    lives: &Lives,
+    t0: u64,
+    t1: u64,
+    th: Thresholds,
+) -> Analysed {
+    let mut passes = Tracked::new((Engine::new(th), Now::default()));
+    for l in lives.alive_at(proc, t0) {
+        passes.tracker().seed(proc, l.task, l.loc, l.from);
+    }
+    let mut n = 0u64;
+    for ev in evs {
+        if ev.ticks < t0 || ev.ticks > t1 {
+            continue;
+        }
+        let Some(th) = model.threads.get(ev.thread as usize) else {
+            continue;
+        };
+        if th.proc != proc {
+            continue;
+        }
+        passes.event(ev, model);
+        n += 1;
+    }
+    // The report sees the window as the recording's extent; the other
+    // recordings as empty.
+    let saved: Vec<(u64, u64, u64)> = model
+        .procs
+        .iter()
+        .map(|p| (p.first_ticks, p.last_ticks, p.events))
+        .collect();
+    for (i, p) in model.procs.iter_mut().enumerate() {
+        if i as u32 == proc {
+            p.first_ticks = t0;
+            p.last_ticks = t1;
+            p.events = n;
+        } else {
+            p.events = 0;
+        }
+    }
+    passes.finish(model);
+    let stats = ReadStats {
+        events: n,
+        ..ReadStats::default()
+    };
+    let (engine, now) = passes.pass;
+    let report = engine.report(model, stats);
+    for (p, s) in model.procs.iter_mut().zip(saved) {
+        (p.first_ticks, p.last_ticks, p.events) = s;
+    }
+    let mut alive: FxHashMap<u32, u64> = FxHashMap::default();
+    for l in lives.alive_at(proc, t1) {
+        *alive.entry(l.loc).or_default() += 1;
+    }
+    let _ = UNKNOWN_LOC;
+    Analysed {
+        report,
+        now,
+        alive,
+        events: n,
+    }
+}

@@ -1,0 +1,88 @@
+"""CPU cost of `runtrace top` following a busy recording (docs/top.md).
+
+    python3 tools/top_cpu.py RUNTRACE TOP_DEMO [--tasks-per-ms N] [--seconds S] [--window W]
+
+Starts the demo service (crates/runtrace-cli/examples/top_demo.rs, built
+with `cargo build --release -p runtrace-cli --example top_demo`) recording
+into a scratch directory, lets it warm up 3 s, runs `runtrace top DIR` in
+a pseudo-terminal for S seconds (default 20), and prints the CPU time top
+used (utime + stime from /proc) as a share of one core, the recording's
+events per second (from the recorder's own total), and top's peak RSS.
+Also prints the last screen (the capture in docs/top.md).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pexpect
+import pyte
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return (int(parts[11]) + int(parts[12])) / tck
+
+
+def rss_peak_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main():
+    runtrace, demo = sys.argv[1], sys.argv[2]
+    per_ms, secs, window = "50", 20.0, "5"
+    args = sys.argv[3:]
+    while args:
+        k, v = args[0], args[1]
+        args = args[2:]
+        if k == "--tasks-per-ms":
+            per_ms = v
+        elif k == "--seconds":
+            secs = float(v)
+        elif k == "--window":
+            window = v
+    d = tempfile.mkdtemp(prefix="runtrace-top-cpu-")
+    svc = subprocess.Popen(
+        [demo, "--out", d, "--seconds", str(secs + 6), "--tasks-per-ms", per_ms,
+         "--max-file-size", str(16 << 20)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+        screen = pyte.Screen(160, 45)
+        stream = pyte.ByteStream(screen)
+        top = pexpect.spawn(runtrace, ["top", d, "--window", window], dimensions=(45, 160))
+        t0 = time.time()
+        c0 = None
+        while time.time() - t0 < secs:
+            try:
+                stream.feed(top.read_nonblocking(65536, timeout=0.2))
+            except pexpect.TIMEOUT:
+                pass
+            if c0 is None and time.time() - t0 > 2:
+                # After the first read of what was already written.
+                c0, w0 = cpu_s(top.pid), time.time()
+        c1, w1 = cpu_s(top.pid), time.time()
+        rss = rss_peak_kb(top.pid)
+        print("\n".join(line.rstrip() for line in screen.display))
+        top.send("q")
+        top.expect(pexpect.EOF, timeout=5)
+        _, err = svc.communicate(timeout=60)
+        print(err.strip())
+        print(f"top CPU: {100 * (c1 - c0) / (w1 - w0):.2f}% of one core over {w1 - w0:.1f} s; peak RSS {rss / 1024:.1f} MiB")
+    finally:
+        if svc.poll() is None:
+            svc.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
