@@ -37,6 +37,22 @@ pub use runtrace_recorder::{
     is_recording, user_events, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard,
 };
 
+/// Sampled heap allocations (feature `alloc`): the global allocator
+/// wrapper [`alloc::Sampled`].
+#[cfg(feature = "alloc")]
+pub mod alloc;
+
+/// Without feature `alloc` there is no allocator wrapper (the doc test
+/// checks that this does not compile):
+///
+/// ```compile_fail
+/// static A: runtrace::alloc::Sampled<std::alloc::System> =
+///     runtrace::alloc::Sampled::new(std::alloc::System);
+/// ```
+#[cfg(not(feature = "alloc"))]
+#[doc(hidden)]
+pub mod __no_alloc_wrapper {}
+
 /// The instrumented executor (feature `executor`).
 #[cfg(feature = "executor")]
 pub use runtrace_executor as executor;

@@ -90,6 +90,8 @@ pub mod kind {
     pub const SPAN_CLOSE: u8 = c::span_close::ID as u8;
     /// `runtime_name` (a runtime group event).
     pub const RUNTIME_NAME: u8 = c::runtime_name::ID as u8;
+    /// A sampled heap allocation (written by the recorder; not read by a pass yet).
+    pub const ALLOC_SAMPLE: u8 = c::alloc_sample::ID as u8;
 
     /// The catalog group of kind `k` (None: no built-in event): one table
     /// load, cheap enough for every event.

@@ -129,7 +129,7 @@ pub fn by_name(name: &str) -> Option<u8> {
 /// use runtrace_model::{event::kind, kinds};
 /// use runtrace_format::schema::Group;
 /// let profile: Vec<u8> = kinds::in_group(Group::Profile).collect();
-/// assert_eq!(profile, [kind::CPU_SAMPLE, kind::OFF_CPU]);
+/// assert_eq!(profile, [kind::CPU_SAMPLE, kind::OFF_CPU, kind::ALLOC_SAMPLE]);
 /// ```
 pub fn in_group(g: Group) -> impl Iterator<Item = u8> {
     BUILTIN_EVENTS
@@ -180,7 +180,11 @@ mod tests {
         assert_eq!(all, want);
         assert_eq!(
             PROFILE,
-            [(kind::CPU_SAMPLE, "cpu_sample"), (kind::OFF_CPU, "off_cpu")]
+            [
+                (kind::CPU_SAMPLE, "cpu_sample"),
+                (kind::OFF_CPU, "off_cpu"),
+                (kind::ALLOC_SAMPLE, "alloc_sample")
+            ]
         );
         let tasks: Vec<u8> = (0..=255).filter(|&k| has_task(k)).collect();
         assert_eq!(

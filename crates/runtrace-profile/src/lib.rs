@@ -47,7 +47,9 @@
 //!   (`RUSTFLAGS="--cfg loom" cargo test -p runtrace-profile --release
 //!   --lib loom_`).
 //!
-//! An allocation sampler is meant to join the samplers here.
+//! - `alloc`: sampled heap allocations (Poisson by bytes), which an
+//!   allocator wrapper (`runtrace::alloc::Sampled`) feeds through
+//!   [`alloc::on_alloc`]; a static lock-free queue the writer drains.
 
 #![warn(missing_docs)]
 
@@ -63,6 +65,9 @@ mod btf;
 
 // Sampler: the timer + SIGPROF fallback.
 mod signal;
+
+// Sampler: heap allocations, called by an allocator wrapper.
+pub mod alloc;
 
 // What every sampler hands over.
 mod sample;

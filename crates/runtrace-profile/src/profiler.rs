@@ -17,6 +17,9 @@
 //! this module. It uses the samplers, `maps` and `intern`; none of them
 //! imports it.
 
+// The allocation sampler's statics cannot be loom's (see `alloc`).
+#[cfg(not(loom))]
+use crate::alloc::AllocSampling;
 use crate::bpf::SwitchTracer;
 use crate::intern::Stacks;
 use crate::maps::Maps;
@@ -98,6 +101,12 @@ pub struct Profiler {
     stacks: Stacks,
     /// A thread that could not be sampled was reported (once).
     said_thread_problem: bool,
+    /// Heap allocation sampling, when the recording asked for it.
+    #[cfg(not(loom))]
+    alloc: Option<AllocSampling>,
+    /// Allocation samples drained but later than the last cutoff.
+    #[cfg_attr(loom, allow(dead_code))]
+    alloc_pending: Vec<RawSample>,
 }
 
 /// What [`Profiler::encode`] made for one round: definition frames to
@@ -251,7 +260,55 @@ impl Profiler {
             maps,
             stacks: Stacks::default(),
             said_thread_problem: false,
+            #[cfg(not(loom))]
+            alloc: None,
+            alloc_pending: Vec::new(),
         }
+    }
+
+    /// A profiler that takes no CPU samples (its `PROFILE` frame says CPU
+    /// profiling was not asked for): for a recording that samples
+    /// allocations only ([`Profiler::sample_allocations`]).
+    ///
+    /// ```
+    /// use runtrace_format::frame::ProfileInfo;
+    /// let p = runtrace_profile::Profiler::without_cpu();
+    /// assert_eq!(p.info().mode, ProfileInfo::MODE_NONE);
+    /// ```
+    pub fn without_cpu() -> Profiler {
+        Profiler {
+            backend: Backend::None,
+            switches: None,
+            info: ProfileInfo {
+                mode: MODE_NONE,
+                hz: 0,
+                flags: 0,
+                message: "no CPU samples: CPU profiling not asked for".into(),
+            },
+            maps: Maps::read(),
+            stacks: Stacks::default(),
+            said_thread_problem: false,
+            #[cfg(not(loom))]
+            alloc: None,
+            alloc_pending: Vec::new(),
+        }
+    }
+
+    /// Samples heap allocations made through `runtrace::alloc::Sampled`
+    /// (one per `mean` bytes allocated on average) until this profiler is
+    /// dropped; [`Profiler::collect`] then also hands out `alloc_sample`s.
+    /// Fails if `mean` is 0 or another recording samples allocations.
+    ///
+    /// ```
+    /// let mut p = runtrace_profile::Profiler::without_cpu();
+    /// p.sample_allocations(512 * 1024).unwrap();
+    /// ```
+    #[cfg(not(loom))]
+    pub fn sample_allocations(&mut self, mean: u64) -> Result<(), String> {
+        if self.alloc.is_none() {
+            self.alloc = Some(AllocSampling::start(mean)?);
+        }
+        Ok(())
     }
 
     /// What every file's `PROFILE` frame says: the mode (perf, signal or
@@ -339,6 +396,11 @@ impl Profiler {
         if let Some(t) = &mut self.switches {
             lost += t.drain(cutoff, out);
         }
+        #[cfg(not(loom))]
+        if let Some(a) = &mut self.alloc {
+            lost += a.drain(&mut self.alloc_pending);
+            crate::sample::take_up_to(&mut self.alloc_pending, cutoff, out);
+        }
         out.sort_by_key(|s| s.ticks);
         for s in out.iter() {
             if let Some(&leaf) = s.stack.first() {
@@ -396,9 +458,10 @@ impl Profiler {
             } else {
                 self.stacks.intern(&s.stack)
             };
-            let (id, off_ns) = match s.kind {
-                RawKind::OnCpu => (ids::CPU_SAMPLE, None),
-                RawKind::OffCpu { off_ns } => (ids::OFF_CPU, Some(off_ns)),
+            let (id, more) = match s.kind {
+                RawKind::OnCpu => (ids::CPU_SAMPLE, [None, None]),
+                RawKind::OffCpu { off_ns } => (ids::OFF_CPU, [Some(off_ns), None]),
+                RawKind::Alloc { size, weight } => (ids::ALLOC_SAMPLE, [Some(size), Some(weight)]),
             };
             // Built-in ids are below TAG_ESCAPE: one tag byte.
             events.push(id as u8);
@@ -407,7 +470,7 @@ impl Profiler {
             prev = ticks;
             varint::put(&mut events, s.tid);
             varint::put(&mut events, stack);
-            if let Some(n) = off_ns {
+            for n in more.into_iter().flatten() {
                 varint::put(&mut events, n);
             }
         }

@@ -47,6 +47,13 @@ pub enum RawKind {
         /// Nanoseconds off-CPU.
         off_ns: u64,
     },
+    /// A sampled heap allocation (the stack is where it was made).
+    Alloc {
+        /// Bytes the allocation asked for.
+        size: u64,
+        /// Bytes of allocation the sample stands for (see `alloc`).
+        weight: u64,
+    },
 }
 
 /// Moves the samples of `pending` with ticks <= `cutoff` into `out` (any

@@ -368,7 +368,7 @@ static INSTALL: Mutex<()> = Mutex::new(());
 /// above the previous record, 8-byte aligned and within `MAX_STACK_SPAN` of
 /// `sp`; a null return address ends the chain (thread entry points clear
 /// the frame pointer). Returns the number of frames written.
-fn walk(
+pub(crate) fn walk(
     pc: u64,
     fp: u64,
     sp: u64,

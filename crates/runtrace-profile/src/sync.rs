@@ -35,7 +35,7 @@ pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]
 impl<T> UnsafeCell<T> {
-    pub(crate) fn new(v: T) -> Self {
+    pub(crate) const fn new(v: T) -> Self {
         UnsafeCell(std::cell::UnsafeCell::new(v))
     }
     #[inline(always)]

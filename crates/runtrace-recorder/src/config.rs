@@ -43,6 +43,8 @@ pub struct Config {
     pub(crate) cpu_backend: CpuBackend,
     /// Off-CPU stacks at every switch-out, with a CPU profile.
     pub(crate) off_cpu: bool,
+    /// Mean bytes between allocation samples; 0: no memory profile.
+    pub(crate) alloc_mean: u64,
 }
 
 /// Most samples per second per thread `cpu_profile` accepts.
@@ -59,6 +61,7 @@ impl Default for Config {
             cpu_hz: 0,
             cpu_backend: CpuBackend::Auto,
             off_cpu: true,
+            alloc_mean: 0,
         }
     }
 }
@@ -177,6 +180,27 @@ impl RecorderBuilder {
         self
     }
 
+    /// Samples heap allocations: on average one per `bytes` allocated
+    /// (a Poisson process over each thread's allocated bytes; 512 KiB is
+    /// a good default, 0 turns it off), with the allocating thread's
+    /// stack. Only allocations made through the global allocator wrapper
+    /// `runtrace::alloc::Sampled` (the facade's feature `alloc`) are seen;
+    /// without it the recording simply has no `alloc_sample` events.
+    /// `RUNTRACE_ALLOC_SAMPLE_BYTES` (a size such as `512K`) does the same.
+    /// Stacks are walked through frame pointers (docs/memory.md).
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .memory_profile(512 * 1024)
+    ///     .start()?;
+    /// guard.finish()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn memory_profile(mut self, bytes: u64) -> Self {
+        self.cfg.alloc_mean = bytes;
+        self
+    }
+
     /// The settings to record with: the builder's, overridden by the
     /// environment, checked.
     pub(crate) fn resolve(mut self) -> Result<Config, RecordError> {
@@ -219,6 +243,10 @@ impl RecorderBuilder {
                 ))
             })?;
             self.from_env.push("RUNTRACE_CPU_HZ");
+        }
+        if let Some(v) = env_size("RUNTRACE_ALLOC_SAMPLE_BYTES")? {
+            self.cfg.alloc_mean = v;
+            self.from_env.push("RUNTRACE_ALLOC_SAMPLE_BYTES");
         }
         if let Some(v) = env_str("RUNTRACE_CPU_OFF_CPU")? {
             self.cfg.off_cpu = match v.trim() {

@@ -171,6 +171,13 @@ impl Writer {
                 clock,
             ));
         }
+        if w.shared.cfg.alloc_mean > 0 {
+            let p = w.profiler.get_or_insert_with(Profiler::without_cpu);
+            if let Err(e) = p.sample_allocations(w.shared.cfg.alloc_mean) {
+                // The recording goes on without a memory profile.
+                eprintln!("runtrace: memory profile not recorded: {e}");
+            }
+        }
         if let Some(dir) = w
             .shared
             .cfg
