@@ -25,9 +25,8 @@
 //! (`fmt::layer().with_filter(LevelFilter::INFO)`); a filter layered over
 //! the whole registry hides them from this layer as well.
 
-use crate::wakes;
+use crate::wakes::{self, is_task_span, is_waker_event};
 use runtrace_probes::builtin as probes;
-use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
@@ -72,14 +71,6 @@ struct WakesLayer;
 /// [`crate::spans::record`] selected.
 struct RuntraceFilter;
 
-fn is_task_span(m: &Metadata<'_>) -> bool {
-    m.is_span() && m.name() == "runtime.spawn"
-}
-
-fn is_waker_event(m: &Metadata<'_>) -> bool {
-    m.is_event() && m.target() == "tokio::task::waker"
-}
-
 impl<S> Filter<S> for RuntraceFilter {
     fn enabled(&self, m: &Metadata<'_>, _: &Context<'_, S>) -> bool {
         if let Some(on) = crate::resources::enabled(m) {
@@ -99,38 +90,11 @@ impl<S> Filter<S> for RuntraceFilter {
         if is_task_span(m) || crate::spans::wanted(m) {
             Interest::always()
         } else if is_waker_event(m) {
-            if runtrace_probes::EXTERNAL_BACKENDS {
-                Interest::sometimes()
-            } else if probes::task_wake::enabled() {
-                Interest::always()
-            } else {
-                Interest::never()
-            }
+            wakes::waker_interest(m)
         } else {
             Interest::never()
         }
     }
-}
-
-/// Reads `task.id` (and `op`) of a tokio span or waker event.
-#[derive(Default)]
-struct Fields {
-    task: u64,
-    wake: bool,
-}
-
-impl Visit for Fields {
-    fn record_u64(&mut self, f: &Field, v: u64) {
-        if f.name() == "task.id" {
-            self.task = v;
-        }
-    }
-    fn record_str(&mut self, f: &Field, v: &str) {
-        if f.name() == "op" {
-            self.wake = v == "waker.wake" || v == "waker.wake_by_ref";
-        }
-    }
-    fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
 }
 
 impl<S> Layer<S> for WakesLayer
@@ -142,7 +106,7 @@ where
         if !is_task_span(attrs.metadata()) {
             return;
         }
-        let mut f = Fields::default();
+        let mut f = wakes::Fields::default();
         attrs.record(&mut f);
         if let Some(span) = ctx.span(id) {
             span.extensions_mut().insert(TaskId(f.task));
@@ -154,13 +118,11 @@ where
         if !probes::task_wake::enabled() || !is_waker_event(ev.metadata()) {
             return;
         }
-        let mut f = Fields::default();
-        ev.record(&mut f);
-        if !f.wake || f.task == 0 {
+        let Some(span_id) = wakes::woken(ev) else {
             return;
-        }
+        };
         // `task.id` of a waker event is the task span's id.
-        let Some(span) = ctx.span(&Id::from_u64(f.task)) else {
+        let Some(span) = ctx.span(&Id::from_u64(span_id)) else {
             return;
         };
         let Some(task) = span.extensions().get::<TaskId>().map(|t| t.0) else {

@@ -195,18 +195,18 @@ static OTHER_SPANS: AtomicU64 = AtomicU64::new(1 << 63);
 /// ```
 pub struct TaskWakes;
 
-fn is_task_span(m: &Metadata<'_>) -> bool {
+pub(crate) fn is_task_span(m: &Metadata<'_>) -> bool {
     m.is_span() && m.name() == "runtime.spawn"
 }
 
-fn is_waker_event(m: &Metadata<'_>) -> bool {
+pub(crate) fn is_waker_event(m: &Metadata<'_>) -> bool {
     m.is_event() && m.target() == "tokio::task::waker"
 }
 
 /// Reads `task.id` (and `op`) of a tokio span or waker event.
 #[derive(Default)]
-struct Fields {
-    task: u64,
+pub(crate) struct Fields {
+    pub(crate) task: u64,
     wake: bool,
 }
 
@@ -237,29 +237,58 @@ impl Visit for TaskOnly {
     fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
 }
 
+/// The interest of one of tokio's waker callsites, for this subscriber
+/// and for [`crate::layer()`]'s filter alike. Clone and drop callsites,
+/// once known, never. With the recorder the only possible listener, the
+/// interest is cached: `always` while a recording runs (no `enabled` call
+/// per wake; the event handler checks again) and `never` while nothing
+/// records, so a waker operation costs tokio one cached load (rebuilt
+/// when a recording starts or ends: `install`). With a backend that
+/// outside tools switch on, `enabled` is asked at each waker operation,
+/// and the event is not even built while nothing listens.
+pub(crate) fn waker_interest(m: &'static Metadata<'static>) -> Interest {
+    if NOT_WAKES.contains(m) {
+        Interest::never()
+    } else if runtrace_probes::EXTERNAL_BACKENDS {
+        Interest::sometimes()
+    } else if probes::task_wake::enabled() {
+        Interest::always()
+    } else {
+        Interest::never()
+    }
+}
+
+/// The `task.id` field of a waker event that reports a wake (for this
+/// subscriber the tokio task id, for the layer the task span's id); None
+/// for the other operations, whose callsites are then disabled
+/// ([`learn_not_wake`]). A learned wake callsite's event is read for its
+/// task id alone.
+#[inline]
+pub(crate) fn woken(ev: &Event<'_>) -> Option<u64> {
+    let m = ev.metadata();
+    let task = if WAKES.contains(m) {
+        let mut t = TaskOnly(0);
+        ev.record(&mut t);
+        t.0
+    } else {
+        let mut f = Fields::default();
+        ev.record(&mut f);
+        if !f.wake {
+            learn_not_wake(m);
+            return None;
+        }
+        learn_wake(m);
+        f.task
+    };
+    (task != 0).then_some(task)
+}
+
 impl Subscriber for TaskWakes {
     fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
         if is_task_span(m) {
             Interest::always()
         } else if is_waker_event(m) {
-            // Clone and drop callsites, once known, never.
-            // With the recorder the only possible listener, the interest
-            // is cached: `always` while a recording runs (no `enabled`
-            // call per wake; `event` checks again) and `never` while
-            // nothing records, so a waker operation costs tokio one cached
-            // load (rebuilt when a recording starts or ends: `install`).
-            // With a backend that outside tools switch on, `enabled` is
-            // asked at each waker operation, and the event is not even
-            // built while nothing listens.
-            if NOT_WAKES.contains(m) {
-                Interest::never()
-            } else if runtrace_probes::EXTERNAL_BACKENDS {
-                Interest::sometimes()
-            } else if probes::task_wake::enabled() {
-                Interest::always()
-            } else {
-                Interest::never()
-            }
+            waker_interest(m)
         } else {
             Interest::never()
         }
@@ -299,29 +328,15 @@ impl Subscriber for TaskWakes {
         if !probes::task_wake::enabled() {
             return;
         }
-        let m = ev.metadata();
-        let task = if WAKES.contains(m) {
-            let mut t = TaskOnly(0);
-            ev.record(&mut t);
-            t.0
-        } else {
-            let mut f = Fields::default();
-            ev.record(&mut f);
-            if !f.wake {
-                learn_not_wake(m);
-                return;
-            }
-            learn_wake(m);
-            f.task
+        let Some(task) = woken(ev) else {
+            return;
         };
-        if task != 0 {
-            let (waker_task_id, worker) = crate::waker_and_worker();
-            probes::task_wake::fire(probes::task_wake::Args {
-                woken_task_id: task,
-                waker_task_id,
-                worker,
-            });
-        }
+        let (waker_task_id, worker) = crate::waker_and_worker();
+        probes::task_wake::fire(probes::task_wake::Args {
+            woken_task_id: task,
+            waker_task_id,
+            worker,
+        });
     }
 
     fn enter(&self, _: &Id) {}
