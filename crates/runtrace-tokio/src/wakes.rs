@@ -238,7 +238,8 @@ impl Visit for TaskOnly {
 }
 
 /// The interest of one of tokio's waker callsites, for this subscriber
-/// and for [`crate::layer()`]'s filter alike. Clone and drop callsites,
+/// and for [`crate::layer()`]'s filter alike (which asks it for tokio's
+/// task spans too). Clone and drop callsites,
 /// once known, never. With the recorder the only possible listener, the
 /// interest is cached: `always` while a recording runs (no `enabled` call
 /// per wake; the event handler checks again) and `never` while nothing
