@@ -136,14 +136,9 @@ where
         let Some(span) = ctx.span(&Id::from_u64(span_id)) else {
             return;
         };
-        let Some(task) = span.extensions().get::<TaskId>().map(|t| t.0) else {
-            return;
-        };
-        let (waker_task_id, worker) = crate::waker_and_worker();
-        probes::task_wake::fire(probes::task_wake::Args {
-            woken_task_id: task,
-            waker_task_id,
-            worker,
-        });
+        let task = span.extensions().get::<TaskId>().map(|t| t.0);
+        if let Some(task) = task {
+            wakes::fire_wake(task);
+        }
     }
 }

@@ -284,6 +284,18 @@ pub(crate) fn woken(ev: &Event<'_>) -> Option<u64> {
     (task != 0).then_some(task)
 }
 
+/// Records that tokio task `task` was woken, by the task (and on the
+/// worker) running on this thread.
+#[inline]
+pub(crate) fn fire_wake(task: u64) {
+    let (waker_task_id, worker) = crate::waker_and_worker();
+    probes::task_wake::fire(probes::task_wake::Args {
+        woken_task_id: task,
+        waker_task_id,
+        worker,
+    });
+}
+
 impl Subscriber for TaskWakes {
     fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
         if is_task_span(m) {
@@ -329,15 +341,9 @@ impl Subscriber for TaskWakes {
         if !probes::task_wake::enabled() {
             return;
         }
-        let Some(task) = woken(ev) else {
-            return;
-        };
-        let (waker_task_id, worker) = crate::waker_and_worker();
-        probes::task_wake::fire(probes::task_wake::Args {
-            woken_task_id: task,
-            waker_task_id,
-            worker,
-        });
+        if let Some(task) = woken(ev) {
+            fire_wake(task);
+        }
     }
 
     fn enter(&self, _: &Id) {}
