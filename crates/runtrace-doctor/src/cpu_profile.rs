@@ -385,9 +385,11 @@ pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
     if r.own_debug_units == Some(0) {
         push_fix(
             &mut r.fix,
-            "add line tables (file:line and inlined frames in profiles): in Cargo.toml\n\
+            "add debug info (function names, file:line and inlined frames in profiles): \
+             in Cargo.toml\n\
              [profile.release]\n\
-             debug = \"line-tables-only\"   # or debug = 1 (C/C++: -g1)"
+             debug = \"limited\"   # not \"line-tables-only\": it leaves inlined async \
+             bodies nameless ({async_fn#0}); C/C++: -g1"
                 .into(),
         );
     }

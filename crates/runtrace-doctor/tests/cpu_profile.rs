@@ -73,11 +73,7 @@ fn frame_pointers_symbols_and_debug_info() {
     assert_eq!(c.fix.len(), 2, "{:?}", c.fix);
     assert!(c.fix[0].contains("force-frame-pointers=yes"), "{:?}", c.fix);
     assert!(c.fix[0].contains(".cargo/config.toml"), "{:?}", c.fix);
-    assert!(
-        c.fix[1].contains("debug = \"line-tables-only\""),
-        "{:?}",
-        c.fix
-    );
+    assert!(c.fix[1].contains("debug = \"limited\""), "{:?}", c.fix);
     let text = r.to_string();
     assert!(text.contains("  frame pointers: NO ("), "{text}");
     assert!(
