@@ -344,7 +344,14 @@ fn rotation_and_eviction() {
                 }
             }
         }
-        assert!(n > 0, "{} has events", f.display());
+        // The newest file may hold none: a rotation can land just before
+        // `finish`, which then seals a file with only its definitions and
+        // the FINISH frame.
+        assert!(
+            n > 0 || f == files.last().unwrap(),
+            "{} has events",
+            f.display()
+        );
     }
 }
 
