@@ -16,7 +16,9 @@
 //! of about as many events (queue, lock and processing events; figures in
 //! the JSON's `backlog`).
 //!
-//! Run: `cargo bench --bench analyze` (`-- --events N` for another size).
+//! Run: `cargo bench --bench analyze` (`-- --events N` for another size,
+//! `-- --only analyze|all|backlog` for one part, as when profiling it; the
+//! JSON is written only when every part ran).
 
 use runtrace_analyze::{analyze_files, Options};
 use runtrace_model::synth::{workload, Workload};
@@ -41,11 +43,13 @@ fn thread_cpu_secs() -> f64 {
 fn main() {
     let mut events = 10_000_000u64;
     let mut runs = 3;
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--events" => events = args.next().and_then(|v| v.parse().ok()).unwrap_or(events),
             "--runs" => runs = args.next().and_then(|v| v.parse().ok()).unwrap_or(runs),
+            "--only" => only = args.next(),
             _ => {} // `cargo bench` passes --bench
         }
     }
@@ -65,8 +69,9 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
     drop(bytes);
+    let part = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
-    for run in 0..runs {
+    for run in (0..runs).filter(|_| part("analyze")) {
         let t = Instant::now();
         let c = thread_cpu_secs();
         let report = analyze_files(std::slice::from_ref(&path), Options::default());
@@ -85,16 +90,26 @@ fn main() {
     }
     let rate = n as f64 / best;
     let cpu_rate = n as f64 / best_cpu;
-    println!(
-        "analyze: best {:.1} M events/s wall, {:.1} M events per CPU-second (target >= 20)",
-        rate / 1e6,
-        cpu_rate / 1e6
-    );
-    let (all, all_cpu) = analyze_all(&path, n, runs);
+    if part("analyze") {
+        println!(
+            "analyze: best {:.1} M events/s wall, {:.1} M events per CPU-second (target >= 20)",
+            rate / 1e6,
+            cpu_rate / 1e6
+        );
+    }
+    let (all, all_cpu) = if part("all") {
+        analyze_all(&path, n, runs)
+    } else {
+        (f64::NAN, f64::NAN)
+    };
     let _ = std::fs::remove_file(&path);
+    if !part("backlog") {
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     let (bl_n, bl_best, bl_cpu) = backlog(&path, events, runs);
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results");
-    if std::fs::create_dir_all(&out).is_ok() {
+    if only.is_none() && std::fs::create_dir_all(&out).is_ok() {
         let _ = std::fs::write(
             out.join("analyze.json"),
             format!(

@@ -46,6 +46,7 @@ use std::sync::OnceLock;
 struct Store(Vec<Ev>, Counts);
 
 impl Pass for Store {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::RUNTIME.or(Wants::APP)
     }

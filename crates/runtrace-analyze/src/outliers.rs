@@ -28,7 +28,7 @@ use runtrace_format::NO_WORKER;
 use runtrace_model::event::Ev;
 use runtrace_model::fmt_ns;
 use runtrace_model::fxhash::FxHashMap;
-use runtrace_model::lifecycle::{Life, Poll, Task};
+use runtrace_model::lifecycle::{Life, Poll, Slots, Task};
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
 use serde_json::{json, Value};
@@ -292,8 +292,11 @@ impl CpuWindow {
 /// the lifecycle pairs ([`runtrace_model::lifecycle`]).
 #[derive(Default)]
 pub struct Outliers {
-    /// The CPU window being summed, per live task (by process and life).
-    cpu_open: FxHashMap<(u32, u32), CpuWindow>,
+    /// The CPU window being summed, per live task (by lifecycle slot).
+    cpu_open: Slots<CpuWindow>,
+    /// The same for polls after their task's end (no slot; by process and
+    /// life: rare, so a map).
+    cpu_late: FxHashMap<(u32, u32), CpuWindow>,
     /// Wake -> poll delays.
     pub latency: Vec<Sample>,
     /// Poll durations.
@@ -340,22 +343,20 @@ impl Outliers {
         while at < e {
             let w = at.div_euclid(CPU_WINDOW_NS);
             let until = ((w + 1) * CPU_WINDOW_NS).min(e);
-            let c = self.cpu_open.entry((proc, p.serial)).or_insert(CpuWindow {
+            let fresh = CpuWindow {
                 task: p.task,
                 window: w,
                 busy_ns: 0,
                 worker: p.worker,
                 loc: p.loc,
-            });
+            };
+            let c = match self.cpu_open.get_or_insert_with(p.slot, || fresh) {
+                Some(c) => c,
+                None => self.cpu_late.entry((proc, p.serial)).or_insert(fresh),
+            };
             if c.window != w {
                 self.cpu.push(c.sample(proc, p.serial));
-                *c = CpuWindow {
-                    task: p.task,
-                    window: w,
-                    busy_ns: 0,
-                    worker: p.worker,
-                    loc: p.loc,
-                };
+                *c = fresh;
             }
             c.busy_ns += (until - at) as u64;
             c.worker = p.worker;
@@ -365,13 +366,14 @@ impl Outliers {
 
     /// A task's life is over: its last CPU window is done.
     fn task_done(&mut self, t: &Task) {
-        if let Some(c) = self.cpu_open.remove(&(t.proc, t.serial)) {
+        if let Some(c) = self.cpu_open.remove(t.slot) {
             self.cpu.push(c.sample(t.proc, t.serial));
         }
     }
 }
 
 impl Pass for Outliers {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE
     }
@@ -390,7 +392,7 @@ impl Pass for Outliers {
     fn finish(&mut self, _model: &Model) {
         // Tasks whose polls were after their terminate (rule 4 of the
         // lifecycle) left a window open.
-        for ((proc, serial), c) in std::mem::take(&mut self.cpu_open) {
+        for ((proc, serial), c) in std::mem::take(&mut self.cpu_late) {
             self.cpu.push(c.sample(proc, serial));
         }
         // The order of task ends is not the order of windows: the report

@@ -80,6 +80,7 @@ impl Counts {
 }
 
 impl Pass for Counts {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::RUNTIME
             .or(Wants::APP)

@@ -21,7 +21,7 @@
 //!    [`Life::WakesForgotten`]) for its first poll or its spawn.
 //! 4. A poll after the task's terminate (tokio polls once more at
 //!    shutdown) keeps the task's location; the terminated tasks kept for
-//!    that are bounded like the wakes.
+//!    that are bounded ([`ENDED_ENTRIES`], direct-mapped by task id).
 //! 5. Poll starts and ends pair per thread on a stack (an executor polls
 //!    inside a tokio poll on the same thread): a poll start on a worker
 //!    whose innermost poll is still open means that poll lost its end
@@ -77,9 +77,15 @@ use crate::spans::{Entered, Span, SpanTracker};
 /// lost poll ends.
 pub const MAX_OPEN: usize = 16;
 /// Wakes of tasks not seen yet kept at once per recording (a wake for a
-/// task that already terminated is common and must not leak), and
-/// terminated tasks remembered for a late poll.
+/// task that already terminated is common and must not leak).
 pub const MAX_ORPHAN_WAKES: usize = 1 << 16;
+/// Entries of the table of terminated tasks remembered for a late poll
+/// (rule 4), per recording: direct-mapped by task id, so remembering one
+/// is a store rather than a hash-map insert for every task; a task whose
+/// entry a later one took is forgotten.
+pub const ENDED_ENTRIES: usize = 1 << 12;
+/// The slot of no live task ([`Poll::slot`], [`Wake::slot`]).
+pub const NO_SLOT: u32 = u32::MAX;
 
 const NONE: u64 = u64::MAX;
 
@@ -91,6 +97,9 @@ pub struct Poll {
     pub task: u64,
     /// Its life's serial number ([`Task::serial`]).
     pub serial: u32,
+    /// Its live task's slot ([`Task::slot`]; [`NO_SLOT`] for a poll after
+    /// the task's end, rule 4).
+    pub slot: u32,
     /// Thread index ([`Model::threads`]).
     pub thread: u32,
     /// Worker index from the trace (`runtrace_format::NO_WORKER`: none).
@@ -139,6 +148,11 @@ pub struct Task {
     /// again is a new life): group by it where a map of task ids would
     /// cost a lookup per event.
     pub serial: u32,
+    /// A dense index of the live task, below the most tasks alive at once
+    /// in the read: given at its spawn or first sight, free again after
+    /// its [`Life::End`] or [`Life::Alive`]. A pass keeps per-task state
+    /// in a [`Slots`] by it (a Vec index, not a hash lookup per record).
+    pub slot: u32,
     /// Its recording ([`Model::procs`] index).
     pub proc: u32,
     /// Its spawn location (rule 1).
@@ -167,6 +181,9 @@ pub struct Wake {
     pub ticks: u64,
     /// Thread index of the waker.
     pub thread: u32,
+    /// The woken task's slot ([`Task::slot`]; [`NO_SLOT`]: a task not
+    /// seen yet, or ended).
+    pub slot: u32,
     /// The first wake since the task's last poll start (or spawn): the one
     /// its next poll answers (rule 2).
     pub first: bool,
@@ -212,6 +229,7 @@ pub enum Life<'a> {
 #[derive(Clone, Copy)]
 struct TaskState {
     serial: u32,
+    slot: u32,
     loc: u32,
     queue: u32,
     /// Ticks of the first wake (or the spawn) not yet followed by a poll.
@@ -228,6 +246,7 @@ impl TaskState {
         Task {
             task,
             serial: self.serial,
+            slot: self.slot,
             proc,
             loc: self.loc,
             parent: self.parent,
@@ -240,13 +259,77 @@ impl TaskState {
     }
 }
 
+/// A terminated task remembered for a late poll (rule 4).
+#[derive(Clone, Copy)]
+struct Ended {
+    task: u64,
+    loc: u32,
+    serial: u32,
+}
+
 /// The live tasks of one recording.
 #[derive(Default)]
 struct Tasks {
     live: FxHashMap<u64, TaskState>,
     orphan_wakes: FxHashMap<u64, u64>,
-    /// Location and serial of tasks that terminated recently (rule 4).
-    ended: FxHashMap<u64, (u32, u32)>,
+    /// Tasks that terminated recently (rule 4): [`ENDED_ENTRIES`] entries
+    /// once one has, indexed by [`ended_entry`].
+    ended: Vec<Option<Ended>>,
+}
+
+/// The entry of task `task` in [`Tasks::ended`] (Fibonacci hashing: task
+/// ids are often sequential).
+#[inline(always)]
+fn ended_entry(task: u64) -> usize {
+    (task.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - ENDED_ENTRIES.trailing_zeros())) as usize
+}
+
+impl Tasks {
+    /// The terminated task `task`'s (location, serial), if remembered.
+    #[inline(always)]
+    fn ended(&self, task: u64) -> Option<(u32, u32)> {
+        match self.ended.get(ended_entry(task)) {
+            Some(Some(e)) if e.task == task => Some((e.loc, e.serial)),
+            _ => None,
+        }
+    }
+}
+
+/// Where the lifecycle's records go: a closure `FnMut(&Life)`, or (in
+/// [`Tracked`]) a pass, called directly so that a pass whose
+/// [`Pass::life`] is inlined is specialized for each kind of record (one
+/// branch on the event's kind per event, not one more per pass).
+///
+/// ```
+/// use runtrace_model::lifecycle::{Life, LifeSink};
+/// let mut n = 0;
+/// let mut count = |_: &Life<'_>| n += 1;
+/// count.life(&Life::WakesForgotten(3));
+/// assert_eq!(n, 1);
+/// ```
+pub trait LifeSink {
+    /// One record.
+    fn life(&mut self, rec: &Life<'_>);
+}
+
+impl<F: FnMut(&Life<'_>)> LifeSink for F {
+    #[inline(always)]
+    fn life(&mut self, rec: &Life<'_>) {
+        self(rec)
+    }
+}
+
+/// A pass as a [`LifeSink`].
+struct ToPass<'a, P> {
+    pass: &'a mut P,
+    model: &'a Model,
+}
+
+impl<P: Pass> LifeSink for ToPass<'_, P> {
+    #[inline(always)]
+    fn life(&mut self, rec: &Life<'_>) {
+        self.pass.life(rec, self.model)
+    }
 }
 
 /// The lifecycle state of a read: live tasks per recording and open polls
@@ -257,6 +340,10 @@ pub struct Tracker {
     open: Vec<Vec<Poll>>,
     /// The next task life's serial.
     serials: u32,
+    /// Slots free for the next live task ([`Task::slot`]) and the next
+    /// never used.
+    free_slots: Vec<u32>,
+    slots: u32,
     /// The application's spans, paired against the open polls.
     pub spans: SpanTracker,
 }
@@ -286,23 +373,27 @@ impl Tracker {
     /// ```
     pub fn seed(&mut self, proc: u32, task: u64, loc: u32, spawn: u64) {
         let serial = self.serial();
+        let slot = self.slot();
         if proc as usize >= self.procs.len() {
             self.procs.resize_with(proc as usize + 1, Tasks::default);
         }
-        self.procs[proc as usize].live.insert(
+        if let Some(old) = self.procs[proc as usize].live.insert(
             task,
             TaskState {
                 serial,
+                slot,
                 loc,
                 spawn,
                 ..unseen(0)
             },
-        );
+        ) {
+            self.free_slot(old.slot);
+        }
     }
 
     /// Takes raw event `ev` and hands `out` the records it makes.
     #[inline]
-    pub fn step(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+    pub fn step(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         match ev.kind {
             kind::POLL_START => self.poll_start(ev, m, out),
             kind::POLL_END => self.poll_end(ev, out),
@@ -337,14 +428,34 @@ impl Tracker {
         s
     }
 
-    fn spawn(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+    /// A slot for a new live task.
+    #[inline(always)]
+    fn slot(&mut self) -> u32 {
+        self.free_slots.pop().unwrap_or_else(|| {
+            let s = self.slots;
+            self.slots = s.saturating_add(1);
+            s
+        })
+    }
+
+    /// Slot `s` is free again (its task's last record is out).
+    #[inline(always)]
+    fn free_slot(&mut self, s: u32) {
+        if s != NO_SLOT {
+            self.free_slots.push(s);
+        }
+    }
+
+    fn spawn(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let serial = self.serial();
+        let slot = self.slot();
         let (p, t) = self.tasks(m, ev.thread);
         if !t.orphan_wakes.is_empty() {
             t.orphan_wakes.remove(&ev.x);
         }
         let st = TaskState {
             serial,
+            slot,
             loc: ev.a,
             queue: ev.spawn_queue(m),
             pending: ev.ticks,
@@ -354,22 +465,27 @@ impl Tracker {
             first_poll: NONE,
         };
         if let Some(old) = t.live.insert(ev.x, st) {
-            out(&Life::End(&old.life(ev.x, p, None)));
+            out.life(&Life::End(&old.life(ev.x, p, None)));
+            self.free_slot(old.slot);
         }
-        out(&Life::Spawn(&st.life(ev.x, p, None)));
+        out.life(&Life::Spawn(&st.life(ev.x, p, None)));
     }
 
-    fn terminate(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+    fn terminate(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let (_, t) = self.tasks(m, ev.thread);
         if !t.orphan_wakes.is_empty() {
             t.orphan_wakes.remove(&ev.x);
         }
         let st = match t.live.remove(&ev.x) {
             Some(st) => {
-                if t.ended.len() >= MAX_ORPHAN_WAKES {
-                    t.ended.clear();
+                if t.ended.is_empty() {
+                    t.ended = vec![None; ENDED_ENTRIES];
                 }
-                t.ended.insert(ev.x, (st.loc, st.serial));
+                t.ended[ended_entry(ev.x)] = Some(Ended {
+                    task: ev.x,
+                    loc: st.loc,
+                    serial: st.serial,
+                });
                 st
             }
             None => {
@@ -381,19 +497,20 @@ impl Tracker {
             }
         };
         let p = m.threads[ev.thread as usize].proc;
-        out(&Life::End(&st.life(ev.x, p, Some(ev.ticks))));
+        out.life(&Life::End(&st.life(ev.x, p, Some(ev.ticks))));
+        self.free_slot(st.slot);
     }
 
     #[inline(always)]
-    fn wake(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+    fn wake(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let (_, t) = self.tasks(m, ev.thread);
-        let first = match t.live.get_mut(&ev.x) {
+        let (first, slot) = match t.live.get_mut(&ev.x) {
             Some(st) => {
                 let first = st.pending == NONE;
                 if first {
                     st.pending = ev.ticks;
                 }
-                first
+                (first, st.slot)
             }
             None => {
                 // A task not seen yet (spawned before the trace began), or
@@ -401,31 +518,32 @@ impl Tracker {
                 if t.orphan_wakes.len() >= MAX_ORPHAN_WAKES {
                     let n = t.orphan_wakes.len() as u64;
                     t.orphan_wakes.clear();
-                    out(&Life::WakesForgotten(n));
+                    out.life(&Life::WakesForgotten(n));
                 }
                 let mut first = false;
                 t.orphan_wakes.entry(ev.x).or_insert_with(|| {
                     first = true;
                     ev.ticks
                 });
-                first
+                (first, NO_SLOT)
             }
         };
-        out(&Life::Wake(&Wake {
+        out.life(&Life::Wake(&Wake {
             task: ev.x,
             ticks: ev.ticks,
             thread: ev.thread,
+            slot,
             first,
         }));
     }
 
     #[inline(always)]
-    fn poll_start(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+    fn poll_start(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let next_serial = self.serials;
         let (p, t) = self.tasks(m, ev.thread);
-        let (serial, loc, queue, pending) = match t.live.get_mut(&ev.x) {
+        let (serial, slot, loc, queue, pending) = match t.live.get_mut(&ev.x) {
             Some(st) => {
-                let r = (st.serial, st.loc, st.queue, st.pending);
+                let r = (st.serial, st.slot, st.loc, st.queue, st.pending);
                 st.pending = NONE;
                 if st.first_poll == NONE {
                     st.first_poll = ev.ticks;
@@ -433,41 +551,49 @@ impl Tracker {
                 r
             }
             // A poll after the task's terminate: still that task (rule 4).
-            None if t.ended.contains_key(&ev.x) => {
-                let (loc, serial) = t.ended[&ev.x];
-                (serial, loc, 0, NONE)
-            }
-            None => {
-                let pending = if t.orphan_wakes.is_empty() {
-                    NONE
-                } else {
-                    t.orphan_wakes.remove(&ev.x).unwrap_or(NONE)
-                };
-                let st = TaskState {
-                    serial: next_serial,
-                    first_poll: ev.ticks,
-                    ..unseen(ev.thread)
-                };
-                t.live.insert(ev.x, st);
-                out(&Life::Seen(&st.life(ev.x, p, None)));
-                self.serials = next_serial.saturating_add(1);
-                (next_serial, UNKNOWN_LOC, 0, pending)
-            }
+            None => match t.ended(ev.x) {
+                Some((loc, serial)) => (serial, NO_SLOT, loc, 0, NONE),
+                None => {
+                    let pending = if t.orphan_wakes.is_empty() {
+                        NONE
+                    } else {
+                        t.orphan_wakes.remove(&ev.x).unwrap_or(NONE)
+                    };
+                    let slot = self.slot();
+                    let (_, t) = self.tasks(m, ev.thread);
+                    let st = TaskState {
+                        serial: next_serial,
+                        slot,
+                        first_poll: ev.ticks,
+                        ..unseen(ev.thread)
+                    };
+                    t.live.insert(ev.x, st);
+                    out.life(&Life::Seen(&st.life(ev.x, p, None)));
+                    self.serials = next_serial.saturating_add(1);
+                    (next_serial, slot, UNKNOWN_LOC, 0, pending)
+                }
+            },
         };
         let th = ev.thread as usize;
         if th >= self.open.len() {
             self.open.resize_with(th + 1, Vec::new);
         }
         let open = &mut self.open[th];
+        if open.capacity() == 0 {
+            // One poll open per thread is the rule (nesting is rare): a
+            // trace of 600k threads must not cost four slots each.
+            open.reserve_exact(1);
+        }
         if let Some(&top) = open.last() {
             if top.worker == ev.worker || open.len() >= MAX_OPEN {
                 open.pop();
-                out(&Life::PollLost(&top));
+                out.life(&Life::PollLost(&top));
             }
         }
         let poll = Poll {
             task: ev.x,
             serial,
+            slot,
             thread: ev.thread,
             worker: ev.worker,
             loc,
@@ -480,46 +606,53 @@ impl Tracker {
             wake: (pending != NONE).then_some(pending),
             depth: open.len() as u32,
         };
+        // Handed out before it is copied onto the stack: the copy right
+        // after the fields' stores stalled on store forwarding (~2% of a
+        // read, perf annotate).
+        out.life(&Life::PollStart(&poll));
         open.push(poll);
-        out(&Life::PollStart(&poll));
     }
 
     #[inline(always)]
-    fn poll_end(&mut self, ev: &Ev, out: &mut impl FnMut(&Life<'_>)) {
+    fn poll_end(&mut self, ev: &Ev, out: &mut impl LifeSink) {
         let Some(open) = self.open.get_mut(ev.thread as usize) else {
-            out(&Life::EndUnmatched(ev));
+            out.life(&Life::EndUnmatched(ev));
             return;
         };
-        // The open poll of this task: normally the innermost.
-        let o = match open.last() {
-            Some(top) if top.task == ev.x => open.pop(),
-            _ => open
-                .iter()
-                .rposition(|o| o.task == ev.x)
-                .map(|i| open.remove(i)),
+        // The open poll of this task: normally the innermost, ended in
+        // place (no copy of the record out of the stack first).
+        let i = match open.last() {
+            Some(top) if top.task == ev.x => open.len() - 1,
+            _ => match open.iter().rposition(|o| o.task == ev.x) {
+                Some(i) => i,
+                None => return out.life(&Life::EndUnmatched(ev)),
+            },
         };
-        match o {
-            Some(mut poll) => {
-                poll.end = ev.ticks;
-                poll.ready = ev.flag != 0;
-                out(&Life::PollEnd(&poll));
-            }
-            None => out(&Life::EndUnmatched(ev)),
+        let poll = &mut open[i];
+        poll.end = ev.ticks;
+        poll.ready = ev.flag != 0;
+        out.life(&Life::PollEnd(poll));
+        if i + 1 == open.len() {
+            open.pop();
+        } else {
+            open.remove(i);
         }
     }
 
     /// The end of a recording's events (or of the read): every live task's
     /// [`Life::Alive`], in (recording, task id) order, and the state is
     /// cleared.
-    pub fn close(&mut self, out: &mut impl FnMut(&Life<'_>)) {
+    pub fn close(&mut self, out: &mut impl LifeSink) {
         for (p, t) in self.procs.iter_mut().enumerate() {
             let mut live: Vec<(u64, TaskState)> = t.live.drain().collect();
             live.sort_unstable_by_key(|&(id, _)| id);
             for (id, st) in live {
-                out(&Life::Alive(&st.life(id, p as u32, None)));
+                out.life(&Life::Alive(&st.life(id, p as u32, None)));
             }
             *t = Tasks::default();
         }
+        self.free_slots.clear();
+        self.slots = 0;
         self.open.iter_mut().for_each(Vec::clear);
         self.spans.close(out);
     }
@@ -529,6 +662,7 @@ impl Tracker {
 fn unseen(thread: u32) -> TaskState {
     TaskState {
         serial: 0,
+        slot: NO_SLOT,
         loc: UNKNOWN_LOC,
         queue: 0,
         pending: NONE,
@@ -539,18 +673,108 @@ fn unseen(thread: u32) -> TaskState {
     }
 }
 
+/// A pass's per-task state by [`Task::slot`]: a Vec index where a map of
+/// (recording, task id) would cost a hash lookup per record. Insert at the
+/// task's [`Life::Spawn`] or [`Life::Seen`], remove at its [`Life::End`]
+/// or [`Life::Alive`] (the slot is given to another task after those);
+/// [`NO_SLOT`] is never present. Memory: the most tasks alive at once.
+///
+/// ```
+/// use runtrace_model::lifecycle::{Slots, NO_SLOT};
+/// let mut polls: Slots<u32> = Slots::default();
+/// polls.insert(3, 0);
+/// *polls.get_mut(3).unwrap() += 1;
+/// assert_eq!(polls.get(NO_SLOT), None);
+/// assert_eq!(polls.remove(3), Some(1));
+/// assert_eq!(polls.get(3), None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Slots<T> {
+    v: Vec<Option<T>>,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots { v: Vec::new() }
+    }
+}
+
+impl<T> Slots<T> {
+    /// Sets the state of `slot` (ignored for [`NO_SLOT`]).
+    #[inline]
+    pub fn insert(&mut self, slot: u32, t: T) {
+        if slot == NO_SLOT {
+            return;
+        }
+        let i = slot as usize;
+        if i >= self.v.len() {
+            self.v.resize_with(i + 1, || None);
+        }
+        self.v[i] = Some(t);
+    }
+
+    /// The state of `slot`, set to `f()` first if unset (None for
+    /// [`NO_SLOT`]).
+    #[inline]
+    pub fn get_or_insert_with(&mut self, slot: u32, f: impl FnOnce() -> T) -> Option<&mut T> {
+        if slot == NO_SLOT {
+            return None;
+        }
+        let i = slot as usize;
+        if i >= self.v.len() {
+            self.v.resize_with(i + 1, || None);
+        }
+        Some(self.v[i].get_or_insert_with(f))
+    }
+
+    /// The state of `slot`, if set.
+    #[inline(always)]
+    pub fn get(&self, slot: u32) -> Option<&T> {
+        self.v.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    /// The state of `slot`, if set, to change.
+    #[inline(always)]
+    pub fn get_mut(&mut self, slot: u32) -> Option<&mut T> {
+        self.v.get_mut(slot as usize).and_then(Option::as_mut)
+    }
+
+    /// Takes the state of `slot` out.
+    #[inline]
+    pub fn remove(&mut self, slot: u32) -> Option<T> {
+        self.v.get_mut(slot as usize).and_then(Option::take)
+    }
+
+    /// Forgets every state (keeps the memory).
+    pub fn clear(&mut self) {
+        self.v.iter_mut().for_each(|e| *e = None);
+    }
+
+    /// The states set, by slot.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.v
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|t| (i as u32, t)))
+    }
+}
+
 /// A pass with the lifecycle computed for it: what the reader runs when a
 /// pass [wants](Wants::lifecycle) lifecycle records.
 pub struct Tracked<P> {
     /// The pass.
     pub pass: P,
     tracker: Tracker,
+    /// The pass's groups, asked once (a pass's wants do not change during
+    /// a read; the reader decodes by them too).
+    wants: Wants,
 }
 
 impl<P: Pass> Tracked<P> {
     /// `pass` with a fresh [`Tracker`].
     pub fn new(pass: P) -> Tracked<P> {
         Tracked {
+            wants: pass.wants(),
             pass,
             tracker: Tracker::default(),
         }
@@ -563,16 +787,19 @@ impl<P: Pass> Tracked<P> {
 }
 
 impl<P: Pass> Pass for Tracked<P> {
+    #[inline]
     fn wants(&self) -> Wants {
-        self.pass.wants()
+        self.wants
     }
 
     #[inline(always)]
     fn event(&mut self, ev: &Ev, model: &Model) {
-        let pass = &mut self.pass;
-        self.tracker
-            .step(ev, model, &mut |rec: &Life<'_>| pass.life(rec, model));
-        if self.pass.wants().has(ev.kind) {
+        let mut to = ToPass {
+            pass: &mut self.pass,
+            model,
+        };
+        self.tracker.step(ev, model, &mut to);
+        if self.wants.has(ev.kind) {
             self.pass.event(ev, model);
         }
     }
@@ -582,16 +809,20 @@ impl<P: Pass> Pass for Tracked<P> {
     }
 
     fn end_recording(&mut self, model: &Model) {
-        let pass = &mut self.pass;
-        self.tracker
-            .close(&mut |rec: &Life<'_>| pass.life(rec, model));
+        let mut to = ToPass {
+            pass: &mut self.pass,
+            model,
+        };
+        self.tracker.close(&mut to);
         self.pass.end_recording(model);
     }
 
     fn finish(&mut self, model: &Model) {
-        let pass = &mut self.pass;
-        self.tracker
-            .close(&mut |rec: &Life<'_>| pass.life(rec, model));
+        let mut to = ToPass {
+            pass: &mut self.pass,
+            model,
+        };
+        self.tracker.close(&mut to);
         self.pass.finish(model);
     }
 }

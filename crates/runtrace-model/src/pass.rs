@@ -167,6 +167,7 @@ pub trait Pass {
 }
 
 impl<A: Pass, B: Pass> Pass for (A, B) {
+    #[inline]
     fn wants(&self) -> Wants {
         self.0.wants().or(self.1.wants())
     }
@@ -203,6 +204,7 @@ impl<A: Pass, B: Pass> Pass for (A, B) {
 }
 
 impl<P: Pass + ?Sized> Pass for &mut P {
+    #[inline]
     fn wants(&self) -> Wants {
         (**self).wants()
     }

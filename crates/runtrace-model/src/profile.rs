@@ -380,6 +380,7 @@ impl ProfilePass {
 }
 
 impl Pass for ProfilePass {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE.or(Wants::PROFILE)
     }

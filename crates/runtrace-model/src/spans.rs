@@ -65,7 +65,7 @@
 
 use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
-use crate::lifecycle::{Life, Poll};
+use crate::lifecycle::{Life, LifeSink, Poll};
 use crate::model::Model;
 
 /// Spans one thread may have entered at once; deeper enters are counted
@@ -171,7 +171,7 @@ impl SpanTracker {
     /// Takes span event `ev` (any other kind is ignored); `polls` are the
     /// polls open on `ev`'s thread, innermost last.
     #[inline]
-    pub fn step(&mut self, ev: &Ev, m: &Model, polls: &[Poll], out: &mut impl FnMut(&Life<'_>)) {
+    pub fn step(&mut self, ev: &Ev, m: &Model, polls: &[Poll], out: &mut impl LifeSink) {
         match ev.kind {
             kind::SPAN_NEW => self.new_span(ev, m, out),
             kind::SPAN_ENTER => self.enter(ev, m, polls, out),
@@ -200,7 +200,7 @@ impl SpanTracker {
         live.insert(st.span.id, st);
     }
 
-    fn new_span(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+    fn new_span(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let (parent, fields) = match ev.a {
             0 => (0, 0),
             i => {
@@ -230,7 +230,7 @@ impl SpanTracker {
         // An id still live: its close was lost; that life is over.
         let (_, live) = self.live(m, ev.thread);
         if let Some(old) = live.remove(&ev.x) {
-            out(&Life::SpanAlive(&old.span));
+            out.life(&Life::SpanAlive(&old.span));
         }
         self.insert(
             m,
@@ -240,7 +240,7 @@ impl SpanTracker {
                 last_poll: NONE,
             },
         );
-        out(&Life::SpanNew(&span));
+        out.life(&Life::SpanNew(&span));
     }
 
     /// The live state of span `id` (created, nameless, if unseen: rule 5).
@@ -274,7 +274,7 @@ impl SpanTracker {
         })
     }
 
-    fn enter(&mut self, ev: &Ev, m: &Model, polls: &[Poll], out: &mut impl FnMut(&Life<'_>)) {
+    fn enter(&mut self, ev: &Ev, m: &Model, polls: &[Poll], out: &mut impl LifeSink) {
         let poll = polls.last().copied();
         let st = self.state(ev, m);
         let s = &mut st.span;
@@ -317,10 +317,10 @@ impl SpanTracker {
             depth: open.len() as u32,
         };
         open.push(e);
-        out(&Life::SpanEnter(&e));
+        out.life(&Life::SpanEnter(&e));
     }
 
-    fn exit(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+    fn exit(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let e = self
             .open
             .get_mut(ev.thread as usize)
@@ -338,10 +338,10 @@ impl SpanTracker {
         e.end = ev.ticks;
         let st = self.state(ev, m);
         st.span.busy_ticks += e.end.saturating_sub(e.start);
-        out(&Life::SpanExit(&e));
+        out.life(&Life::SpanExit(&e));
     }
 
-    fn close_span(&mut self, ev: &Ev, m: &Model, out: &mut impl FnMut(&Life<'_>)) {
+    fn close_span(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let (_, live) = self.live(m, ev.thread);
         let Some(st) = live.remove(&ev.x) else {
             // Created and never entered before the recording began: nothing
@@ -350,17 +350,17 @@ impl SpanTracker {
         };
         let mut s = st.span;
         s.close = Some(ev.ticks);
-        out(&Life::SpanClose(&s));
+        out.life(&Life::SpanClose(&s));
     }
 
     /// The end of a recording's events (or of the read): every live span's
     /// [`Life::SpanAlive`], in (recording, id) order; the state is cleared.
-    pub fn close(&mut self, out: &mut impl FnMut(&Life<'_>)) {
+    pub fn close(&mut self, out: &mut impl LifeSink) {
         for live in &mut self.live {
             let mut v: Vec<State> = live.drain().map(|(_, s)| s).collect();
             v.sort_unstable_by_key(|s| s.span.id);
             for st in v {
-                out(&Life::SpanAlive(&st.span));
+                out.life(&Life::SpanAlive(&st.span));
             }
         }
         self.open.iter_mut().for_each(Vec::clear);

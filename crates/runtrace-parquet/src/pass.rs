@@ -557,6 +557,7 @@ impl Exporter {
 }
 
 impl Pass for Exporter {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE
             .or(Wants::APP)

@@ -126,6 +126,7 @@ pub struct Collector {
 }
 
 impl Pass for Collector {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE
     }
@@ -181,6 +182,7 @@ pub struct Now {
 }
 
 impl Pass for Now {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE
     }

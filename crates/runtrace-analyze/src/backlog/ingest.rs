@@ -9,6 +9,7 @@ use runtrace_model::model::{Model, Process};
 use runtrace_model::pass::{Pass, Wants};
 
 impl Pass for Backlog {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::APP
     }

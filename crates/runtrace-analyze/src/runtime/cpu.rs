@@ -68,6 +68,7 @@ fn profiled(path: &Path) -> bool {
 }
 
 impl Pass for WhenProfiled {
+    #[inline]
     fn wants(&self) -> Wants {
         if self.on {
             self.pass.wants()

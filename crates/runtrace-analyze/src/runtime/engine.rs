@@ -75,6 +75,7 @@ pub struct Engine {
 impl Pass for Engine {
     /// The lifecycle, and the application events (`runtrace::sync`'s
     /// named locks, for `lock_convoy`).
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE.or(Wants::APP).or(Wants::SPANS)
     }
@@ -265,6 +266,7 @@ impl Engine {
         }
         match ev.kind {
             // Tasks and polls come paired, as lifecycle records.
+            kind::POLL_START | kind::POLL_END | kind::WAKE | kind::SPAWN | kind::TERMINATE => {}
             kind::PARK => self.park(ev),
             kind::UNPARK => self.unpark(ev),
             kind::QUEUE_SAMPLE => self.queue_sample(ev, m),

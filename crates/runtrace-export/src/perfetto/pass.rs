@@ -693,6 +693,7 @@ impl<W: Write> Exporter<W> {
 }
 
 impl<W: Write> Pass for Exporter<W> {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE
             .or(Wants::APP)

@@ -132,6 +132,7 @@ impl Charts {
 }
 
 impl Pass for Charts {
+    #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE.or(Wants::APP)
     }

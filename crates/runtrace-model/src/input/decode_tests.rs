@@ -337,7 +337,10 @@ proptest! {
                 let mut app = Vec::new();
                 let mut profile = Vec::new();
                 while let Some(ev) = q.front() {
-                    if kind::is_profile(ev.kind) {
+                    // CPU samples carry the sampled thread's index in
+                    // `worker` (other profile events, as alloc_sample, are
+                    // packed by field type).
+                    if matches!(ev.kind, kind::CPU_SAMPLE | kind::OFF_CPU) {
                         let tid = model.threads[ev.worker as usize].tid;
                         let stack = model.stacks[ev.a as usize].to_vec();
                         profile.push((ev.ticks, ev.kind, tid, stack, ev.x));

@@ -38,7 +38,7 @@ use super::ctx::Ctx;
 use super::report::Finding;
 use super::thresholds::Thresholds;
 use runtrace_model::event::{kind, Ev};
-use runtrace_model::lifecycle::Life;
+use runtrace_model::lifecycle::{Life, Poll};
 use runtrace_model::model::Model;
 use serde_json::Value;
 
@@ -46,6 +46,8 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Open {
     pub task: u64,
+    /// Its lifecycle slot ([`runtrace_model::lifecycle::Task::slot`]).
+    pub slot: u32,
     pub loc: u32,
     pub worker: u32,
 }
@@ -68,7 +70,7 @@ impl Waiting {
             .and_then(|v| v.last().copied())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn life(&mut self, rec: &Life<'_>, m: &Model) {
         match *rec {
             Life::PollStart(p) => {
@@ -76,26 +78,34 @@ impl Waiting {
                 if th >= self.open.len() {
                     self.open.resize_with(th + 1, Vec::new);
                 }
-                self.open[th].push(Open {
+                let open = &mut self.open[th];
+                if open.capacity() == 0 {
+                    // One open poll per thread is the rule (memory_bound's
+                    // 600k threads).
+                    open.reserve_exact(1);
+                }
+                open.push(Open {
                     task: p.task,
+                    slot: p.slot,
                     loc: p.loc,
                     worker: p.worker,
                 });
+                self.tasks.poll_start(p, m);
             }
-            Life::PollEnd(p) | Life::PollLost(p) => {
-                if let Some(v) = self.open.get_mut(p.thread as usize) {
-                    if let Some(i) = v.iter().rposition(|o| o.task == p.task) {
-                        v.remove(i);
-                    }
-                }
+            Life::PollEnd(p) => {
+                self.close(p);
+                self.tasks.poll_end(p, m);
+                self.resources.poll_end(p, m);
             }
+            Life::PollLost(p) => self.close(p),
             Life::Wake(w) => {
-                let by = self.open_on(w.thread);
-                self.resources.wake(w, by, m);
+                if self.resources.waiting() {
+                    let by = self.open_on(w.thread);
+                    self.resources.wake(w, by, m);
+                }
+                self.tasks.woken(w);
             }
-            _ => {}
-        }
-        match *rec {
+            Life::Spawn(t) | Life::Seen(t) => self.tasks.born(t),
             Life::End(t) | Life::Alive(t) => {
                 let on = self.resources.task_end(t.proc, t.task);
                 let terminated = if matches!(rec, Life::End(_)) {
@@ -105,11 +115,17 @@ impl Waiting {
                 };
                 self.tasks.end(t, terminated, on, m);
             }
-            Life::PollEnd(p) => {
-                self.tasks.life(rec, m);
-                self.resources.poll_end(p, m);
+            _ => {}
+        }
+    }
+
+    /// Poll `p` is no longer open on its thread.
+    #[inline]
+    fn close(&mut self, p: &Poll) {
+        if let Some(v) = self.open.get_mut(p.thread as usize) {
+            if let Some(i) = v.iter().rposition(|o| o.task == p.task) {
+                v.remove(i);
             }
-            _ => self.tasks.life(rec, m),
         }
     }
 
@@ -124,8 +140,8 @@ impl Waiting {
             }
             k if resources::is_resource(k) => {
                 let open = self.open_on(ev.thread);
-                if let Some((proc, task, ns)) = self.resources.event(ev, open, m) {
-                    self.tasks.resource_wait(proc, task, ns);
+                if let Some((slot, ns)) = self.resources.event(ev, open, m) {
+                    self.tasks.resource_wait(slot, ns);
                 }
             }
             _ => {}

@@ -141,13 +141,9 @@ fn lock_like(ty: &str) -> bool {
 }
 
 impl Resources {
-    /// A resource event; returns a finished wait as (recording, task, ns).
-    pub(crate) fn event(
-        &mut self,
-        ev: &Ev,
-        open: Option<Open>,
-        m: &Model,
-    ) -> Option<(u32, u64, u64)> {
+    /// A resource event; returns a finished wait as (the waiting task's
+    /// lifecycle slot, ns), when that task's poll is the one open.
+    pub(crate) fn event(&mut self, ev: &Ev, open: Option<Open>, m: &Model) -> Option<(u32, u64)> {
         self.events += 1;
         let proc = m.threads[ev.thread as usize].proc;
         match ev.kind {
@@ -204,13 +200,7 @@ impl Resources {
         }
     }
 
-    fn poll(
-        &mut self,
-        ev: &Ev,
-        proc: u32,
-        open: Option<Open>,
-        m: &Model,
-    ) -> Option<(u32, u64, u64)> {
+    fn poll(&mut self, ev: &Ev, proc: u32, open: Option<Open>, m: &Model) -> Option<(u32, u64)> {
         let key = (proc, ev.a);
         let task = ev.x;
         let loc = open
@@ -287,7 +277,8 @@ impl Resources {
             p.released += 1;
             p.released_ns += ns;
         }
-        Some((proc, task, ns))
+        let slot = open.filter(|o| o.task == task).map(|o| o.slot)?;
+        Some((slot, ns))
     }
 
     /// Task `task` released resource `res` at `ticks`.
@@ -329,12 +320,16 @@ impl Resources {
         });
     }
 
+    /// Some task waits on a resource now (only then can a wake release
+    /// one: [`Resources::wake`]).
+    #[inline(always)]
+    pub(crate) fn waiting(&self) -> bool {
+        !self.waits.is_empty()
+    }
+
     /// A wake: if the woken task waits on a resource, the waker released
     /// it (or answered it); a contended release is only seen this way.
     pub(crate) fn wake(&mut self, w: &Wake, by: Option<Open>, m: &Model) {
-        if self.waits.is_empty() {
-            return;
-        }
         let proc = m.threads[w.thread as usize].proc;
         let Some(wo) = self.waits.get_mut(&(proc, w.task)) else {
             return;
@@ -352,10 +347,14 @@ impl Resources {
 
     /// A poll ended: a Pending poll of a task holding resources is an
     /// await while holding them; a Ready one ends the task and its holds.
+    #[inline(always)]
     pub(crate) fn poll_end(&mut self, p: &Poll, m: &Model) {
-        if self.open.is_empty() {
-            return;
+        if !self.open.is_empty() {
+            self.poll_end_holding(p, m);
         }
+    }
+
+    fn poll_end_holding(&mut self, p: &Poll, m: &Model) {
         let proc = m.threads[p.thread as usize].proc;
         if p.ready {
             if let Some(v) = self.open.remove(&(proc, p.task)) {
@@ -372,7 +371,15 @@ impl Resources {
 
     /// Task `task` of recording `proc` is over (or the recording): its
     /// open wait, if any, as the resource it waited on.
+    #[inline(always)]
     pub(crate) fn task_end(&mut self, proc: u32, task: u64) -> Option<u32> {
+        if self.open.is_empty() && self.waits.is_empty() {
+            return None;
+        }
+        self.task_end_holding(proc, task)
+    }
+
+    fn task_end_holding(&mut self, proc: u32, task: u64) -> Option<u32> {
         if !self.open.is_empty() {
             self.open.remove(&(proc, task));
         }

@@ -23,9 +23,8 @@ use super::super::report::{fmt_at, FindingKind, Severity};
 use super::super::thresholds::Thresholds;
 use super::resources::Resources;
 use runtrace_model::fmt_ns;
-use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::hist::Histogram;
-use runtrace_model::lifecycle::{Life, Task};
+use runtrace_model::lifecycle::{Poll, Slots, Task, Wake};
 use runtrace_model::model::Model;
 use serde_json::{json, Value};
 
@@ -105,7 +104,7 @@ pub(crate) struct LocW {
 /// The task part of the waiting analysis.
 #[derive(Default)]
 pub(crate) struct Tasks {
-    live: FxHashMap<(u32, u64), TaskW>,
+    live: Slots<TaskW>,
     pub(crate) locs: Vec<LocW>,
     pub(crate) stranded: Vec<Stranded>,
     pub(crate) stranded_lost: u64,
@@ -119,74 +118,77 @@ impl Tasks {
         &mut self.locs[l as usize]
     }
 
-    pub(crate) fn life(&mut self, rec: &Life<'_>, m: &Model) {
-        match *rec {
-            Life::Spawn(t) | Life::Seen(t) => {
-                let born = t.spawn.or(t.first_poll).unwrap_or(0);
-                self.live.insert(
-                    (t.proc, t.task),
-                    TaskW {
-                        loc: t.loc,
-                        born,
-                        spawned: t.spawn.is_some(),
-                        pending_since: NONE,
-                        last_poll: NONE,
-                        woken: NONE,
-                        last_ready: false,
-                        polling: false,
-                        polls: 0,
-                        run_ns: 0,
-                        sched_ns: 0,
-                        resource_ns: 0,
-                    },
-                );
+    /// Task `t` was spawned, or first seen.
+    #[inline]
+    pub(crate) fn born(&mut self, t: &Task) {
+        let born = t.spawn.or(t.first_poll).unwrap_or(0);
+        self.live.insert(
+            t.slot,
+            TaskW {
+                loc: t.loc,
+                born,
+                spawned: t.spawn.is_some(),
+                pending_since: NONE,
+                last_poll: NONE,
+                woken: NONE,
+                last_ready: false,
+                polling: false,
+                polls: 0,
+                run_ns: 0,
+                sched_ns: 0,
+                resource_ns: 0,
+            },
+        );
+    }
+
+    /// A task was woken.
+    #[inline]
+    pub(crate) fn woken(&mut self, w: &Wake) {
+        if let Some(t) = self.live.get_mut(w.slot) {
+            t.pending_since = NONE;
+            if t.woken == NONE {
+                t.woken = w.ticks;
             }
-            Life::Wake(w) => {
-                let p = m.threads[w.thread as usize].proc;
-                if let Some(t) = self.live.get_mut(&(p, w.task)) {
-                    t.pending_since = NONE;
-                    if t.woken == NONE {
-                        t.woken = w.ticks;
-                    }
-                }
-            }
-            Life::PollStart(p) => {
-                let proc = m.threads[p.thread as usize].proc;
-                if let Some(t) = self.live.get_mut(&(proc, p.task)) {
-                    // A poll nested in its own task's poll (never seen) or
-                    // answering a wake: either way no longer unwoken.
-                    t.pending_since = NONE;
-                    t.woken = NONE;
-                    t.polling = true;
-                    t.last_poll = p.start;
-                    if let Some(d) = p.delay_ticks() {
-                        t.sched_ns += m.procs[proc as usize].scale.ns(d);
-                    }
-                }
-            }
-            Life::PollEnd(p) => {
-                let proc = m.threads[p.thread as usize].proc;
-                if let Some(t) = self.live.get_mut(&(proc, p.task)) {
-                    t.polls = t.polls.saturating_add(1);
-                    t.polling = false;
-                    t.run_ns += m.procs[proc as usize].scale.ns(p.ticks());
-                    t.last_ready = p.ready;
-                    // A wake during the poll (the task woke itself, or was
-                    // woken meanwhile) means it will be polled again.
-                    t.pending_since = if p.ready || t.woken != NONE {
-                        NONE
-                    } else {
-                        p.end
-                    };
-                }
-            }
-            _ => {}
         }
     }
 
-    /// A resource wait of `ns` by task `task` of recording `proc`.
-    pub(crate) fn resource_wait(&mut self, proc: u32, task: u64, ns: u64) {
-        if let Some(t) = self.live.get_mut(&(proc, task)) {
+    /// A poll started.
+    #[inline]
+    pub(crate) fn poll_start(&mut self, p: &Poll, m: &Model) {
+        if let Some(t) = self.live.get_mut(p.slot) {
+            // A poll nested in its own task's poll (never seen) or
+            // answering a wake: either way no longer unwoken.
+            t.pending_since = NONE;
+            t.woken = NONE;
+            t.polling = true;
+            t.last_poll = p.start;
+            if let Some(d) = p.delay_ticks() {
+                t.sched_ns += m.proc_of(p.thread).scale.ns(d);
+            }
+        }
+    }
+
+    /// A poll ended.
+    #[inline]
+    pub(crate) fn poll_end(&mut self, p: &Poll, m: &Model) {
+        if let Some(t) = self.live.get_mut(p.slot) {
+            t.polls = t.polls.saturating_add(1);
+            t.polling = false;
+            t.run_ns += m.proc_of(p.thread).scale.ns(p.ticks());
+            t.last_ready = p.ready;
+            // A wake during the poll (the task woke itself, or was
+            // woken meanwhile) means it will be polled again.
+            t.pending_since = if p.ready || t.woken != NONE {
+                NONE
+            } else {
+                p.end
+            };
+        }
+    }
+
+    /// A resource wait of `ns` by the live task in `slot`.
+    pub(crate) fn resource_wait(&mut self, slot: u32, ns: u64) {
+        if let Some(t) = self.live.get_mut(slot) {
             t.resource_ns += ns;
         }
     }
@@ -194,7 +196,7 @@ impl Tasks {
     /// Task `life` is over: terminated at `terminated`, or alive at the
     /// recording's end (None); `on`: the resource it was waiting on.
     pub(crate) fn end(&mut self, life: &Task, terminated: Option<u64>, on: Option<u32>, m: &Model) {
-        let Some(t) = self.live.remove(&(life.proc, life.task)) else {
+        let Some(t) = self.live.remove(life.slot) else {
             return;
         };
         let p = &m.procs[life.proc as usize];
