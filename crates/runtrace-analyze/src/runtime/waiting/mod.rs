@@ -123,8 +123,16 @@ impl Waiting {
     #[inline]
     fn close(&mut self, p: &Poll) {
         if let Some(v) = self.open.get_mut(p.thread as usize) {
-            if let Some(i) = v.iter().rposition(|o| o.task == p.task) {
-                v.remove(i);
+            match v.last() {
+                // Normally the innermost.
+                Some(o) if o.task == p.task => {
+                    v.pop();
+                }
+                _ => {
+                    if let Some(i) = v.iter().rposition(|o| o.task == p.task) {
+                        v.remove(i);
+                    }
+                }
             }
         }
     }
