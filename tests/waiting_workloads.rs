@@ -1,6 +1,7 @@
 //! Purpose-built tokio workloads where tasks wait for *something* (issue
 //! 36): an async lock held across an await, a task leak, lost wake-ups, a
-//! pool held across a slow call, a slow consumer behind a bounded channel.
+//! pool held across a slow call, a slow consumer behind a bounded channel,
+//! busy-yield loops.
 //! Each is recorded through `runtrace_tokio::layer()` (tokio's wakes and
 //! its resources) and analysed; the first finding must name the real
 //! cause: the kind, and the spawn location of the code at fault.
@@ -308,6 +309,74 @@ fn a_slow_consumer_behind_a_bounded_channel_is_blamed() {
 }
 
 /// A healthy service: short lock holds, a roomy pool, a fast consumer.
+/// Waits for `flag` by yielding in a loop (a busy-yield loop: tokio wakes
+/// the task after its poll, on the same worker).
+async fn spin_on(flag: Arc<std::sync::atomic::AtomicBool>) {
+    while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Waits for `flag` by waking itself inside its own poll.
+struct WakeSelf(Arc<std::sync::atomic::AtomicBool>);
+impl Future for WakeSelf {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+#[test]
+fn busy_yield_loops_are_self_wakes_at_their_location() {
+    let r = record("busy-yield loops", async {
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let a = tokio::spawn(spin_on(flag.clone()));
+        let b = tokio::spawn(WakeSelf(flag.clone()));
+        // Requests that sleep between short polls: not self-wakes.
+        let mut hs = Vec::new();
+        for _ in 0..8 {
+            hs.push(tokio::spawn(async {
+                for _ in 0..100 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        a.await.unwrap();
+        b.await.unwrap();
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+    let all: Vec<&Finding> = r
+        .findings
+        .iter()
+        .flat_map(|f| std::iter::once(f).chain(&f.effects))
+        .filter(|f| f.kind.as_str() == "self_wake")
+        .collect();
+    for needle in [
+        "let a = tokio::spawn(spin_on(flag.clone()));",
+        "let b = tokio::spawn(WakeSelf(flag.clone()));",
+    ] {
+        let at = line_of(needle);
+        let f = all
+            .iter()
+            .find(|f| blames(f, &at))
+            .unwrap_or_else(|| panic!("no self_wake at {at}:\n{r}"));
+        let (w, p) = (
+            f.evidence["self_wakes"].as_u64().unwrap(),
+            f.evidence["polls"].as_u64().unwrap(),
+        );
+        assert!(w * 10 >= p * 9, "nearly every poll: {w} of {p}");
+    }
+    assert_eq!(all.len(), 2, "only the two loops:\n{r}");
+}
+
 #[test]
 fn a_healthy_service_has_no_critical_waiting_findings() {
     let r = record("healthy", async {
@@ -351,6 +420,13 @@ fn a_healthy_service_has_no_critical_waiting_findings() {
         })
         .collect();
     assert!(bad.is_empty(), "{r}");
+    assert!(
+        !r.findings
+            .iter()
+            .flat_map(|f| std::iter::once(f).chain(&f.effects))
+            .any(|f| f.kind.as_str() == "self_wake"),
+        "{r}"
+    );
     assert!(
         r.waiting["resources"]["events"].as_u64().unwrap() > 1000,
         "the resources were recorded: {:#}",

@@ -319,3 +319,71 @@ fn imbalance_among_idle_workers_is_not_a_finding() {
         "imbalance of idle workers: {r}"
     );
 }
+
+/// One task of location `loc` polled `n` times on thread `tid` for 50 us
+/// each; between polls it is woken by `wake` (what the thread does).
+fn looping(b: &mut TraceBuilder, tid: u64, task: u64, loc: u64, n: u64, wake: &str) {
+    b.spawn(tid, 0, task, 0, loc, 0);
+    for i in 0..n {
+        let at = 10 * US + i * 100 * US;
+        b.poll_start(tid, 0, at, task, 0, 0);
+        if wake == "inside" {
+            b.wake(tid, 0, at + 10 * US, task, task);
+        }
+        b.poll_end(tid, 0, at + 50 * US, task, i + 1 == n);
+        match wake {
+            "after" => b.wake(tid, 0, at + 60 * US, task, 0),
+            "after park" => {
+                b.park(tid, 0, at + 55 * US, 0, 0);
+                b.wake(tid, 0, at + 60 * US, task, 0);
+                b.unpark(tid, 0, at + 70 * US, 0, 0);
+            }
+            "other thread" => b.wake(tid + 1, 0, at + 60 * US, task, 0),
+            "after, another polled first" => {
+                b.wake(tid, 0, at + 60 * US, task, 0);
+                b.poll_start(tid, 0, at + 70 * US, task + 1_000_000, 0, 0);
+                b.poll_end(tid, 0, at + 80 * US, task + 1_000_000, false);
+            }
+            _ => {}
+        }
+    }
+    b.terminate(tid, n * 100 * US, task);
+}
+
+#[test]
+fn tasks_that_wake_themselves_are_self_wakes() {
+    for (wake, expect) in [
+        ("inside", true),
+        ("after", true),
+        ("after park", false),
+        ("other thread", false),
+        ("after, another polled first", false),
+    ] {
+        let mut b = TraceBuilder::new();
+        b.location(1, "src/spin.rs", 7, 5);
+        looping(&mut b, 100, 1, 1, 2_000, wake);
+        let r = analyze_bytes(&b.finish(), Options::default());
+        let got: Vec<&Finding> = r
+            .findings
+            .iter()
+            .flat_map(|f| std::iter::once(f).chain(&f.effects))
+            .filter(|f| f.kind.as_str() == "self_wake")
+            .collect();
+        assert_eq!(!got.is_empty(), expect, "{wake}: {r}");
+        if let Some(f) = got.first() {
+            assert_eq!(f.spawn_loc.as_deref(), Some("src/spin.rs:7:5"));
+            assert!(
+                f.evidence["self_wakes"].as_u64().unwrap() >= 1_999,
+                "{:#}",
+                f.evidence
+            );
+            assert_eq!(f.evidence["polls"], 2_000);
+        }
+    }
+    // Too few polls to judge.
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/spin.rs", 7, 5);
+    looping(&mut b, 100, 1, 1, 500, "inside");
+    let r = analyze_bytes(&b.finish(), Options::default());
+    assert!(!all_kinds(&r).contains(&"self_wake"), "{r}");
+}

@@ -19,11 +19,12 @@ fn rank(k: FindingKind) -> u8 {
         FindingKind::SlowPoll => 4,
         FindingKind::TaskLeak => 5,
         FindingKind::StuckTask => 6,
-        FindingKind::HostStarvation => 7,
-        FindingKind::LocalQueueBuildup => 8,
-        FindingKind::WakeDelay => 9,
-        FindingKind::IdleWhileQueued => 10,
-        FindingKind::WorkerImbalance => 11,
+        FindingKind::SelfWake => 7,
+        FindingKind::HostStarvation => 8,
+        FindingKind::LocalQueueBuildup => 9,
+        FindingKind::WakeDelay => 10,
+        FindingKind::IdleWhileQueued => 11,
+        FindingKind::WorkerImbalance => 12,
     }
 }
 

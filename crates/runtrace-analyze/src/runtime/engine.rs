@@ -267,7 +267,10 @@ impl Engine {
         match ev.kind {
             // Tasks and polls come paired, as lifecycle records.
             kind::POLL_START | kind::POLL_END | kind::WAKE | kind::SPAWN | kind::TERMINATE => {}
-            kind::PARK => self.park(ev),
+            kind::PARK => {
+                self.waiting.parked(ev.thread);
+                self.park(ev)
+            }
             kind::UNPARK => self.unpark(ev),
             kind::QUEUE_SAMPLE => self.queue_sample(ev, m),
             kind::WORKER_START | kind::WORKER_STOP => {

@@ -59,6 +59,8 @@ pub enum FindingKind {
     /// Tasks pending with no wake far longer than their siblings live (a
     /// lost wake-up).
     StuckTask,
+    /// Tasks that mostly wake themselves (a busy-yield loop).
+    SelfWake,
 }
 
 impl FindingKind {
@@ -76,6 +78,7 @@ impl FindingKind {
             FindingKind::LockHeldAcrossAwait => "lock_held_across_await",
             FindingKind::ResourceWait => "resource_wait",
             FindingKind::TaskLeak => "task_leak",
+            FindingKind::SelfWake => "self_wake",
             FindingKind::StuckTask => "stuck_task",
         }
     }

@@ -42,6 +42,8 @@ use runtrace_model::lifecycle::{Life, Poll};
 use runtrace_model::model::Model;
 use serde_json::Value;
 
+const NONE: u64 = u64::MAX;
+
 /// The poll open on a thread: its task, location and worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Open {
@@ -57,6 +59,14 @@ pub(crate) struct Open {
 pub(crate) struct Waiting {
     /// Polls open per thread, innermost last (nested executors).
     open: Vec<Vec<Open>>,
+    /// Per thread, the task whose poll ended last there while no poll
+    /// has started since (NONE: one has, or the worker parked).
+    last_ended: Vec<u64>,
+    /// Per thread, that task when the thread then woke it: its deferred
+    /// self-wake (tokio's `yield_now` wakes the task after its poll has
+    /// returned, on the same worker, before polling it again), if the
+    /// thread's next poll is that task's.
+    deferred: Vec<u64>,
     pub(crate) tasks: tasks::Tasks,
     pub(crate) locks: locks::Locks,
     pub(crate) resources: resources::Resources,
@@ -78,6 +88,17 @@ impl Waiting {
                 if th >= self.open.len() {
                     self.open.resize_with(th + 1, Vec::new);
                 }
+                if let Some(e) = self.last_ended.get_mut(th) {
+                    *e = NONE;
+                }
+                if let Some(d) = self.deferred.get_mut(th) {
+                    if *d != NONE {
+                        if *d == p.task {
+                            self.tasks.self_woken(p.slot);
+                        }
+                        *d = NONE;
+                    }
+                }
                 let open = &mut self.open[th];
                 if open.capacity() == 0 {
                     // One open poll per thread is the rule (memory_bound's
@@ -94,16 +115,32 @@ impl Waiting {
             }
             Life::PollEnd(p) => {
                 self.close(p);
+                let th = p.thread as usize;
+                if th >= self.last_ended.len() {
+                    self.last_ended.resize(th + 1, NONE);
+                }
+                self.last_ended[th] = if p.ready || p.depth > 0 { NONE } else { p.task };
                 self.tasks.poll_end(p, m);
                 self.resources.poll_end(p, m);
             }
             Life::PollLost(p) => self.close(p),
             Life::Wake(w) => {
+                let by = self.open_on(w.thread);
                 if self.resources.waiting() {
-                    let by = self.open_on(w.thread);
                     self.resources.wake(w, by, m);
                 }
-                self.tasks.woken(w);
+                // Woken by itself: inside its own poll (wake_by_ref, then
+                // Pending), or right after it on the same thread and
+                // polled next there (confirmed at that poll's start).
+                let own = by.is_some_and(|o| o.task == w.task);
+                if by.is_none() && self.last_ended.get(w.thread as usize) == Some(&w.task) {
+                    let th = w.thread as usize;
+                    if th >= self.deferred.len() {
+                        self.deferred.resize(th + 1, NONE);
+                    }
+                    self.deferred[th] = w.task;
+                }
+                self.tasks.woken(w, own);
             }
             Life::Spawn(t) | Life::Seen(t) => self.tasks.born(t),
             Life::End(t) | Life::Alive(t) => {
@@ -116,6 +153,18 @@ impl Waiting {
                 self.tasks.end(t, terminated, on, m);
             }
             _ => {}
+        }
+    }
+
+    /// A worker thread parked: a wake from it after this (tokio's I/O
+    /// driver's, in the park) is not its last task's own.
+    #[inline]
+    pub(crate) fn parked(&mut self, thread: u32) {
+        if let Some(e) = self.last_ended.get_mut(thread as usize) {
+            *e = NONE;
+        }
+        if let Some(d) = self.deferred.get_mut(thread as usize) {
+            *d = NONE;
         }
     }
 

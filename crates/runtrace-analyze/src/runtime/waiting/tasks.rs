@@ -35,6 +35,14 @@ pub(crate) const LEAK_MIN_SHARE_TASKS: usize = 20;
 /// Completed tasks a location needs before its stranded ones are judged
 /// stuck.
 pub(crate) const STUCK_MIN_COMPLETED: u64 = 3;
+/// Polls a location needs before its self-wakes are judged.
+pub(crate) const SELF_WAKE_MIN_POLLS: u64 = 1_000;
+/// The share of a location's polls followed by a wake of the task by
+/// itself that makes it a busy-yield loop (tokio-console's lint: half).
+pub(crate) const SELF_WAKE_MIN_PERMILLE: u64 = 500;
+/// ... when its polls took at least this share of one worker's time over
+/// the recording (a loop that yields a few times is no problem).
+pub(crate) const SELF_WAKE_MIN_BUSY_PERMILLE: u64 = 50;
 /// Stranded tasks kept for the findings at most (counted beyond).
 const MAX_STRANDED: usize = 1 << 17;
 const NONE: u64 = u64::MAX;
@@ -99,6 +107,8 @@ pub(crate) struct LocW {
     pub run_ns: u64,
     pub sched_ns: u64,
     pub resource_ns: u64,
+    /// Wakes of its tasks by themselves (see [`super::Waiting::life`]).
+    pub self_wakes: u64,
 }
 
 /// The task part of the waiting analysis.
@@ -141,14 +151,25 @@ impl Tasks {
         );
     }
 
-    /// A task was woken.
+    /// A task was woken (`own`: by itself).
     #[inline]
-    pub(crate) fn woken(&mut self, w: &Wake) {
+    pub(crate) fn woken(&mut self, w: &Wake, own: bool) {
         if let Some(t) = self.live.get_mut(w.slot) {
             t.pending_since = NONE;
             if t.woken == NONE {
                 t.woken = w.ticks;
             }
+            if own {
+                let l = t.loc;
+                self.loc_mut(l).self_wakes += 1;
+            }
+        }
+    }
+
+    /// The task in `slot` woke itself (a deferred wake, confirmed).
+    pub(crate) fn self_woken(&mut self, slot: u32) {
+        if let Some(l) = self.live.get(slot).map(|t| t.loc) {
+            self.loc_mut(l).self_wakes += 1;
         }
     }
 
@@ -309,6 +330,7 @@ pub(crate) fn findings(
     _th: &Thresholds,
     out: &mut Vec<super::Finding>,
 ) {
+    self_wakes(c, t, out);
     // Stranded tasks by location (and recording).
     let mut by: std::collections::BTreeMap<(u32, u32), Vec<Judged<'_>>> = Default::default();
     for s in &t.stranded {
@@ -358,6 +380,52 @@ pub(crate) fn findings(
             &loc,
             stuck_th,
             awaited(c, rs, &stuck),
+        ));
+    }
+}
+
+/// `self_wake`: locations whose tasks mostly wake themselves (see
+/// [`SELF_WAKE_MIN_PERMILLE`]).
+fn self_wakes(c: &Ctx<'_>, t: &Tasks, out: &mut Vec<super::Finding>) {
+    let dur = (0..c.m.procs.len() as u32)
+        .map(|p| duration_ns(c, p))
+        .max()
+        .unwrap_or(0);
+    for (l, lw) in t.locs.iter().enumerate() {
+        let Some(ls) = c.e.locs.get(l) else {
+            continue;
+        };
+        let polls = ls.poll.count();
+        let busy = ls.poll.sum();
+        if polls < SELF_WAKE_MIN_POLLS
+            || lw.self_wakes * 1_000 < polls * SELF_WAKE_MIN_PERMILLE
+            || (busy as u128) * 1_000 < dur as u128 * SELF_WAKE_MIN_BUSY_PERMILLE as u128
+        {
+            continue;
+        }
+        let share = lw.self_wakes.min(polls) * 100 / polls;
+        let detail = format!(
+            "tasks spawned at {} woke themselves after {share}% of their {polls} polls ({} self-wakes), polling {} in all ({}% of one worker's time over {}): a busy-yield loop, a task that wakes itself (yield_now, wake_by_ref) and returns Pending instead of waiting for what it needs; await the event (a channel, a Notify, a timer) or do the work in one poll",
+            c.loc(l as u32),
+            lw.self_wakes,
+            fmt_ns(busy),
+            (busy as u128 * 100 / dur.max(1) as u128),
+            fmt_ns(dur),
+        );
+        out.push(finding(
+            FindingKind::SelfWake,
+            Severity::Warning,
+            c,
+            &[l as u32],
+            None,
+            None,
+            detail,
+            json!({
+                "self_wakes": lw.self_wakes,
+                "polls": polls,
+                "poll_ns": busy,
+                "recording_ns": dur,
+            }),
         ));
     }
 }
