@@ -54,19 +54,26 @@ pub(crate) struct Open {
     pub worker: u32,
 }
 
+/// What the waiting analysis keeps per thread.
+#[derive(Default)]
+struct ThreadW {
+    /// Polls open, innermost last (nested executors).
+    open: Vec<Open>,
+    /// The task whose poll ended last here while no poll has started
+    /// since (NONE: one has, or the worker parked).
+    last_ended: u64,
+    /// That task when the thread then woke it: its deferred self-wake
+    /// (tokio's `yield_now` wakes the task after its poll has returned, on
+    /// the same worker, before polling it again), if the thread's next
+    /// poll is that task's.
+    deferred: u64,
+}
+
 /// The waiting analysis's state (see the module docs).
 #[derive(Default)]
 pub(crate) struct Waiting {
-    /// Polls open per thread, innermost last (nested executors).
-    open: Vec<Vec<Open>>,
-    /// Per thread, the task whose poll ended last there while no poll
-    /// has started since (NONE: one has, or the worker parked).
-    last_ended: Vec<u64>,
-    /// Per thread, that task when the thread then woke it: its deferred
-    /// self-wake (tokio's `yield_now` wakes the task after its poll has
-    /// returned, on the same worker, before polling it again), if the
-    /// thread's next poll is that task's.
-    deferred: Vec<u64>,
+    /// By thread index.
+    threads: Vec<ThreadW>,
     pub(crate) tasks: tasks::Tasks,
     pub(crate) locks: locks::Locks,
     pub(crate) resources: resources::Resources,
@@ -75,70 +82,67 @@ pub(crate) struct Waiting {
 impl Waiting {
     /// The poll open on `thread` now (the innermost), if any.
     pub(crate) fn open_on(&self, thread: u32) -> Option<Open> {
-        self.open
+        self.threads
             .get(thread as usize)
-            .and_then(|v| v.last().copied())
+            .and_then(|t| t.open.last().copied())
+    }
+
+    #[inline(always)]
+    fn thread(&mut self, thread: u32) -> &mut ThreadW {
+        let th = thread as usize;
+        if th >= self.threads.len() {
+            self.threads.resize_with(th + 1, || ThreadW {
+                open: Vec::new(),
+                last_ended: NONE,
+                deferred: NONE,
+            });
+        }
+        &mut self.threads[th]
     }
 
     #[inline(always)]
     pub(crate) fn life(&mut self, rec: &Life<'_>, m: &Model) {
         match *rec {
             Life::PollStart(p) => {
-                let th = p.thread as usize;
-                if th >= self.open.len() {
-                    self.open.resize_with(th + 1, Vec::new);
-                }
-                if let Some(e) = self.last_ended.get_mut(th) {
-                    *e = NONE;
-                }
-                if let Some(d) = self.deferred.get_mut(th) {
-                    if *d != NONE {
-                        if *d == p.task {
-                            self.tasks.self_woken(p.slot);
-                        }
-                        *d = NONE;
-                    }
-                }
-                let open = &mut self.open[th];
-                if open.capacity() == 0 {
+                let t = self.thread(p.thread);
+                t.last_ended = NONE;
+                let deferred = std::mem::replace(&mut t.deferred, NONE);
+                if t.open.capacity() == 0 {
                     // One open poll per thread is the rule (memory_bound's
                     // 600k threads).
-                    open.reserve_exact(1);
+                    t.open.reserve_exact(1);
                 }
-                open.push(Open {
+                t.open.push(Open {
                     task: p.task,
                     slot: p.slot,
                     loc: p.loc,
                     worker: p.worker,
                 });
+                if deferred == p.task {
+                    self.tasks.self_woken(p.slot);
+                }
                 self.tasks.poll_start(p, m);
             }
             Life::PollEnd(p) => {
-                self.close(p);
-                let th = p.thread as usize;
-                if th >= self.last_ended.len() {
-                    self.last_ended.resize(th + 1, NONE);
-                }
-                self.last_ended[th] = if p.ready || p.depth > 0 { NONE } else { p.task };
+                let t = self.thread(p.thread);
+                close(&mut t.open, p);
+                t.last_ended = if p.ready || p.depth > 0 { NONE } else { p.task };
                 self.tasks.poll_end(p, m);
                 self.resources.poll_end(p, m);
             }
-            Life::PollLost(p) => self.close(p),
+            Life::PollLost(p) => close(&mut self.thread(p.thread).open, p),
             Life::Wake(w) => {
-                let by = self.open_on(w.thread);
-                if self.resources.waiting() {
-                    self.resources.wake(w, by, m);
-                }
+                let t = self.thread(w.thread);
+                let by = t.open.last().copied();
                 // Woken by itself: inside its own poll (wake_by_ref, then
                 // Pending), or right after it on the same thread and
                 // polled next there (confirmed at that poll's start).
                 let own = by.is_some_and(|o| o.task == w.task);
-                if by.is_none() && self.last_ended.get(w.thread as usize) == Some(&w.task) {
-                    let th = w.thread as usize;
-                    if th >= self.deferred.len() {
-                        self.deferred.resize(th + 1, NONE);
-                    }
-                    self.deferred[th] = w.task;
+                if by.is_none() && t.last_ended == w.task {
+                    t.deferred = w.task;
+                }
+                if self.resources.waiting() {
+                    self.resources.wake(w, by, m);
                 }
                 self.tasks.woken(w, own);
             }
@@ -160,29 +164,9 @@ impl Waiting {
     /// driver's, in the park) is not its last task's own.
     #[inline]
     pub(crate) fn parked(&mut self, thread: u32) {
-        if let Some(e) = self.last_ended.get_mut(thread as usize) {
-            *e = NONE;
-        }
-        if let Some(d) = self.deferred.get_mut(thread as usize) {
-            *d = NONE;
-        }
-    }
-
-    /// Poll `p` is no longer open on its thread.
-    #[inline]
-    fn close(&mut self, p: &Poll) {
-        if let Some(v) = self.open.get_mut(p.thread as usize) {
-            match v.last() {
-                // Normally the innermost.
-                Some(o) if o.task == p.task => {
-                    v.pop();
-                }
-                _ => {
-                    if let Some(i) = v.iter().rposition(|o| o.task == p.task) {
-                        v.remove(i);
-                    }
-                }
-            }
+        if let Some(t) = self.threads.get_mut(thread as usize) {
+            t.last_ended = NONE;
+            t.deferred = NONE;
         }
     }
 
@@ -209,6 +193,22 @@ impl Waiting {
     pub(crate) fn finish(&mut self, m: &Model) {
         self.tasks.finish(m);
         self.resources.finish(m);
+    }
+}
+
+/// Poll `p` is no longer open in `open` (its thread's).
+#[inline]
+fn close(open: &mut Vec<Open>, p: &Poll) {
+    match open.last() {
+        // Normally the innermost.
+        Some(o) if o.task == p.task => {
+            open.pop();
+        }
+        _ => {
+            if let Some(i) = open.iter().rposition(|o| o.task == p.task) {
+                open.remove(i);
+            }
+        }
     }
 }
 
