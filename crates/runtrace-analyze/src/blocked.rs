@@ -88,6 +88,25 @@ pub struct WaitReport {
     pub culprit: Option<String>,
 }
 
+/// A location whose polls blocked their worker in place: off-CPU in a
+/// system call inside one poll for longer than the threshold, whether or
+/// not another task's wake waited meanwhile (work stealing may have kept
+/// wake-to-poll delays short while the worker itself was stuck).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InPlace {
+    /// Spawn location of the polls (`file:line:col`, or `<unknown>`).
+    pub location: String,
+    /// Its polls that blocked in place longer than the threshold.
+    pub polls: u64,
+    /// Their time blocked (off-CPU in system calls), in all.
+    pub blocked_ns: u64,
+    /// The longest of them.
+    pub longest_ns: u64,
+    /// Where they blocked: top functions by blocked time (the own frame
+    /// of each switch-out's stack; `samples` are ns).
+    pub functions: Vec<FunctionStat>,
+}
+
 /// What `runtrace blocked` reports.
 #[derive(Debug, Clone, Default)]
 pub struct BlockedReport {
@@ -107,6 +126,9 @@ pub struct BlockedReport {
     pub culprits: Vec<Culprit>,
     /// The longest waits, longest first.
     pub worst: Vec<WaitReport>,
+    /// Locations whose polls blocked their worker in place, longest
+    /// blocked time first (from the off-CPU samples).
+    pub in_place: Vec<InPlace>,
     /// Indexes into the profile's samples of the samples inside waits,
     /// with their culprit (for folded stacks).
     pub selected: Vec<(usize, String)>,
@@ -391,6 +413,7 @@ fn attribute_counting(
             .then(a.wait.poll_ns.cmp(&b.wait.poll_ns))
     });
     reports.truncate(opts.worst);
+    let in_place = blocked_in_place(profile, names, opts);
     let mut notes = Vec::new();
     if waits.is_empty() {
         notes.push(format!(
@@ -410,6 +433,7 @@ fn attribute_counting(
             samples,
             culprits,
             worst: reports,
+            in_place,
             selected,
             notes,
             errors: Vec::new(),
@@ -417,6 +441,77 @@ fn attribute_counting(
         },
         work,
     )
+}
+
+/// The polls of `profile` that blocked their worker in place longer than
+/// `opts.threshold_ns`, by location: each poll's off-CPU switch-outs in
+/// system calls summed (its preemptions are time waiting for a CPU, not
+/// blocking).
+fn blocked_in_place(
+    profile: &Profile,
+    names: &mut StackNames,
+    opts: &BlockedOptions,
+) -> Vec<InPlace> {
+    // Per poll (thread, start): its blocking switch-outs.
+    let mut polls: HashMap<(u64, i64), (u64, Vec<usize>)> = HashMap::new();
+    for (i, s) in profile.samples.iter().enumerate() {
+        let (SampleKind::OffCpu { off_ns }, Some(start)) = (s.kind, s.poll_start_ns) else {
+            continue;
+        };
+        if s.task.is_none() || !crate::runtime::in_syscall(&names.frames(&s.stack)) {
+            continue;
+        }
+        let p = polls.entry((s.tid, start)).or_default();
+        p.0 = p.0.saturating_add(off_ns);
+        p.1.push(i);
+    }
+    struct Acc {
+        polls: u64,
+        ns: u64,
+        longest: u64,
+        tally: Tally,
+    }
+    let mut by: HashMap<String, Acc> = HashMap::new();
+    for (ns, idx) in polls.into_values() {
+        if ns <= opts.threshold_ns {
+            continue;
+        }
+        let s0 = &profile.samples[idx[0]];
+        let loc = s0.location.as_deref().unwrap_or("<unknown>").to_string();
+        let a = by.entry(loc).or_insert_with(|| Acc {
+            polls: 0,
+            ns: 0,
+            longest: 0,
+            tally: Tally::default(),
+        });
+        a.polls += 1;
+        a.ns = a.ns.saturating_add(ns);
+        a.longest = a.longest.max(ns);
+        for i in idx {
+            let s = &profile.samples[i];
+            let frames = names.frames(&s.stack);
+            if let SampleKind::OffCpu { off_ns } = s.kind {
+                a.tally
+                    .add(&frames, crate::functions::own_frame(&frames), off_ns.max(1));
+            }
+        }
+    }
+    let mut v: Vec<InPlace> = by
+        .into_iter()
+        .map(|(location, a)| InPlace {
+            location,
+            polls: a.polls,
+            blocked_ns: a.ns,
+            longest_ns: a.longest,
+            functions: a.tally.top_self(opts.top),
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.blocked_ns
+            .cmp(&a.blocked_ns)
+            .then(a.location.cmp(&b.location))
+    });
+    v
 }
 
 impl BlockedReport {
@@ -448,6 +543,13 @@ impl BlockedReport {
                 "worker": {"pid": w.wait.worker.pid, "tid": w.wait.worker.tid, "worker": w.wait.worker.worker, "kind": w.wait.worker.kind},
                 "samples": w.samples,
                 "culprit": w.culprit,
+            })).collect::<Vec<_>>(),
+            "in_place": self.in_place.iter().map(|p| json!({
+                "location": p.location,
+                "polls": p.polls,
+                "blocked_ns": p.blocked_ns,
+                "longest_ns": p.longest_ns,
+                "functions": p.functions.iter().map(|f| f.to_json(false)).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "notes": self.notes,
             "errors": self.errors,
@@ -532,6 +634,27 @@ impl fmt::Display for BlockedReport {
                         .as_ref()
                         .map_or(String::new(), |c| format!(", mostly {c}"))
                 )?;
+            }
+        }
+        if !self.in_place.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "=== Workers blocked in place (a poll off-CPU in system calls for over {})",
+                fmt_ns(self.threshold_ns)
+            )?;
+            for p in &self.in_place {
+                writeln!(
+                    f,
+                    "  {}: {} polls blocked {} in all (longest {})",
+                    p.location,
+                    p.polls,
+                    fmt_ns(p.blocked_ns),
+                    fmt_ns(p.longest_ns)
+                )?;
+                for x in p.functions.iter().take(3) {
+                    writeln!(f, "    {:>5.1}%  {}", 100.0 * x.share, x.label())?;
+                }
             }
         }
         if !self.notes.is_empty() {

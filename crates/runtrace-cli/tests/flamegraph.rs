@@ -599,3 +599,75 @@ fn perfetto_has_the_samples_on_their_threads_with_their_functions() {
         Some(why) => eprintln!("trace processor check skipped: {why}"),
     }
 }
+
+extern "C" {
+    /// glibc's, only for its address: a leaf in a shared library is where
+    /// a thread blocked in a system call.
+    fn usleep(us: u32) -> i32;
+}
+
+/// Issue 35 item 6: a poll that blocks its worker in place (off-CPU in a
+/// system call inside the poll) is in `blocked` even when no task's wake
+/// waited for it: task 4 (`src/disk.rs:3:1`) polls 30..60 ms on tid 102
+/// and is off-CPU in `usleep` < `nap` < `dispatch` for 12 + 8 ms; a
+/// preemption (leaf in this binary) in the same poll is not blocking.
+#[test]
+fn blocked_lists_workers_blocked_in_place() {
+    let d = inside(dispatch);
+    let libc_leaf = usleep as usize as u64 + 4;
+    let mut b = TraceBuilder::new();
+    b.location(4, "src/disk.rs", 3, 1);
+    b.thread_name(WRITER, "runtrace-writer");
+    b.profile(&ProfileInfo {
+        mode: 1,
+        hz: 1000,
+        flags: 3,
+        message: String::new(),
+    });
+    b.mappings(&[mapping_of(d), mapping_of(libc_leaf)]);
+    b.stacks(&[
+        (1, &[libc_leaf, inside(nap), d][..]),
+        (2, &[inside(hot_api), d][..]),
+    ]);
+    b.spawn(102, 20 * MS, 4, 0, 4, 0);
+    b.poll_start(102, 2, 30 * MS, 4, 0, 0);
+    b.off_cpu(WRITER, 42 * MS, 102, 1, 12 * MS);
+    b.off_cpu(WRITER, 50 * MS, 102, 2, 7 * MS);
+    b.off_cpu(WRITER, 58 * MS, 102, 1, 8 * MS);
+    b.poll_end(102, 2, 60 * MS, 4, true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("trace.0.bin"), b.finish()).unwrap();
+    let o = runtrace(&["blocked", "--json"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["waits"], 0, "no wake waited: {r}");
+    let p = &r["in_place"][0];
+    assert_eq!(p["location"], "src/disk.rs:3:1", "{r}");
+    assert_eq!(p["polls"], 1);
+    assert_eq!(
+        p["blocked_ns"],
+        20 * MS,
+        "the preemption is not blocking: {r}"
+    );
+    assert_eq!(p["longest_ns"], 20 * MS);
+    assert!(
+        p["functions"][0]["function"]
+            .as_str()
+            .unwrap()
+            .contains("nap"),
+        "the app's own frame under libc: {p}"
+    );
+    let text = stdout(&runtrace(&["blocked"], dir.path()));
+    assert!(
+        text.contains("Workers blocked in place")
+            && text.contains("src/disk.rs:3:1: 1 polls blocked 20.00 ms"),
+        "{text}"
+    );
+    // Over the threshold only.
+    let r: Value = serde_json::from_str(&stdout(&runtrace(
+        &["blocked", "--json", "--threshold-ms", "25"],
+        dir.path(),
+    )))
+    .unwrap();
+    assert_eq!(r["in_place"].as_array().unwrap().len(), 0, "{r}");
+}

@@ -194,7 +194,7 @@ fn reaches_thread_start(frames: &[runtrace_symbolize::Frame]) -> bool {
 /// `epoll_wait`, `read`). A thread preempted while computing left from its
 /// own code (or the vDSO's clock, `linux-vdso.so.1`), so that time was spent waiting for a
 /// CPU, not blocked.
-fn in_syscall(frames: &[runtrace_symbolize::Frame]) -> bool {
+pub(crate) fn in_syscall(frames: &[runtrace_symbolize::Frame]) -> bool {
     frames
         .first()
         .is_some_and(|f| f.module.contains(".so") && !f.module.contains("vdso"))

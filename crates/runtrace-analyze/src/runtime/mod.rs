@@ -29,6 +29,7 @@ mod thresholds;
 mod waiting;
 mod waits;
 
+pub(crate) use cpu::in_syscall;
 pub use cpu::{analyze_files_profiled, WhenProfiled};
 pub use engine::Engine;
 pub use report::{
