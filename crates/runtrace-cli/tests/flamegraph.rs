@@ -614,7 +614,7 @@ extern "C" {
 #[test]
 fn blocked_lists_workers_blocked_in_place() {
     let d = inside(dispatch);
-    let libc_leaf = usleep as usize as u64 + 4;
+    let libc_leaf = usleep as *const () as usize as u64 + 4;
     let mut b = TraceBuilder::new();
     b.location(4, "src/disk.rs", 3, 1);
     b.thread_name(WRITER, "runtrace-writer");
