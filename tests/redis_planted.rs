@@ -130,13 +130,19 @@ fn mini_redis_with_planted_problems() {
         );
         let c = f.functions.as_ref().expect("functions");
         assert!(c.mostly_off_cpu, "blocked, not CPU:\n{r}");
+        // Async frames carry their path (limited debug info), never a
+        // bare `{async_fn#0}` (issue 35 item 4).
+        assert!(
+            c.functions.iter().all(|x| !x.function.starts_with('{')),
+            "nameless async frames:\n{r}"
+        );
         assert!(
             c.functions[0].function.contains("planted_sleep"),
             "top function:\n{r}"
         );
         if f.kind == FindingKind::LongPoll {
             assert!(
-                f.detail.contains("blocked in planted_sleep"),
+                f.detail.contains("blocked in redis_planted::planted_sleep"),
                 "{}",
                 f.detail
             );

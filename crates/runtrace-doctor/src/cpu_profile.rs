@@ -76,6 +76,12 @@ pub struct CpuProfileReport {
     /// Of those, the program's own (not the Rust toolchain's); `None` when
     /// the DWARF could not be read.
     pub own_debug_units: Option<usize>,
+    /// The program's own Rust debug info is line tables only
+    /// (`debug = "line-tables-only"`): its functions have names but no
+    /// paths (no namespaces, no linkage names), so an inlined async body
+    /// is a bare `{async_fn#0}` in profiles. `None`: no Rust functions of
+    /// its own in the DWARF to tell by.
+    pub line_tables_only: Option<bool>,
     /// Why something could not be told.
     pub notes: Vec<String>,
     /// Exact fixes, one per missing piece.
@@ -229,7 +235,7 @@ const CRT_FUNCTIONS: &[&str] = &[
 /// The DWARF compile units: (all, the program's own). A unit is the Rust
 /// toolchain's when its compilation directory is the one rustup's
 /// standard library was built in (`/rustc/<commit>` or `/rust/deps/…`).
-fn debug_units(img: &Image<'_>) -> Result<(usize, usize), String> {
+fn debug_units(img: &Image<'_>) -> Result<DebugUnits, String> {
     let endian = if img.little {
         RunTimeEndian::Little
     } else {
@@ -248,13 +254,13 @@ fn debug_units(img: &Image<'_>) -> Result<(usize, usize), String> {
         Ok(EndianSlice::new(bytes, endian))
     };
     let dwarf = gimli::Dwarf::load(|id| section(id.name()))?;
-    let (mut all, mut own) = (0, 0);
+    let mut d = DebugUnits::default();
     let mut units = dwarf.units();
     while let Some(header) = units
         .next()
         .map_err(|e| format!("damaged .debug_info: {e}"))?
     {
-        all += 1;
+        d.all += 1;
         let unit = dwarf
             .unit(header)
             .map_err(|e| format!("damaged .debug_info unit: {e}"))?;
@@ -262,11 +268,64 @@ fn debug_units(img: &Image<'_>) -> Result<(usize, usize), String> {
         let toolchain = dir
             .as_deref()
             .is_some_and(|d| d.starts_with("/rustc/") || d.starts_with("/rust/deps/"));
-        if !toolchain {
-            own += 1;
+        if toolchain {
+            continue;
+        }
+        d.own += 1;
+        match rust_unit_paths(&unit) {
+            Ok(Some(true)) => d.rust_with_paths += 1,
+            Ok(Some(false)) => d.rust_line_tables += 1,
+            Ok(None) => {}
+            Err(e) => return Err(format!("damaged .debug_info unit: {e}")),
         }
     }
-    Ok((all, own))
+    Ok(d)
+}
+
+/// What [`debug_units`] counts.
+#[derive(Default)]
+struct DebugUnits {
+    all: usize,
+    /// The program's own.
+    own: usize,
+    /// Of those, Rust units whose functions have paths (namespaces or
+    /// linkage names: `debug = "limited"` or more).
+    rust_with_paths: usize,
+    /// ... and Rust units whose functions have bare names only (line
+    /// tables only).
+    rust_line_tables: usize,
+}
+
+/// Whether a Rust compile unit's functions carry their paths (a
+/// `DW_TAG_namespace` or a `DW_AT_linkage_name`, which rustc emits from
+/// `debuginfo=1` on and not with line tables only); `None` for a unit of
+/// another language, or with no functions.
+fn rust_unit_paths<R: gimli::Reader>(unit: &gimli::Unit<R>) -> gimli::Result<Option<bool>> {
+    let mut entries = unit.entries();
+    let mut rust = false;
+    let mut functions = false;
+    while let Some(e) = entries.next_dfs()? {
+        match e.tag() {
+            gimli::DW_TAG_compile_unit => {
+                rust = matches!(
+                    e.attr_value(gimli::DW_AT_language),
+                    Some(gimli::AttributeValue::Language(gimli::DW_LANG_Rust))
+                );
+                if !rust {
+                    return Ok(None);
+                }
+            }
+            gimli::DW_TAG_namespace => return Ok(Some(true)),
+            gimli::DW_TAG_subprogram => {
+                if e.attr_value(gimli::DW_AT_linkage_name).is_some() {
+                    return Ok(Some(true));
+                }
+                functions = true;
+            }
+            _ => {}
+        }
+    }
+    Ok((rust && functions).then_some(false))
 }
 
 /// The descriptor of the `.note.gnu.build-id` note (owner `GNU`, type 3),
@@ -346,9 +405,11 @@ pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
         }
     }
     match debug_units(img) {
-        Ok((all, own)) => {
-            r.debug_units = all;
-            r.own_debug_units = Some(own);
+        Ok(d) => {
+            r.debug_units = d.all;
+            r.own_debug_units = Some(d.own);
+            r.line_tables_only = (d.rust_with_paths + d.rust_line_tables > 0)
+                .then_some(d.rust_line_tables > d.rust_with_paths);
         }
         Err(e) => r.notes.push(format!("debug info: {e}")),
     }
@@ -390,6 +451,16 @@ pub(crate) fn check(img: &Image<'_>) -> CpuProfileReport {
              [profile.release]\n\
              debug = \"limited\"   # not \"line-tables-only\": it leaves inlined async \
              bodies nameless ({async_fn#0}); C/C++: -g1"
+                .into(),
+        );
+    }
+    if r.line_tables_only == Some(true) {
+        push_fix(
+            &mut r.fix,
+            "debug info is line tables only: inlined async bodies show as a bare \
+             {async_fn#0} / {async_block#0} in profiles and findings; in Cargo.toml\n\
+             [profile.release]\n\
+             debug = \"limited\"   # function paths for +0.03% file size"
                 .into(),
         );
     }

@@ -246,6 +246,7 @@ impl Report {
                 "build_id": self.cpu_profile.build_id,
                 "debug_units": self.cpu_profile.debug_units,
                 "own_debug_units": self.cpu_profile.own_debug_units,
+                "line_tables_only": self.cpu_profile.line_tables_only,
                 "notes": self.cpu_profile.notes,
                 "fix": self.cpu_profile.fix,
             },
@@ -472,6 +473,17 @@ impl fmt::Display for Report {
                 c.debug_units
             )?,
             None => writeln!(f, "  debug info of its own: unknown")?,
+        }
+        if let Some(lto) = c.line_tables_only {
+            writeln!(
+                f,
+                "  function paths in debug info: {}",
+                if lto {
+                    "NO (line tables only: async bodies are nameless {async_fn#0})"
+                } else {
+                    "yes"
+                }
+            )?;
         }
         list(f, "note", &c.notes)?;
         for fix in &c.fix {

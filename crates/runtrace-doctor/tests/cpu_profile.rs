@@ -51,8 +51,19 @@ fn frame_pointers_symbols_and_debug_info() {
     assert!(c.own_debug_units.unwrap() > 0, "{c:?}");
     assert!(c.debug_units > c.own_debug_units.unwrap(), "{c:?}");
     assert!(c.is_ready(), "{c:?}");
-    assert_eq!(c.fix, Vec::<String>::new());
+    // Line tables only: ready, but async bodies would be nameless.
+    assert_eq!(c.line_tables_only, Some(true), "{c:?}");
+    assert_eq!(c.fix.len(), 1, "{:?}", c.fix);
+    assert!(
+        c.fix[0].contains("line tables only") && c.fix[0].contains("debug = \"limited\""),
+        "{:?}",
+        c.fix
+    );
     let text = r.to_string();
+    assert!(
+        text.contains("  function paths in debug info: NO (line tables only"),
+        "{text}"
+    );
     assert!(text.contains("  frame pointers: yes ("), "{text}");
     assert!(text.contains("CPU profile verdict: ready"), "{text}");
     // Advisory: the probe verdict and exit status do not change.
@@ -60,6 +71,24 @@ fn frame_pointers_symbols_and_debug_info() {
     let j = r.to_json();
     assert_eq!(j["cpu_profile"]["ready"], true);
     assert_eq!(j["cpu_profile"]["frame_pointers"], true);
+    assert_eq!(j["cpu_profile"]["line_tables_only"], true);
+
+    // Limited debug info: function paths, nothing to fix.
+    let limited = build(
+        dir.path(),
+        "limited",
+        &["-C", "force-frame-pointers=yes", "-C", "debuginfo=1"],
+    );
+    let r = inspect(&limited).unwrap();
+    let c = &r.cpu_profile;
+    assert_eq!(c.line_tables_only, Some(false), "{c:?}");
+    assert!(c.is_ready(), "{c:?}");
+    assert_eq!(c.fix, Vec::<String>::new());
+    assert!(
+        r.to_string()
+            .contains("  function paths in debug info: yes"),
+        "{r}"
+    );
 
     let r = inspect(&nofp).unwrap();
     let c = &r.cpu_profile;
