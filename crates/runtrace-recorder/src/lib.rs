@@ -23,7 +23,8 @@
 
 // Module dependencies (a DAG: nothing imports back):
 //   session  -> config, error, state, writer
-//   writer   -> error, ring, state, sync (and runtrace-profile's Profiler)
+//   writer   -> error, ring, state, store, sync (and runtrace-profile's Profiler)
+//   store    -> error
 //   producer -> config, out, ring, state, sync
 //   state    -> config, error, ring, sync
 //   ring     -> sync
@@ -38,6 +39,7 @@ mod ring;
 mod session;
 mod state;
 mod stats;
+mod store;
 mod sync;
 mod writer;
 

@@ -15,6 +15,7 @@ use crate::error::RecordError;
 use crate::ring::DrainPos;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
+use crate::store::{FileStore, MemoryStore, SegmentMeta, SegmentStore};
 use crate::sync::Ordering;
 use runtrace_core as registry;
 use runtrace_core::clock::{self, TraceClock};
@@ -22,10 +23,7 @@ use runtrace_format::chunk::{first_ticks, scan, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
 use runtrace_profile::{Profiler, RawSample, Undo};
-use std::collections::{BTreeMap, VecDeque};
-use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,15 +56,16 @@ pub(crate) struct Writer {
     /// Schemas by id, for counting events in partial pieces.
     schemas: Vec<Option<Schema>>,
     user_schemas_known: usize,
-    file: Option<File>,
+    /// Where segments go: files, or the memory ring.
+    store: Box<dyn SegmentStore>,
+    /// When the open segment was opened (ticks, for its metadata; an
+    /// instant, for `max_segment_age`).
+    segment_start: (u64, Instant),
     file_index: u64,
     file_bytes: u64,
     file_events: u64,
     file_dropped: u64,
     defs: DefCursor,
-    sealed: VecDeque<(PathBuf, u64)>,
-    /// Sealed files deleted by the total-size limit (told in `FINISH`).
-    evicted: u64,
     buf: Vec<u8>,
     chunks: Vec<u8>,
     stats: RecordStats,
@@ -128,7 +127,7 @@ impl Writer {
             schemas[i] = Some(s);
         }
         let mut w = Writer {
-            shared,
+            shared: shared.clone(),
             clock,
             anchor_ticks: clock.now(),
             anchor_wall_ns: clock::wall_ns(),
@@ -137,14 +136,19 @@ impl Writer {
             rings: Vec::new(),
             schemas,
             user_schemas_known: 0,
-            file: None,
+            store: match shared.cfg.memory {
+                Some(budget) => Box::new(MemoryStore::new(budget, shared.cfg.max_file_size)),
+                None => Box::new(FileStore::new(
+                    shared.cfg.path.clone(),
+                    shared.cfg.max_total_size,
+                )),
+            },
+            segment_start: (clock.now(), Instant::now()),
             file_index: 0,
             file_bytes: 0,
             file_events: 0,
             file_dropped: 0,
             defs: DefCursor::default(),
-            sealed: VecDeque::new(),
-            evicted: 0,
             buf: Vec::with_capacity(1 << 20),
             chunks: Vec::with_capacity(1 << 20),
             stats: RecordStats::default(),
@@ -192,15 +196,6 @@ impl Writer {
         Ok(w)
     }
 
-    fn path(&self, index: u64, active: bool) -> PathBuf {
-        let mut s = self.shared.cfg.path.clone().into_os_string();
-        s.push(format!(".{index}.bin"));
-        if active {
-            s.push(".active");
-        }
-        PathBuf::from(s)
-    }
-
     /// Drains rounds until the recording stops, then seals the last file.
     ///
     /// A write error does not stop it: the writer keeps draining every
@@ -237,6 +232,11 @@ impl Writer {
                 self.write_failed(&e);
             }
         }
+        self.stats.segments_dropped = match self.shared.cfg.memory {
+            Some(_) => self.store.evicted(),
+            None => 0,
+        };
+        self.stats.memory_peak = self.store.peak_bytes();
         // Losses no file could be told about still count.
         let never_written: u64 = self.unwritten.values().map(|(n, _)| n).sum();
         self.stats.dropped = self.stats.dropped.saturating_add(never_written);
@@ -268,10 +268,7 @@ impl Writer {
     /// Cuts the open file back to its last complete round, so it stays
     /// readable (a frame boundary) and the next attempt appends cleanly.
     fn rollback(&mut self) {
-        if let Some(f) = self.file.as_mut() {
-            let _ = f.set_len(self.file_bytes);
-            let _ = f.seek(SeekFrom::Start(self.file_bytes));
-        }
+        self.store.truncate(self.file_bytes);
         self.buf.clear();
     }
 
@@ -405,8 +402,10 @@ impl Writer {
             && thread_frames.is_empty()
             && self.unwritten.is_empty()
         {
-            // An idle round writes nothing (and opens no file).
+            // An idle round writes nothing (and opens no file), but a
+            // segment that has grown old is sealed all the same.
             self.prev_watermark = watermark;
+            self.seal_if_due();
             return;
         }
         // What earlier failed writes lost, told now.
@@ -460,7 +459,18 @@ impl Writer {
             }
         }
         self.prev_watermark = watermark;
-        if self.file_bytes >= self.shared.cfg.max_file_size {
+        self.seal_if_due();
+    }
+
+    /// Seals the open segment once it reaches `max_file_size` or, in
+    /// memory mode, `max_segment_age`.
+    fn seal_if_due(&mut self) {
+        if !self.store.is_open() {
+            return;
+        }
+        let aged = self.shared.cfg.memory.is_some()
+            && self.segment_start.1.elapsed() >= self.shared.cfg.max_segment_age;
+        if self.file_bytes >= self.shared.cfg.max_file_size || aged {
             if let Err(e) = self.seal() {
                 // The data is written; only the END frame or the rename is
                 // missing: the file stays `.active`, read as unsealed.
@@ -480,7 +490,7 @@ impl Writer {
         // Rotation is lazy: the next file opens when there is something for
         // it, so no file ends up empty.
         self.profile_undo = None;
-        if self.file.is_none() {
+        if !self.store.is_open() {
             self.open_file()?;
         }
         // Definitions first, then threads, chunks, drops, the round marker.
@@ -614,13 +624,7 @@ impl Writer {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let path = self.path(self.file_index, true);
-        let f = self
-            .file
-            .as_mut()
-            .ok_or_else(|| RecordError::Io("no open trace file".into()))?;
-        f.write_all(&self.buf)
-            .map_err(|e| io_err(&path, "write failed", e))?;
+        self.store.append(&self.buf)?;
         self.file_bytes += self.buf.len() as u64;
         self.stats.bytes += self.buf.len() as u64;
         self.buf.clear();
@@ -628,9 +632,8 @@ impl Writer {
     }
 
     fn open_file(&mut self) -> Result<(), RecordError> {
-        let path = self.path(self.file_index, true);
-        let f = File::create(&path).map_err(|e| io_err(&path, "cannot create trace file", e))?;
-        self.file = Some(f);
+        self.store.open(self.file_index)?;
+        self.segment_start = (self.clock.now(), Instant::now());
         // (The file's event and drop counters were reset when the previous
         // file was sealed: this round's may already count toward this one.)
         self.file_bytes = 0;
@@ -671,8 +674,7 @@ impl Writer {
         if let Err(e) = self.write_buf() {
             // No header, no file: leave nothing half-made behind; the next
             // round tries again under the same name.
-            self.file = None;
-            let _ = std::fs::remove_file(&path);
+            self.store.abandon();
             return Err(e);
         }
         self.stats.files += 1;
@@ -684,12 +686,12 @@ impl Writer {
     /// stopped after a rotation. A recording whose last file was sealed
     /// by rotation gets one more file for it.
     fn finish_recording(&mut self) -> Result<(), RecordError> {
-        if self.file.is_none() {
+        if !self.store.is_open() {
             self.open_file()?;
         }
         let f = frame::Finish {
             files: self.file_index + 1,
-            evicted: self.evicted,
+            evicted: self.store.evicted(),
             events: self.stats.events,
             dropped: self.stats.dropped,
             lost_to_writes: self.lost_to_writes,
@@ -704,50 +706,35 @@ impl Writer {
     }
 
     fn seal(&mut self) -> Result<(), RecordError> {
-        let Some(_) = self.file.as_ref() else {
+        if !self.store.is_open() {
             return Ok(());
-        };
+        }
         self.buf.clear();
         frame::write(
             &mut self.buf,
             FrameType::End,
             &frame::end(self.file_events, self.file_dropped),
         );
+        let end_len = self.buf.len();
         if let Err(e) = self.write_buf() {
             // Not sealed: cut back to the last round, keep writing to it.
             self.rollback();
             return Err(e);
         }
+        let meta = SegmentMeta {
+            index: self.file_index,
+            start_ticks: self.segment_start.0,
+            end_ticks: self.clock.now(),
+            events: self.file_events,
+            dropped: self.file_dropped,
+            end_len,
+        };
         self.file_events = 0;
         self.file_dropped = 0;
-        let active = self.path(self.file_index, true);
-        let done = self.path(self.file_index, false);
         // The file is sealed from here on: whatever fails below, the next
         // file gets the next index (never overwriting this one).
         self.file_index += 1;
-        let synced = match self.file.take() {
-            Some(f) => f
-                .sync_data()
-                .map_err(|e| io_err(&active, "fsync failed", e)),
-            None => Ok(()),
-        };
-        std::fs::rename(&active, &done)
-            .map_err(|e| io_err(&active, "cannot rename sealed file", e))?;
-        self.sealed.push_back((done, self.file_bytes));
-        self.evict();
-        synced
-    }
-
-    /// Deletes the oldest sealed files while the total exceeds the budget
-    /// (the newest sealed file is always kept).
-    fn evict(&mut self) {
-        let mut total: u64 = self.sealed.iter().map(|(_, n)| n).sum();
-        while total > self.shared.cfg.max_total_size && self.sealed.len() > 1 {
-            let (p, n) = self.sealed.pop_front().unwrap_or_default();
-            let _ = std::fs::remove_file(&p);
-            self.evicted += 1;
-            total -= n;
-        }
+        self.store.seal(meta)
     }
 }
 
