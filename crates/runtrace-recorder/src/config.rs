@@ -269,6 +269,7 @@ impl RecorderBuilder {
     ///     .path("/var/tmp/myapp/trace")   // snapshots go to /var/tmp/myapp/
     ///     .in_memory(256 << 20)
     ///     .start()?;
+    /// guard.snapshot("slow-request");
     /// guard.finish()?;
     /// # Ok::<(), runtrace_recorder::RecordError>(())
     /// ```
@@ -440,7 +441,10 @@ impl RecorderBuilder {
             ("RUNTRACE_SEGMENT_AGE_MS", &mut self.cfg.max_segment_age),
             ("RUNTRACE_SNAPSHOT_BEFORE_MS", &mut self.cfg.snapshot_before),
             ("RUNTRACE_SNAPSHOT_AFTER_MS", &mut self.cfg.snapshot_after),
-            ("RUNTRACE_SNAPSHOT_COOLDOWN_MS", &mut self.cfg.snapshot_cooldown),
+            (
+                "RUNTRACE_SNAPSHOT_COOLDOWN_MS",
+                &mut self.cfg.snapshot_cooldown,
+            ),
         ] {
             if let Some(ms) = env_ms(var)? {
                 *slot = ms;
@@ -608,9 +612,10 @@ fn env_ms(var: &str) -> Result<Option<Duration>, RecordError> {
     let Some(v) = env_str(var)?.filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
-    let ms: u64 = v.trim().parse().map_err(|_| {
-        RecordError::Config(format!("{var}={v:?}: expected whole milliseconds"))
-    })?;
+    let ms: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| RecordError::Config(format!("{var}={v:?}: expected whole milliseconds")))?;
     Ok(Some(Duration::from_millis(ms)))
 }
 

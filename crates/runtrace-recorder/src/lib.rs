@@ -23,8 +23,11 @@
 
 // Module dependencies (a DAG: nothing imports back):
 //   session  -> config, error, state, writer
-//   writer   -> error, ring, state, store, sync (and runtrace-profile's Profiler)
+//   writer   -> error, ring, snapshot, state, store, sync, trigger (and
+//               runtrace-profile's Profiler)
+//   snapshot -> store
 //   store    -> error
+//   trigger  -> error
 //   producer -> config, out, ring, state, sync
 //   state    -> config, error, ring, sync
 //   ring     -> sync
@@ -37,10 +40,12 @@ mod out;
 mod producer;
 mod ring;
 mod session;
+mod snapshot;
 mod state;
 mod stats;
 mod store;
 mod sync;
+mod trigger;
 mod writer;
 
 pub use config::{Config, RecorderBuilder};

@@ -29,10 +29,7 @@ use std::path::{Path, PathBuf};
 pub(crate) struct SegmentMeta {
     /// The file index in its header (`N` of `PATH.N.bin`).
     pub(crate) index: u64,
-    /// Trace ticks when it was opened and when it was sealed: every event
-    /// it holds was drained between them (an event can be older than the
-    /// opening, by up to a round).
-    pub(crate) start_ticks: u64,
+    /// Trace ticks when it was sealed: every event it holds is older.
     pub(crate) end_ticks: u64,
     /// Its `END` totals.
     pub(crate) events: u64,

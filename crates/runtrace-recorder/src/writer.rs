@@ -13,10 +13,12 @@
 
 use crate::error::RecordError;
 use crate::ring::DrainPos;
+use crate::snapshot;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
 use crate::store::{FileStore, MemoryStore, SegmentMeta, SegmentStore};
 use crate::sync::Ordering;
+use crate::trigger;
 use runtrace_core as registry;
 use runtrace_core::clock::{self, TraceClock};
 use runtrace_format::chunk::{first_ticks, scan, ChunkHeader};
@@ -24,7 +26,9 @@ use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
 use runtrace_profile::{Profiler, RawSample, Undo};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 struct WRing {
@@ -35,6 +39,16 @@ struct WRing {
     /// registration).
     last_report: u64,
     announced_in: Option<u64>,
+}
+
+/// A snapshot triggered and waiting for its post-trigger period.
+struct Pending {
+    /// When the trigger fired (trace ticks).
+    ticks: u64,
+    wall_ns: u64,
+    reason: String,
+    /// When to write it.
+    due: Instant,
 }
 
 /// How much of each definition log the current file has seen.
@@ -58,9 +72,8 @@ pub(crate) struct Writer {
     user_schemas_known: usize,
     /// Where segments go: files, or the memory ring.
     store: Box<dyn SegmentStore>,
-    /// When the open segment was opened (ticks, for its metadata; an
-    /// instant, for `max_segment_age`).
-    segment_start: (u64, Instant),
+    /// When the open segment was opened (for `max_segment_age`).
+    segment_start: Instant,
     file_index: u64,
     file_bytes: u64,
     file_events: u64,
@@ -99,6 +112,17 @@ pub(crate) struct Writer {
     tid: u64,
     /// The file index whose THREAD frame announced the writer thread.
     announced_in: Option<u64>,
+    /// The snapshot signal's handler, while the recording runs.
+    signal: Option<trigger::Installed>,
+    /// Triggers taken this round (ticks, reason), recorded as
+    /// `snapshot_trigger` events of the writer thread.
+    fired: Vec<(u64, String)>,
+    /// The snapshot waiting for its post-trigger period.
+    pending: Option<Pending>,
+    /// When the last snapshot was accepted (for the cooldown).
+    last_snapshot: Option<Instant>,
+    /// Snapshot directories being written.
+    jobs: Vec<JoinHandle<Result<PathBuf, String>>>,
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
@@ -143,7 +167,7 @@ impl Writer {
                     shared.cfg.max_total_size,
                 )),
             },
-            segment_start: (clock.now(), Instant::now()),
+            segment_start: Instant::now(),
             file_index: 0,
             file_bytes: 0,
             file_events: 0,
@@ -165,6 +189,11 @@ impl Writer {
             profile_undo: None,
             tid: 0,
             announced_in: None,
+            signal: None,
+            fired: Vec::new(),
+            pending: None,
+            last_snapshot: None,
+            jobs: Vec::new(),
         };
         if w.shared.cfg.cpu_hz > 0 {
             // Before the first file opens: it starts with the PROFILE frame.
@@ -193,6 +222,9 @@ impl Writer {
         }
         // Open the first file now so a bad path fails `start()`, not later.
         w.open_file()?;
+        if let Some(sig) = w.shared.cfg.snapshot_signal {
+            w.signal = Some(trigger::Installed::new(sig, clock)?);
+        }
         Ok(w)
     }
 
@@ -214,6 +246,7 @@ impl Writer {
             if stopping {
                 break;
             }
+            self.snapshot_if_due();
             // Not busy-polling: sleep until the interval passes or a producer
             // wakes us at its high-water mark.
             std::thread::park_timeout(interval);
@@ -224,6 +257,12 @@ impl Writer {
             // small enough to fit where the round did not).
             self.round(true);
         }
+        // `finish()` waits for a pending snapshot: it is written now, with
+        // what was recorded (the recording ends before its period does).
+        if self.pending.is_some() {
+            self.write_snapshot();
+        }
+        self.signal = None;
         // A sealed file claims its losses are all told (END totals); with
         // losses no DROPPED frame could carry, it stays unsealed
         // (`.active`), so readers report it as incomplete.
@@ -237,6 +276,7 @@ impl Writer {
             None => 0,
         };
         self.stats.memory_peak = self.store.peak_bytes();
+        self.reap_snapshots(true);
         // Losses no file could be told about still count.
         let never_written: u64 = self.unwritten.values().map(|(n, _)| n).sum();
         self.stats.dropped = self.stats.dropped.saturating_add(never_written);
@@ -276,6 +316,7 @@ impl Writer {
     /// drained to its end.
     fn round(&mut self, last: bool) {
         let now = self.clock.now();
+        self.take_triggers();
         {
             let mut new = self
                 .shared
@@ -396,6 +437,16 @@ impl Writer {
                 took.push((self.tid, n, lost));
             }
         }
+        if !self.fired.is_empty() {
+            if self.announced_in != Some(index) {
+                thread_frames.push(frame::thread(self.tid, "runtrace-writer"));
+                self.announced_in = Some(index);
+            }
+            let n = self.trigger_chunk();
+            self.stats.events += n;
+            self.file_events += n;
+            took.push((self.tid, n, 0));
+        }
         if self.chunks.is_empty()
             && self.samples.is_empty()
             && dropped_frames.is_empty()
@@ -462,6 +513,150 @@ impl Writer {
         self.seal_if_due();
     }
 
+    /// Takes the triggers that fired since the last round: snapshot
+    /// requests and the snapshot signal. Each is recorded (a
+    /// `snapshot_trigger` event at its instant); in memory mode, one not
+    /// within the cooldown of the last snapshot, with none pending, starts
+    /// a snapshot.
+    fn take_triggers(&mut self) {
+        self.fired.clear();
+        {
+            let mut req = self
+                .shared
+                .snapshot_requests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            self.fired.append(&mut req);
+        }
+        if self.signal.is_some() {
+            if let Some(t) = trigger::take() {
+                self.fired.push((t, "signal".into()));
+            }
+        }
+        let cfg = &self.shared.cfg;
+        for (ticks, reason) in &self.fired {
+            let at = Instant::now();
+            let cooling = self
+                .last_snapshot
+                .is_some_and(|t| at.duration_since(t) < cfg.snapshot_cooldown);
+            if cfg.memory.is_none() || self.pending.is_some() || cooling {
+                self.stats.snapshots_skipped += 1;
+                continue;
+            }
+            self.last_snapshot = Some(at);
+            self.pending = Some(Pending {
+                ticks: *ticks,
+                wall_ns: clock::wall_ns(),
+                reason: reason.clone(),
+                due: at + cfg.snapshot_after,
+            });
+        }
+    }
+
+    /// Frames this round's triggers as one chunk of the writer thread in
+    /// `chunks`; returns how many events it holds.
+    fn trigger_chunk(&mut self) -> u64 {
+        use runtrace_format::chunk::ChunkState;
+        use runtrace_format::schema::wire;
+        self.fired.sort_by_key(|(t, _)| *t);
+        // Events of a round are not older than the previous watermark (a
+        // signal can be read a round late).
+        let start = self.fired[0].0.max(self.prev_watermark);
+        let mut payload = Vec::new();
+        ChunkHeader {
+            tid: self.tid,
+            state: ChunkState {
+                ticks: start,
+                task_reg: 0,
+                worker_reg: runtrace_format::NO_WORKER,
+            },
+            count: self.fired.len() as u64,
+        }
+        .encode(&mut payload);
+        let mut prev = start;
+        for (t, reason) in &self.fired {
+            let t = (*t).max(prev);
+            // Built-in ids are below TAG_ESCAPE: one tag byte.
+            payload.push(runtrace_format::schema::ids::SNAPSHOT_TRIGGER as u8);
+            wire::put_varint(&mut payload, t - prev);
+            wire::put_str(&mut payload, reason);
+            prev = t;
+        }
+        frame::write(&mut self.chunks, FrameType::Chunk, &payload);
+        self.fired.len() as u64
+    }
+
+    /// Writes the pending snapshot once its post-trigger period is over.
+    fn snapshot_if_due(&mut self) {
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|p| Instant::now() >= p.due)
+        {
+            self.write_snapshot();
+        }
+        self.reap_snapshots(false);
+    }
+
+    /// Seals the open segment, so the ring holds everything recorded, and
+    /// hands the segments covering the pending snapshot's window to a
+    /// thread that writes them (`snapshot.rs`).
+    fn write_snapshot(&mut self) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        if let Err(e) = self.seal() {
+            self.write_failed(&e);
+        }
+        let before = self.shared.cfg.snapshot_before;
+        let before_ticks =
+            (before.as_secs_f64() * self.clock.ticks_per_sec() as f64).min(u64::MAX as f64) as u64;
+        let from = p.ticks.saturating_sub(before_ticks);
+        let segments: Vec<_> = self
+            .store
+            .kept()
+            .into_iter()
+            .filter(|(m, _)| m.end_ticks >= from)
+            .collect();
+        let path = &self.shared.cfg.path;
+        let job = snapshot::Job {
+            parent: path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), |d| d.to_path_buf()),
+            prefix: path
+                .file_name()
+                .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned()),
+            wall_ns: p.wall_ns,
+            reason: p.reason,
+            segments,
+        };
+        match std::thread::Builder::new()
+            .name("runtrace-snapshot".into())
+            .spawn(move || snapshot::write(job))
+        {
+            Ok(h) => self.jobs.push(h),
+            Err(e) => eprintln!("runtrace: snapshot not written: cannot start its thread: {e}"),
+        }
+    }
+
+    /// Counts the snapshots written (all of them when `wait`, else those
+    /// done), saying on stderr which failed.
+    fn reap_snapshots(&mut self, wait: bool) {
+        let mut i = 0;
+        while i < self.jobs.len() {
+            if !wait && !self.jobs[i].is_finished() {
+                i += 1;
+                continue;
+            }
+            match self.jobs.swap_remove(i).join() {
+                Ok(Ok(_)) => self.stats.snapshots += 1,
+                Ok(Err(e)) => eprintln!("runtrace: snapshot not written: {e}"),
+                Err(_) => eprintln!("runtrace: snapshot not written: its thread panicked"),
+            }
+        }
+    }
+
     /// Seals the open segment once it reaches `max_file_size` or, in
     /// memory mode, `max_segment_age`.
     fn seal_if_due(&mut self) {
@@ -469,7 +664,7 @@ impl Writer {
             return;
         }
         let aged = self.shared.cfg.memory.is_some()
-            && self.segment_start.1.elapsed() >= self.shared.cfg.max_segment_age;
+            && self.segment_start.elapsed() >= self.shared.cfg.max_segment_age;
         if self.file_bytes >= self.shared.cfg.max_file_size || aged {
             if let Err(e) = self.seal() {
                 // The data is written; only the END frame or the rename is
@@ -633,7 +828,7 @@ impl Writer {
 
     fn open_file(&mut self) -> Result<(), RecordError> {
         self.store.open(self.file_index)?;
-        self.segment_start = (self.clock.now(), Instant::now());
+        self.segment_start = Instant::now();
         // (The file's event and drop counters were reset when the previous
         // file was sealed: this round's may already count toward this one.)
         self.file_bytes = 0;
@@ -723,7 +918,6 @@ impl Writer {
         }
         let meta = SegmentMeta {
             index: self.file_index,
-            start_ticks: self.segment_start.0,
             end_ticks: self.clock.now(),
             events: self.file_events,
             dropped: self.file_dropped,

@@ -76,7 +76,10 @@ fn memory_mode_keeps_within_its_budget() {
     );
     assert!(stats.segments_dropped > 0, "{stats:?}");
     // Dropped segments plus those the ring can hold account for them all.
-    assert!(stats.files - stats.segments_dropped <= budget / (32 << 10), "{stats:?}");
+    assert!(
+        stats.files - stats.segments_dropped <= budget / (32 << 10),
+        "{stats:?}"
+    );
     // One round's output is at most a thread's buffer plus its framing.
     let slack = (64 << 10) + (16 << 10);
     assert!(
@@ -118,4 +121,217 @@ fn flight_configuration_errors() {
     assert!(m.contains("snapshot_signal") && m.contains("USR3"), "{m}");
     assert!(!runtrace_recorder::is_recording());
     assert_eq!(all_files(tmp.path()), Vec::<PathBuf>::new());
+}
+
+/// The `snapshot-*` directories under `dir`.
+fn snapshot_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("snapshot-")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Waits (at most 20 s) until `dir` has `n` snapshot directories.
+fn wait_for_snapshots(dir: &Path, n: usize) -> Vec<PathBuf> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let v = snapshot_dirs(dir);
+        if v.len() >= n || t0.elapsed() > Duration::from_secs(20) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Task ids of the `task_spawn` events in a snapshot, and its
+/// `snapshot_trigger` events (ticks, reason); also checks the directory
+/// reads as a complete recording.
+fn read_snapshot(dir: &Path) -> (Vec<(u64, u64)>, Vec<(u64, String)>) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runtrace_format::merge::sort_trace_paths(&mut files);
+    assert!(
+        files.iter().all(|f| f.to_string_lossy().ends_with(".bin")),
+        "{files:?}"
+    );
+    let report = runtrace_format::check::check_files(&files);
+    assert!(
+        report.is_clean(),
+        "{}: {} {:?} {:?}",
+        dir.display(),
+        report.verdict(),
+        report.errors,
+        report.incomplete
+    );
+    let (mut spawns, mut triggers) = (Vec::new(), Vec::new());
+    for f in &files {
+        for r in runtrace_format::FileReader::open(f).unwrap() {
+            if let runtrace_format::Record::Events { events, .. } = r.unwrap() {
+                for e in events {
+                    match e.schema.name.as_str() {
+                        "task_spawn" => spawns.push((e.ticks, e.u64("task_id").unwrap())),
+                        "snapshot_trigger" => triggers.push((
+                            e.ticks,
+                            e.get("reason").unwrap().as_str().unwrap().to_string(),
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    (spawns, triggers)
+}
+
+fn spawn_range(ids: std::ops::Range<u64>) {
+    let q = Istr::new("phase");
+    let loc = Loc::caller();
+    for t in ids {
+        runtrace_recorder::task_spawn(t, 0, loc, q);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// `guard.snapshot(reason)`: a directory named after the reason that
+/// `check` reads as a complete recording, holding the trigger and the
+/// events around it (before and after), and not those well before the
+/// window or after the snapshot was written.
+#[test]
+fn api_snapshot_keeps_the_window_around_the_trigger() {
+    let _g = serial();
+    let tmp = tempdir("api");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .max_segment_age(Duration::from_millis(50))
+        .snapshot_window(Duration::from_millis(300), Duration::from_millis(200))
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    spawn_range(1000..1100); // old: ~1.5 s before the trigger
+    std::thread::sleep(Duration::from_millis(1500));
+    spawn_range(2000..2100); // just before
+    guard.snapshot("api test");
+    // Returns at once: nothing is written before the period is over.
+    assert!(snapshot_dirs(tmp.path()).is_empty());
+    spawn_range(3000..3100); // just after
+    let dirs = wait_for_snapshots(tmp.path(), 1);
+    spawn_range(4000..4100); // after the snapshot was written
+    let stats = guard.finish().unwrap();
+    eprintln!("{stats:?}");
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let name = dirs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.ends_with("-api-test"), "{name}");
+    assert_eq!(stats.snapshots, 1);
+    // Only the snapshot is on disk: no segment file, no temporary directory.
+    let names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, [name.clone()]);
+
+    let (spawns, triggers) = read_snapshot(&dirs[0]);
+    assert_eq!(triggers.len(), 1, "{triggers:?}");
+    assert_eq!(triggers[0].1, "api test");
+    let ids: Vec<u64> = spawns.iter().map(|s| s.1).collect();
+    for t in (2000..2100).chain(3000..3100) {
+        assert!(ids.contains(&t), "task {t} missing from the snapshot");
+    }
+    assert!(!ids.iter().any(|t| (1000..1100).contains(t)), "{ids:?}");
+    assert!(!ids.iter().any(|t| (4000..4100).contains(t)), "{ids:?}");
+    // The trigger's time lies between the last event before it and the
+    // first after it.
+    let last_before = spawns.iter().filter(|s| s.1 == 2099).map(|s| s.0).max();
+    let first_after = spawns.iter().filter(|s| s.1 == 3000).map(|s| s.0).min();
+    assert!(last_before.unwrap() <= triggers[0].0);
+    assert!(triggers[0].0 <= first_after.unwrap());
+}
+
+/// A second trigger within the cooldown writes no second snapshot (it is
+/// counted); `finish()` writes a pending snapshot without waiting out its
+/// period.
+#[test]
+fn cooldown_and_finish_with_a_pending_snapshot() {
+    let _g = serial();
+    let tmp = tempdir("cooldown");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .snapshot_window(Duration::from_secs(10), Duration::from_secs(60))
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    spawn_range(1..50);
+    guard.snapshot("first");
+    std::thread::sleep(Duration::from_millis(50));
+    guard.snapshot("second");
+    spawn_range(50..100);
+    let t0 = std::time::Instant::now();
+    let stats = guard.finish().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "finish waited out the period"
+    );
+    assert_eq!(
+        (stats.snapshots, stats.snapshots_skipped),
+        (1, 1),
+        "{stats:?}"
+    );
+    let dirs = snapshot_dirs(tmp.path());
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let (spawns, triggers) = read_snapshot(&dirs[0]);
+    // Both triggers are recorded; the snapshot holds all 99 spawns.
+    let reasons: Vec<&str> = triggers.iter().map(|t| t.1.as_str()).collect();
+    assert_eq!(reasons, ["first", "second"]);
+    assert_eq!(spawns.len(), 99);
+}
+
+/// The snapshot signal: SIGUSR2 sent to this process triggers a snapshot
+/// (reason `signal`); the previous disposition is back afterwards.
+#[test]
+fn signal_snapshot() {
+    let _g = serial();
+    let tmp = tempdir("signal");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .snapshot_window(Duration::from_secs(10), Duration::from_millis(100))
+        .snapshot_signal("SIGUSR2")
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    spawn_range(1..50);
+    // SAFETY: sends a signal to this process, whose handler is installed.
+    assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) }, 0);
+    spawn_range(50..100);
+    let dirs = wait_for_snapshots(tmp.path(), 1);
+    let stats = guard.finish().unwrap();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(dirs[0].to_string_lossy().ends_with("-signal"), "{dirs:?}");
+    assert_eq!(stats.snapshots, 1);
+    let (spawns, triggers) = read_snapshot(&dirs[0]);
+    assert_eq!(triggers.len(), 1);
+    assert_eq!(triggers[0].1, "signal");
+    assert!(spawns.len() >= 49, "{}", spawns.len());
+    // The handler is gone: the disposition is the default again.
+    // SAFETY: reads the current disposition into a zeroed struct.
+    let old = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGUSR2, std::ptr::null(), &mut old);
+        old
+    };
+    assert_eq!(old.sa_sigaction, libc::SIG_DFL);
 }
