@@ -23,8 +23,9 @@
 
 // Module dependencies (a DAG: nothing imports back):
 //   session  -> config, error, state, writer
-//   writer   -> error, ring, snapshot, state, store, sync, trigger (and
+//   writer   -> error, ring, rules, snapshot, state, store, sync, trigger (and
 //               runtrace-profile's Profiler)
+//   rules    -> (runtrace-format only)
 //   snapshot -> store
 //   store    -> error
 //   trigger  -> error
@@ -39,6 +40,7 @@ mod error;
 mod out;
 mod producer;
 mod ring;
+mod rules;
 mod session;
 mod snapshot;
 mod state;

@@ -13,6 +13,7 @@
 
 use crate::error::RecordError;
 use crate::ring::DrainPos;
+use crate::rules::{PollWatch, SlowPoll};
 use crate::snapshot;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
@@ -39,6 +40,8 @@ struct WRing {
     /// registration).
     last_report: u64,
     announced_in: Option<u64>,
+    /// Its poll in progress, for the slow-poll rule.
+    polls: PollWatch,
 }
 
 /// A snapshot triggered and waiting for its post-trigger period.
@@ -123,6 +126,10 @@ pub(crate) struct Writer {
     last_snapshot: Option<Instant>,
     /// Snapshot directories being written.
     jobs: Vec<JoinHandle<Result<PathBuf, String>>>,
+    /// The slow-poll rule, when configured.
+    slow_poll: Option<SlowPoll>,
+    /// Slow polls found while draining this round (their end's ticks).
+    slow: Vec<u64>,
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
@@ -194,6 +201,10 @@ impl Writer {
             pending: None,
             last_snapshot: None,
             jobs: Vec::new(),
+            slow_poll: shared.cfg.snapshot_poll.map(|d| SlowPoll {
+                limit: (d.as_secs_f64() * clock.ticks_per_sec() as f64) as u64,
+            }),
+            slow: Vec::new(),
         };
         if w.shared.cfg.cpu_hz > 0 {
             // Before the first file opens: it starts with the PROFILE frame.
@@ -333,6 +344,7 @@ impl Writer {
                     reported_dropped: 0,
                     last_report: now,
                     announced_in: None,
+                    polls: PollWatch::default(),
                 });
             }
         }
@@ -437,6 +449,10 @@ impl Writer {
                 took.push((self.tid, n, lost));
             }
         }
+        // Against the watermark, not `now`: a poll's end can still wait in
+        // a slot left for the next round, but none older than the
+        // watermark can (so an open poll is not mistaken for a slow one).
+        self.consider_triggers(watermark);
         if !self.fired.is_empty() {
             if self.announced_in != Some(index) {
                 thread_frames.push(frame::thread(self.tid, "runtrace-writer"));
@@ -520,6 +536,7 @@ impl Writer {
     /// a snapshot.
     fn take_triggers(&mut self) {
         self.fired.clear();
+        self.slow.clear();
         {
             let mut req = self
                 .shared
@@ -531,6 +548,23 @@ impl Writer {
         if self.signal.is_some() {
             if let Some(t) = trigger::take() {
                 self.fired.push((t, "signal".into()));
+            }
+        }
+    }
+
+    /// Decides which of this round's triggers start a snapshot (see
+    /// `take_triggers`); the slow-poll rule's are added first: polls
+    /// drained this round, and polls still open at `watermark` (every
+    /// event before it has been drained).
+    fn consider_triggers(&mut self, watermark: u64) {
+        if let Some(rule) = &self.slow_poll {
+            for t in self.slow.drain(..) {
+                self.fired.push((t, "slow-poll".into()));
+            }
+            for r in &mut self.rings {
+                if rule.still_running(&mut r.polls, watermark) {
+                    self.fired.push((watermark, "slow-poll".into()));
+                }
             }
         }
         let cfg = &self.shared.cfg;
@@ -731,6 +765,8 @@ impl Writer {
             let tid = r.entry.tid;
             let mut events = 0;
             let decoded = &mut self.stats.decoded_chunks;
+            let (rule, slow) = (self.slow_poll.as_ref(), &mut self.slow);
+            let polls = &mut r.polls;
             let res = r.entry.ring.drain(
                 &mut r.pos,
                 defer,
@@ -753,6 +789,10 @@ impl Writer {
                     payload.extend_from_slice(piece.bytes);
                     frame::write(chunks, FrameType::Chunk, &payload);
                     events += piece.count;
+                    if let Some(rule) = rule {
+                        let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());
+                        rule.piece(polls, piece.bytes, piece.start, look, slow);
+                    }
                 },
             );
             self.stats.events += events;

@@ -151,10 +151,13 @@ fn wait_for_snapshots(dir: &Path, n: usize) -> Vec<PathBuf> {
     }
 }
 
-/// Task ids of the `task_spawn` events in a snapshot, and its
-/// `snapshot_trigger` events (ticks, reason); also checks the directory
-/// reads as a complete recording.
-fn read_snapshot(dir: &Path) -> (Vec<(u64, u64)>, Vec<(u64, String)>) {
+/// What a snapshot holds: its `task_spawn` events (ticks, task id) and its
+/// `snapshot_trigger` events (ticks, reason).
+type Snapshot = (Vec<(u64, u64)>, Vec<(u64, String)>);
+
+/// Reads a snapshot directory, checking that it reads as a complete
+/// recording.
+fn read_snapshot(dir: &Path) -> Snapshot {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -239,7 +242,7 @@ fn api_snapshot_keeps_the_window_around_the_trigger() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, [name.clone()]);
+    assert_eq!(names, std::slice::from_ref(&name));
 
     let (spawns, triggers) = read_snapshot(&dirs[0]);
     assert_eq!(triggers.len(), 1, "{triggers:?}");
@@ -334,4 +337,53 @@ fn signal_snapshot() {
         old
     };
     assert_eq!(old.sa_sigaction, libc::SIG_DFL);
+}
+
+/// The slow-poll rule: short polls trigger nothing; one poll past the
+/// limit triggers exactly one snapshot (reason `slow-poll`) holding it.
+#[test]
+fn slow_poll_rule_snapshots_the_slow_poll() {
+    let _g = serial();
+    let tmp = tempdir("slowpoll");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .snapshot_window(Duration::from_secs(10), Duration::from_millis(100))
+        .snapshot_on_slow_poll(Duration::from_millis(80))
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    let q = Istr::new("rule");
+    let poll = |task: u64, d: Duration| {
+        runtrace_recorder::task_poll_start(task, 0, q, 0);
+        std::thread::sleep(d);
+        runtrace_recorder::task_poll_end(task, 0, true);
+    };
+    for t in 1..200 {
+        poll(t, Duration::from_millis(1));
+    }
+    assert!(snapshot_dirs(tmp.path()).is_empty());
+    runtrace_recorder::task_spawn(777, 0, Loc::caller(), q);
+    poll(777, Duration::from_millis(300));
+    for t in 1000..1100 {
+        poll(t, Duration::from_millis(1));
+    }
+    let dirs = wait_for_snapshots(tmp.path(), 1);
+    let stats = guard.finish().unwrap();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(
+        dirs[0].to_string_lossy().ends_with("-slow-poll"),
+        "{dirs:?}"
+    );
+    assert_eq!(
+        (stats.snapshots, stats.snapshots_skipped),
+        (1, 0),
+        "{stats:?}"
+    );
+    let (spawns, triggers) = read_snapshot(&dirs[0]);
+    let reasons: Vec<&str> = triggers.iter().map(|t| t.1.as_str()).collect();
+    assert_eq!(reasons, ["slow-poll"]);
+    let spawned = spawns.iter().find(|s| s.1 == 777).expect("the slow task");
+    assert!(triggers[0].0 > spawned.0);
 }
