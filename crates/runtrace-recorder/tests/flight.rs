@@ -387,3 +387,71 @@ fn slow_poll_rule_snapshots_the_slow_poll() {
     let spawned = spawns.iter().find(|s| s.1 == 777).expect("the slow task");
     assert!(triggers[0].0 > spawned.0);
 }
+
+/// The flight recorder's environment variables: a bad value is refused
+/// before anything starts, naming the variable and its value; good ones
+/// start a memory-mode recording that writes no file.
+#[test]
+fn flight_environment() {
+    let _g = serial();
+    let tmp = tempdir("env");
+    let b = || Recorder::builder().path(tmp.path().join("trace"));
+    let err = |var: &str, val: &str| {
+        std::env::set_var(var, val);
+        let r = b().start().map(|_| ());
+        std::env::remove_var(var);
+        let e = r.unwrap_err();
+        assert!(matches!(e, RecordError::Config(_)), "{e}");
+        e.to_string()
+    };
+    let e = err("RUNTRACE_MEMORY", "256MB");
+    assert!(e.contains("RUNTRACE_MEMORY=\"256MB\""), "{e}");
+    // 4 KiB segments at the least: two do not fit.
+    let e = err("RUNTRACE_MEMORY", "4K");
+    assert!(
+        e.contains("RUNTRACE_MEMORY") && e.contains("two segments"),
+        "{e}"
+    );
+    let e = err("RUNTRACE_SNAPSHOT_SIGNAL", "USR9");
+    assert!(
+        e.contains("RUNTRACE_SNAPSHOT_SIGNAL") && e.contains("USR9"),
+        "{e}"
+    );
+    let e = err("RUNTRACE_SNAPSHOT_POLL_MS", "soon");
+    assert!(e.contains("RUNTRACE_SNAPSHOT_POLL_MS"), "{e}");
+    let e = err("RUNTRACE_SEGMENT_AGE_MS", "1.5");
+    assert!(e.contains("RUNTRACE_SEGMENT_AGE_MS"), "{e}");
+    assert!(!runtrace_recorder::is_recording());
+    assert_eq!(all_files(tmp.path()), Vec::<PathBuf>::new());
+
+    std::env::set_var("RUNTRACE_MEMORY", "1M");
+    std::env::set_var("RUNTRACE_SNAPSHOT_SIGNAL", "usr1");
+    let started = b().start();
+    std::env::remove_var("RUNTRACE_MEMORY");
+    std::env::remove_var("RUNTRACE_SNAPSHOT_SIGNAL");
+    spawn_range(1..20);
+    let stats = started.unwrap().finish().unwrap();
+    assert_eq!(stats.events, 19);
+    assert_eq!(all_files(tmp.path()), Vec::<PathBuf>::new());
+}
+
+/// In file mode a snapshot request only records its trigger event (the
+/// files are the recording), and is counted as skipped.
+#[test]
+fn snapshot_in_file_mode_records_the_trigger() {
+    let _g = serial();
+    let tmp = tempdir("filemode");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .start()
+        .unwrap();
+    spawn_range(1..10);
+    guard.snapshot("marked");
+    let stats = guard.finish().unwrap();
+    assert_eq!((stats.snapshots, stats.snapshots_skipped), (0, 1));
+    assert!(snapshot_dirs(tmp.path()).is_empty());
+    let (spawns, triggers) = read_snapshot(tmp.path());
+    assert_eq!(spawns.len(), 9);
+    assert_eq!(triggers.len(), 1);
+    assert_eq!(triggers[0].1, "marked");
+}
