@@ -158,11 +158,8 @@ type Snapshot = (Vec<(u64, u64)>, Vec<(u64, String)>);
 /// Reads a snapshot directory, checking that it reads as a complete
 /// recording.
 fn read_snapshot(dir: &Path) -> Snapshot {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runtrace_format::merge::sort_trace_paths(&mut files);
+    // The files `runtrace check DIR` reads.
+    let files = runtrace_format::files::expand(&[dir.to_path_buf()]).unwrap();
     assert!(
         files.iter().all(|f| f.to_string_lossy().ends_with(".bin")),
         "{files:?}"
