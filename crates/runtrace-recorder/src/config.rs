@@ -259,7 +259,7 @@ impl RecorderBuilder {
     /// is triggered ([`RecordingGuard::snapshot`](crate::RecordingGuard::snapshot),
     /// [`snapshot_signal`](Self::snapshot_signal)): `path`'s directory is
     /// where snapshot directories go. Segments are sealed at
-    /// `max_file_size` (default: a eighth of the budget, at most 64 MiB) or
+    /// `max_file_size` (default: an eighth of the budget, at most 64 MiB) or
     /// at [`max_segment_age`](Self::max_segment_age), whichever comes
     /// first; the budget must hold at least two. `RUNTRACE_MEMORY` (a size
     /// such as `256M`) does the same. See `docs/flight-recorder.md`.

@@ -15,12 +15,12 @@
 //!    back when it ends.
 
 use crate::error::RecordError;
+use crate::sync::{Ordering, StaticAtomicBool, StaticAtomicPtr, StaticAtomicU64};
 use runtrace_core::clock::TraceClock;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
-static FIRED: AtomicBool = AtomicBool::new(false);
-static FIRED_AT: AtomicU64 = AtomicU64::new(0);
-static CLOCK: AtomicPtr<TraceClock> = AtomicPtr::new(std::ptr::null_mut());
+static FIRED: StaticAtomicBool = StaticAtomicBool::new(false);
+static FIRED_AT: StaticAtomicU64 = StaticAtomicU64::new(0);
+static CLOCK: StaticAtomicPtr<TraceClock> = StaticAtomicPtr::new(std::ptr::null_mut());
 
 extern "C" fn on_signal(_sig: libc::c_int) {
     let c = CLOCK.load(Ordering::Relaxed);
