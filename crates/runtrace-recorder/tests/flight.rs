@@ -347,7 +347,7 @@ fn slow_poll_rule_snapshots_the_slow_poll() {
         .in_memory(8 << 20)
         .max_file_size(64 << 10)
         .snapshot_window(Duration::from_secs(10), Duration::from_millis(100))
-        .snapshot_on_slow_poll(Duration::from_millis(80))
+        .snapshot_on_slow_poll(Duration::from_millis(150))
         .flush_interval(Duration::from_millis(10))
         .start()
         .unwrap();
@@ -362,7 +362,7 @@ fn slow_poll_rule_snapshots_the_slow_poll() {
     }
     assert!(snapshot_dirs(tmp.path()).is_empty());
     runtrace_recorder::task_spawn(777, 0, Loc::caller(), q);
-    poll(777, Duration::from_millis(300));
+    poll(777, Duration::from_millis(500));
     for t in 1000..1100 {
         poll(t, Duration::from_millis(1));
     }
