@@ -64,6 +64,12 @@ pub const GROUPS: &[GroupInfo] = &[
         probe_site: true,
         doc: "The application's own `tracing` spans (runtrace-tokio's layer): `runtrace analyze`'s span table.",
     },
+    GroupInfo {
+        name: "recorder",
+        variant: "Recorder",
+        probe_site: false,
+        doc: "The recorder's own marks (a flight-recorder snapshot's trigger), written by its writer thread: no probe site.",
+    },
 ];
 
 /// The group called `name`, if it is one.

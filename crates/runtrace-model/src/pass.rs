@@ -139,7 +139,7 @@ impl Wants {
             Some(Group::App) => self.app,
             Some(Group::Profile) => self.profile,
             Some(Group::Span) => self.span,
-            Some(Group::Executor) | None => false,
+            Some(Group::Executor | Group::Recorder) | None => false,
         }
     }
 }

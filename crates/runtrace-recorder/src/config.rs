@@ -45,6 +45,22 @@ pub struct Config {
     pub(crate) off_cpu: bool,
     /// Mean bytes between allocation samples; 0: no memory profile.
     pub(crate) alloc_mean: u64,
+    /// Flight recorder: keep segments in memory within this many bytes
+    /// instead of writing files (`None`: file mode).
+    pub(crate) memory: Option<u64>,
+    /// Seal a segment once it is this old (memory mode; file mode rotates
+    /// by size only).
+    pub(crate) max_segment_age: Duration,
+    /// What a snapshot keeps before its trigger, and how long recording
+    /// goes on after it before the snapshot is written.
+    pub(crate) snapshot_before: Duration,
+    pub(crate) snapshot_after: Duration,
+    /// At most one snapshot per this period.
+    pub(crate) snapshot_cooldown: Duration,
+    /// The signal that triggers a snapshot (`None`: none).
+    pub(crate) snapshot_signal: Option<i32>,
+    /// Trigger a snapshot when a poll lasts longer than this.
+    pub(crate) snapshot_poll: Option<Duration>,
 }
 
 /// Most samples per second per thread `cpu_profile` accepts.
@@ -62,8 +78,37 @@ impl Default for Config {
             cpu_backend: CpuBackend::Auto,
             off_cpu: true,
             alloc_mean: 0,
+            memory: None,
+            max_segment_age: Duration::from_secs(1),
+            snapshot_before: Duration::from_secs(30),
+            snapshot_after: Duration::from_secs(5),
+            snapshot_cooldown: Duration::from_secs(60),
+            snapshot_signal: None,
+            snapshot_poll: None,
         }
     }
+}
+
+/// Segment size in memory mode when the program set no `max_file_size`:
+/// an eighth of the budget, at most the file mode's 64 MiB.
+pub(crate) fn default_segment_size(budget: u64) -> u64 {
+    (budget / 8).clamp(4096, 64 << 20)
+}
+
+/// The signals `snapshot_signal` accepts, by name.
+pub(crate) const SIGNALS: &[(&str, i32)] = &[
+    ("USR1", libc::SIGUSR1),
+    ("USR2", libc::SIGUSR2),
+    ("HUP", libc::SIGHUP),
+    ("WINCH", libc::SIGWINCH),
+    ("PWR", libc::SIGPWR),
+];
+
+/// The signal called `name` (`USR2`, `SIGUSR2`, any case), if accepted.
+pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
+    let n = name.trim().to_ascii_uppercase();
+    let n = n.strip_prefix("SIG").unwrap_or(&n);
+    SIGNALS.iter().find(|(s, _)| *s == n).map(|&(_, v)| v)
 }
 
 impl Config {
@@ -93,6 +138,10 @@ impl Config {
 #[derive(Debug, Clone)]
 pub struct RecorderBuilder {
     cfg: Config,
+    /// `max_file_size` was chosen (memory mode derives it otherwise).
+    file_size_set: bool,
+    /// `snapshot_signal`'s name, checked at `start()`.
+    signal_name: Option<String>,
     /// The environment variables that overrode a setting, so that a bad
     /// value is blamed on the variable, not on the builder call.
     from_env: Vec<&'static str>,
@@ -103,6 +152,8 @@ impl RecorderBuilder {
     pub(crate) fn new() -> RecorderBuilder {
         RecorderBuilder {
             cfg: Config::default(),
+            file_size_set: false,
+            signal_name: None,
             from_env: Vec::new(),
         }
     }
@@ -115,6 +166,7 @@ impl RecorderBuilder {
     /// Rotate to a new file once one reaches this many bytes.
     pub fn max_file_size(mut self, bytes: u64) -> Self {
         self.cfg.max_file_size = bytes;
+        self.file_size_set = true;
         self
     }
     /// Delete the oldest sealed files while the sealed files exceed this many
@@ -201,10 +253,135 @@ impl RecorderBuilder {
         self
     }
 
+    /// Flight recorder mode: segments are kept in memory, within `budget`
+    /// bytes, instead of written to files; the oldest are dropped over the
+    /// budget (and counted). Nothing is written to disk unless a snapshot
+    /// is triggered ([`RecordingGuard::snapshot`](crate::RecordingGuard::snapshot),
+    /// [`snapshot_signal`](Self::snapshot_signal)): `path`'s directory is
+    /// where snapshot directories go. Segments are sealed at
+    /// `max_file_size` (default: an eighth of the budget, at most 64 MiB) or
+    /// at [`max_segment_age`](Self::max_segment_age), whichever comes
+    /// first; the budget must hold at least two. `RUNTRACE_MEMORY` (a size
+    /// such as `256M`) does the same. See `docs/flight-recorder.md`.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .path("/var/tmp/myapp/trace")   // snapshots go to /var/tmp/myapp/
+    ///     .in_memory(256 << 20)
+    ///     .start()?;
+    /// guard.snapshot("slow-request");
+    /// guard.finish()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn in_memory(mut self, budget: u64) -> Self {
+        self.cfg.memory = Some(budget);
+        self
+    }
+
+    /// In memory mode, seal a segment once it is this old (default 1 s),
+    /// so a snapshot's time window is kept to about this precision.
+    /// `RUNTRACE_SEGMENT_AGE_MS` does the same.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .max_segment_age(std::time::Duration::from_millis(500))
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn max_segment_age(mut self, age: std::time::Duration) -> Self {
+        self.cfg.max_segment_age = age;
+        self
+    }
+
+    /// What a snapshot keeps: the segments covering `before` its trigger
+    /// (default 30 s, as far as the budget still holds them) until `after`
+    /// it (default 5 s: recording goes on that long before the snapshot is
+    /// written). `RUNTRACE_SNAPSHOT_BEFORE_MS` / `RUNTRACE_SNAPSHOT_AFTER_MS`.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_window(Duration::from_secs(10), Duration::from_secs(2))
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_window(mut self, before: Duration, after: Duration) -> Self {
+        self.cfg.snapshot_before = before;
+        self.cfg.snapshot_after = after;
+        self
+    }
+
+    /// At most one snapshot per `period` (default 60 s): triggers within
+    /// it of the last accepted one are counted and ignored.
+    /// `RUNTRACE_SNAPSHOT_COOLDOWN_MS`.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_cooldown(std::time::Duration::from_secs(300))
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_cooldown(mut self, period: Duration) -> Self {
+        self.cfg.snapshot_cooldown = period;
+        self
+    }
+
+    /// A signal that triggers a snapshot (reason `signal`): `USR1`,
+    /// `USR2`, `HUP`, `WINCH` or `PWR` (with or without `SIG`). Its
+    /// handler only sets a flag the writer thread reads at its next round;
+    /// the previous handler is put back when the recording ends.
+    /// `RUNTRACE_SNAPSHOT_SIGNAL=USR2` does the same.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_signal("USR2")   // kill -USR2 <pid>
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_signal(mut self, name: &str) -> Self {
+        self.signal_name = Some(name.to_string());
+        self
+    }
+
+    /// A built-in trigger (reason `slow-poll`): a poll (`task_poll_start`
+    /// to `task_poll_end` on one thread) that lasts longer than `limit`,
+    /// as the writer thread sees it in what it drains.
+    /// `RUNTRACE_SNAPSHOT_POLL_MS`.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_on_slow_poll(std::time::Duration::from_millis(100))
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_on_slow_poll(mut self, limit: Duration) -> Self {
+        self.cfg.snapshot_poll = Some(limit);
+        self
+    }
+
     /// The settings to record with: the builder's, overridden by the
     /// environment, checked.
     pub(crate) fn resolve(mut self) -> Result<Config, RecordError> {
         self.apply_env()?;
+        if let Some(name) = &self.signal_name {
+            let sig = signal_by_name(name).ok_or_else(|| {
+                let names: Vec<&str> = SIGNALS.iter().map(|(n, _)| *n).collect();
+                RecordError::Config(format!(
+                    "{}: unknown signal {name:?}; expected one of {}",
+                    self.who("snapshot_signal", "RUNTRACE_SNAPSHOT_SIGNAL"),
+                    names.join(", ")
+                ))
+            })?;
+            self.cfg.snapshot_signal = Some(sig);
+        }
+        if let (Some(budget), false) = (self.cfg.memory, self.file_size_set) {
+            self.cfg.max_file_size = default_segment_size(budget);
+        }
         self.validate()?;
         Ok(self.cfg)
     }
@@ -247,6 +424,40 @@ impl RecorderBuilder {
         if let Some(v) = env_size("RUNTRACE_ALLOC_SAMPLE_BYTES")? {
             self.cfg.alloc_mean = v;
             self.from_env.push("RUNTRACE_ALLOC_SAMPLE_BYTES");
+        }
+        if let Some(v) = env_str("RUNTRACE_MEMORY")?.filter(|v| !v.trim().is_empty()) {
+            let b = parse_size(&v).ok_or_else(|| {
+                RecordError::Config(format!(
+                    "RUNTRACE_MEMORY={v:?}: expected a size like 64M or 1G"
+                ))
+            })?;
+            self.cfg.memory = Some(b);
+            self.from_env.push("RUNTRACE_MEMORY");
+        }
+        if self.from_env.contains(&"RUNTRACE_MAX_FILE_SIZE") {
+            self.file_size_set = true;
+        }
+        for (var, slot) in [
+            ("RUNTRACE_SEGMENT_AGE_MS", &mut self.cfg.max_segment_age),
+            ("RUNTRACE_SNAPSHOT_BEFORE_MS", &mut self.cfg.snapshot_before),
+            ("RUNTRACE_SNAPSHOT_AFTER_MS", &mut self.cfg.snapshot_after),
+            (
+                "RUNTRACE_SNAPSHOT_COOLDOWN_MS",
+                &mut self.cfg.snapshot_cooldown,
+            ),
+        ] {
+            if let Some(ms) = env_ms(var)? {
+                *slot = ms;
+                self.from_env.push(var);
+            }
+        }
+        if let Some(ms) = env_ms("RUNTRACE_SNAPSHOT_POLL_MS")? {
+            self.cfg.snapshot_poll = Some(ms);
+            self.from_env.push("RUNTRACE_SNAPSHOT_POLL_MS");
+        }
+        if let Some(v) = env_str("RUNTRACE_SNAPSHOT_SIGNAL")?.filter(|v| !v.trim().is_empty()) {
+            self.signal_name = Some(v);
+            self.from_env.push("RUNTRACE_SNAPSHOT_SIGNAL");
         }
         if let Some(v) = env_str("RUNTRACE_CPU_OFF_CPU")? {
             self.cfg.off_cpu = match v.trim() {
@@ -337,6 +548,35 @@ impl RecorderBuilder {
                 "must be at most 1000 samples per second (0: off)",
             );
         }
+        if let Some(budget) = c.memory {
+            if budget < c.max_file_size.saturating_mul(2) {
+                return Err(RecordError::Config(format!(
+                    "{}: in_memory budget of {budget} bytes is smaller than two segments of \
+                     {} bytes (max_file_size{}): raise the budget or lower max_file_size",
+                    self.who("in_memory", "RUNTRACE_MEMORY"),
+                    c.max_file_size,
+                    if self.from_env.contains(&"RUNTRACE_MAX_FILE_SIZE") {
+                        ", from RUNTRACE_MAX_FILE_SIZE"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            if c.max_segment_age.is_zero() {
+                return bad(
+                    "max_segment_age",
+                    "RUNTRACE_SEGMENT_AGE_MS",
+                    "must be at least 1 ms",
+                );
+            }
+        }
+        if c.snapshot_poll.is_some_and(|d| d.is_zero()) {
+            return bad(
+                "snapshot_on_slow_poll",
+                "RUNTRACE_SNAPSHOT_POLL_MS",
+                "must be at least 1 ms",
+            );
+        }
         // `dir/` or an existing directory would make files named
         // `dir/.0.bin`: hidden, and not what was meant.
         let ends_in_slash = c.path.as_os_str().as_encoded_bytes().last() == Some(&b'/');
@@ -365,6 +605,18 @@ fn env_str(var: &str) -> Result<Option<String>, RecordError> {
             Err(RecordError::Config(format!("{var}={v:?}: not valid UTF-8")))
         }
     }
+}
+
+/// Whole milliseconds from `var`, `None` when unset or empty.
+fn env_ms(var: &str) -> Result<Option<Duration>, RecordError> {
+    let Some(v) = env_str(var)?.filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let ms: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| RecordError::Config(format!("{var}={v:?}: expected whole milliseconds")))?;
+    Ok(Some(Duration::from_millis(ms)))
 }
 
 /// Parses `123`, `64K`, `64M`, `1G` (binary multiples).

@@ -23,7 +23,12 @@
 
 // Module dependencies (a DAG: nothing imports back):
 //   session  -> config, error, state, writer
-//   writer   -> error, ring, state, sync (and runtrace-profile's Profiler)
+//   writer   -> error, ring, rules, snapshot, state, store, sync, trigger (and
+//               runtrace-profile's Profiler)
+//   rules    -> (runtrace-format only)
+//   snapshot -> store
+//   store    -> error
+//   trigger  -> error
 //   producer -> config, out, ring, state, sync
 //   state    -> config, error, ring, sync
 //   ring     -> sync
@@ -35,10 +40,14 @@ mod error;
 mod out;
 mod producer;
 mod ring;
+mod rules;
 mod session;
+mod snapshot;
 mod state;
 mod stats;
+mod store;
 mod sync;
+mod trigger;
 mod writer;
 
 pub use config::{Config, RecorderBuilder};

@@ -104,6 +104,42 @@ impl RecordingGuard {
         self.stop()
     }
 
+    /// Triggers a flight-recorder snapshot (`in_memory` mode) with
+    /// `reason` (it names the directory, and the `snapshot_trigger` event
+    /// recorded at this instant). Returns at once: the writer thread keeps
+    /// recording for the post-trigger period (`snapshot_window`'s `after`)
+    /// and then writes the segments covering the window, as
+    /// `PREFIX.N.bin` files, to `<dir of path>/snapshot-<UTC time>-<reason>/`.
+    /// [`finish`](Self::finish) waits for a pending snapshot (written
+    /// then with what was recorded). A trigger within `snapshot_cooldown`
+    /// of the last one, or while one is pending, is ignored (counted in
+    /// `RecordStats::snapshots_skipped`); in file mode the event is
+    /// recorded but nothing else happens (the files are the recording).
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .path("/var/tmp/myapp/trace")
+    ///     .in_memory(64 << 20)
+    ///     .start()?;
+    /// // ... a request took far too long:
+    /// guard.snapshot("slow-request");
+    /// let stats = guard.finish()?; // the snapshot is written by now
+    /// assert_eq!(stats.snapshots, 1);
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot(&self, reason: &str) {
+        if self.handle.is_none() {
+            return;
+        }
+        let now = runtrace_core::clock::TraceClock::get().now();
+        self.shared
+            .snapshot_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((now, reason.to_string()));
+        self.shared.wake_writer();
+    }
+
     fn stop(&mut self) -> Result<RecordStats, RecordError> {
         let Some(h) = self.handle.take() else {
             return Ok(RecordStats::default());

@@ -44,6 +44,9 @@ pub(crate) struct Shared {
     pub(crate) writer: OnceLock<Thread>,
     /// Rule 4.
     pub(crate) stop: AtomicBool,
+    /// Snapshots asked for by `RecordingGuard::snapshot` (trigger time in
+    /// trace ticks, reason), taken by the writer at its next round.
+    pub(crate) snapshot_requests: Mutex<Vec<(u64, String)>>,
 }
 
 /// A ring and the thread it belongs to.
@@ -102,6 +105,7 @@ pub(crate) fn begin<T>(
         new_rings: Mutex::new(Vec::new()),
         writer: OnceLock::new(),
         stop: AtomicBool::new(false),
+        snapshot_requests: Mutex::new(Vec::new()),
     });
     let launched = launch(&shared)?;
     *cur = Some(shared.clone());

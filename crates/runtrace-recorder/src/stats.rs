@@ -22,9 +22,10 @@ pub struct RecordStats {
     /// sampler) could not keep count here too, in `DROPPED` frames of the
     /// writer thread.
     pub dropped: u64,
-    /// Bytes written, over all files (including evicted ones).
+    /// Bytes written, over all files (including evicted ones); in memory
+    /// mode, over all segments (including dropped ones).
     pub bytes: u64,
-    /// Files created.
+    /// Files created (in memory mode, segments).
     pub files: u64,
     /// Chunks the writer took from a buffer its thread was still writing,
     /// so decoded to count their events (~100 instructions per event).
@@ -32,4 +33,16 @@ pub struct RecordStats {
     /// asked, taken as it is. A thread that records nothing for a flush
     /// interval after it was asked leaves one; so does the last round.
     pub decoded_chunks: u64,
+    /// In memory mode (`in_memory`): sealed segments dropped, oldest
+    /// first, to stay within the budget. 0 in file mode.
+    pub segments_dropped: u64,
+    /// In memory mode: the most bytes of segments held at once (sealed
+    /// ones, plus the one being written at its allocated size). 0 in file
+    /// mode.
+    pub memory_peak: u64,
+    /// Snapshot directories written (in memory mode).
+    pub snapshots: u64,
+    /// Snapshot triggers ignored: within the cooldown of the last one,
+    /// while one was pending, or in file mode.
+    pub snapshots_skipped: u64,
 }

@@ -9,6 +9,10 @@
 //! - `StaticAtomicU64`: the generation counters live in `static`s, which
 //!   loom's atomics cannot (their constructor is not `const`, and they
 //!   exist only inside a model). Tokio's shim has the same alias.
+//! - `StaticAtomicBool`, `StaticAtomicPtr`: the snapshot signal's flag,
+//!   time and clock (`trigger.rs`), statics for the same reason (a signal
+//!   handler can reach nothing else): one Release store in the handler,
+//!   one Acquire swap on the writer thread.
 //! - `Cell`, `RefCell`: thread-confined (the producer's thread-locals), so
 //!   there is nothing for a model to interleave.
 //! - `Mutex`, `OnceLock`: the recording's registration and start/stop,
@@ -24,6 +28,7 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub(crate) use std::cell::{Cell, RefCell};
 pub(crate) use std::sync::atomic::AtomicU64 as StaticAtomicU64;
+pub(crate) use std::sync::atomic::{AtomicBool as StaticAtomicBool, AtomicPtr as StaticAtomicPtr};
 pub(crate) use std::sync::{Mutex, OnceLock};
 
 /// std's `UnsafeCell` with loom's closure API, so the ring compiles against

@@ -13,20 +13,23 @@
 
 use crate::error::RecordError;
 use crate::ring::DrainPos;
+use crate::rules::{PollWatch, SlowPoll};
+use crate::snapshot;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
+use crate::store::{FileStore, MemoryStore, SegmentMeta, SegmentStore};
 use crate::sync::Ordering;
+use crate::trigger;
 use runtrace_core as registry;
 use runtrace_core::clock::{self, TraceClock};
 use runtrace_format::chunk::{first_ticks, scan, ChunkHeader};
 use runtrace_format::frame::{self, FrameType, Header};
 use runtrace_format::schema::{builtin_schemas, Schema};
 use runtrace_profile::{Profiler, RawSample, Undo};
-use std::collections::{BTreeMap, VecDeque};
-use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 struct WRing {
@@ -37,6 +40,18 @@ struct WRing {
     /// registration).
     last_report: u64,
     announced_in: Option<u64>,
+    /// Its poll in progress, for the slow-poll rule.
+    polls: PollWatch,
+}
+
+/// A snapshot triggered and waiting for its post-trigger period.
+struct Pending {
+    /// When the trigger fired (trace ticks).
+    ticks: u64,
+    wall_ns: u64,
+    reason: String,
+    /// When to write it.
+    due: Instant,
 }
 
 /// How much of each definition log the current file has seen.
@@ -58,15 +73,15 @@ pub(crate) struct Writer {
     /// Schemas by id, for counting events in partial pieces.
     schemas: Vec<Option<Schema>>,
     user_schemas_known: usize,
-    file: Option<File>,
+    /// Where segments go: files, or the memory ring.
+    store: Box<dyn SegmentStore>,
+    /// When the open segment was opened (for `max_segment_age`).
+    segment_start: Instant,
     file_index: u64,
     file_bytes: u64,
     file_events: u64,
     file_dropped: u64,
     defs: DefCursor,
-    sealed: VecDeque<(PathBuf, u64)>,
-    /// Sealed files deleted by the total-size limit (told in `FINISH`).
-    evicted: u64,
     buf: Vec<u8>,
     chunks: Vec<u8>,
     stats: RecordStats,
@@ -100,6 +115,21 @@ pub(crate) struct Writer {
     tid: u64,
     /// The file index whose THREAD frame announced the writer thread.
     announced_in: Option<u64>,
+    /// The snapshot signal's handler, while the recording runs.
+    signal: Option<trigger::Installed>,
+    /// Triggers taken this round (ticks, reason), recorded as
+    /// `snapshot_trigger` events of the writer thread.
+    fired: Vec<(u64, String)>,
+    /// The snapshot waiting for its post-trigger period.
+    pending: Option<Pending>,
+    /// When the last snapshot was accepted (for the cooldown).
+    last_snapshot: Option<Instant>,
+    /// Snapshot directories being written.
+    jobs: Vec<JoinHandle<Result<PathBuf, String>>>,
+    /// The slow-poll rule, when configured.
+    slow_poll: Option<SlowPoll>,
+    /// Slow polls found while draining this round (their end's ticks).
+    slow: Vec<u64>,
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
@@ -128,7 +158,7 @@ impl Writer {
             schemas[i] = Some(s);
         }
         let mut w = Writer {
-            shared,
+            shared: shared.clone(),
             clock,
             anchor_ticks: clock.now(),
             anchor_wall_ns: clock::wall_ns(),
@@ -137,14 +167,19 @@ impl Writer {
             rings: Vec::new(),
             schemas,
             user_schemas_known: 0,
-            file: None,
+            store: match shared.cfg.memory {
+                Some(budget) => Box::new(MemoryStore::new(budget, shared.cfg.max_file_size)),
+                None => Box::new(FileStore::new(
+                    shared.cfg.path.clone(),
+                    shared.cfg.max_total_size,
+                )),
+            },
+            segment_start: Instant::now(),
             file_index: 0,
             file_bytes: 0,
             file_events: 0,
             file_dropped: 0,
             defs: DefCursor::default(),
-            sealed: VecDeque::new(),
-            evicted: 0,
             buf: Vec::with_capacity(1 << 20),
             chunks: Vec::with_capacity(1 << 20),
             stats: RecordStats::default(),
@@ -161,6 +196,15 @@ impl Writer {
             profile_undo: None,
             tid: 0,
             announced_in: None,
+            signal: None,
+            fired: Vec::new(),
+            pending: None,
+            last_snapshot: None,
+            jobs: Vec::new(),
+            slow_poll: shared.cfg.snapshot_poll.map(|d| SlowPoll {
+                limit: (d.as_secs_f64() * clock.ticks_per_sec() as f64) as u64,
+            }),
+            slow: Vec::new(),
         };
         if w.shared.cfg.cpu_hz > 0 {
             // Before the first file opens: it starts with the PROFILE frame.
@@ -189,16 +233,10 @@ impl Writer {
         }
         // Open the first file now so a bad path fails `start()`, not later.
         w.open_file()?;
-        Ok(w)
-    }
-
-    fn path(&self, index: u64, active: bool) -> PathBuf {
-        let mut s = self.shared.cfg.path.clone().into_os_string();
-        s.push(format!(".{index}.bin"));
-        if active {
-            s.push(".active");
+        if let Some(sig) = w.shared.cfg.snapshot_signal {
+            w.signal = Some(trigger::Installed::new(sig, clock)?);
         }
-        PathBuf::from(s)
+        Ok(w)
     }
 
     /// Drains rounds until the recording stops, then seals the last file.
@@ -219,6 +257,7 @@ impl Writer {
             if stopping {
                 break;
             }
+            self.snapshot_if_due();
             // Not busy-polling: sleep until the interval passes or a producer
             // wakes us at its high-water mark.
             std::thread::park_timeout(interval);
@@ -229,6 +268,12 @@ impl Writer {
             // small enough to fit where the round did not).
             self.round(true);
         }
+        // `finish()` waits for a pending snapshot: it is written now, with
+        // what was recorded (the recording ends before its period does).
+        if self.pending.is_some() {
+            self.write_snapshot();
+        }
+        self.signal = None;
         // A sealed file claims its losses are all told (END totals); with
         // losses no DROPPED frame could carry, it stays unsealed
         // (`.active`), so readers report it as incomplete.
@@ -237,6 +282,12 @@ impl Writer {
                 self.write_failed(&e);
             }
         }
+        self.stats.segments_dropped = match self.shared.cfg.memory {
+            Some(_) => self.store.evicted(),
+            None => 0,
+        };
+        self.stats.memory_peak = self.store.peak_bytes();
+        self.reap_snapshots(true);
         // Losses no file could be told about still count.
         let never_written: u64 = self.unwritten.values().map(|(n, _)| n).sum();
         self.stats.dropped = self.stats.dropped.saturating_add(never_written);
@@ -268,10 +319,7 @@ impl Writer {
     /// Cuts the open file back to its last complete round, so it stays
     /// readable (a frame boundary) and the next attempt appends cleanly.
     fn rollback(&mut self) {
-        if let Some(f) = self.file.as_mut() {
-            let _ = f.set_len(self.file_bytes);
-            let _ = f.seek(SeekFrom::Start(self.file_bytes));
-        }
+        self.store.truncate(self.file_bytes);
         self.buf.clear();
     }
 
@@ -279,6 +327,7 @@ impl Writer {
     /// drained to its end.
     fn round(&mut self, last: bool) {
         let now = self.clock.now();
+        self.take_triggers();
         {
             let mut new = self
                 .shared
@@ -295,6 +344,7 @@ impl Writer {
                     reported_dropped: 0,
                     last_report: now,
                     announced_in: None,
+                    polls: PollWatch::default(),
                 });
             }
         }
@@ -399,14 +449,30 @@ impl Writer {
                 took.push((self.tid, n, lost));
             }
         }
+        // Against the watermark, not `now`: a poll's end can still wait in
+        // a slot left for the next round, but none older than the
+        // watermark can (so an open poll is not mistaken for a slow one).
+        self.consider_triggers(watermark);
+        if !self.fired.is_empty() {
+            if self.announced_in != Some(index) {
+                thread_frames.push(frame::thread(self.tid, "runtrace-writer"));
+                self.announced_in = Some(index);
+            }
+            let n = self.trigger_chunk();
+            self.stats.events += n;
+            self.file_events += n;
+            took.push((self.tid, n, 0));
+        }
         if self.chunks.is_empty()
             && self.samples.is_empty()
             && dropped_frames.is_empty()
             && thread_frames.is_empty()
             && self.unwritten.is_empty()
         {
-            // An idle round writes nothing (and opens no file).
+            // An idle round writes nothing (and opens no file), but a
+            // segment that has grown old is sealed all the same.
             self.prev_watermark = watermark;
+            self.seal_if_due();
             return;
         }
         // What earlier failed writes lost, told now.
@@ -460,7 +526,180 @@ impl Writer {
             }
         }
         self.prev_watermark = watermark;
-        if self.file_bytes >= self.shared.cfg.max_file_size {
+        self.seal_if_due();
+    }
+
+    /// Takes the triggers that fired since the last round: snapshot
+    /// requests and the snapshot signal. Each is recorded (a
+    /// `snapshot_trigger` event at its instant); in memory mode, one not
+    /// within the cooldown of the last snapshot, with none pending, starts
+    /// a snapshot.
+    fn take_triggers(&mut self) {
+        self.fired.clear();
+        self.slow.clear();
+        {
+            let mut req = self
+                .shared
+                .snapshot_requests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            self.fired.append(&mut req);
+        }
+        if self.signal.is_some() {
+            if let Some(t) = trigger::take() {
+                self.fired.push((t, "signal".into()));
+            }
+        }
+    }
+
+    /// Decides which of this round's triggers start a snapshot (see
+    /// `take_triggers`); the slow-poll rule's are added first: polls
+    /// drained this round, and polls still open at `watermark` (every
+    /// event before it has been drained).
+    fn consider_triggers(&mut self, watermark: u64) {
+        if let Some(rule) = &self.slow_poll {
+            for t in self.slow.drain(..) {
+                self.fired.push((t, "slow-poll".into()));
+            }
+            for r in &mut self.rings {
+                if rule.still_running(&mut r.polls, watermark) {
+                    self.fired.push((watermark, "slow-poll".into()));
+                }
+            }
+        }
+        let cfg = &self.shared.cfg;
+        for (ticks, reason) in &self.fired {
+            let at = Instant::now();
+            let cooling = self
+                .last_snapshot
+                .is_some_and(|t| at.duration_since(t) < cfg.snapshot_cooldown);
+            if cfg.memory.is_none() || self.pending.is_some() || cooling {
+                self.stats.snapshots_skipped += 1;
+                continue;
+            }
+            self.last_snapshot = Some(at);
+            self.pending = Some(Pending {
+                ticks: *ticks,
+                wall_ns: clock::wall_ns(),
+                reason: reason.clone(),
+                due: at + cfg.snapshot_after,
+            });
+        }
+    }
+
+    /// Frames this round's triggers as one chunk of the writer thread in
+    /// `chunks`; returns how many events it holds.
+    fn trigger_chunk(&mut self) -> u64 {
+        use runtrace_format::chunk::ChunkState;
+        use runtrace_format::schema::wire;
+        self.fired.sort_by_key(|(t, _)| *t);
+        // Events of a round are not older than the previous watermark (a
+        // signal can be read a round late).
+        let start = self.fired[0].0.max(self.prev_watermark);
+        let mut payload = Vec::new();
+        ChunkHeader {
+            tid: self.tid,
+            state: ChunkState {
+                ticks: start,
+                task_reg: 0,
+                worker_reg: runtrace_format::NO_WORKER,
+            },
+            count: self.fired.len() as u64,
+        }
+        .encode(&mut payload);
+        let mut prev = start;
+        for (t, reason) in &self.fired {
+            let t = (*t).max(prev);
+            // Built-in ids are below TAG_ESCAPE: one tag byte.
+            payload.push(runtrace_format::schema::ids::SNAPSHOT_TRIGGER as u8);
+            wire::put_varint(&mut payload, t - prev);
+            wire::put_str(&mut payload, reason);
+            prev = t;
+        }
+        frame::write(&mut self.chunks, FrameType::Chunk, &payload);
+        self.fired.len() as u64
+    }
+
+    /// Writes the pending snapshot once its post-trigger period is over.
+    fn snapshot_if_due(&mut self) {
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|p| Instant::now() >= p.due)
+        {
+            self.write_snapshot();
+        }
+        self.reap_snapshots(false);
+    }
+
+    /// Seals the open segment, so the ring holds everything recorded, and
+    /// hands the segments covering the pending snapshot's window to a
+    /// thread that writes them (`snapshot.rs`).
+    fn write_snapshot(&mut self) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        if let Err(e) = self.seal() {
+            self.write_failed(&e);
+        }
+        let before = self.shared.cfg.snapshot_before;
+        let before_ticks =
+            (before.as_secs_f64() * self.clock.ticks_per_sec() as f64).min(u64::MAX as f64) as u64;
+        let from = p.ticks.saturating_sub(before_ticks);
+        let segments: Vec<_> = self
+            .store
+            .kept()
+            .into_iter()
+            .filter(|(m, _)| m.end_ticks >= from)
+            .collect();
+        let path = &self.shared.cfg.path;
+        let job = snapshot::Job {
+            parent: path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), |d| d.to_path_buf()),
+            prefix: path
+                .file_name()
+                .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned()),
+            wall_ns: p.wall_ns,
+            reason: p.reason,
+            segments,
+        };
+        match std::thread::Builder::new()
+            .name("runtrace-snapshot".into())
+            .spawn(move || snapshot::write(job))
+        {
+            Ok(h) => self.jobs.push(h),
+            Err(e) => eprintln!("runtrace: snapshot not written: cannot start its thread: {e}"),
+        }
+    }
+
+    /// Counts the snapshots written (all of them when `wait`, else those
+    /// done), saying on stderr which failed.
+    fn reap_snapshots(&mut self, wait: bool) {
+        let mut i = 0;
+        while i < self.jobs.len() {
+            if !wait && !self.jobs[i].is_finished() {
+                i += 1;
+                continue;
+            }
+            match self.jobs.swap_remove(i).join() {
+                Ok(Ok(_)) => self.stats.snapshots += 1,
+                Ok(Err(e)) => eprintln!("runtrace: snapshot not written: {e}"),
+                Err(_) => eprintln!("runtrace: snapshot not written: its thread panicked"),
+            }
+        }
+    }
+
+    /// Seals the open segment once it reaches `max_file_size` or, in
+    /// memory mode, `max_segment_age`.
+    fn seal_if_due(&mut self) {
+        if !self.store.is_open() {
+            return;
+        }
+        let aged = self.shared.cfg.memory.is_some()
+            && self.segment_start.elapsed() >= self.shared.cfg.max_segment_age;
+        if self.file_bytes >= self.shared.cfg.max_file_size || aged {
             if let Err(e) = self.seal() {
                 // The data is written; only the END frame or the rename is
                 // missing: the file stays `.active`, read as unsealed.
@@ -480,7 +719,7 @@ impl Writer {
         // Rotation is lazy: the next file opens when there is something for
         // it, so no file ends up empty.
         self.profile_undo = None;
-        if self.file.is_none() {
+        if !self.store.is_open() {
             self.open_file()?;
         }
         // Definitions first, then threads, chunks, drops, the round marker.
@@ -526,6 +765,8 @@ impl Writer {
             let tid = r.entry.tid;
             let mut events = 0;
             let decoded = &mut self.stats.decoded_chunks;
+            let (rule, slow) = (self.slow_poll.as_ref(), &mut self.slow);
+            let polls = &mut r.polls;
             let res = r.entry.ring.drain(
                 &mut r.pos,
                 defer,
@@ -548,6 +789,10 @@ impl Writer {
                     payload.extend_from_slice(piece.bytes);
                     frame::write(chunks, FrameType::Chunk, &payload);
                     events += piece.count;
+                    if let Some(rule) = rule {
+                        let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());
+                        rule.piece(polls, piece.bytes, piece.start, look, slow);
+                    }
                 },
             );
             self.stats.events += events;
@@ -614,13 +859,7 @@ impl Writer {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let path = self.path(self.file_index, true);
-        let f = self
-            .file
-            .as_mut()
-            .ok_or_else(|| RecordError::Io("no open trace file".into()))?;
-        f.write_all(&self.buf)
-            .map_err(|e| io_err(&path, "write failed", e))?;
+        self.store.append(&self.buf)?;
         self.file_bytes += self.buf.len() as u64;
         self.stats.bytes += self.buf.len() as u64;
         self.buf.clear();
@@ -628,9 +867,8 @@ impl Writer {
     }
 
     fn open_file(&mut self) -> Result<(), RecordError> {
-        let path = self.path(self.file_index, true);
-        let f = File::create(&path).map_err(|e| io_err(&path, "cannot create trace file", e))?;
-        self.file = Some(f);
+        self.store.open(self.file_index)?;
+        self.segment_start = Instant::now();
         // (The file's event and drop counters were reset when the previous
         // file was sealed: this round's may already count toward this one.)
         self.file_bytes = 0;
@@ -671,8 +909,7 @@ impl Writer {
         if let Err(e) = self.write_buf() {
             // No header, no file: leave nothing half-made behind; the next
             // round tries again under the same name.
-            self.file = None;
-            let _ = std::fs::remove_file(&path);
+            self.store.abandon();
             return Err(e);
         }
         self.stats.files += 1;
@@ -684,12 +921,12 @@ impl Writer {
     /// stopped after a rotation. A recording whose last file was sealed
     /// by rotation gets one more file for it.
     fn finish_recording(&mut self) -> Result<(), RecordError> {
-        if self.file.is_none() {
+        if !self.store.is_open() {
             self.open_file()?;
         }
         let f = frame::Finish {
             files: self.file_index + 1,
-            evicted: self.evicted,
+            evicted: self.store.evicted(),
             events: self.stats.events,
             dropped: self.stats.dropped,
             lost_to_writes: self.lost_to_writes,
@@ -704,50 +941,34 @@ impl Writer {
     }
 
     fn seal(&mut self) -> Result<(), RecordError> {
-        let Some(_) = self.file.as_ref() else {
+        if !self.store.is_open() {
             return Ok(());
-        };
+        }
         self.buf.clear();
         frame::write(
             &mut self.buf,
             FrameType::End,
             &frame::end(self.file_events, self.file_dropped),
         );
+        let end_len = self.buf.len();
         if let Err(e) = self.write_buf() {
             // Not sealed: cut back to the last round, keep writing to it.
             self.rollback();
             return Err(e);
         }
+        let meta = SegmentMeta {
+            index: self.file_index,
+            end_ticks: self.clock.now(),
+            events: self.file_events,
+            dropped: self.file_dropped,
+            end_len,
+        };
         self.file_events = 0;
         self.file_dropped = 0;
-        let active = self.path(self.file_index, true);
-        let done = self.path(self.file_index, false);
         // The file is sealed from here on: whatever fails below, the next
         // file gets the next index (never overwriting this one).
         self.file_index += 1;
-        let synced = match self.file.take() {
-            Some(f) => f
-                .sync_data()
-                .map_err(|e| io_err(&active, "fsync failed", e)),
-            None => Ok(()),
-        };
-        std::fs::rename(&active, &done)
-            .map_err(|e| io_err(&active, "cannot rename sealed file", e))?;
-        self.sealed.push_back((done, self.file_bytes));
-        self.evict();
-        synced
-    }
-
-    /// Deletes the oldest sealed files while the total exceeds the budget
-    /// (the newest sealed file is always kept).
-    fn evict(&mut self) {
-        let mut total: u64 = self.sealed.iter().map(|(_, n)| n).sum();
-        while total > self.shared.cfg.max_total_size && self.sealed.len() > 1 {
-            let (p, n) = self.sealed.pop_front().unwrap_or_default();
-            let _ = std::fs::remove_file(&p);
-            self.evicted += 1;
-            total -= n;
-        }
+        self.store.seal(meta)
     }
 }
 

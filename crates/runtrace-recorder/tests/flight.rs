@@ -1,0 +1,454 @@
+//! The flight recorder (`in_memory`): segments kept in memory within a
+//! budget, and snapshots of them (docs/flight-recorder.md).
+//!
+//! One recording runs per process at a time, so the tests take a lock.
+
+use runtrace_recorder::{Istr, Loc, RecordError, Recorder};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+fn serial() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    M.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tempdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("runtrace-flight-{name}-"))
+        .tempdir()
+        .unwrap()
+}
+
+/// Every path under `dir`, recursively.
+fn all_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(all_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A steady load of poll events from one thread, `n` of them, paced so
+/// the writer keeps up.
+fn steady_load(n: u64) {
+    let q = Istr::new("steady");
+    let loc = Loc::caller();
+    runtrace_recorder::task_spawn(1, 0, loc, q);
+    for i in 0..n {
+        runtrace_recorder::task_poll_start(1, 0, q, i as u32);
+        runtrace_recorder::task_poll_end(1, 0, false);
+        if i % 2_000 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Under a load that makes several times the budget of segments, the
+/// bytes held stay within the budget (plus the one round a segment can
+/// pass its size by), the oldest segments are dropped and counted, and
+/// nothing is written to disk.
+#[test]
+fn memory_mode_keeps_within_its_budget() {
+    let _g = serial();
+    let tmp = tempdir("budget");
+    let budget = 256 << 10;
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(budget)
+        .max_file_size(32 << 10)
+        .buffer_size(64 << 10)
+        .flush_interval(Duration::from_millis(5))
+        .start()
+        .unwrap();
+    steady_load(400_000);
+    let stats = guard.finish().unwrap();
+    eprintln!("{stats:?}");
+    assert!(
+        stats.bytes > 4 * budget,
+        "the load made {} bytes, not several budgets' worth",
+        stats.bytes
+    );
+    assert!(stats.segments_dropped > 0, "{stats:?}");
+    // Dropped segments plus those the ring can hold account for them all.
+    assert!(
+        stats.files - stats.segments_dropped <= budget / (32 << 10),
+        "{stats:?}"
+    );
+    // One round's output is at most a thread's buffer plus its framing.
+    let slack = (64 << 10) + (16 << 10);
+    assert!(
+        stats.memory_peak <= budget + slack,
+        "held {} bytes at most, budget {budget}",
+        stats.memory_peak
+    );
+    assert!(stats.memory_peak > budget / 2, "{stats:?}");
+    assert_eq!(all_files(tmp.path()), Vec::<PathBuf>::new());
+}
+
+/// Bad settings of the flight recorder are refused before anything
+/// starts, naming the setting.
+#[test]
+fn flight_configuration_errors() {
+    let _g = serial();
+    let tmp = tempdir("config");
+    let path = tmp.path().join("trace");
+    let config_err = |r: Result<runtrace_recorder::RecordingGuard, RecordError>| match r {
+        Err(RecordError::Config(m)) => m,
+        Err(e) => panic!("not a configuration error: {e}"),
+        Ok(_) => panic!("started"),
+    };
+    let m = config_err(
+        Recorder::builder()
+            .path(&path)
+            .in_memory(100 << 10)
+            .max_file_size(64 << 10)
+            .start(),
+    );
+    assert!(m.contains("in_memory") && m.contains("two segments"), "{m}");
+    let m = config_err(
+        Recorder::builder()
+            .path(&path)
+            .in_memory(1 << 20)
+            .snapshot_signal("USR3")
+            .start(),
+    );
+    assert!(m.contains("snapshot_signal") && m.contains("USR3"), "{m}");
+    assert!(!runtrace_recorder::is_recording());
+    assert_eq!(all_files(tmp.path()), Vec::<PathBuf>::new());
+}
+
+/// The `snapshot-*` directories under `dir`.
+fn snapshot_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("snapshot-")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Waits (at most 20 s) until `dir` has `n` snapshot directories.
+fn wait_for_snapshots(dir: &Path, n: usize) -> Vec<PathBuf> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let v = snapshot_dirs(dir);
+        if v.len() >= n || t0.elapsed() > Duration::from_secs(20) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What a snapshot holds: its `task_spawn` events (ticks, task id) and its
+/// `snapshot_trigger` events (ticks, reason).
+type Snapshot = (Vec<(u64, u64)>, Vec<(u64, String)>);
+
+/// Reads a snapshot directory, checking that it reads as a complete
+/// recording.
+fn read_snapshot(dir: &Path) -> Snapshot {
+    // The files `runtrace check DIR` reads.
+    let files = runtrace_format::files::expand(&[dir.to_path_buf()]).unwrap();
+    assert!(
+        files.iter().all(|f| f.to_string_lossy().ends_with(".bin")),
+        "{files:?}"
+    );
+    let report = runtrace_format::check::check_files(&files);
+    assert!(
+        report.is_clean(),
+        "{}: {} {:?} {:?}",
+        dir.display(),
+        report.verdict(),
+        report.errors,
+        report.incomplete
+    );
+    let (mut spawns, mut triggers) = (Vec::new(), Vec::new());
+    for f in &files {
+        for r in runtrace_format::FileReader::open(f).unwrap() {
+            if let runtrace_format::Record::Events { events, .. } = r.unwrap() {
+                for e in events {
+                    match e.schema.name.as_str() {
+                        "task_spawn" => spawns.push((e.ticks, e.u64("task_id").unwrap())),
+                        "snapshot_trigger" => triggers.push((
+                            e.ticks,
+                            e.get("reason").unwrap().as_str().unwrap().to_string(),
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    (spawns, triggers)
+}
+
+fn spawn_range(ids: std::ops::Range<u64>) {
+    let q = Istr::new("phase");
+    let loc = Loc::caller();
+    for t in ids {
+        runtrace_recorder::task_spawn(t, 0, loc, q);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// `guard.snapshot(reason)`: a directory named after the reason that
+/// `check` reads as a complete recording, holding the trigger and the
+/// events around it (before and after), and not those well before the
+/// window or after the snapshot was written.
+#[test]
+fn api_snapshot_keeps_the_window_around_the_trigger() {
+    let _g = serial();
+    let tmp = tempdir("api");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .max_segment_age(Duration::from_millis(50))
+        .snapshot_window(Duration::from_millis(300), Duration::from_millis(200))
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    spawn_range(1000..1100); // old: ~1.5 s before the trigger
+    std::thread::sleep(Duration::from_millis(1500));
+    spawn_range(2000..2100); // just before
+    guard.snapshot("api test");
+    // Returns at once: nothing is written before the period is over.
+    assert!(snapshot_dirs(tmp.path()).is_empty());
+    spawn_range(3000..3100); // just after
+    let dirs = wait_for_snapshots(tmp.path(), 1);
+    spawn_range(4000..4100); // after the snapshot was written
+    let stats = guard.finish().unwrap();
+    eprintln!("{stats:?}");
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let name = dirs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.ends_with("-api-test"), "{name}");
+    assert_eq!(stats.snapshots, 1);
+    // Only the snapshot is on disk: no segment file, no temporary directory.
+    let names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, std::slice::from_ref(&name));
+
+    let (spawns, triggers) = read_snapshot(&dirs[0]);
+    assert_eq!(triggers.len(), 1, "{triggers:?}");
+    assert_eq!(triggers[0].1, "api test");
+    let ids: Vec<u64> = spawns.iter().map(|s| s.1).collect();
+    for t in (2000..2100).chain(3000..3100) {
+        assert!(ids.contains(&t), "task {t} missing from the snapshot");
+    }
+    assert!(!ids.iter().any(|t| (1000..1100).contains(t)), "{ids:?}");
+    assert!(!ids.iter().any(|t| (4000..4100).contains(t)), "{ids:?}");
+    // The trigger's time lies between the last event before it and the
+    // first after it.
+    let last_before = spawns.iter().filter(|s| s.1 == 2099).map(|s| s.0).max();
+    let first_after = spawns.iter().filter(|s| s.1 == 3000).map(|s| s.0).min();
+    assert!(last_before.unwrap() <= triggers[0].0);
+    assert!(triggers[0].0 <= first_after.unwrap());
+}
+
+/// A second trigger within the cooldown writes no second snapshot (it is
+/// counted); `finish()` writes a pending snapshot without waiting out its
+/// period.
+#[test]
+fn cooldown_and_finish_with_a_pending_snapshot() {
+    let _g = serial();
+    let tmp = tempdir("cooldown");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .snapshot_window(Duration::from_secs(10), Duration::from_secs(60))
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    spawn_range(1..50);
+    guard.snapshot("first");
+    std::thread::sleep(Duration::from_millis(50));
+    guard.snapshot("second");
+    spawn_range(50..100);
+    let t0 = std::time::Instant::now();
+    let stats = guard.finish().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "finish waited out the period"
+    );
+    assert_eq!(
+        (stats.snapshots, stats.snapshots_skipped),
+        (1, 1),
+        "{stats:?}"
+    );
+    let dirs = snapshot_dirs(tmp.path());
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let (spawns, triggers) = read_snapshot(&dirs[0]);
+    // Both triggers are recorded; the snapshot holds all 99 spawns.
+    let reasons: Vec<&str> = triggers.iter().map(|t| t.1.as_str()).collect();
+    assert_eq!(reasons, ["first", "second"]);
+    assert_eq!(spawns.len(), 99);
+}
+
+/// The snapshot signal: SIGUSR2 sent to this process triggers a snapshot
+/// (reason `signal`); the previous disposition is back afterwards.
+#[test]
+fn signal_snapshot() {
+    let _g = serial();
+    let tmp = tempdir("signal");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .snapshot_window(Duration::from_secs(10), Duration::from_millis(100))
+        .snapshot_signal("SIGUSR2")
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    spawn_range(1..50);
+    // SAFETY: sends a signal to this process, whose handler is installed.
+    assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) }, 0);
+    spawn_range(50..100);
+    let dirs = wait_for_snapshots(tmp.path(), 1);
+    let stats = guard.finish().unwrap();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(dirs[0].to_string_lossy().ends_with("-signal"), "{dirs:?}");
+    assert_eq!(stats.snapshots, 1);
+    let (spawns, triggers) = read_snapshot(&dirs[0]);
+    assert_eq!(triggers.len(), 1);
+    assert_eq!(triggers[0].1, "signal");
+    assert!(spawns.len() >= 49, "{}", spawns.len());
+    // The handler is gone: the disposition is the default again.
+    // SAFETY: reads the current disposition into a zeroed struct.
+    let old = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGUSR2, std::ptr::null(), &mut old);
+        old
+    };
+    assert_eq!(old.sa_sigaction, libc::SIG_DFL);
+}
+
+/// The slow-poll rule: short polls trigger nothing; one poll past the
+/// limit triggers exactly one snapshot (reason `slow-poll`) holding it.
+#[test]
+fn slow_poll_rule_snapshots_the_slow_poll() {
+    let _g = serial();
+    let tmp = tempdir("slowpoll");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .snapshot_window(Duration::from_secs(10), Duration::from_millis(100))
+        .snapshot_on_slow_poll(Duration::from_millis(150))
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    let q = Istr::new("rule");
+    let poll = |task: u64, d: Duration| {
+        runtrace_recorder::task_poll_start(task, 0, q, 0);
+        std::thread::sleep(d);
+        runtrace_recorder::task_poll_end(task, 0, true);
+    };
+    for t in 1..200 {
+        poll(t, Duration::from_millis(1));
+    }
+    assert!(snapshot_dirs(tmp.path()).is_empty());
+    runtrace_recorder::task_spawn(777, 0, Loc::caller(), q);
+    poll(777, Duration::from_millis(500));
+    for t in 1000..1100 {
+        poll(t, Duration::from_millis(1));
+    }
+    let dirs = wait_for_snapshots(tmp.path(), 1);
+    let stats = guard.finish().unwrap();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(
+        dirs[0].to_string_lossy().ends_with("-slow-poll"),
+        "{dirs:?}"
+    );
+    assert_eq!(
+        (stats.snapshots, stats.snapshots_skipped),
+        (1, 0),
+        "{stats:?}"
+    );
+    let (spawns, triggers) = read_snapshot(&dirs[0]);
+    let reasons: Vec<&str> = triggers.iter().map(|t| t.1.as_str()).collect();
+    assert_eq!(reasons, ["slow-poll"]);
+    let spawned = spawns.iter().find(|s| s.1 == 777).expect("the slow task");
+    assert!(triggers[0].0 > spawned.0);
+}
+
+/// The flight recorder's environment variables: a bad value is refused
+/// before anything starts, naming the variable and its value; good ones
+/// start a memory-mode recording that writes no file.
+#[test]
+fn flight_environment() {
+    let _g = serial();
+    let tmp = tempdir("env");
+    let b = || Recorder::builder().path(tmp.path().join("trace"));
+    let err = |var: &str, val: &str| {
+        std::env::set_var(var, val);
+        let r = b().start().map(|_| ());
+        std::env::remove_var(var);
+        let e = r.unwrap_err();
+        assert!(matches!(e, RecordError::Config(_)), "{e}");
+        e.to_string()
+    };
+    let e = err("RUNTRACE_MEMORY", "256MB");
+    assert!(e.contains("RUNTRACE_MEMORY=\"256MB\""), "{e}");
+    // 4 KiB segments at the least: two do not fit.
+    let e = err("RUNTRACE_MEMORY", "4K");
+    assert!(
+        e.contains("RUNTRACE_MEMORY") && e.contains("two segments"),
+        "{e}"
+    );
+    let e = err("RUNTRACE_SNAPSHOT_SIGNAL", "USR9");
+    assert!(
+        e.contains("RUNTRACE_SNAPSHOT_SIGNAL") && e.contains("USR9"),
+        "{e}"
+    );
+    let e = err("RUNTRACE_SNAPSHOT_POLL_MS", "soon");
+    assert!(e.contains("RUNTRACE_SNAPSHOT_POLL_MS"), "{e}");
+    let e = err("RUNTRACE_SEGMENT_AGE_MS", "1.5");
+    assert!(e.contains("RUNTRACE_SEGMENT_AGE_MS"), "{e}");
+    assert!(!runtrace_recorder::is_recording());
+    assert_eq!(all_files(tmp.path()), Vec::<PathBuf>::new());
+
+    std::env::set_var("RUNTRACE_MEMORY", "1M");
+    std::env::set_var("RUNTRACE_SNAPSHOT_SIGNAL", "usr1");
+    let started = b().start();
+    std::env::remove_var("RUNTRACE_MEMORY");
+    std::env::remove_var("RUNTRACE_SNAPSHOT_SIGNAL");
+    spawn_range(1..20);
+    let stats = started.unwrap().finish().unwrap();
+    assert_eq!(stats.events, 19);
+    assert_eq!(all_files(tmp.path()), Vec::<PathBuf>::new());
+}
+
+/// In file mode a snapshot request only records its trigger event (the
+/// files are the recording), and is counted as skipped.
+#[test]
+fn snapshot_in_file_mode_records_the_trigger() {
+    let _g = serial();
+    let tmp = tempdir("filemode");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .start()
+        .unwrap();
+    spawn_range(1..10);
+    guard.snapshot("marked");
+    let stats = guard.finish().unwrap();
+    assert_eq!((stats.snapshots, stats.snapshots_skipped), (0, 1));
+    assert!(snapshot_dirs(tmp.path()).is_empty());
+    let (spawns, triggers) = read_snapshot(tmp.path());
+    assert_eq!(spawns.len(), 9);
+    assert_eq!(triggers.len(), 1);
+    assert_eq!(triggers[0].1, "marked");
+}
