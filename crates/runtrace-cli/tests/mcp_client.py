@@ -19,7 +19,7 @@ TOOLS = {
     "run_all_analyzers", "analyze_wakeup_latency", "analyze_poll_times",
     "analyze_workers", "analyze_spawn_locations", "analyze_backlog", "analyze_blocked",
     "find_scheduling_bottlenecks", "detect_outliers", "query_trace_events",
-    "get_task_timeline", "get_flamegraph", "get_span_latencies",
+    "get_task_timeline", "get_flamegraph", "get_span_latencies", "get_window",
 }
 
 checks = 0
@@ -182,6 +182,17 @@ async def main(runtrace, quick, backlog, damaged, profiled):
             check(all(e["task_id"] == t for e in tl["events"]), "timeline of one task")
             ts = [e["ts_ns"] for e in tl["events"]]
             check(ts == sorted(ts), "timeline in order")
+
+            # A window, as `runtrace top --once --json` (issue 38).
+            wi = await ok(s, "get_window", {"trace_id": "q"})
+            check(wi["mode"] == "replay" and abs(wi["window_s"] - 5) < 1e-3, f"window: {wi['mode']} {wi['window_s']}")
+            check(abs(wi["at_s"] - wi["length_s"]) < 1e-6, "ends at the recording's end by default")
+            check(len(wi["workers"]) > 0 and len(wi["spawn_locations"]) > 0, "workers and locations")
+            wa = await ok(s, "get_window", {"trace_id": "q", "at": 0.5, "window": 0.25})
+            check(abs(wa["at_s"] - 0.5) < 1e-3 and abs(wa["window_s"] - 0.25) < 1e-3, f"at: {wa['at_s']} {wa['window_s']}")
+            await err(s, "get_window", {"trace_id": "q", "window": 0}, "window", "0.1")
+            await err(s, "get_window", {"trace_id": "q", "at": -1}, "at", "seconds")
+            await err(s, "get_window", {"trace_id": "q", "at": "soon"}, "at")
 
             # Error paths: the server answers with tool errors and keeps going.
             await err(s, "get_trace_summary", {"trace_id": "nope"}, 'unknown trace_id "nope"', "q")

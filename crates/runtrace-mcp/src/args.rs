@@ -105,6 +105,22 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// An optional number of seconds: finite and not negative.
+    pub fn opt_seconds(&self, name: &str) -> Result<Option<f64>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => match v
+                .as_f64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            {
+                Some(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+                _ => Err(format!(
+                    "argument `{name}` must be a number of seconds (0 or more), got {v}"
+                )),
+            },
+        }
+    }
+
     /// A required non-negative integer.
     pub fn u64(&self, name: &str) -> Result<u64, String> {
         self.opt_u64(name)?

@@ -43,7 +43,7 @@ impl ServerHandler for Server {
             .with_instructions(
                 "Analyse runtrace traces: load_trace a recording's directory under an id, \
                  then get_trace_summary, run_all_analyzers, detect_outliers, \
-                 query_trace_events, get_task_timeline. Times are ns since the recording started.",
+                 query_trace_events, get_task_timeline, get_window (a `runtrace top` window). Times are ns since the recording started.",
             )
     }
 

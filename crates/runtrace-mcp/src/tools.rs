@@ -23,6 +23,9 @@ use std::path::PathBuf;
 /// traces (hundreds of thousands of spawn locations) come near it.
 pub const MAX_ANSWER_BYTES: usize = 64 << 20;
 
+/// The longest window `get_window` computes (an hour), as `runtrace top`.
+pub const MAX_WINDOW_S: f64 = 3_600.0;
+
 /// A tool's name, description and JSON Schema of its arguments.
 pub struct ToolDef {
     /// Name.
@@ -213,6 +216,16 @@ pub fn list() -> Vec<ToolDef> {
             ),
         },
         ToolDef {
+            name: "get_window",
+            description: "One window of the recording as `runtrace top --once --json` shows it: workers (busy, polls/s, parks, scheduler wait, what each polls at the window's end), spawn locations (tasks, polls/s, poll share, mean and max poll, wake-to-poll p50/p99, long polls) and the findings over the window, cause first, with their age. Reads the trace's files at each call (a recording still being written: its latest events).".into(),
+            schema: obj(
+                json!({"trace_id": trace_id(),
+                    "at": {"type": "number", "minimum": 0, "description": "The window ends this many seconds into the recording (default: its end)."},
+                    "window": {"type": "number", "minimum": 0.1, "maximum": MAX_WINDOW_S, "description": "The window's length in seconds (default 5, from 0.1 to 3600)."}}),
+                &["trace_id"],
+            ),
+        },
+        ToolDef {
             name: "get_task_timeline",
             description: "One task's life: spawn, every wake, poll start and end, terminate, in order.".into(),
             schema: obj(
@@ -271,6 +284,23 @@ pub fn call(traces: &Traces, name: &str, arguments: &Value) -> Result<Value, Str
                 limit: a.limit(query::DEFAULT_LIMIT)?,
             };
             query::query(&t.index, &q)
+        }
+        "get_window" => {
+            let t = loaded()?;
+            let window_s = a.opt_seconds("window")?.unwrap_or(5.0);
+            if !(0.1..=MAX_WINDOW_S).contains(&window_s) {
+                return Err(format!(
+                    "argument `window` must be from 0.1 to {MAX_WINDOW_S} seconds, got {window_s}"
+                ));
+            }
+            let opts = runtrace_top::source::Options {
+                window_s,
+                ..Default::default()
+            };
+            let source = t.paths.first().cloned().unwrap_or_default();
+            let mut r = runtrace_top::source::Replay::open_files(&source, &t.paths, opts)?;
+            r.seek(a.opt_seconds("at")?.unwrap_or(f64::MAX));
+            Ok(r.snapshot().to_json())
         }
         "get_task_timeline" => {
             let t = loaded()?;

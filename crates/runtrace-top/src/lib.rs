@@ -15,7 +15,8 @@
 //!   as it is written (runtrace-model's `input::follow`), in memory
 //!   bounded by the window; [`source::Replay`] reads a finished one into
 //!   an index and computes the window at any position;
-//! - [`ui`] is the terminal: state and keys, drawing, the loop.
+//! - `ui` (feature `ui`, default) is the terminal: state and keys,
+//!   drawing, the loop.
 //!
 //! ```
 //! use runtrace_model::synth::TraceBuilder;
@@ -37,5 +38,6 @@
 
 pub mod snapshot;
 pub mod source;
+#[cfg(feature = "ui")]
 pub mod ui;
 pub mod window;

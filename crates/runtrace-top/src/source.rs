@@ -292,7 +292,14 @@ impl Replay {
     /// nothing readable.
     pub fn open(path: &Path, opts: Options) -> Result<Replay, String> {
         let files = files::expand(&[path.to_path_buf()])?;
-        let files = input::sorted(&files);
+        Replay::open_files(path, &files, opts)
+    }
+
+    /// [`Replay::open`] over trace `files` already listed (`source` names
+    /// them in messages): what the MCP server's `get_window` reads.
+    pub fn open_files(source: &Path, files: &[PathBuf], opts: Options) -> Result<Replay, String> {
+        let path = source;
+        let files = input::sorted(files);
         for f in &files {
             if let Some(why) = files::unreadable(f) {
                 return Err(why);

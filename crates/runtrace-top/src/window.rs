@@ -7,7 +7,7 @@
 //! spawned before the window is not `<unknown>` in it.
 //!
 //! Nothing here knows the terminal: [`crate::snapshot`] turns the result
-//! into rows, [`crate::ui`] draws them.
+//! into rows, `crate::ui` draws them.
 //!
 //! ```
 //! use runtrace_model::{input, lifecycle::Tracked, synth::TraceBuilder};
