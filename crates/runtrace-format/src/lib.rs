@@ -28,6 +28,7 @@
 
 // The writing side (and what reading builds on).
 pub mod chunk;
+pub mod civil;
 pub mod frame;
 pub mod schema;
 pub mod varint;

@@ -73,18 +73,8 @@ pub fn hostname() -> String {
 
 /// The UTC date (`yyyy-mm-dd`) of `epoch_ns`.
 pub fn date_of(epoch_ns: u64) -> String {
-    let days = (epoch_ns / 86_400_000_000_000) as i64;
-    // Days since 1970-01-01 to a civil date (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + (m <= 2) as i64;
-    format!("{y:04}-{m:02}-{d:02}")
+    let d = runtrace_format::civil::date(epoch_ns);
+    format!("{:04}-{:02}-{:02}", d.year, d.month, d.day)
 }
 
 /// The path of file `n` of recording `recording_id` in `table`.
