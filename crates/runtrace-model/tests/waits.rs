@@ -96,6 +96,9 @@ fn a_release_without_a_wake_is_who_let_it_go_and_a_task_end_forgets_a_wait() {
     assert_eq!(w.resource.label(&m), "Semaphore (tokio-internal)");
     let by = w.released_by.unwrap();
     assert!(by.release);
-    assert_eq!((by.task, &*m.locs[by.loc as usize].text), (10, "src/a.rs:1:1"));
+    assert_eq!(
+        (by.task, &*m.locs[by.loc as usize].text),
+        (10, "src/a.rs:1:1")
+    );
     assert_eq!(c.0.unknown, 1);
 }
