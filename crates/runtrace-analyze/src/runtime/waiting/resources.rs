@@ -134,6 +134,10 @@ impl Res {
     /// Keeps `w` if it is among the [`LONGEST`] longest waits.
     fn keep_longest(&mut self, w: LongWait) {
         if self.longest.len() < LONGEST {
+            if self.longest.capacity() == 0 {
+                // Most resources (a oneshot per request) see one wait.
+                self.longest.reserve_exact(1);
+            }
             self.longest.push(w);
         } else if let Some(min) = self.longest.iter_mut().min_by_key(|x| x.ns) {
             if w.ns > min.ns {
