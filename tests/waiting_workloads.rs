@@ -57,10 +57,43 @@ fn record(name: &str, work: impl Future) -> Report {
     runtrace_format::merge::sort_trace_paths(&mut files);
     let r = analyze_files(&files, Options::default());
     eprintln!("=== {name}\n{r}");
+    // The per-wait outputs (Parquet's resource_waits, Perfetto's wait
+    // slices: runtrace_model::waits) see the waits the analysis judges.
+    let judged: u64 = r.resource_waits.iter().map(|s| s.waits).sum();
+    assert_eq!(
+        finished_waits(&files),
+        judged,
+        "{name}: per-wait outputs and the analysis disagree"
+    );
     if std::env::var_os("WAITING_KEEP").is_some() {
         eprintln!("kept: {}", dir.keep().display());
     }
     r
+}
+
+/// The finished waits `runtrace_model::waits` reads from `files`.
+fn finished_waits(files: &[std::path::PathBuf]) -> u64 {
+    use runtrace_model::waits::WaitTracker;
+    #[derive(Default)]
+    struct Count(WaitTracker, u64);
+    impl runtrace_model::pass::Pass for Count {
+        fn wants(&self) -> runtrace_model::pass::Wants {
+            WaitTracker::wants()
+        }
+        fn life(
+            &mut self,
+            rec: &runtrace_model::lifecycle::Life<'_>,
+            m: &runtrace_model::model::Model,
+        ) {
+            self.0.life(rec, m);
+        }
+        fn event(&mut self, ev: &runtrace_model::event::Ev, m: &runtrace_model::model::Model) {
+            self.1 += self.0.event(ev, m).is_some() as u64;
+        }
+    }
+    let mut c = Count::default();
+    runtrace_model::input::read(files, &mut c, None);
+    c.1
 }
 
 /// `tests/waiting_workloads.rs:N:` of the line holding `needle`.

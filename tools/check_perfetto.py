@@ -12,8 +12,11 @@ order); every TaskPollStart is a slice named by a spawn location, every
 WorkerPark a "parked" slice; every flow starts once and ends at most once,
 after it starts, on a poll slice; counters carry values on counter tracks;
 span slices (annotated `span_id`) on thread tracks, one per SpanEnter, and
-the spans' whole lives on the process's span lanes; counts equal `runtrace
-check`'s. Prints a JSON summary; exit 1 on failure.
+the spans' whole lives on the process's span lanes; resource waits
+("wait KIND SITE" slices on the process's resource wait lanes, a
+"handover" slice nested in a wait where its releaser is known, reached
+by a flow from a "release" instant on a thread track); counts equal
+`runtrace check`'s. Prints a JSON summary; exit 1 on failure.
 """
 import json
 import sys
@@ -44,6 +47,7 @@ def main():
     flow_start = {}
     flow_end = {}
     slice_names = defaultdict(int)
+    flow_start_name = {}
     instants = defaultdict(int)
     counter_values = 0
     packets = trace.packet
@@ -94,6 +98,7 @@ def main():
             if fid in flow_start:
                 fail(f"flow {fid} starts twice")
             flow_start[fid] = (p.timestamp, order)
+            flow_start_name[fid] = (name, e.track_uuid)
         for fid in e.terminating_flow_ids:
             if fid in flow_end:
                 fail(f"flow {fid} ends twice")
@@ -145,6 +150,36 @@ def main():
                 stack.append(kind)
             elif ty == TE.TYPE_SLICE_END:
                 stack.pop()
+    # Resource waits: "wait ..." slices on the resource wait lanes, each
+    # with at most one "handover" nested in it, which a flow from a
+    # "release" instant on a thread track reaches.
+    resource_waits = defaultdict(int)
+    handovers = 0
+    for uuid, evs in per_track.items():
+        if not tracks[uuid].name.startswith("resource waits"):
+            continue
+        stack = []
+        for ts, order, ty, name, e in sorted(evs, key=lambda x: (x[0], x[1])):
+            if ty == TE.TYPE_SLICE_BEGIN:
+                if name == "handover":
+                    if stack != ["wait"]:
+                        fail(f"handover at {ts} not inside a wait slice: {stack}")
+                    if len(e.terminating_flow_ids) != 1:
+                        fail(f"handover at {ts} without its flow")
+                    src, src_track = flow_start_name[e.terminating_flow_ids[0]]
+                    if src != "release" or not tracks[src_track].HasField("thread"):
+                        fail(f"handover at {ts}: its flow starts at {src!r}, not a release on a thread")
+                    handovers += 1
+                    stack.append("handover")
+                elif name and name.startswith("wait "):
+                    if stack:
+                        fail(f"wait slice at {ts} inside {stack}")
+                    resource_waits[name] += 1
+                    stack.append("wait")
+                else:
+                    fail(f"{name!r} on a resource wait lane")
+            elif ty == TE.TYPE_SLICE_END:
+                stack.pop()
     span_lives = defaultdict(int)
     for uuid, evs in per_track.items():
         d = tracks[uuid]
@@ -158,7 +193,8 @@ def main():
         "wake instants == WakeEvent": (instants["wake"], c("WakeEvent")),
         "spawn instants == TaskSpawn": (instants["spawn"], c("TaskSpawn")),
         "lock wait slices == LockWait": (
-            sum(n for k, n in slice_names.items() if k and k.startswith("wait ")), c("LockWait")),
+            sum(n for k, n in slice_names.items() if k and k.startswith("wait "))
+            - sum(resource_waits.values()), c("LockWait")),
         "lock hold slices == LockHold": (
             sum(n for k, n in slice_names.items() if k and k.startswith("hold ")), c("LockHold")),
         "io slices == Io": (sum(n for k, n in slice_names.items() if k and k.startswith("io ")), c("Io")),
@@ -195,6 +231,8 @@ def main():
         "span_slices_in_polls": span_slices_in_polls,
         "span_slice_names": dict(span_slice_names),
         "span_lives": dict(span_lives),
+        "resource_waits": dict(resource_waits),
+        "resource_handovers": handovers,
     }))
 
 

@@ -74,6 +74,9 @@ pub enum Param {
     /// `from` and `to`: only samples in this time range (ns since the
     /// recording started, either end optional).
     TimeRange,
+    /// `resource`: only resource sites whose kind or creation site
+    /// contains this text.
+    Resource,
 }
 
 /// The parameters of one tool call, parsed (defaults filled in).
@@ -95,6 +98,8 @@ pub struct Params {
     pub from_ns: Option<i64>,
     /// `to` (ns since the recording started).
     pub to_ns: Option<i64>,
+    /// `resource`.
+    pub resource: Option<String>,
 }
 
 impl Params {
@@ -116,6 +121,7 @@ impl Params {
             location: None,
             from_ns: None,
             to_ns: None,
+            resource: None,
         }
     }
 }
@@ -271,6 +277,20 @@ pub static ANALYSES: &[Analysis] = &[
             description: "The application's tracing spans by label (`GET /item` for an HTTP request span): count, wall time first enter to close (p50/p99), busy time inside polls, wake->poll delay suffered while open, slowest p99 first; and which spans each spawn location's polls served.",
             params: &[Param::Limit(LIST, "span labels and served locations")],
             view: views::spans,
+        }),
+    },
+    // tokio's async resources (runtrace-tokio's layer).
+    Analysis {
+        name: "resource_waits",
+        needs: Needs::All(&[kind::RESOURCE_POLL]),
+        why: "needs tokio's resource events (runtrace::tokio::layer() in the application's subscriber, tokio built with --cfg tokio_unstable and its tracing feature)",
+        answer: None,
+        elsewhere: None,
+        tool: Some(Tool {
+            name: "get_resource_waits",
+            description: "What tasks waited on: tokio's Mutexes, RwLocks, Semaphores, channels and oneshots, per resource site (kind, creation site, internal or not), most total waiting first: wait count, p50/p99/max/total; per waiting spawn location; the holders charged with the waiting (location, holds, hold p99, holds across an await, wait ns overlapped); the locations whose wakes ended the waits; and the longest waits (task, location, start, ns, released_by location). Optionally only sites whose kind or creation site contains `resource`.",
+            params: &[Param::Resource, Param::Limit(LIST, "resource sites and entries per list")],
+            view: views::resource_waits,
         }),
     },
     // A wait is from a task's wake, or its spawn, to its poll.

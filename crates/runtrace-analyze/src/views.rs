@@ -191,6 +191,39 @@ fn applicability(ix: &dyn Reports, name: &str, out: &mut Map<String, Value>) {
     }
 }
 
+/// `get_resource_waits`: [`crate::runtime::Report::resource_waits`], the
+/// sites whose kind or creation site contains `resource` (all without
+/// it), cut to `limit` sites and each site's lists to `limit` entries.
+pub fn resource_waits(ix: &dyn Reports, p: &Params) -> Value {
+    let sites = &ix.runtime().resource_waits;
+    let picked: Vec<Value> = sites
+        .iter()
+        .filter(|s| {
+            p.resource.as_deref().is_none_or(|f| {
+                s.kind.contains(f) || s.created_at.as_deref().is_some_and(|c| c.contains(f))
+            })
+        })
+        .map(|s| s.to_json(p.limit))
+        .collect();
+    let mut out = Map::new();
+    let lists_cut = picked.iter().any(|s| {
+        ["waiters", "holders", "released_by", "longest_waits"]
+            .iter()
+            .any(|k| s[format!("{k}_total")].as_u64() > s[*k].as_array().map(|a| a.len() as u64))
+    });
+    put_list(&mut out, "resources", picked, p.limit);
+    if lists_cut {
+        out.insert("truncated".into(), json!(true));
+    }
+    out.insert("sites_waited_on".into(), json!(sites.len()));
+    out.insert(
+        "resource_events".into(),
+        ix.runtime().waiting["resources"]["events"].clone(),
+    );
+    applicability(ix, "resource_waits", &mut out);
+    Value::Object(out)
+}
+
 /// `get_flamegraph`: the selected samples' folded stacks (as `runtrace
 /// flamegraph --folded` prints them), most counted first, cut to
 /// `limit`; `total` counts every selected sample (or µs off-CPU), `note`

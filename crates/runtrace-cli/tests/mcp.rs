@@ -41,6 +41,14 @@ fn official_python_client_calls_every_tool() {
     let profiled = dir.join("profiled");
     std::fs::create_dir_all(&profiled).unwrap();
     std::fs::write(profiled.join("trace.0.bin"), profiled_trace()).unwrap();
+    // tokio resources: a Mutex held across an await (get_resource_waits).
+    let waiting = dir.join("waiting");
+    std::fs::create_dir_all(&waiting).unwrap();
+    std::fs::write(
+        waiting.join("trace.0.bin"),
+        runtrace_model::synth::mutex_held_across_await(),
+    )
+    .unwrap();
 
     let out = Command::new("python3")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py"))
@@ -49,6 +57,7 @@ fn official_python_client_calls_every_tool() {
         .arg(golden("backlog"))
         .arg(&damaged)
         .arg(&profiled)
+        .arg(&waiting)
         .output()
         .expect("run python3");
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,7 +1,7 @@
 """Drives `runtrace mcp` with the official MCP Python SDK (mcp.client.stdio):
 every tool on recorded traces, and the error paths. Run by tests/mcp.rs:
 
-    python3 mcp_client.py RUNTRACE QUICKSTART_DIR BACKLOG_DIR DAMAGED_FILE PROFILED_DIR
+    python3 mcp_client.py RUNTRACE QUICKSTART_DIR BACKLOG_DIR DAMAGED_FILE PROFILED_DIR WAITING_DIR
 
 Prints `N passed, 0 failed` and exits 0 when every check holds; raises
 (exit 1) at the first that does not.
@@ -20,6 +20,7 @@ TOOLS = {
     "analyze_workers", "analyze_spawn_locations", "analyze_backlog", "analyze_blocked",
     "find_scheduling_bottlenecks", "detect_outliers", "query_trace_events",
     "get_task_timeline", "get_flamegraph", "get_span_latencies", "get_window",
+    "get_resource_waits",
 }
 
 checks = 0
@@ -48,7 +49,7 @@ async def err(s, tool, args, *needles):
     return text
 
 
-async def main(runtrace, quick, backlog, damaged, profiled):
+async def main(runtrace, quick, backlog, damaged, profiled, waiting):
     params = StdioServerParameters(command=runtrace, args=["mcp"])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as s:
@@ -149,6 +150,31 @@ async def main(runtrace, quick, backlog, damaged, profiled):
             check(bb["applicable"] and len(bb["queues"]) <= 1 and bb["triggers_total"] >= 0, "backlog b")
             sq = await ok(s, "get_span_latencies", {"trace_id": "q"})
             check(sq["applicable"] is False and "spans" in sq["reason"], f"spans: {sq}")
+            # tokio resources: none in q; a Mutex held across an await in w.
+            rq = await ok(s, "get_resource_waits", {"trace_id": "q"})
+            check(rq["applicable"] is False and "resource" in rq["reason"] and rq["resources"] == [], f"resources q: {rq}")
+            await ok(s, "load_trace", {"file_path": waiting, "trace_id": "w"})
+            rw = await ok(s, "get_resource_waits", {"trace_id": "w"})
+            check(rw["applicable"] and rw["resources_total"] == 1 and not rw["truncated"], f"resources w: {rw}")
+            m = rw["resources"][0]
+            check(m["resource"] == {"kind": "Mutex", "created_at": "src/state.rs:4:17", "internal": False,
+                                    "created_by": None, "label": "Mutex src/state.rs:4:17"}, f"{m['resource']}")
+            check(m["waits"] == 160 and m["wait_ns_total"] == 160 * 35_090_000, f"waits: {m['waits']}")
+            check(abs(m["wait_p99_ns"] - 35_090_000) * 128 <= 35_090_000, f"p99 {m['wait_p99_ns']}")
+            check(m["waiters"][0]["spawn_loc"] == "src/req.rs:40:9" and m["waiters"][0]["waits"] == 160, f"{m['waiters']}")
+            h = m["holders"][0]
+            check(h["spawn_loc"] == "src/sync.rs:12:5" and h["holds"] == 20 and h["holds_across_await"] == 20, f"holder {h}")
+            lw = m["longest_waits"][0]
+            check(lw["task"] == 100 and lw["wait_ns"] == 35_090_000 and lw["released_by"] == "src/sync.rs:12:5"
+                  and lw["spawn_loc"] == "src/req.rs:40:9" and lw["start_ns"] == 6_011_000, f"longest {lw}")
+            r1 = await ok(s, "get_resource_waits", {"trace_id": "w", "limit": 1})
+            check(len(r1["resources"][0]["longest_waits"]) == 1 and r1["resources"][0]["longest_waits_total"] == 8
+                  and r1["truncated"], f"limit 1: {r1}")
+            for f, n in [("Mutex", 1), ("state.rs:4", 1), ("Semaphore", 0)]:
+                rf = await ok(s, "get_resource_waits", {"trace_id": "w", "resource": f})
+                check(rf["resources_total"] == n and rf["sites_waited_on"] == 1, f"filter {f}: {rf}")
+            await err(s, "get_resource_waits", {"trace_id": "w", "resource": 7}, "resource", "string")
+            await err(s, "get_resource_waits", {"trace_id": "w", "limit": -1}, "limit")
             fb = await ok(s, "find_scheduling_bottlenecks", {"trace_id": "q"})
             kinds = {f["kind"] for f in fb["findings"]}
             check("long_poll" in kinds, f"findings: {kinds}")
@@ -208,7 +234,7 @@ async def main(runtrace, quick, backlog, damaged, profiled):
             await err(s, "unload_trace", {"trace_id": "d"}, '"d"')
             await err(s, "run_all_analyzers", {"trace_id": "d"}, '"d"')
             listed = await ok(s, "list_traces", {})
-            check({x["trace_id"] for x in listed["traces"]} == {"q", "b"}, "unloaded")
+            check({x["trace_id"] for x in listed["traces"]} == {"q", "b", "w"}, "unloaded")
             # Still serving after all the errors.
             again = await ok(s, "get_trace_summary", {"trace_id": "q"})
             check(again["events"] == 10625, "alive")
@@ -216,4 +242,4 @@ async def main(runtrace, quick, backlog, damaged, profiled):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:6]))
+    asyncio.run(main(*sys.argv[1:7]))

@@ -72,6 +72,10 @@ fn param_schema(p: &Param) -> (&'static str, Value) {
             "location",
             json!({"type": "string", "description": "Only samples taken in polls of tasks whose spawn location contains this text (e.g. \"src/api.rs\")."}),
         ),
+        Param::Resource => (
+            "resource",
+            json!({"type": "string", "description": "Only resource sites whose kind (Mutex, Semaphore, oneshot, ...) or creation site (file:line:col) contains this text."}),
+        ),
         Param::TimeRange => (
             "from",
             json!({"type": "integer", "description": "Only samples from this time on, in ns since the recording started (and `to`: up to that time)."}),
@@ -138,6 +142,7 @@ fn parse_params(params: &[Param], a: &Args) -> Result<Params, String> {
                 }
             }
             Param::Location => out.location = a.opt_str("location")?.map(str::to_string),
+            Param::Resource => out.resource = a.opt_str("resource")?.map(str::to_string),
             Param::TimeRange => {
                 out.from_ns = a.opt_i64("from")?;
                 out.to_ns = a.opt_i64("to")?;

@@ -60,5 +60,6 @@ pub mod profile;
 pub mod spans;
 pub mod synth;
 mod units;
+pub mod waits;
 
 pub use units::{fmt_ns, parse_seconds, shown_name, MAX_SHOWN_NAME};

@@ -403,6 +403,44 @@ impl TraceBuilder {
         self.record(tid, Some(worker), ticks, ids::TASK_WAKE, &[woken, waker]);
     }
 
+    /// `resource_new` on `tid` (worker 0): resource `id` of tokio's
+    /// concrete type `ty` (a name id of [`TraceBuilder::string`]),
+    /// created at location `loc` (0: none given).
+    pub fn resource_new(
+        &mut self,
+        tid: u64,
+        ticks: u64,
+        id: u64,
+        ty: u64,
+        loc: u64,
+        internal: bool,
+    ) {
+        self.record(
+            tid,
+            Some(0),
+            ticks,
+            ids::RESOURCE_NEW,
+            &[id, ty, loc, internal as u64],
+        );
+    }
+
+    /// `resource_poll` on `tid` (worker 0): `task` polled an operation on
+    /// resource `id` (`ready` false: it waits).
+    pub fn resource_poll(&mut self, tid: u64, ticks: u64, task: u64, id: u64, ready: bool) {
+        self.record(
+            tid,
+            Some(0),
+            ticks,
+            ids::RESOURCE_POLL,
+            &[task, id, ready as u64],
+        );
+    }
+
+    /// `resource_release` on `tid` (worker 0): `task` released resource `id`.
+    pub fn resource_release(&mut self, tid: u64, ticks: u64, task: u64, id: u64) {
+        self.record(tid, Some(0), ticks, ids::RESOURCE_RELEASE, &[task, id]);
+    }
+
     /// `task_terminate` on `tid`.
     pub fn terminate(&mut self, tid: u64, ticks: u64, task: u64) {
         self.record(tid, None, ticks, ids::TASK_TERMINATE, &[task]);
@@ -766,4 +804,65 @@ pub fn workload(w: &Workload) -> (Vec<u8>, u64) {
     }
     let n = b.events();
     (b.finish(), n)
+}
+
+/// A tokio Mutex held across an await (resource 1, created at
+/// `src/state.rs:4:17`): every 50 ms for 20 rounds, a task of
+/// `src/sync.rs:12:5` (thread 1) locks it and awaits 40 ms holding it;
+/// meanwhile 8 request tasks of `src/req.rs:40:9` (thread 2) try it and
+/// wait; the holder releases it (`resource_release`) and wakes the first
+/// waiter, and each waiter holds it 50 us, then releases it and wakes the
+/// next. 160 waits in all: the first of each round is ended by the
+/// holder's wake (task 1), the others by the previous waiter's. The
+/// waiting outputs' tests share it.
+///
+/// ```
+/// let bytes = runtrace_model::synth::mutex_held_across_await();
+/// assert!(bytes.len() > 1_000);
+/// ```
+pub fn mutex_held_across_await() -> Vec<u8> {
+    const US: u64 = 1_000;
+    const MS: u64 = 1_000_000;
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/sync.rs", 12, 5);
+    b.location(2, "src/req.rs", 40, 9);
+    b.location(3, "src/state.rs", 4, 17);
+    b.string(7, "Mutex");
+    b.resource_new(1, 0, 1, 7, 3, false);
+    let holder = 1;
+    b.spawn(1, 10, holder, 0, 1, 0);
+    let mut task = 100;
+    for i in 0..20u64 {
+        let at = i * 50 * MS + MS;
+        b.poll_start(1, 0, at, holder, 0, 0);
+        b.resource_poll(1, at + US, holder, 1, true);
+        b.poll_end(1, 0, at + 2 * US, holder, false);
+        let ws: Vec<u64> = (0..8).map(|k| task + k).collect();
+        for (k, &w) in ws.iter().enumerate() {
+            let t = at + 5 * MS + k as u64 * 100 * US;
+            b.spawn(2, t, w, 0, 2, 0);
+            b.poll_start(2, 1, t + 10 * US, w, 0, 0);
+            b.record(2, Some(1), t + 11 * US, ids::RESOURCE_POLL, &[w, 1, 0]);
+            b.poll_end(2, 1, t + 12 * US, w, false);
+        }
+        b.wake(1, 0, at + 40 * MS, holder, 0);
+        b.poll_start(1, 0, at + 40 * MS + 10 * US, holder, 0, 0);
+        b.resource_release(1, at + 40 * MS + 20 * US, holder, 1);
+        b.wake(1, 0, at + 40 * MS + 21 * US, ws[0], holder);
+        b.poll_end(1, 0, at + 40 * MS + 30 * US, holder, false);
+        let mut t = at + 40 * MS + 100 * US;
+        for (k, &w) in ws.iter().enumerate() {
+            b.poll_start(2, 1, t, w, 0, 0);
+            b.record(2, Some(1), t + US, ids::RESOURCE_POLL, &[w, 1, 1]);
+            b.record(2, Some(1), t + 50 * US, ids::RESOURCE_RELEASE, &[w, 1]);
+            if let Some(&next) = ws.get(k + 1) {
+                b.wake(2, 1, t + 51 * US, next, w);
+            }
+            b.poll_end(2, 1, t + 60 * US, w, true);
+            b.terminate(2, t + 61 * US, w);
+            t += 100 * US;
+        }
+        task += 8;
+    }
+    b.finish()
 }

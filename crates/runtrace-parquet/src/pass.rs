@@ -42,6 +42,7 @@ use runtrace_model::lifecycle::{Life, Poll, Task};
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
 use runtrace_model::spans::{Labels, Span};
+use runtrace_model::waits::{FinishedWait, WaitTracker};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
@@ -172,6 +173,8 @@ pub struct Exporter {
     runtime_names: IntMap<(u32, u32), u32>,
     /// Span labels.
     labels: Labels,
+    /// The finished waits on tokio resources (`resource_waits`).
+    waits: WaitTracker,
 }
 
 impl Exporter {
@@ -188,6 +191,7 @@ impl Exporter {
             thread_runtime: Vec::new(),
             runtime_names: IntMap::default(),
             labels: Labels::default(),
+            waits: WaitTracker::default(),
         }
     }
 
@@ -475,6 +479,34 @@ fn poll_row(
     w.end_row()
 }
 
+/// A `resource_waits` row.
+fn wait_row(
+    w: &mut TableWriter,
+    f: &FinishedWait,
+    m: &Model,
+    wall: impl Fn(u64) -> i64,
+) -> Result<(), String> {
+    let proc = &m.procs[f.proc as usize];
+    let loc = |l: u32| m.locs.get(l as usize).map(|l| &*l.text);
+    let by = f.released_by;
+    w.u64(proc.pid)
+        .u64(proc.recording_id)
+        .u64(m.threads[f.thread as usize].tid)
+        .u64(f.task)
+        .str(loc(f.loc))
+        .u32(f.resource.id)
+        .str(Some(f.resource.kind(m)))
+        .str(f.resource.created_at(m))
+        .bool(f.resource.internal)
+        .i64(wall(f.start))
+        .i64(wall(f.end))
+        .i64(f.ns(m) as i64)
+        .str(by.map(|b| if b.release { "release" } else { "wake" }))
+        .opt_u64(by.map(|b| b.task))
+        .str(by.and_then(|b| loc(b.loc)));
+    w.end_row()
+}
+
 /// A `spans` row.
 fn span_row(
     w: &mut TableWriter,
@@ -510,6 +542,15 @@ fn span_row(
 }
 
 impl Exporter {
+    /// Writes a finished wait's row.
+    fn wait_step(&mut self, f: &FinishedWait, m: &Model) -> Result<(), String> {
+        let Some(Some(r)) = self.recs.get_mut(f.proc as usize) else {
+            return Ok(());
+        };
+        let (clock, pr) = (r.clock, &m.procs[f.proc as usize]);
+        wait_row(&mut r.writers[10], f, m, |t| clock.wall(pr, t))
+    }
+
     /// Writes the rows of the lifecycle's records: a poll at its end, a
     /// task at its end (or alive at its recording's end, when spawned in
     /// it).
@@ -569,6 +610,7 @@ impl Pass for Exporter {
         if self.error.is_some() {
             return;
         }
+        self.waits.life(rec, model);
         if let Err(e) = self.life_step(rec, model) {
             self.error = Some(e);
         }
@@ -583,6 +625,11 @@ impl Pass for Exporter {
         }
         if let Err(e) = self.step(ev, model) {
             self.error = Some(e);
+        }
+        if let Some(f) = self.waits.event(ev, model) {
+            if let Err(e) = self.wait_step(&f, model) {
+                self.error = Some(e);
+            }
         }
         self.samples.event(ev, model);
     }

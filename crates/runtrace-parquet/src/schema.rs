@@ -22,8 +22,8 @@ use std::sync::Arc;
 /// [`VERSION_KEY`]. 2: `polls.queue` and `tasks.parent_task_id` filled
 /// (always null in 1), and the `cpu_samples` table. 3: the `spans` table,
 /// and `runtime` / `runtime_name` in `polls` and `workers` (several
-/// runtimes in one process).
-pub const SCHEMA_VERSION: u32 = 3;
+/// runtimes in one process). 4: the `resource_waits` table.
+pub const SCHEMA_VERSION: u32 = 4;
 /// File metadata key of [`SCHEMA_VERSION`].
 pub const VERSION_KEY: &str = "runtrace.schema_version";
 /// File metadata key of the table's name.
@@ -239,6 +239,24 @@ const SPANS: &[Column] = &[
     c("enters", Ty::U32),
 ];
 
+const RESOURCE_WAITS: &[Column] = &[
+    c("pid", Ty::U64),
+    c("recording_id", Ty::U64),
+    c("tid", Ty::U64),
+    c("task_id", Ty::U64),
+    c("spawn_loc", Ty::Str),
+    c("resource_id", Ty::U32),
+    c("resource_kind", Ty::Str),
+    n("resource_created_at", Ty::Str),
+    c("resource_internal", Ty::Bool),
+    c("start_ns", Ty::I64),
+    c("end_ns", Ty::I64),
+    c("wait_ns", Ty::I64),
+    n("released_by", Ty::Str),
+    n("released_by_task_id", Ty::U64),
+    n("released_by_loc", Ty::Str),
+];
+
 /// The tables of a dataset, one directory each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Table {
@@ -262,11 +280,14 @@ pub enum Table {
     CpuSamples,
     /// One row per span of the application (closed, or open at the end).
     Spans,
+    /// One row per finished wait of a task on a tokio resource (a lock,
+    /// a semaphore, a channel).
+    ResourceWaits,
 }
 
 impl Table {
     /// Every table, in directory order.
-    pub const ALL: [Table; 10] = [
+    pub const ALL: [Table; 11] = [
         Table::Polls,
         Table::Tasks,
         Table::Workers,
@@ -277,6 +298,7 @@ impl Table {
         Table::QueueSnapshots,
         Table::CpuSamples,
         Table::Spans,
+        Table::ResourceWaits,
     ];
 
     /// Its directory (and SQL table) name.
@@ -292,6 +314,7 @@ impl Table {
             Table::QueueSnapshots => "queue_snapshots",
             Table::CpuSamples => "cpu_samples",
             Table::Spans => "spans",
+            Table::ResourceWaits => "resource_waits",
         }
     }
 
@@ -309,6 +332,7 @@ impl Table {
             Table::QueueSnapshots => QUEUE_SNAPSHOTS,
             Table::CpuSamples => CPU_SAMPLES,
             Table::Spans => SPANS,
+            Table::ResourceWaits => RESOURCE_WAITS,
         }
     }
 

@@ -24,6 +24,7 @@ mod engine;
 mod findings;
 mod render;
 mod report;
+mod resource_waits;
 mod state;
 mod thresholds;
 mod waiting;
@@ -36,6 +37,7 @@ pub use report::{
     CpuFunctions, Finding, FindingKind, FunctionShare, LocationCpu, LocationReport, ProcessReport,
     QueueReport, Report, Severity, Victim, WorkerId, WorkerReport, WAKES_HINT,
 };
+pub use resource_waits::{LongestWait, ResourceSite, SiteHolder, SiteReleaser, SiteWaiter};
 pub use thresholds::Thresholds;
 pub use waits::Wait;
 

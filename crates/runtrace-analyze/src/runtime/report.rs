@@ -375,6 +375,10 @@ pub struct Report {
     /// waiting for a worker, waiting on resources, other), and what was
     /// read of tokio's resources (`resources`): docs/analysis.md.
     pub waiting: Value,
+    /// Every tokio resource site waited on, most total waiting first
+    /// ([`super::ResourceSite`]; empty without resource events). Not in
+    /// the JSON (`get_resource_waits` and the HTML report show it).
+    pub resource_waits: Vec<super::ResourceSite>,
 }
 
 /// What `analyze` and `summary` say when most polls of a trace had no wake

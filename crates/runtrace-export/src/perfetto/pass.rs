@@ -14,6 +14,7 @@ use runtrace_model::lifecycle::{Life, Poll};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Pass, Wants};
 use runtrace_model::spans::{Entered, Labels, Span};
+use runtrace_model::waits::{FinishedWait, WaitTracker};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
@@ -36,6 +37,11 @@ pub(crate) const ANNOTATIONS: &[&str] = &[
     "fields",
     "busy_ns",
     "delay_ns",
+    "resource",
+    "resource_id",
+    "released_by",
+    "waiter_task",
+    "releaser_task",
 ];
 const A_TASK: u64 = 1;
 const A_LOCAL_Q: u64 = 2;
@@ -52,6 +58,11 @@ const A_SPAN: u64 = 12;
 const A_FIELDS: u64 = 13;
 const A_BUSY: u64 = 14;
 const A_DELAY: u64 = 15;
+const A_RESOURCE: u64 = 16;
+const A_RESOURCE_ID: u64 = 17;
+const A_RELEASED_BY: u64 = 18;
+const A_WAITER: u64 = 19;
+const A_RELEASER: u64 = 20;
 
 /// Name spaces of [`PacketWriter::event_name`].
 const S_LOC: usize = 0;
@@ -60,10 +71,18 @@ const S_FIXED: usize = 1;
 const S_SPAN: usize = 2;
 /// Application names: space `S_APP + group`, index = name index.
 const S_APP: usize = 3;
-const FIXED: &[&str] = &["parked", "wake", "spawn"];
+const FIXED: &[&str] = &["parked", "wake", "spawn", "release", "handover"];
 const F_PARKED: u32 = 0;
 const F_WAKE: u32 = 1;
 const F_SPAWN: u32 = 2;
+const F_RELEASE: u32 = 3;
+const F_HANDOVER: u32 = 4;
+/// Resource wait slices' names ("wait Mutex src/db.rs:12:9"), index =
+/// [`Exporter::wait_names`] index.
+const S_WAIT: usize = S_APP + APP.len();
+/// Resource wait lanes: kind [`U_SPAN_LANE`] with this bit in the lane
+/// part of the index (span lanes stay under [`MAX_LANES`]).
+const WAIT_LANE_BIT: u64 = 1 << 15;
 
 /// Application event groups: name prefix and lane track name.
 const APP: &[(&str, &str)] = &[
@@ -175,6 +194,12 @@ pub struct ExportStats {
     /// Spans' whole lives (first enter to close) on the process's span
     /// lanes.
     pub span_lives: u64,
+    /// Waits on tokio resources, as slices on the process's resource wait
+    /// lanes (`runtrace_model::waits`).
+    pub resource_waits: u64,
+    /// Of those, the waits whose releaser is known: a flow from its
+    /// release (or wake) to the wait's handover slice.
+    pub resource_flows: u64,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -247,6 +272,12 @@ pub struct Exporter<W: Write> {
     base: u64,
     stats: ExportStats,
     samples: Samples,
+    /// The finished waits on tokio resources.
+    waits: WaitTracker,
+    /// Per recording, the end of the last wait on each resource wait lane.
+    wait_lanes: Vec<Vec<u64>>,
+    /// Wait slice names by (type, creation site, internal).
+    wait_names: IntMap<(u32, u32, bool), u32>,
 }
 
 impl<W: Write> Exporter<W> {
@@ -269,6 +300,9 @@ impl<W: Write> Exporter<W> {
             base: u64::MAX,
             stats: ExportStats::default(),
             samples: Samples::default(),
+            waits: WaitTracker::default(),
+            wait_lanes: Vec::new(),
+            wait_names: IntMap::default(),
         }
     }
 
@@ -291,13 +325,8 @@ impl<W: Write> Exporter<W> {
     /// timestamps are short varints and recordings line up).
     #[inline]
     fn ts(&mut self, model: &Model, t: u32, ticks: u64) -> u64 {
-        let p = model.proc_of(t);
-        if self.base == u64::MAX {
-            self.base = p.anchor_wall_ns;
-        }
-        p.anchor_wall_ns
-            .saturating_add(p.scale.ns(ticks.saturating_sub(p.anchor_ticks)))
-            .saturating_sub(self.base)
+        let proc = model.threads[t as usize].proc;
+        self.ts_of(model, proc, ticks)
     }
 
     /// A fresh event on `track` (keeps the scratch vectors' capacity).
@@ -673,6 +702,122 @@ impl<W: Write> Exporter<W> {
         self.stats.span_lives += 1;
     }
 
+    /// A finished wait on a tokio resource: a slice "wait KIND SITE" from
+    /// its first Pending poll to its Ready poll on the first free lane of
+    /// its recording's resource wait lanes (tasks have no tracks; the
+    /// waiter is annotated), and, when its releaser is known, a
+    /// "handover" slice inside it from the release (or wake) to the Ready
+    /// poll, which a flow from a "release" instant on the releaser's
+    /// thread reaches.
+    fn resource_wait(&mut self, model: &Model, w: &FinishedWait) {
+        let start = self.ts_of(model, w.proc, w.start);
+        let end = self.ts_of(model, w.proc, w.end);
+        let p = w.proc as usize;
+        if p >= self.wait_lanes.len() {
+            self.wait_lanes.resize_with(p + 1, Vec::new);
+        }
+        let lanes = &mut self.wait_lanes[p];
+        let lane = match lanes.iter().position(|&e| e <= start) {
+            Some(i) => i,
+            None if lanes.len() < MAX_LANES => {
+                lanes.push(0);
+                lanes.len() - 1
+            }
+            None => {
+                self.stats.overlapping_skipped += 1;
+                return;
+            }
+        };
+        lanes[lane] = end;
+        let parent = self.ensure_proc(model, w.proc);
+        let lane_uuid = uuid(
+            U_SPAN_LANE,
+            ((w.proc as u64) << 16 | WAIT_LANE_BIT | lane as u64) + 1,
+        );
+        if self.tracks.insert(lane_uuid) {
+            let name = if lane == 0 {
+                "resource waits".to_string()
+            } else {
+                format!("resource waits {}", lane + 1)
+            };
+            self.w.track(TrackDescriptor {
+                uuid: Some(lane_uuid),
+                name: Some(name),
+                parent_uuid: Some(parent),
+                ..Default::default()
+            });
+        }
+        let r = w.resource;
+        let n = self.wait_names.len() as u32;
+        let index = *self
+            .wait_names
+            .entry((r.ty, r.loc, r.internal))
+            .or_insert(n);
+        let label = r.label(model);
+        let iid = self.w.event_name(S_WAIT, index, || format!("wait {label}"));
+        // The releaser's side first: a flow ends after it starts.
+        let released = w.released_by.filter(|b| {
+            self.threads
+                .get(b.thread as usize)
+                .is_some_and(|t| t.described)
+        });
+        let flow = released.map(|b| {
+            let flow = flow_id(w.proc, w.task ^ 1 << 63, w.end);
+            let at = self.ts_of(model, w.proc, b.ticks).clamp(start, end);
+            let iid = self.w.event_name(S_FIXED, F_RELEASE, || FIXED[3].into());
+            let label = label.clone();
+            self.instant(at, uuid(U_THREAD, b.thread as u64), iid, |e| {
+                Self::ann(e, A_RESOURCE, |a| a.string_value = Some(label));
+                Self::ann_u(e, A_RESOURCE_ID, r.id as u64);
+                Self::ann_u(e, A_WAITER, w.task);
+                Self::ann_u(e, A_RELEASER, b.task);
+                e.flow_ids.push(flow);
+            });
+            self.stats.flows += 1;
+            (flow, at, b)
+        });
+        let mut e = self.begin(TYPE_SLICE_BEGIN, lane_uuid);
+        e.name_iid = Some(iid);
+        Self::ann_u(&mut e, A_TASK, w.task);
+        Self::ann_u(&mut e, A_RESOURCE_ID, r.id as u64);
+        Self::ann_u(&mut e, A_DUR, w.ns(model));
+        self.emit(start, e);
+        if let Some((flow, at, b)) = flow {
+            let iid = self.w.event_name(S_FIXED, F_HANDOVER, || FIXED[4].into());
+            let by = format!(
+                "{} of task {} ({})",
+                if b.release { "release" } else { "wake" },
+                b.task,
+                model.locs[b.loc as usize].text
+            );
+            let mut e = self.begin(TYPE_SLICE_BEGIN, lane_uuid);
+            e.name_iid = Some(iid);
+            Self::ann(&mut e, A_RELEASED_BY, |a| a.string_value = Some(by));
+            Self::ann_u(&mut e, A_RELEASER, b.task);
+            e.terminating_flow_ids.push(flow);
+            self.emit(at, e);
+            let e = self.begin(TYPE_SLICE_END, lane_uuid);
+            self.emit(end, e);
+            self.stats.resource_flows += 1;
+            self.stats.flows_joined += 1;
+        }
+        let e = self.begin(TYPE_SLICE_END, lane_uuid);
+        self.emit(end, e);
+        self.stats.resource_waits += 1;
+    }
+
+    /// [`Exporter::ts`] for recording `proc`'s clock.
+    #[inline]
+    fn ts_of(&mut self, model: &Model, proc: u32, ticks: u64) -> u64 {
+        let p = &model.procs[proc as usize];
+        if self.base == u64::MAX {
+            self.base = p.anchor_wall_ns;
+        }
+        p.anchor_wall_ns
+            .saturating_add(p.scale.ns(ticks.saturating_sub(p.anchor_ticks)))
+            .saturating_sub(self.base)
+    }
+
     /// Closes every open slice at the end of its recording.
     fn close_all(&mut self, model: &Model) {
         for t in 0..self.threads.len() {
@@ -702,6 +847,7 @@ impl<W: Write> Pass for Exporter<W> {
     }
 
     fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        self.waits.life(rec, model);
         match *rec {
             Life::PollStart(p) => self.cur_poll = Some(*p),
             Life::Wake(w) => self.cur_wake_first = w.first,
@@ -739,6 +885,15 @@ impl<W: Write> Pass for Exporter<W> {
         }
         if kind::is_span(ev.kind) {
             return; // drawn from their lifecycle records (`life`)
+        }
+        if matches!(
+            ev.kind,
+            kind::RESOURCE_NEW | kind::RESOURCE_POLL | kind::RESOURCE_RELEASE
+        ) {
+            if let Some(w) = self.waits.event(ev, model) {
+                self.resource_wait(model, &w);
+            }
+            return;
         }
         if ev.kind == kind::RUNTIME_NAME {
             // Names the worker tracks described after it.

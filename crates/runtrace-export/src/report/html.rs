@@ -67,6 +67,7 @@ pub fn render(
         &c.wake_hist,
     );
     locations(&mut h, r);
+    waiting(&mut h, r);
     flame_graphs(&mut h, flames, notes);
     backlog(&mut h, b, c, model);
     h.push_str("</body></html>\n");
@@ -341,6 +342,70 @@ fn locations(h: &mut String, r: &Report) {
         );
     }
     h.push_str("</table>");
+}
+
+/// The tokio resources waited on most (when the trace has resource
+/// events): per site, its waits, p99, total waiting, the holder charged
+/// with the most of it (or, for what nobody holds, the location whose
+/// wakes ended the most), and the location that waited most.
+fn waiting(h: &mut String, r: &Report) {
+    let events = r.waiting["resources"]["events"].as_u64().unwrap_or(0);
+    if events == 0 {
+        return;
+    }
+    h.push_str("<h2>Waiting</h2><section id=\"waiting\">");
+    if r.resource_waits.is_empty() {
+        let _ = write!(
+            h,
+            "<p>{events} tokio resource events, and no task waited on a resource.</p></section>"
+        );
+        return;
+    }
+    let _ = write!(
+        h,
+        "<p>The tokio resources tasks waited on most ({} of {} sites; every wait: \
+         <code>runtrace perfetto</code>, <code>runtrace export parquet</code>, MCP <code>get_resource_waits</code>).</p>\
+         <table id=\"resource-waits\"><tr><th>Resource</th><th class=\"n\">Waits</th>\
+         <th class=\"n\">Wait p99</th><th class=\"n\">Total waiting</th><th>Top holder</th><th>Waited most</th></tr>",
+        r.resource_waits.len().min(10),
+        r.resource_waits.len()
+    );
+    for s in r.resource_waits.iter().take(10) {
+        let holder = match (s.holders.first(), s.released_by.first()) {
+            (Some(x), _) if x.charged_wait_ns > 0 => format!(
+                "<code>{}</code> ({} holds, p99 {}, {} across an await; overlapped {} of waiting)",
+                esc(&x.spawn_loc),
+                x.holds,
+                fmt_ns(x.hold_p99_ns),
+                x.holds_across_await,
+                fmt_ns(x.charged_wait_ns)
+            ),
+            (_, Some(x)) => format!(
+                "released by <code>{}</code> ({} waits ended)",
+                esc(&x.spawn_loc),
+                x.waits_ended
+            ),
+            _ => "unknown".to_string(),
+        };
+        let waiter = s.waiters.first().map_or(String::new(), |w| {
+            format!(
+                "<code>{}</code> ({} waits, {})",
+                esc(&w.spawn_loc),
+                w.waits,
+                fmt_ns(w.wait_ns_total)
+            )
+        });
+        let _ = write!(
+            h,
+            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td>{holder}</td><td>{waiter}</td></tr>",
+            esc(&s.label()),
+            s.waits,
+            fmt_ns(s.wait_p99_ns),
+            fmt_ns(s.wait_ns_total),
+        );
+    }
+    h.push_str("</table></section>");
 }
 
 /// Per queue: its largest size per time bucket (a line) with trigger

@@ -220,6 +220,11 @@ pub(crate) fn findings(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
     resources::findings(c, &w.resources, th, out);
 }
 
+/// Every resource site waited on ([`crate::runtime::ResourceSite`]).
+pub(crate) fn resource_sites(c: &Ctx<'_>) -> Vec<crate::runtime::ResourceSite> {
+    resources::sites(c, &c.e.waiting.resources)
+}
+
 /// The report's `waiting`: `task_life` (per location: running, waiting
 /// for a worker, waiting on resources, other) and `resources` (events
 /// read, resources tracked and forgotten, events naming an unknown one).

@@ -47,6 +47,9 @@ const RECENT_HOLDS: usize = 512;
 /// Open holds kept per task (a task holding more at once is rare; the
 /// oldest are forgotten).
 const OPEN_PER_TASK: usize = 16;
+/// Longest finished waits kept per resource (for
+/// [`crate::runtime::ResourceSite::longest_waits`]).
+pub(crate) const LONGEST: usize = 8;
 /// Resources tracked at once per read (the oldest forgotten beyond:
 /// a oneshot per request must not grow the state without bound).
 const MAX_RESOURCES: usize = 1 << 16;
@@ -98,6 +101,16 @@ pub(crate) struct Part {
     pub released_ns: u64,
 }
 
+/// One finished wait, among the longest of its resource.
+#[derive(Clone, Copy)]
+pub(crate) struct LongWait {
+    pub task: u64,
+    pub loc: u32,
+    pub start: u64,
+    pub ns: u64,
+    pub released_by: Option<u32>,
+}
+
 /// One resource's story.
 pub(crate) struct Res {
     /// Name index of its concrete type (`Mutex`, `Semaphore`, ...).
@@ -113,9 +126,26 @@ pub(crate) struct Res {
     pub parts: FxHashMap<u32, Part>,
     pub wait: Histogram,
     pub charged_ns: u64,
+    /// Its [`LONGEST`] longest finished waits, in no order.
+    pub longest: Vec<LongWait>,
 }
 
 impl Res {
+    /// Keeps `w` if it is among the [`LONGEST`] longest waits.
+    fn keep_longest(&mut self, w: LongWait) {
+        if self.longest.len() < LONGEST {
+            if self.longest.capacity() == 0 {
+                // Most resources (a oneshot per request) see one wait.
+                self.longest.reserve_exact(1);
+            }
+            self.longest.push(w);
+        } else if let Some(min) = self.longest.iter_mut().min_by_key(|x| x.ns) {
+            if w.ns > min.ns {
+                *min = w;
+            }
+        }
+    }
+
     fn part(&mut self, loc: u32) -> &mut Part {
         self.parts.entry(loc).or_default()
     }
@@ -176,6 +206,7 @@ impl Resources {
             parts: FxHashMap::default(),
             wait: Histogram::new(),
             charged_ns: 0,
+            longest: Vec::new(),
         };
         if self.res.insert(key, r).is_none() {
             self.order.push_back(key);
@@ -243,6 +274,13 @@ impl Resources {
         let scale = m.procs[proc as usize].scale;
         let ns = scale.ns(ev.ticks.saturating_sub(w.start));
         r.wait.record(ns);
+        r.keep_longest(LongWait {
+            task,
+            loc: w.loc,
+            start: w.start,
+            ns,
+            released_by: w.released_by,
+        });
         {
             let p = r.part(w.loc);
             p.waits += 1;
@@ -633,4 +671,137 @@ fn resource_finding(c: &Ctx<'_>, s: &Site<'_>, th: &Thresholds) -> super::Findin
         .collect();
     super::super::blame::sort_victims(&mut f.victims);
     f
+}
+
+/// Every resource site waited on ([`crate::runtime::ResourceSite`]), most
+/// total waiting first: the sites the findings judge, grouped the same
+/// way (type, creation site, internal, and for one without a site the
+/// location that created it).
+pub(crate) fn sites(c: &Ctx<'_>, rs: &Resources) -> Vec<crate::runtime::ResourceSite> {
+    use crate::runtime::{LongestWait, ResourceSite, SiteHolder, SiteReleaser, SiteWaiter};
+    type SiteKey = (u32, u32, bool, Option<u32>);
+    struct Acc<'a> {
+        first: &'a Res,
+        resources: u64,
+        parts: FxHashMap<u32, Part>,
+        wait: Histogram,
+        longest: Vec<(u32, LongWait)>,
+    }
+    let mut by: std::collections::BTreeMap<SiteKey, Acc<'_>> = Default::default();
+    let mut keys: Vec<&Key> = rs.res.keys().collect();
+    keys.sort();
+    for k in keys {
+        let r = &rs.res[k];
+        if r.wait.count() == 0 {
+            continue;
+        }
+        let created_by = if r.loc == UNKNOWN_LOC {
+            r.created_by
+        } else {
+            None
+        };
+        let a = by
+            .entry((r.ty, r.loc, r.internal, created_by))
+            .or_insert_with(|| Acc {
+                first: r,
+                resources: 0,
+                parts: FxHashMap::default(),
+                wait: Histogram::new(),
+                longest: Vec::new(),
+            });
+        a.resources += 1;
+        a.wait.merge(&r.wait);
+        for (&l, p) in &r.parts {
+            merge(a.parts.entry(l).or_default(), p);
+        }
+        a.longest.extend(r.longest.iter().map(|w| (k.0, *w)));
+    }
+    let mut out: Vec<ResourceSite> = by
+        .into_values()
+        .map(|mut a| {
+            let r = a.first;
+            let mut parts: Vec<(u32, Part)> = a.parts.into_iter().collect();
+            parts.sort_by_key(|x| x.0);
+            let mut waiters: Vec<SiteWaiter> = parts
+                .iter()
+                .filter(|(_, p)| p.waits > 0)
+                .map(|(l, p)| SiteWaiter {
+                    spawn_loc: c.loc(*l),
+                    waits: p.waits,
+                    wait_p50_ns: p.wait.quantile_permille(500),
+                    wait_p99_ns: p.wait.quantile_permille(990),
+                    wait_ns_total: p.wait.sum(),
+                })
+                .collect();
+            waiters.sort_by_key(|w| std::cmp::Reverse(w.wait_ns_total));
+            let mut holders: Vec<SiteHolder> = parts
+                .iter()
+                .filter(|(_, p)| p.holds > 0 || p.charged_ns > 0)
+                .map(|(l, p)| SiteHolder {
+                    spawn_loc: c.loc(*l),
+                    holds: p.holds,
+                    hold_p99_ns: p.hold.quantile_permille(990),
+                    hold_max_ns: p.hold.max(),
+                    holds_across_await: p.holds_across_await,
+                    charged_wait_ns: p.charged_ns,
+                    charged_holds: p.charged_holds,
+                    charged_across_await: p.charged_across_await,
+                })
+                .collect();
+            holders.sort_by(|a, b| {
+                b.charged_wait_ns
+                    .cmp(&a.charged_wait_ns)
+                    .then(b.holds.cmp(&a.holds))
+            });
+            let mut released_by: Vec<SiteReleaser> = parts
+                .iter()
+                .filter(|(_, p)| p.released > 0)
+                .map(|(l, p)| SiteReleaser {
+                    spawn_loc: c.loc(*l),
+                    waits_ended: p.released,
+                    wait_ns_ended: p.released_ns,
+                })
+                .collect();
+            released_by.sort_by_key(|r| std::cmp::Reverse(r.wait_ns_ended));
+            a.longest
+                .sort_by(|x, y| y.1.ns.cmp(&x.1.ns).then(x.1.start.cmp(&y.1.start)));
+            a.longest.truncate(LONGEST);
+            let longest_waits = a
+                .longest
+                .iter()
+                .map(|(proc, w)| LongestWait {
+                    task: w.task,
+                    spawn_loc: c.loc(w.loc),
+                    start_ns: c.ns_at(*proc, w.start),
+                    wait_ns: w.ns,
+                    released_by: w.released_by.map(|l| c.loc(l)),
+                })
+                .collect();
+            ResourceSite {
+                kind: match c.m.name(r.ty) {
+                    "Sender|Receiver" => "oneshot".to_string(),
+                    t => t.to_string(),
+                },
+                created_at: (r.loc != UNKNOWN_LOC).then(|| c.loc(r.loc)),
+                internal: r.internal,
+                created_by: if r.loc == UNKNOWN_LOC {
+                    r.created_by.map(|l| c.loc(l))
+                } else {
+                    None
+                },
+                resources: a.resources,
+                waits: a.wait.count(),
+                wait_p50_ns: a.wait.quantile_permille(500),
+                wait_p99_ns: a.wait.quantile_permille(990),
+                wait_max_ns: a.wait.max(),
+                wait_ns_total: a.wait.sum(),
+                waiters,
+                holders,
+                released_by,
+                longest_waits,
+            }
+        })
+        .collect();
+    out.sort_by_key(|s| std::cmp::Reverse(s.wait_ns_total));
+    out
 }
