@@ -45,6 +45,8 @@ pub struct Config {
     pub(crate) off_cpu: bool,
     /// Mean bytes between allocation samples; 0: no memory profile.
     pub(crate) alloc_mean: u64,
+    /// Record the frees of sampled allocations (the live set).
+    pub(crate) alloc_live: bool,
 }
 
 /// Most samples per second per thread `cpu_profile` accepts.
@@ -62,6 +64,7 @@ impl Default for Config {
             cpu_backend: CpuBackend::Auto,
             off_cpu: true,
             alloc_mean: 0,
+            alloc_live: false,
         }
     }
 }
@@ -201,6 +204,27 @@ impl RecorderBuilder {
         self
     }
 
+    /// With a memory profile, also records the free of every sampled
+    /// allocation (`alloc_free` events: the live set), so readers know
+    /// which sampled bytes are still live at any time (`runtrace
+    /// flamegraph --live`, the `memory_growth` finding). Frees of
+    /// unsampled allocations cost one relaxed load either way; a free then
+    /// looks its address up in a fixed table (docs/memory.md).
+    /// `RUNTRACE_ALLOC_LIVE=on` does the same.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .memory_profile(512 * 1024)
+    ///     .memory_live(true)
+    ///     .start()?;
+    /// guard.finish()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn memory_live(mut self, on: bool) -> Self {
+        self.cfg.alloc_live = on;
+        self
+    }
+
     /// The settings to record with: the builder's, overridden by the
     /// environment, checked.
     pub(crate) fn resolve(mut self) -> Result<Config, RecordError> {
@@ -247,6 +271,19 @@ impl RecorderBuilder {
         if let Some(v) = env_size("RUNTRACE_ALLOC_SAMPLE_BYTES")? {
             self.cfg.alloc_mean = v;
             self.from_env.push("RUNTRACE_ALLOC_SAMPLE_BYTES");
+        }
+        if let Some(v) = env_str("RUNTRACE_ALLOC_LIVE")? {
+            self.cfg.alloc_live = match v.trim() {
+                "" => self.cfg.alloc_live,
+                "on" | "1" => true,
+                "off" | "0" => false,
+                _ => {
+                    return Err(RecordError::Config(format!(
+                        "RUNTRACE_ALLOC_LIVE={v:?}: expected `on` or `off` (or 1 / 0)"
+                    )))
+                }
+            };
+            self.from_env.push("RUNTRACE_ALLOC_LIVE");
         }
         if let Some(v) = env_str("RUNTRACE_CPU_OFF_CPU")? {
             self.cfg.off_cpu = match v.trim() {
