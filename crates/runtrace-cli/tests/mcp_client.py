@@ -125,9 +125,12 @@ async def main(runtrace, quick, backlog, damaged, profiled):
             check(fo["kind"] == "off_cpu" and fo["total"] == 0 and "no off-CPU samples" in fo["note"], f"{fo}")
             f0 = await ok(s, "get_flamegraph", {"trace_id": "p", "limit": 0})
             check(f0["stacks"] == [] and f0["truncated"] and f0["stacks_total"] == 1, f"limit: {f0}")
-            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "alloc"}, "no allocation samples")
-            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "live"}, "no allocation samples")
-            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "heap"}, "kind", "cpu or off_cpu")
+            # Memory kinds: a trace recorded without a memory profile says so.
+            for k in ("alloc", "live"):
+                fa = await ok(s, "get_flamegraph", {"trace_id": "p", "kind": k})
+                check(fa["kind"] == k and fa["count_name"] == "bytes" and fa["total"] == 0, f"{fa}")
+                check("no allocation samples" in fa["note"], f"{fa}")
+            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "heap"}, "kind", "cpu, off_cpu, alloc or live")
             await err(s, "get_flamegraph", {"trace_id": "p", "from": 5, "to": 4}, "from", "to")
             await ok(s, "unload_trace", {"trace_id": "p"})
 

@@ -183,7 +183,9 @@ mod tests {
             [
                 (kind::CPU_SAMPLE, "cpu_sample"),
                 (kind::OFF_CPU, "off_cpu"),
-                (kind::ALLOC_SAMPLE, "alloc_sample")
+                (kind::ALLOC_SAMPLE, "alloc_sample"),
+                (kind::ALLOC_FREE, "alloc_free"),
+                (kind::ALLOC_NOTE, "alloc_note")
             ]
         );
         let tasks: Vec<u8> = (0..=255).filter(|&k| has_task(k)).collect();

@@ -19,6 +19,8 @@ fn rank(k: FindingKind) -> u8 {
         FindingKind::SlowPoll => 4,
         FindingKind::TaskLeak => 5,
         FindingKind::StuckTask => 6,
+        // Added after blame grouping (`add_functions`): ranks last here.
+        FindingKind::MemoryGrowth => 12,
         FindingKind::HostStarvation => 7,
         FindingKind::LocalQueueBuildup => 8,
         FindingKind::WakeDelay => 9,

@@ -215,6 +215,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         notes,
         thresholds: th,
         waiting: super::waiting::report_json(&c),
+        memory: Vec::new(),
     }
 }
 

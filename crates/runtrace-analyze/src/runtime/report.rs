@@ -59,6 +59,9 @@ pub enum FindingKind {
     /// Tasks pending with no wake far longer than their siblings live (a
     /// lost wake-up).
     StuckTask,
+    /// A location's live heap bytes grow steadily (the memory profile's
+    /// live set: [`crate::memory::growth`]).
+    MemoryGrowth,
 }
 
 impl FindingKind {
@@ -77,6 +80,7 @@ impl FindingKind {
             FindingKind::ResourceWait => "resource_wait",
             FindingKind::TaskLeak => "task_leak",
             FindingKind::StuckTask => "stuck_task",
+            FindingKind::MemoryGrowth => "memory_growth",
         }
     }
 }
@@ -372,6 +376,9 @@ pub struct Report {
     /// waiting for a worker, waiting on resources, other), and what was
     /// read of tokio's resources (`resources`): docs/analysis.md.
     pub waiting: Value,
+    /// Heap allocations per spawn location, from the memory profile
+    /// (empty without one; filled by `add_functions`).
+    pub memory: Vec<crate::memory::LocationMemory>,
 }
 
 /// What `analyze` and `summary` say when most polls of a trace had no wake
