@@ -343,7 +343,8 @@ pub fn memory_growth(ix: &dyn Reports, p: &Params) -> Value {
         .map(|f| f.evidence.clone())
         .collect();
     put_list(&mut out, "growth", growth, p.limit);
-    if !profile.memory.live_set {
+    applicability(ix, "memory", &mut out);
+    if !profile.memory.live_set && !profile.allocs.is_empty() {
         out.insert(
             "note".into(),
             json!("no live set: record with RUNTRACE_ALLOC_LIVE=on for live bytes and growth"),
