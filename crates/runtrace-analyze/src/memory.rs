@@ -195,15 +195,32 @@ fn is_runtrace(s: &AllocSample) -> bool {
     runtrace_model::profile::is_runtrace_thread(&s.thread)
 }
 
-/// A frame of the allocating code: the application's own ([`is_own`]),
-/// and not the allocator wrapper or the sampler on top of every stack.
-fn is_allocating_code(f: &runtrace_symbolize::Frame) -> bool {
-    let n = &*f.function;
-    is_own(f)
-        && !n.contains("runtrace_profile::alloc")
-        && !n.contains("runtrace::alloc::Sampled")
-        && !n.starts_with("__rust_")
-        && !n.starts_with("__rdl_")
+/// The frame of the code that allocated, in a leaf-first stack: past the
+/// global allocator's shim (`__rust_alloc`, `__rust_realloc`, ...; above
+/// it are the wrapper and the sampler), the first frame of the
+/// application's own code ([`is_own`]) that is not the sampler's nor the
+/// standard library's (`alloc::`, `core::`, `std::`, which line tables
+/// alone may leave without a file).
+fn allocating_frame(frames: &[runtrace_symbolize::Frame]) -> Option<&runtrace_symbolize::Frame> {
+    let shim = |f: &runtrace_symbolize::Frame| {
+        let n = &*f.function;
+        n.contains("__rust_alloc")
+            || n.contains("__rust_realloc")
+            || n.contains("__rdl_")
+            || n.contains("__rg_")
+    };
+    let start = frames.iter().rposition(shim).map_or(0, |i| i + 1);
+    frames[start..].iter().find(|f| {
+        let n = f.function.trim_start_matches('<');
+        is_own(f)
+            && !f
+                .file
+                .as_deref()
+                .is_some_and(|p| p.ends_with("runtrace-profile/src/alloc.rs"))
+            && !["alloc::", "core::", "std::"]
+                .iter()
+                .any(|p| n.starts_with(p))
+    })
 }
 
 /// The locations whose live bytes grow steadily (the module doc's rule),
@@ -257,9 +274,7 @@ pub fn growth(profile: &Profile, duration_ns: u64, names: &mut StackNames) -> Ve
         let mut held: BTreeMap<String, u64> = BTreeMap::new();
         for s in samples.iter().filter(|s| s.live_at(end)) {
             let frames = names.frames(&s.stack);
-            let f = frames
-                .iter()
-                .find(|f| is_allocating_code(f))
+            let f = allocating_frame(&frames)
                 .or(frames.first())
                 .map_or_else(|| "[no stack]".to_string(), |f| f.function.to_string());
             *held.entry(f).or_default() += s.weight;
