@@ -200,8 +200,28 @@ fn is_runtrace(s: &AllocSample) -> bool {
 /// it are the wrapper and the sampler), the first frame of the
 /// application's own code ([`is_own`]) that is not the sampler's nor the
 /// standard library's (`alloc::`, `core::`, `std::`, which line tables
-/// alone may leave without a file).
-fn allocating_frame(frames: &[runtrace_symbolize::Frame]) -> Option<&runtrace_symbolize::Frame> {
+/// alone may leave without a file). The Parquet `alloc_samples` table
+/// names its `function` by it too.
+///
+/// ```
+/// use runtrace_symbolize::Frame;
+/// use std::sync::Arc;
+/// let f = |name: &str, file: &str| Frame {
+///     function: Arc::from(name), file: Some(Arc::from(file)), line: None,
+///     inlined: false, module: Arc::from("app"),
+/// };
+/// let stack = [
+///     f("on_alloc", "/src/runtrace/crates/runtrace-profile/src/alloc.rs"),
+///     f("__rustc::__rust_alloc", "/src/app/src/main.rs"),
+///     f("alloc::raw_vec::finish_grow", "/rustc/abc/library/alloc/src/raw_vec.rs"),
+///     f("app::cache::remember", "/src/app/src/cache.rs"),
+/// ];
+/// let site = runtrace_analyze::memory::allocating_frame(&stack).unwrap();
+/// assert_eq!(&*site.function, "app::cache::remember");
+/// ```
+pub fn allocating_frame(
+    frames: &[runtrace_symbolize::Frame],
+) -> Option<&runtrace_symbolize::Frame> {
     let shim = |f: &runtrace_symbolize::Frame| {
         let n = &*f.function;
         n.contains("__rust_alloc")

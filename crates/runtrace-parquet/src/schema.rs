@@ -22,8 +22,8 @@ use std::sync::Arc;
 /// [`VERSION_KEY`]. 2: `polls.queue` and `tasks.parent_task_id` filled
 /// (always null in 1), and the `cpu_samples` table. 3: the `spans` table,
 /// and `runtime` / `runtime_name` in `polls` and `workers` (several
-/// runtimes in one process).
-pub const SCHEMA_VERSION: u32 = 3;
+/// runtimes in one process). 4: the `alloc_samples` table.
+pub const SCHEMA_VERSION: u32 = 4;
 /// File metadata key of [`SCHEMA_VERSION`].
 pub const VERSION_KEY: &str = "runtrace.schema_version";
 /// File metadata key of the table's name.
@@ -217,6 +217,23 @@ const CPU_SAMPLES: &[Column] = &[
     c("stack", Ty::StrList),
 ];
 
+const ALLOC_SAMPLES: &[Column] = &[
+    c("pid", Ty::U64),
+    c("recording_id", Ty::U64),
+    c("tid", Ty::U64),
+    c("ts_ns", Ty::I64),
+    n("task_id", Ty::U64),
+    n("spawn_loc", Ty::Str),
+    n("worker", Ty::U32),
+    c("size", Ty::U64),
+    c("weight", Ty::U64),
+    c("live", Ty::Str),
+    n("freed_ns", Ty::I64),
+    n("thread", Ty::Str),
+    n("function", Ty::Str),
+    c("stack", Ty::StrList),
+];
+
 const SPANS: &[Column] = &[
     c("pid", Ty::U64),
     c("recording_id", Ty::U64),
@@ -262,11 +279,13 @@ pub enum Table {
     CpuSamples,
     /// One row per span of the application (closed, or open at the end).
     Spans,
+    /// Sampled heap allocations (the memory profile), with their frees.
+    AllocSamples,
 }
 
 impl Table {
     /// Every table, in directory order.
-    pub const ALL: [Table; 10] = [
+    pub const ALL: [Table; 11] = [
         Table::Polls,
         Table::Tasks,
         Table::Workers,
@@ -277,6 +296,7 @@ impl Table {
         Table::QueueSnapshots,
         Table::CpuSamples,
         Table::Spans,
+        Table::AllocSamples,
     ];
 
     /// Its directory (and SQL table) name.
@@ -292,6 +312,7 @@ impl Table {
             Table::QueueSnapshots => "queue_snapshots",
             Table::CpuSamples => "cpu_samples",
             Table::Spans => "spans",
+            Table::AllocSamples => "alloc_samples",
         }
     }
 
@@ -309,6 +330,7 @@ impl Table {
             Table::QueueSnapshots => QUEUE_SNAPSHOTS,
             Table::CpuSamples => CPU_SAMPLES,
             Table::Spans => SPANS,
+            Table::AllocSamples => ALLOC_SAMPLES,
         }
     }
 
