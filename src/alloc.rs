@@ -11,7 +11,8 @@ use std::alloc::{GlobalAlloc, Layout};
 /// bytes allocated (a Poisson process over the bytes), each sample with
 /// its size, the bytes it stands for and the allocating thread's stack.
 /// Without such a recording an allocation costs the wrapped allocator's
-/// plus one relaxed atomic load. Frees are forwarded untouched.
+/// plus one relaxed atomic load, and so does a free. With the live set on
+/// (`memory_live`), the free of a sampled allocation is recorded too.
 ///
 /// Any allocator can be wrapped (`Sampled::new(tikv_jemallocator::Jemalloc)`,
 /// `Sampled::new(mimalloc::MiMalloc)`).
@@ -45,7 +46,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Sampled<A> {
         // SAFETY: the caller's contract for `alloc` is passed on as is.
         let p = unsafe { self.inner.alloc(layout) };
         if !p.is_null() {
-            runtrace_profile::alloc::on_alloc(layout.size());
+            runtrace_profile::alloc::on_alloc(p as usize, layout.size());
         }
         p
     }
@@ -55,25 +56,35 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Sampled<A> {
         // SAFETY: the caller's contract for `alloc_zeroed` is passed on.
         let p = unsafe { self.inner.alloc_zeroed(layout) };
         if !p.is_null() {
-            runtrace_profile::alloc::on_alloc(layout.size());
+            runtrace_profile::alloc::on_alloc(p as usize, layout.size());
         }
         p
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // Before the inner free: once freed, the address may be handed
+        // out (and sampled) again by another thread.
+        runtrace_profile::alloc::on_free(ptr as usize);
         // SAFETY: the caller's contract for `dealloc` is passed on.
         unsafe { self.inner.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Before the inner realloc, for the same reason as in `dealloc`.
+        let moving = runtrace_profile::alloc::realloc_start(ptr as usize);
         // SAFETY: the caller's contract for `realloc` is passed on.
         let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
-        // A growth allocates the difference (a shrink allocates nothing).
-        if !p.is_null() && new_size > layout.size() {
-            runtrace_profile::alloc::on_alloc(new_size - layout.size());
-        }
+        // A growth allocates the difference (a shrink allocates nothing);
+        // a sampled allocation that moved is recorded as moved.
+        runtrace_profile::alloc::realloc_end(
+            moving,
+            ptr as usize,
+            p as usize,
+            layout.size(),
+            new_size,
+        );
         p
     }
 }

@@ -178,3 +178,166 @@ fn without_a_memory_profile_nothing_is_sampled() {
     g.finish().unwrap();
     assert_eq!(samples(dir.path()).len(), 0);
 }
+
+/// One `alloc_sample` or `alloc_free` of a live-set recording, in order.
+enum LiveEv {
+    Sample {
+        tid: u64,
+        addr: u64,
+        size: u64,
+        live: u64,
+    },
+    Free {
+        addr: u64,
+        moved_to: u64,
+    },
+    Note {
+        untracked: u64,
+        lost_frees: u64,
+    },
+}
+
+fn live_events(dir: &std::path::Path) -> Vec<LiveEv> {
+    let files = runtrace_format::files::expand_lenient(vec![dir.to_path_buf()]);
+    let mut s = EventStream::open(&files).unwrap();
+    let mut out = Vec::new();
+    while let Some(ev) = s.next_event() {
+        match ev.schema.name.as_ref() {
+            "alloc_sample" => out.push(LiveEv::Sample {
+                tid: ev.u64("tid").unwrap(),
+                addr: ev.u64("addr").unwrap(),
+                size: ev.u64("size").unwrap(),
+                live: ev.u64("live").unwrap(),
+            }),
+            "alloc_free" => out.push(LiveEv::Free {
+                addr: ev.u64("addr").unwrap(),
+                moved_to: ev.u64("moved_to").unwrap(),
+            }),
+            "alloc_note" => out.push(LiveEv::Note {
+                untracked: ev.u64("untracked").unwrap(),
+                lost_frees: ev.u64("lost_frees").unwrap(),
+            }),
+            _ => {}
+        }
+    }
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    out
+}
+
+/// Bytes each worker keeps past the end of the recording, in blocks.
+const KEPT_BLOCK: usize = 1 << 20;
+const KEPT_BLOCKS: usize = 16;
+
+#[test]
+fn live_set_pairs_every_free_under_many_threads() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let g = Recorder::builder()
+        .path(dir.path().join("trace"))
+        .flush_interval(Duration::from_millis(5))
+        .memory_profile(256 << 10)
+        .memory_live(true)
+        .start()
+        .unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut kept: Vec<Vec<u8>> = Vec::with_capacity(KEPT_BLOCKS);
+                let mut churn = Vec::new();
+                for i in 0..20_000usize {
+                    let mut v = vec![t as u8; (i * 37) % 3000 + 1];
+                    v.push(1); // a realloc: sampled ones move
+                    churn.push(v);
+                    if churn.len() > 64 {
+                        churn.clear();
+                    }
+                    if i % 1000 == 0 && kept.len() < KEPT_BLOCKS {
+                        kept.push(vec![0u8; KEPT_BLOCK]); // untouched pages
+                    }
+                    if i % 250 == 249 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                drop(churn);
+                (runtrace_core::clock::gettid(), kept)
+            })
+        })
+        .collect();
+    let done: Vec<(u64, Vec<Vec<u8>>)> = threads.into_iter().map(|h| h.join().unwrap()).collect();
+    let stats = g.finish().unwrap();
+    // Lost records (a full queue on a loaded machine) are allowed, but
+    // every lost free must be reported by an alloc_note.
+    let dropped = stats.dropped;
+    // Replay: what is live at the end, by address.
+    let mut live: std::collections::HashMap<u64, Vec<(u64, u64)>> = Default::default();
+    let (mut frees, mut unmatched, mut moves, mut lost) = (0, 0, 0, 0);
+    for ev in live_events(dir.path()) {
+        match ev {
+            LiveEv::Sample {
+                tid,
+                addr,
+                size,
+                live: l,
+            } => {
+                assert!(
+                    l == 1 || l == 2,
+                    "live set on: tracked or untracked, got {l}"
+                );
+                assert!(addr != 0);
+                if l == 1 {
+                    live.entry(addr).or_default().push((tid, size));
+                }
+            }
+            LiveEv::Free { addr, moved_to } => {
+                frees += 1;
+                match live.remove(&addr) {
+                    None => unmatched += 1,
+                    Some(v) if moved_to != 0 => {
+                        moves += 1;
+                        live.entry(moved_to).or_default().extend(v);
+                    }
+                    Some(_) => {}
+                }
+            }
+            LiveEv::Note {
+                untracked,
+                lost_frees,
+            } => {
+                lost += lost_frees;
+                assert_eq!(untracked, 0, "the table is far from full here");
+            }
+        }
+    }
+    assert!(frees > 1000 && moves > 0, "{frees} frees, {moves} moves");
+    assert_eq!(unmatched, 0, "every free names a live sample");
+    assert!(
+        lost <= dropped,
+        "{lost} lost frees, {dropped} records dropped"
+    );
+    let mut freed_but_live = 0;
+    for (tid, kept) in &done {
+        assert_eq!(kept.len(), KEPT_BLOCKS);
+        let mine: Vec<u64> = live
+            .values()
+            .flatten()
+            .filter(|s| s.0 == *tid)
+            .map(|s| s.1)
+            .collect();
+        let blocks = mine.iter().filter(|&&s| s == KEPT_BLOCK as u64).count();
+        // p = 1 - exp(-4) per block: 16 blocks give ~15.7; < 11 is ~1e-7.
+        assert!(blocks >= 11, "thread {tid}: {blocks} kept blocks live");
+        // Everything else the worker allocated was freed, but the `kept`
+        // vector itself (allocated once with its capacity).
+        let others: Vec<u64> = mine
+            .into_iter()
+            .filter(|&s| s != KEPT_BLOCK as u64)
+            .collect();
+        let holder = (KEPT_BLOCKS * std::mem::size_of::<Vec<u8>>()) as u64;
+        freed_but_live += others.iter().filter(|&&s| s != holder).count() as u64;
+    }
+    assert!(
+        freed_but_live <= lost,
+        "{freed_but_live} freed allocations still live, {lost} lost frees reported"
+    );
+    drop(done);
+}

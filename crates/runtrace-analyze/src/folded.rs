@@ -15,7 +15,7 @@
 //! ```
 
 use crate::functions::StackNames;
-use runtrace_model::profile::{Profile, Sample, SampleKind};
+use runtrace_model::profile::{AllocSample, Profile, Sample, SampleKind};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -42,6 +42,9 @@ use std::sync::Arc;
 pub struct Selection {
     /// Off-CPU stacks (weighted by µs off-CPU) instead of on-CPU samples.
     pub off_cpu: bool,
+    /// The memory profile instead of CPU samples: allocation samples,
+    /// each weighing the bytes it stands for (`off_cpu` is then ignored).
+    pub memory: Option<MemoryView>,
     /// Only samples taken inside polls of tasks whose spawn location
     /// contains this.
     pub location: Option<String>,
@@ -58,7 +61,66 @@ pub struct Selection {
     pub include_runtrace: bool,
 }
 
+/// Which bytes a memory flame graph shows.
+///
+/// ```
+/// use runtrace_analyze::folded::{MemoryView, Selection};
+/// let s = Selection { memory: Some(MemoryView::Live { at_ns: None }), ..Selection::default() };
+/// assert_eq!(s.title(), "bytes live at the end");
+/// assert_eq!(s.count_name(), "bytes");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryView {
+    /// Bytes allocated (every sample, by its weight).
+    Alloc,
+    /// Bytes live at `at_ns` (ns since the start; None: the end): the
+    /// samples the live set tracked that were made by then and not freed.
+    Live {
+        /// The instant; None: the end of the recording.
+        at_ns: Option<i64>,
+    },
+}
+
+impl MemoryView {
+    /// The view `runtrace flamegraph --alloc` / `--live [--at S]` asks
+    /// for (None: neither, a CPU profile).
+    ///
+    /// ```
+    /// use runtrace_analyze::folded::MemoryView;
+    /// assert_eq!(MemoryView::from_flags(false, true, Some(1.5)), Some(MemoryView::Live { at_ns: Some(1_500_000_000) }));
+    /// assert_eq!(MemoryView::from_flags(false, false, None), None);
+    /// ```
+    pub fn from_flags(alloc: bool, live: bool, at_s: Option<f64>) -> Option<MemoryView> {
+        if live {
+            Some(MemoryView::Live {
+                at_ns: at_s.map(|s| (s * 1e9) as i64),
+            })
+        } else {
+            alloc.then_some(MemoryView::Alloc)
+        }
+    }
+}
+
 impl Selection {
+    /// Whether allocation sample `s` is selected (a memory view only).
+    pub fn matches_alloc(&self, s: &AllocSample) -> bool {
+        let view_ok = match self.memory {
+            None => false,
+            Some(MemoryView::Alloc) => true,
+            Some(MemoryView::Live { at_ns }) => s.live_at(at_ns.unwrap_or(i64::MAX)),
+        };
+        view_ok
+            && (self.include_runtrace || !runtrace_model::profile::is_runtrace_thread(&s.thread))
+            && self.location.as_ref().is_none_or(|want| {
+                s.location
+                    .as_deref()
+                    .is_some_and(|l| l.contains(want.as_str()))
+            })
+            && self.worker.is_none_or(|w| s.worker == Some(w))
+            && self.from_ns.is_none_or(|t| s.ts_ns >= t)
+            && self.to_ns.is_none_or(|t| s.ts_ns <= t)
+    }
+
     /// A flame graph's title for this selection.
     ///
     /// ```
@@ -67,10 +129,16 @@ impl Selection {
     /// assert_eq!(s.title(), "on-CPU samples in polls of get.rs");
     /// ```
     pub fn title(&self) -> String {
-        let what = if self.off_cpu {
-            "off-CPU time"
-        } else {
-            "on-CPU samples"
+        let at;
+        let what = match self.memory {
+            Some(MemoryView::Alloc) => "bytes allocated",
+            Some(MemoryView::Live { at_ns: None }) => "bytes live at the end",
+            Some(MemoryView::Live { at_ns: Some(t) }) => {
+                at = format!("bytes live at {:.3} s", t as f64 / 1e9);
+                &at
+            }
+            None if self.off_cpu => "off-CPU time",
+            None => "on-CPU samples",
         };
         match &self.location {
             Some(l) => format!("{what} in polls of {l}"),
@@ -106,7 +174,9 @@ impl Selection {
 
     /// What a width counts: `samples`, or `µs` off-CPU.
     pub fn count_name(&self) -> &'static str {
-        if self.off_cpu {
+        if self.memory.is_some() {
+            "bytes"
+        } else if self.off_cpu {
             "µs"
         } else {
             "samples"
@@ -122,6 +192,16 @@ pub fn stacks(
     sel: &Selection,
     names: &mut StackNames,
 ) -> Vec<(Vec<String>, u64)> {
+    if sel.memory.is_some() {
+        return named(
+            profile
+                .allocs
+                .iter()
+                .filter(|s| sel.matches_alloc(s))
+                .map(|s| (&s.stack, s.weight)),
+            names,
+        );
+    }
     named(
         profile
             .samples
@@ -173,6 +253,9 @@ pub fn named<'a>(
 /// assert!(m.contains("without CPU profiling"), "{m}");
 /// ```
 pub fn why_empty(profile: &Profile, sel: &Selection) -> String {
+    if let Some(view) = sel.memory {
+        return why_no_bytes(profile, view);
+    }
     if profile.info.is_empty() {
         return "no CPU samples: the trace has no PROFILE frame, it was recorded without CPU profiling (record with RUNTRACE_CPU_HZ=99, or Recorder::builder().cpu_profile(99))".to_string();
     }
@@ -222,6 +305,30 @@ pub fn why_empty(profile: &Profile, sel: &Selection) -> String {
         ),
     };
     format!("none of the trace's {of_kind} {kind} samples match the selection (--location, --worker, --from/--to){hint}")
+}
+
+/// [`why_empty`] for a memory view.
+fn why_no_bytes(profile: &Profile, view: MemoryView) -> String {
+    if profile.allocs.is_empty() {
+        return "no allocation samples: the trace was recorded without a memory profile (the \
+                global allocator runtrace::alloc::Sampled and RUNTRACE_ALLOC_SAMPLE_BYTES=512K, or \
+                Recorder::builder().memory_profile(512 * 1024))"
+            .to_string();
+    }
+    if matches!(view, MemoryView::Live { .. }) && !profile.memory.live_set {
+        return "no live set: the trace was recorded without it, so frees are unknown (record \
+                with RUNTRACE_ALLOC_LIVE=on, or Recorder::builder().memory_live(true)); \
+                --alloc shows the bytes allocated"
+            .to_string();
+    }
+    let what = match view {
+        MemoryView::Alloc => "allocation samples",
+        MemoryView::Live { .. } => "live allocation samples",
+    };
+    format!(
+        "none of the trace's {} allocation samples is selected: no {what} match (--location, --worker, --from/--to, --at)",
+        profile.allocs.len()
+    )
 }
 
 /// Folded stacks: one line `root;...;leaf COUNT` per distinct stack,

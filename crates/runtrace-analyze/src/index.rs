@@ -231,7 +231,7 @@ impl Reports for TraceIndex {
             let mut e = Engine::new(Thresholds::default());
             self.replay(&mut e);
             let mut r = e.report(&self.model, self.stats.clone());
-            if !self.profile.samples.is_empty() {
+            if self.profile.has_samples() {
                 r.add_functions(&self.profile, &mut StackNames::recorded(&self.profile));
             }
             r

@@ -54,6 +54,7 @@ pub mod blocked;
 pub mod folded;
 pub mod functions;
 pub mod index;
+pub mod memory;
 pub mod outliers;
 pub mod query;
 pub mod registry;

@@ -65,8 +65,8 @@ pub enum Param {
     Method,
     /// `category` of `detect_outliers` (default all).
     Category,
-    /// `kind` of `get_flamegraph`: `cpu` (default) or `off_cpu`; `alloc`
-    /// and `live` are refused with the reason (no allocation samples).
+    /// `kind` of `get_flamegraph`: `cpu` (default), `off_cpu`, `alloc`
+    /// (bytes allocated) or `live` (bytes live at `to`, default the end).
     ProfileKind,
     /// `location`: only samples in polls of tasks whose spawn location
     /// contains this text.
@@ -92,6 +92,8 @@ pub struct Params {
     pub category: Category,
     /// `kind` is `off_cpu`.
     pub off_cpu: bool,
+    /// `kind` is `alloc` or `live` (`live` at `to`, default the end).
+    pub memory: Option<crate::folded::MemoryView>,
     /// `location`.
     pub location: Option<String>,
     /// `from` (ns since the recording started).
@@ -118,6 +120,7 @@ impl Params {
             method: Method::Iqr,
             category: Category::All,
             off_cpu: false,
+            memory: None,
             location: None,
             from_ns: None,
             to_ns: None,
@@ -319,7 +322,7 @@ pub static ANALYSES: &[Analysis] = &[
         elsewhere: Some("runtrace flamegraph DIR -o flame.svg (folded stacks: --folded)"),
         tool: Some(Tool {
             name: "get_flamegraph",
-            description: "The CPU profile as folded stacks (`root;...;leaf` with a count, most first), what `runtrace flamegraph --folded` draws: kind cpu (on-CPU samples, count = samples) or off_cpu (where threads blocked, count = microseconds off-CPU); optionally only samples in polls of tasks whose spawn location contains `location`, and only between `from` and `to` (ns since the recording started). When nothing is selected, `note` says why (no profile recorded, none of that kind, none matching). Needs a recording made with RUNTRACE_CPU_HZ.",
+            description: "The CPU or memory profile as folded stacks (`root;...;leaf` with a count, most first), what `runtrace flamegraph --folded` draws: kind cpu (on-CPU samples, count = samples), off_cpu (where threads blocked, count = microseconds off-CPU), alloc (sampled allocations, count = bytes allocated) or live (bytes still live at `to`, default the end; needs a recording with the live set, RUNTRACE_ALLOC_LIVE=on); optionally only samples in polls of tasks whose spawn location contains `location`, and only between `from` and `to` (ns since the recording started). When nothing is selected, `note` says why (no profile recorded, none of that kind, none matching). Needs a recording made with RUNTRACE_CPU_HZ.",
             params: &[
                 Param::ProfileKind,
                 Param::Location,
@@ -327,6 +330,23 @@ pub static ANALYSES: &[Analysis] = &[
                 Param::Limit(LIST, "stacks"),
             ],
             view: views::flamegraph,
+        }),
+    },
+    // The memory profile per location and the growth rule.
+    Analysis {
+        name: "memory",
+        needs: Needs::All(&[kind::ALLOC_SAMPLE]),
+        why: "needs allocation samples (the global allocator runtrace::alloc::Sampled, recorded with RUNTRACE_ALLOC_SAMPLE_BYTES=512K and, for live bytes, RUNTRACE_ALLOC_LIVE=on)",
+        answer: Some(Answer {
+            key: "memory",
+            run: views::memory_all,
+        }),
+        elsewhere: Some("runtrace analyze (=== Memory, memory_growth findings); runtrace flamegraph --alloc | --live"),
+        tool: Some(Tool {
+            name: "get_memory_growth",
+            description: "Heap memory per spawn location from the sampled allocations: bytes allocated and per second, bytes live at the end, and `growth`: the locations whose live bytes grow steadily over the recording (least-squares slope over 10 time buckets with R² >= 0.8, growth >= 1 MiB and >= 25% of the end's live bytes), each with the function holding most of its live bytes, slope (bytes/s), R², live bytes at start and end. Needs RUNTRACE_ALLOC_SAMPLE_BYTES (and RUNTRACE_ALLOC_LIVE=on for live bytes and growth).",
+            params: &[Param::Limit(LIST, "locations and growth")],
+            view: views::memory_growth,
         }),
     },
 ];

@@ -97,7 +97,7 @@ impl OneRead {
         let ((engine, profiled), ((backlog, outliers), counts)) = passes;
         let profile = profiled.pass.profile(&model, stats.clone());
         let mut runtime = engine.report(&model, stats.clone());
-        if !profile.samples.is_empty() {
+        if profile.has_samples() {
             runtime.add_functions(&profile, &mut StackNames::recorded(&profile));
         }
         let waits = engine.waits(&model);

@@ -71,6 +71,7 @@ impl Counts {
             };
             self.by_kind[k as usize] += 1;
         }
+        self.by_kind[kind::ALLOC_SAMPLE as usize] += profile.allocs.len() as u64;
     }
 
     /// Events of all built-in kinds.

@@ -232,6 +232,7 @@ pub fn flamegraph(ix: &dyn Reports, p: &Params) -> Value {
     let profile = ix.profile();
     let sel = folded::Selection {
         off_cpu: p.off_cpu,
+        memory: p.memory,
         location: p.location.clone(),
         worker: None,
         from_ns: p.from_ns,
@@ -251,7 +252,12 @@ pub fn flamegraph(ix: &dyn Reports, p: &Params) -> Value {
     let mut out = Map::new();
     out.insert(
         "kind".into(),
-        json!(if p.off_cpu { "off_cpu" } else { "cpu" }),
+        json!(match p.memory {
+            Some(folded::MemoryView::Alloc) => "alloc",
+            Some(folded::MemoryView::Live { .. }) => "live",
+            None if p.off_cpu => "off_cpu",
+            None => "cpu",
+        }),
     );
     out.insert("count_name".into(), json!(sel.count_name()));
     out.insert("total".into(), json!(total));
@@ -338,4 +344,56 @@ pub fn spans(ix: &dyn Reports, p: &Params) -> Value {
     out.insert("omitted".into(), v["omitted"].clone());
     applicability(ix, "spans", &mut out);
     Value::Object(out)
+}
+
+/// `get_memory_growth`: the runtime report's memory table and its
+/// `memory_growth` findings' evidence, cut to `limit` each.
+pub fn memory_growth(ix: &dyn Reports, p: &Params) -> Value {
+    let r = ix.runtime();
+    let profile = ix.profile();
+    let mut out = Map::new();
+    out.insert("live_set".into(), json!(profile.memory.live_set));
+    out.insert("untracked".into(), json!(profile.memory.untracked));
+    out.insert("lost_frees".into(), json!(profile.memory.lost_frees));
+    let locs = r
+        .memory
+        .iter()
+        .map(|m| {
+            json!({
+                "location": m.location,
+                "alloc_bytes": m.alloc_bytes,
+                "alloc_bytes_per_sec": m.alloc_bytes_per_sec,
+                "samples": m.samples,
+                "live_end_bytes": m.live_end_bytes,
+            })
+        })
+        .collect();
+    put_list(&mut out, "locations", locs, p.limit);
+    let growth = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == crate::runtime::FindingKind::MemoryGrowth)
+        .map(|f| f.evidence.clone())
+        .collect();
+    put_list(&mut out, "growth", growth, p.limit);
+    applicability(ix, "memory", &mut out);
+    if !profile.memory.live_set && !profile.allocs.is_empty() {
+        out.insert(
+            "note".into(),
+            json!("no live set: record with RUNTRACE_ALLOC_LIVE=on for live bytes and growth"),
+        );
+    }
+    Value::Object(out)
+}
+
+/// `runtrace analyze --all`'s `memory`: [`memory_growth`] uncut.
+pub fn memory_all(ix: &dyn Reports) -> Value {
+    let p = Params::defaults(&[]);
+    memory_growth(
+        ix,
+        &Params {
+            limit: usize::MAX,
+            ..p
+        },
+    )
 }

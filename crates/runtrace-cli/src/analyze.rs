@@ -48,7 +48,7 @@ pub fn run(args: &Args) -> ExitCode {
             },
         )
     });
-    if !profile.samples.is_empty() {
+    if profile.has_samples() {
         let mut names = StackNames::recorded(&profile);
         r.add_functions(&profile, &mut names);
         print_notes(&names.problems());

@@ -6,15 +6,13 @@
 //! ```no_run
 //! use clap::Parser;
 //! let cli = runtrace_cli::Cli::parse_from(["runtrace", "flamegraph", "traces/", "--folded", "--location", "handler.rs"]);
-//! let code = runtrace_cli::run(cli);
-//! # let _ = code;
+//! let _code = runtrace_cli::run(cli);
 //! ```
 
 use crate::output::{fail, print_errors, print_notes, Traces};
 use clap::ArgGroup;
 use runtrace_analyze::functions::StackNames;
-use runtrace_export::flamegraph::{fold, stacks, svg, why_empty, Selection};
-use runtrace_format::output::{refuse_input, write_atomic};
+use runtrace_export::flamegraph::{fold, stacks, svg_file, why_empty, MemoryView, Selection};
 use runtrace_model::parse_seconds;
 use runtrace_symbolize::SymbolizeOptions;
 use std::io::Write;
@@ -35,11 +33,18 @@ pub struct Args {
     /// Write an SVG flame graph here.
     #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
     pub output: Option<PathBuf>,
-    /// Off-CPU stacks (where threads blocked or were preempted), each weighted by its time
-    /// off-CPU in microseconds, instead of on-CPU samples (each counting
-    /// 1).
+    /// Off-CPU stacks (where threads blocked or were preempted), each weighted by its time off-CPU in µs, instead of on-CPU samples (each counting 1).
     #[arg(long)]
     pub off_cpu: bool,
+    /// Bytes allocated (the memory profile's samples, each by the bytes it stands for).
+    #[arg(long, conflicts_with_all = ["off_cpu", "live"])]
+    pub alloc: bool,
+    /// Bytes still live at --at (default: the end); needs a recording with the live set.
+    #[arg(long, conflicts_with = "off_cpu")]
+    pub live: bool,
+    /// With --live: the instant, S seconds after the recording started.
+    #[arg(long, value_name = "S", requires = "live", value_parser = parse_seconds)]
+    pub at: Option<f64>,
     /// Only samples taken inside polls of tasks whose spawn location
     /// (file:line:col) contains SUBSTR.
     #[arg(long, value_name = "SUBSTR")]
@@ -53,12 +58,10 @@ pub struct Args {
     /// Only samples up to S seconds after the recording started.
     #[arg(long, value_name = "S", value_parser = parse_seconds, allow_hyphen_values = true)]
     pub to: Option<f64>,
-    /// A directory to look for the recorded binaries in (by file name or
-    /// build id) when they are not at their recorded paths; repeatable.
+    /// A directory to look for the recorded binaries in (by file name or build id) when they are not at their recorded paths; repeatable.
     #[arg(long = "binary-dir", value_name = "DIR")]
     pub binary_dirs: Vec<PathBuf>,
-    /// Also show runtrace's own threads (the writer, the queue sampler),
-    /// left out by default.
+    /// Also show runtrace's own threads (the writer, the queue sampler), left out by default.
     #[arg(long)]
     pub include_runtrace: bool,
 }
@@ -68,6 +71,7 @@ impl Args {
     pub fn selection(&self) -> Selection {
         Selection {
             off_cpu: self.off_cpu,
+            memory: MemoryView::from_flags(self.alloc, self.live, self.at),
             location: self.location.clone(),
             worker: self.worker,
             from_ns: self.from.map(|s| (s * 1e9) as i64),
@@ -77,10 +81,9 @@ impl Args {
     }
 }
 
-/// `runtrace flamegraph DIR|FILE... [--folded] [-o OUT.svg] [--off-cpu]
-/// [--location SUBSTR] [--worker N] [--from S --to S]`: exit 0, or 1 when
-/// no sample is selected (the reason on standard error), the SVG cannot
-/// be written, or the input is damaged (what was readable is drawn).
+/// `runtrace flamegraph DIR|FILE... [--folded] [-o OUT.svg] [--off-cpu | --alloc | --live
+/// [--at S]] [--location SUBSTR] [--worker N] [--from S --to S]`: exit 0, or 1 when no sample
+/// is selected (the reason on standard error), the SVG cannot be written, or the input is damaged.
 pub fn run(args: &Args) -> ExitCode {
     if let Some((a, b)) = args.from.zip(args.to).filter(|(a, b)| a > b) {
         return fail(&format!("--from {a} is after --to {b}"));
@@ -110,15 +113,12 @@ pub fn run(args: &Args) -> ExitCode {
         // A closed stdout (`| head`) is not an error worth a panic.
         let _ = std::io::stdout().lock().write_all(folded.as_bytes());
     }
-    if let Some(out) = &args.output {
-        let mut bytes = Vec::new();
-        let written = svg(&folded, &sel.title(), sel.count_name(), &mut bytes)
-            .map_err(|e| format!("{}: {e}", out.display()))
-            .and_then(|()| refuse_input(out, &files))
-            .and_then(|()| write_atomic(out, &bytes));
-        if let Err(e) = written {
-            return fail(&e);
-        }
+    let drawn = args
+        .output
+        .as_ref()
+        .map(|o| svg_file(&folded, &sel, o, &files));
+    if let Some(Err(e)) = drawn {
+        return fail(&e);
     }
     done
 }

@@ -19,7 +19,7 @@ TOOLS = {
     "run_all_analyzers", "analyze_wakeup_latency", "analyze_poll_times",
     "analyze_workers", "analyze_spawn_locations", "analyze_backlog", "analyze_blocked",
     "find_scheduling_bottlenecks", "detect_outliers", "query_trace_events",
-    "get_task_timeline", "get_flamegraph", "get_span_latencies", "get_window",
+    "get_task_timeline", "get_flamegraph", "get_memory_growth", "get_span_latencies", "get_window",
     "get_resource_waits",
 }
 
@@ -126,9 +126,15 @@ async def main(runtrace, quick, backlog, damaged, profiled, waiting):
             check(fo["kind"] == "off_cpu" and fo["total"] == 0 and "no off-CPU samples" in fo["note"], f"{fo}")
             f0 = await ok(s, "get_flamegraph", {"trace_id": "p", "limit": 0})
             check(f0["stacks"] == [] and f0["truncated"] and f0["stacks_total"] == 1, f"limit: {f0}")
-            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "alloc"}, "no allocation samples")
-            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "live"}, "no allocation samples")
-            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "heap"}, "kind", "cpu or off_cpu")
+            # Memory kinds: a trace recorded without a memory profile says so.
+            for k in ("alloc", "live"):
+                fa = await ok(s, "get_flamegraph", {"trace_id": "p", "kind": k})
+                check(fa["kind"] == k and fa["count_name"] == "bytes" and fa["total"] == 0, f"{fa}")
+                check("no allocation samples" in fa["note"], f"{fa}")
+            # No allocation samples: get_memory_growth does not apply, and says why.
+            mg = await s.call_tool("get_memory_growth", {"trace_id": "p"})
+            check("RUNTRACE_ALLOC_SAMPLE_BYTES" in mg.content[0].text, f"{mg.content[0].text[:300]}")
+            await err(s, "get_flamegraph", {"trace_id": "p", "kind": "heap"}, "kind", "cpu, off_cpu, alloc or live")
             await err(s, "get_flamegraph", {"trace_id": "p", "from": 5, "to": 4}, "from", "to")
             await ok(s, "unload_trace", {"trace_id": "p"})
 

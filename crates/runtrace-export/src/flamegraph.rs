@@ -17,11 +17,15 @@
 //! assert!(String::from_utf8(out).unwrap().contains("<svg"));
 //! ```
 
+use runtrace_format::output::{refuse_input, write_atomic};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 // Selecting, naming and folding are runtrace-analyze's (the MCP server
 // answers folded stacks too); drawing them is this module's.
-pub use runtrace_analyze::folded::{fold, named, stacks, why_empty, Selection, NO_STACK};
+pub use runtrace_analyze::folded::{
+    fold, named, stacks, why_empty, MemoryView, Selection, NO_STACK,
+};
 
 /// Draws folded stacks ([`fold`]'s output) as an SVG flame graph with
 /// inferno: `title` on top, widths counted in `count_name` (`samples`,
@@ -48,4 +52,28 @@ pub fn svg(folded: &str, title: &str, count_name: &str, out: impl Write) -> Resu
         inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Rust);
     inferno::flamegraph::from_lines(&mut opts, folded.lines(), out)
         .map_err(|e| format!("cannot draw the flame graph: {e}"))
+}
+
+/// Draws folded stacks for selection `sel` ([`svg`], titled and counted
+/// as `sel` says) into the file `out`, written atomically; refuses to
+/// overwrite one of the `inputs` (the trace files). Errors name the file.
+///
+/// ```
+/// use runtrace_export::flamegraph::{svg_file, Selection};
+/// let dir = tempfile::tempdir().unwrap();
+/// let out = dir.path().join("f.svg");
+/// svg_file("main;work 7\n", &Selection::default(), &out, &[]).unwrap();
+/// assert!(std::fs::read_to_string(&out).unwrap().contains("<svg"));
+/// ```
+pub fn svg_file(
+    folded: &str,
+    sel: &Selection,
+    out: &Path,
+    inputs: &[PathBuf],
+) -> Result<(), String> {
+    let mut bytes = Vec::new();
+    svg(folded, &sel.title(), sel.count_name(), &mut bytes)
+        .map_err(|e| format!("{}: {e}", out.display()))
+        .and_then(|()| refuse_input(out, inputs))
+        .and_then(|()| write_atomic(out, &bytes))
 }

@@ -66,7 +66,7 @@ fn param_schema(p: &Param) -> (&'static str, Value) {
         ),
         Param::ProfileKind => (
             "kind",
-            json!({"type": "string", "enum": ["cpu", "off_cpu", "alloc", "live"], "description": "cpu (default): on-CPU samples; off_cpu: where threads blocked, weighted by microseconds off-CPU; alloc and live (allocation samples) are not recorded yet."}),
+            json!({"type": "string", "enum": ["cpu", "off_cpu", "alloc", "live"], "description": "cpu (default): on-CPU samples; off_cpu: where threads blocked, weighted by microseconds off-CPU; alloc: bytes allocated (sampled allocations, by the bytes each stands for); live: bytes still live at `to` (default the end; needs a recording with the live set)."}),
         ),
         Param::Location => (
             "location",
@@ -126,17 +126,16 @@ fn parse_params(params: &[Param], a: &Args) -> Result<Params, String> {
                 out.category = Category::parse(a.opt_str("category")?.unwrap_or("all"))?
             }
             Param::ProfileKind => {
-                out.off_cpu = match a.opt_str("kind")?.unwrap_or("cpu") {
-                    "cpu" => false,
-                    "off_cpu" => true,
-                    k @ ("alloc" | "live") => {
-                        return Err(format!(
-                            "argument `kind`: {k}: the trace has no allocation samples (runtrace does not record allocations yet); the kinds are cpu and off_cpu"
-                        ))
-                    }
+                use runtrace_analyze::folded::MemoryView;
+                (out.off_cpu, out.memory) = match a.opt_str("kind")?.unwrap_or("cpu") {
+                    "cpu" => (false, None),
+                    "off_cpu" => (true, None),
+                    "alloc" => (false, Some(MemoryView::Alloc)),
+                    // `to` is read after `kind` (TimeRange): set below.
+                    "live" => (false, Some(MemoryView::Live { at_ns: None })),
                     other => {
                         return Err(format!(
-                            "argument `kind` must be cpu or off_cpu (alloc and live are not recorded yet), got {other:?}"
+                            "argument `kind` must be cpu, off_cpu, alloc or live, got {other:?}"
                         ))
                     }
                 }
@@ -148,13 +147,15 @@ fn parse_params(params: &[Param], a: &Args) -> Result<Params, String> {
                 out.to_ns = a.opt_i64("to")?;
                 if let (Some(f), Some(t)) = (out.from_ns, out.to_ns) {
                     if f > t {
-                        return Err(format!(
-                            "argument `from` ({f}) is after `to` ({t})"
-                        ));
+                        return Err(format!("argument `from` ({f}) is after `to` ({t})"));
                     }
                 }
             }
         }
+    }
+    // `live` is the bytes live at `to` (the end without it).
+    if let Some(runtrace_analyze::folded::MemoryView::Live { .. }) = out.memory {
+        out.memory = Some(runtrace_analyze::folded::MemoryView::Live { at_ns: out.to_ns });
     }
     Ok(out)
 }

@@ -90,8 +90,12 @@ pub mod kind {
     pub const SPAN_CLOSE: u8 = c::span_close::ID as u8;
     /// `runtime_name` (a runtime group event).
     pub const RUNTIME_NAME: u8 = c::runtime_name::ID as u8;
-    /// A sampled heap allocation (written by the recorder; not read by a pass yet).
+    /// A sampled heap allocation (the memory profile, `profile::AllocSample`).
     pub const ALLOC_SAMPLE: u8 = c::alloc_sample::ID as u8;
+    /// The free (or move by realloc) of a sampled allocation (the live set).
+    pub const ALLOC_FREE: u8 = c::alloc_free::ID as u8;
+    /// What the live set lost track of.
+    pub const ALLOC_NOTE: u8 = c::alloc_note::ID as u8;
 
     /// The catalog group of kind `k` (None: no built-in event): one table
     /// load, cheap enough for every event.
@@ -183,6 +187,15 @@ pub mod kind {
 /// |---|---|---|
 /// | CPU_SAMPLE | - | 1: the stack id was never defined (`a` is 0) |
 /// | OFF_CPU | off_ns | as CPU_SAMPLE |
+/// | ALLOC_SAMPLE | index in [`crate::model::Model::side`] of (size, weight, addr) | `live` (0, 1, 2) + 4 if the stack id was never defined |
+///
+/// Allocation frees and notes (also the writer's; `worker` of ALLOC_FREE
+/// is the freeing thread's index):
+///
+/// | kind | `x` | `a` | `worker` | `flag` |
+/// |---|---|---|---|---|
+/// | ALLOC_FREE | addr | 0: freed; else 1 + index in `side` of the new address (moved) | freeing thread | - |
+/// | ALLOC_NOTE | untracked | lost_frees (at most `u32::MAX`) | - | - |
 ///
 /// Any other built-in event of a group a pass reads (one added to the
 /// catalog, with no packing of its own in `input/roles.rs`) is packed by

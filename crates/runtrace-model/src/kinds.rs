@@ -129,7 +129,7 @@ pub fn by_name(name: &str) -> Option<u8> {
 /// use runtrace_model::{event::kind, kinds};
 /// use runtrace_format::schema::Group;
 /// let profile: Vec<u8> = kinds::in_group(Group::Profile).collect();
-/// assert_eq!(profile, [kind::CPU_SAMPLE, kind::OFF_CPU, kind::ALLOC_SAMPLE]);
+/// assert_eq!(profile, [kind::CPU_SAMPLE, kind::OFF_CPU, kind::ALLOC_SAMPLE, kind::ALLOC_FREE, kind::ALLOC_NOTE]);
 /// ```
 pub fn in_group(g: Group) -> impl Iterator<Item = u8> {
     BUILTIN_EVENTS
@@ -183,7 +183,9 @@ mod tests {
             [
                 (kind::CPU_SAMPLE, "cpu_sample"),
                 (kind::OFF_CPU, "off_cpu"),
-                (kind::ALLOC_SAMPLE, "alloc_sample")
+                (kind::ALLOC_SAMPLE, "alloc_sample"),
+                (kind::ALLOC_FREE, "alloc_free"),
+                (kind::ALLOC_NOTE, "alloc_note")
             ]
         );
         let tasks: Vec<u8> = (0..=255).filter(|&k| has_task(k)).collect();

@@ -131,11 +131,89 @@ pub fn is_runtrace_thread(name: &str) -> bool {
 /// The name prefix of every thread runtrace starts.
 pub const RUNTRACE_THREAD_PREFIX: &str = "runtrace-";
 
+/// What the live set knows of an allocation sample (`alloc_sample`'s
+/// `live` field, docs/memory.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Live {
+    /// Recorded without the live set: whether it was freed is unknown.
+    Off,
+    /// Its free is recorded (if it was freed while recording).
+    Tracked,
+    /// The live set had no room for it: never count it as live.
+    Untracked,
+}
+
+/// One sampled heap allocation (`alloc_sample`), attributed like a CPU
+/// sample: to the poll running on its thread when it was made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllocSample {
+    /// ns since the recording started.
+    pub ts_ns: i64,
+    /// The allocating thread's OS tid.
+    pub tid: u64,
+    /// Its name if known, else empty.
+    pub thread: String,
+    /// Addresses, leaf first (empty if none).
+    pub stack: Arc<[u64]>,
+    /// Bytes asked for.
+    pub size: u64,
+    /// Bytes of allocation the sample stands for.
+    pub weight: u64,
+    /// The live set's knowledge of it.
+    pub live: Live,
+    /// When it was freed (ns since the start), if the trace says so
+    /// (`Live::Tracked` only); a `realloc` that moved it is not a free.
+    pub freed_ns: Option<i64>,
+    /// The task of the poll it was made in, if any.
+    pub task: Option<u64>,
+    /// That task's spawn location, if known.
+    pub location: Option<Arc<str>>,
+    /// That poll's worker.
+    pub worker: Option<u32>,
+}
+
+impl AllocSample {
+    /// Whether the sample counts as live at `t_ns`: tracked, made at or
+    /// before `t_ns` and not freed by then.
+    ///
+    /// ```
+    /// # use runtrace_model::profile::{AllocSample, Live};
+    /// let s = AllocSample {
+    ///     ts_ns: 10, tid: 1, thread: String::new(), stack: Vec::new().into(), size: 8,
+    ///     weight: 4096, live: Live::Tracked, freed_ns: Some(50), task: None,
+    ///     location: None, worker: None,
+    /// };
+    /// assert!(!s.live_at(5) && s.live_at(10) && s.live_at(49) && !s.live_at(50));
+    /// ```
+    pub fn live_at(&self, t_ns: i64) -> bool {
+        self.live == Live::Tracked && self.ts_ns <= t_ns && self.freed_ns.is_none_or(|f| f > t_ns)
+    }
+}
+
+/// The memory profile's totals: whether the trace has a live set, and
+/// what it lost track of (`alloc_note`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryInfo {
+    /// Some sample was recorded with the live set on.
+    pub live_set: bool,
+    /// Samples (and moves) the live set had no room for.
+    pub untracked: u64,
+    /// Frees lost: up to that many samples look live but are not.
+    pub lost_frees: u64,
+    /// Frees naming no live sample (its sample was lost).
+    pub unmatched_frees: u64,
+}
+
 /// Every sample of a trace, attributed, with what symbolization needs.
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
     /// Samples in time order.
     pub samples: Vec<Sample>,
+    /// Sampled allocations in time order (`alloc_sample`), with their
+    /// frees when the live set was on.
+    pub allocs: Vec<AllocSample>,
+    /// The live set's totals.
+    pub memory: MemoryInfo,
     /// The recorded processes' executable mappings.
     pub mappings: Vec<Mapping>,
     /// What CPU profiling did, per file that says (`PROFILE` frames).
@@ -145,6 +223,17 @@ pub struct Profile {
     pub notes: Vec<String>,
     /// What reading found (files, damage), as `runtrace analyze` reports it.
     pub stats: ReadStats,
+}
+
+impl Profile {
+    /// Whether the trace has CPU or allocation samples.
+    ///
+    /// ```
+    /// assert!(!runtrace_model::profile::Profile::default().has_samples());
+    /// ```
+    pub fn has_samples(&self) -> bool {
+        !self.samples.is_empty() || !self.allocs.is_empty()
+    }
 }
 
 /// Nothing could be read: every file was missing, unreadable or not a
@@ -270,6 +359,12 @@ pub struct ProfilePass {
     /// not ended yet).
     poll_end: Vec<u64>,
     undefined_stacks: u64,
+    allocs: Vec<AllocSample>,
+    /// Thread index of each allocation sample.
+    alloc_thread: Vec<u32>,
+    /// Live tracked samples by address (indices into `allocs`).
+    at_addr: std::collections::HashMap<u64, Vec<usize>>,
+    memory: MemoryInfo,
 }
 
 impl ProfilePass {
@@ -326,9 +421,82 @@ impl ProfilePass {
         self.sample_thread.push(t);
     }
 
+    fn alloc(&mut self, ev: &Ev, model: &Model) {
+        let t = ev.worker;
+        let th = &model.threads[t as usize];
+        let proc = &model.procs[th.proc as usize];
+        let i = ev.x as usize;
+        let (size, weight, addr) = (model.side[i], model.side[i + 1], model.side[i + 2]);
+        let live = match ev.flag & 3 {
+            0 => Live::Off,
+            1 => Live::Tracked,
+            _ => Live::Untracked,
+        };
+        if ev.flag & 4 != 0 {
+            self.undefined_stacks += 1;
+        }
+        if live != Live::Off {
+            self.memory.live_set = true;
+        }
+        let span = self
+            .threads
+            .get(t as usize)
+            .and_then(|p| p.at(ev.ticks))
+            .copied();
+        if live == Live::Tracked {
+            self.at_addr
+                .entry(addr)
+                .or_default()
+                .push(self.allocs.len());
+        }
+        self.allocs.push(AllocSample {
+            ts_ns: proc.ns(ev.ticks),
+            tid: th.tid,
+            thread: String::new(),
+            stack: model.stacks[ev.a as usize].clone(),
+            size,
+            weight,
+            live,
+            freed_ns: None,
+            task: span.map(|s| s.task),
+            location: span
+                .filter(|s| s.loc != UNKNOWN_LOC)
+                .map(|s| model.locs[s.loc as usize].text.clone()),
+            worker: span
+                .map(|s| s.worker)
+                .filter(|&w| w != runtrace_format::NO_WORKER),
+        });
+        self.alloc_thread.push(t);
+    }
+
+    fn free(&mut self, ev: &Ev, model: &Model) {
+        let Some(v) = self.at_addr.remove(&ev.x) else {
+            self.memory.unmatched_frees += 1;
+            return;
+        };
+        if ev.a != 0 {
+            // Moved by realloc: the samples live on at the new address.
+            let to = model.side[ev.a as usize - 1];
+            self.at_addr.entry(to).or_default().extend(v);
+            return;
+        }
+        let th = &model.threads[ev.worker as usize];
+        let ns = model.procs[th.proc as usize].ns(ev.ticks);
+        for i in v {
+            self.allocs[i].freed_ns = Some(ns);
+        }
+    }
+
     /// The attributed samples, the mappings and profile frames the read
     /// found, and notes about them. Call after [`input::read`].
     pub fn profile(self, model: &Model, stats: ReadStats) -> Profile {
+        let mut allocs = self.allocs;
+        for (s, &t) in allocs.iter_mut().zip(&self.alloc_thread) {
+            if let Some(name) = &model.threads[t as usize].name {
+                s.thread.clone_from(name);
+            }
+        }
+        let memory = self.memory;
         let mut samples = self.samples;
         for ((s, &t), &end) in samples
             .iter_mut()
@@ -344,7 +512,19 @@ impl ProfilePass {
             }
         }
         let mut notes = Vec::new();
-        if model.profiles.is_empty() {
+        if memory.untracked > 0 {
+            notes.push(format!(
+                "the live set had no room for {} sampled allocations: they are never counted as live",
+                memory.untracked
+            ));
+        }
+        if memory.lost_frees > 0 {
+            notes.push(format!(
+                "{} frees of sampled allocations were lost (a full sample queue): live bytes may be overstated by that many samples",
+                memory.lost_frees
+            ));
+        }
+        if model.profiles.is_empty() && allocs.is_empty() {
             notes.push(
                 "no PROFILE frame: the trace was recorded without CPU profiling \
                  (Recorder::builder().cpu_profile(hz) or RUNTRACE_CPU_HZ)"
@@ -371,6 +551,8 @@ impl ProfilePass {
         }
         Profile {
             samples,
+            allocs,
+            memory,
             mappings: model.mappings.clone(),
             info: model.profiles.clone(),
             notes,
@@ -412,6 +594,12 @@ impl Pass for ProfilePass {
                 }
             }
             kind::CPU_SAMPLE | kind::OFF_CPU => self.sample(ev, model),
+            kind::ALLOC_SAMPLE => self.alloc(ev, model),
+            kind::ALLOC_FREE => self.free(ev, model),
+            kind::ALLOC_NOTE => {
+                self.memory.untracked += ev.x;
+                self.memory.lost_frees += ev.a as u64;
+            }
             _ => {}
         }
     }

@@ -181,6 +181,55 @@ impl TraceBuilder {
         self.record(writer, None, ticks, ids::OFF_CPU, &[tid, stack, off_ns]);
     }
 
+    /// `alloc_sample` of thread `tid` at `ticks`: `size` bytes at `addr`
+    /// standing for `weight` bytes, stack id `stack`, live-set state
+    /// `live` (0 off, 1 tracked, 2 untracked); in `writer`'s chunks.
+    ///
+    /// ```
+    /// let mut b = runtrace_model::synth::TraceBuilder::new();
+    /// b.alloc_sample(1, 5_000, 100, 0, 64, 4096, 0x1000, 1);
+    /// b.alloc_free(1, 9_000, 100, 0x1000, 0);
+    /// assert_eq!(b.events(), 2);
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn alloc_sample(
+        &mut self,
+        writer: u64,
+        ticks: u64,
+        tid: u64,
+        stack: u64,
+        size: u64,
+        weight: u64,
+        addr: u64,
+        live: u64,
+    ) {
+        self.record(
+            writer,
+            None,
+            ticks,
+            ids::ALLOC_SAMPLE,
+            &[tid, stack, size, weight, addr, live],
+        );
+    }
+
+    /// `alloc_free` by thread `tid` of the sampled allocation at `addr`
+    /// (`moved_to` 0: freed; else moved there by realloc).
+    pub fn alloc_free(&mut self, writer: u64, ticks: u64, tid: u64, addr: u64, moved_to: u64) {
+        self.record(writer, None, ticks, ids::ALLOC_FREE, &[tid, addr, moved_to]);
+    }
+
+    /// `alloc_note`: the live set lost track of `untracked` samples and
+    /// `lost_frees` frees since the previous note.
+    pub fn alloc_note(&mut self, writer: u64, ticks: u64, untracked: u64, lost_frees: u64) {
+        self.record(
+            writer,
+            None,
+            ticks,
+            ids::ALLOC_NOTE,
+            &[untracked, lost_frees],
+        );
+    }
+
     /// Reports `count` events lost on thread `tid` (a DROPPED frame).
     pub fn dropped(&mut self, tid: u64, count: u64, since: u64, until: u64) {
         self.dropped += count;

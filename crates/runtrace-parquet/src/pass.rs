@@ -413,7 +413,9 @@ impl Exporter {
         for (p, rec) in self.recs.iter_mut().enumerate() {
             let Some(mut rec) = rec.take() else { continue };
             let proc = &m.procs[p];
-            self.samples.write(&mut rec.writers[8], m, p)?;
+            // cpu_samples and alloc_samples (Table::ALL's 9th and 11th).
+            let (cpu, rest) = rec.writers.split_at_mut(9);
+            self.samples.write(&mut cpu[8], &mut rest[1], m, p)?;
             for (w, path) in rec.writers.into_iter().zip(rec.finals) {
                 let (table, rows) = (w.table(), w.rows());
                 let tmp = w.finish()?;

@@ -1,4 +1,5 @@
-//! The `cpu_samples` table: a recording's CPU-profile samples (format
+//! The `cpu_samples` and `alloc_samples` tables: a recording's
+//! CPU-profile samples (format
 //! 1.1's `cpu_sample` and `off_cpu` events), attributed to the poll, task,
 //! spawn location and worker they were taken in exactly as
 //! `runtrace_model::profile` does (its [`ProfilePass`] runs inside the
@@ -8,6 +9,12 @@
 //! Samples of a recording without a `PROFILE` frame (not written by the
 //! recorder, which always writes one with samples) are exported without
 //! attribution.
+//!
+//! `alloc_samples` has one row per sampled allocation (`alloc_sample`),
+//! attributed the same way, with `size`, `weight` (the bytes it stands
+//! for), `live` (`off`, `tracked`, `untracked`), `freed_ns` (its free, with
+//! the live set) and `function`: the allocating function
+//! (`runtrace_analyze::memory::allocating_frame`).
 //!
 //! A recording's samples are held until the recording ends (the attribution
 //! hands them over then): about 150 bytes a sample, far fewer than its
@@ -24,6 +31,8 @@
 //! b.spawn(100, 1_000, 7, 0, 1, 0);
 //! b.poll_start(100, 0, 2_000, 7, 0, 0);
 //! b.cpu_sample(1, 3_000, 100, 1); // in the poll (the writer thread's chunks)
+//! b.alloc_sample(1, 3_500, 100, 1, 64, 4096, 0x9000, 1); // a sampled allocation
+//! b.alloc_free(1, 3_800, 100, 0x9000, 0); // and its free
 //! b.poll_end(100, 0, 4_000, 7, true);
 //! let dir = tempfile::tempdir().unwrap();
 //! let trace = dir.path().join("trace.0.bin");
@@ -31,6 +40,7 @@
 //! let opts = ExportOptions { host: Some("h1".into()), ..Default::default() };
 //! let s = export(&[trace], &dir.path().join("ds"), &opts).unwrap();
 //! assert_eq!(s.rows("cpu_samples"), 1);
+//! assert_eq!(s.rows("alloc_samples"), 1);
 //! // No MAPPINGS frame: the frames are `[unknown] 0x...`, and a note says why.
 //! assert!(s.notes.iter().any(|n| n.contains("MAPPINGS")), "{:?}", s.notes);
 //! ```
@@ -41,7 +51,7 @@ use runtrace_model::input::ReadStats;
 use runtrace_model::lifecycle::Life;
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
-use runtrace_model::profile::{ProfilePass, SampleKind};
+use runtrace_model::profile::{Live, ProfilePass, SampleKind};
 use runtrace_symbolize::{SymbolizeOptions, Symbolizer};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -84,9 +94,16 @@ impl Samples {
 
     /// Writes the samples gathered since the last call, those of process
     /// `p` of the model, to `w`, and starts afresh for the next recording.
-    pub fn write(&mut self, w: &mut TableWriter, m: &Model, p: usize) -> Result<(), String> {
+    /// Allocation samples go to `allocs` (`alloc_samples`).
+    pub fn write(
+        &mut self,
+        w: &mut TableWriter,
+        allocs: &mut TableWriter,
+        m: &Model,
+        p: usize,
+    ) -> Result<(), String> {
         let profile = std::mem::take(&mut self.pass).profile(m, ReadStats::default());
-        if profile.samples.is_empty() {
+        if !profile.has_samples() {
             return Ok(());
         }
         let proc = &m.procs[p];
@@ -130,6 +147,31 @@ impl Samples {
                 .str(frames.first().map(|f| &**f))
                 .str_list(frames.iter().map(|f| &**f));
             w.end_row()?;
+        }
+        for s in &profile.allocs {
+            let frames = sym.stack(&s.stack);
+            let function = runtrace_analyze::memory::allocating_frame(&frames).or(frames.first());
+            let live = match s.live {
+                Live::Off => "off",
+                Live::Tracked => "tracked",
+                Live::Untracked => "untracked",
+            };
+            allocs
+                .u64(proc.pid)
+                .u64(proc.recording_id)
+                .u64(s.tid)
+                .i64(wall(s.ts_ns))
+                .opt_u64(s.task)
+                .str(s.location.as_deref())
+                .opt_u32(s.worker)
+                .u64(s.size)
+                .u64(s.weight)
+                .str(Some(live))
+                .opt_i64(s.freed_ns.map(wall))
+                .str((!s.thread.is_empty()).then_some(s.thread.as_str()))
+                .str(function.map(|f| &*f.function))
+                .str_list(frames.iter().map(|f| &*f.function));
+            allocs.end_row()?;
         }
         for n in profile.notes.into_iter().chain(sym.problems()) {
             if !self.notes.contains(&n) {

@@ -22,7 +22,8 @@ use std::sync::Arc;
 /// [`VERSION_KEY`]. 2: `polls.queue` and `tasks.parent_task_id` filled
 /// (always null in 1), and the `cpu_samples` table. 3: the `spans` table,
 /// and `runtime` / `runtime_name` in `polls` and `workers` (several
-/// runtimes in one process). 4: the `resource_waits` table.
+/// runtimes in one process). 4: the `resource_waits` and `alloc_samples`
+/// tables.
 pub const SCHEMA_VERSION: u32 = 4;
 /// File metadata key of [`SCHEMA_VERSION`].
 pub const VERSION_KEY: &str = "runtrace.schema_version";
@@ -217,6 +218,23 @@ const CPU_SAMPLES: &[Column] = &[
     c("stack", Ty::StrList),
 ];
 
+const ALLOC_SAMPLES: &[Column] = &[
+    c("pid", Ty::U64),
+    c("recording_id", Ty::U64),
+    c("tid", Ty::U64),
+    c("ts_ns", Ty::I64),
+    n("task_id", Ty::U64),
+    n("spawn_loc", Ty::Str),
+    n("worker", Ty::U32),
+    c("size", Ty::U64),
+    c("weight", Ty::U64),
+    c("live", Ty::Str),
+    n("freed_ns", Ty::I64),
+    n("thread", Ty::Str),
+    n("function", Ty::Str),
+    c("stack", Ty::StrList),
+];
+
 const SPANS: &[Column] = &[
     c("pid", Ty::U64),
     c("recording_id", Ty::U64),
@@ -283,6 +301,8 @@ pub enum Table {
     /// One row per finished wait of a task on a tokio resource (a lock,
     /// a semaphore, a channel).
     ResourceWaits,
+    /// Sampled heap allocations (the memory profile), with their frees.
+    AllocSamples,
 }
 
 impl Table {
@@ -299,6 +319,7 @@ impl Table {
         Table::CpuSamples,
         Table::Spans,
         Table::ResourceWaits,
+        Table::AllocSamples,
     ];
 
     /// Its directory (and SQL table) name.
@@ -315,6 +336,7 @@ impl Table {
             Table::CpuSamples => "cpu_samples",
             Table::Spans => "spans",
             Table::ResourceWaits => "resource_waits",
+            Table::AllocSamples => "alloc_samples",
         }
     }
 
@@ -333,6 +355,7 @@ impl Table {
             Table::CpuSamples => CPU_SAMPLES,
             Table::Spans => SPANS,
             Table::ResourceWaits => RESOURCE_WAITS,
+            Table::AllocSamples => ALLOC_SAMPLES,
         }
     }
 

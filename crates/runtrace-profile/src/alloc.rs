@@ -45,10 +45,25 @@ use crate::sync::{AtomicU64, Ordering, UnsafeCell};
 /// Frames kept per allocation sample (leaf first).
 pub(crate) const ALLOC_DEPTH: usize = 48;
 
-/// One sample as the allocating thread leaves it in the queue.
+/// `AllocRecord::kind`: a sampled allocation.
+pub(crate) const REC_SAMPLE: u8 = 0;
+/// `AllocRecord::kind`: the free (or move by `realloc`) of a sampled one.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) const REC_FREE: u8 = 1;
+
+/// One sample (or the free of a sampled allocation) as the allocating or
+/// freeing thread leaves it in the queue.
 #[derive(Clone, Copy)]
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) struct AllocRecord {
+    /// [`REC_SAMPLE`] or [`REC_FREE`].
+    pub(crate) kind: u8,
+    /// A sample's live-set state (`alloc_sample`'s `live` field).
+    pub(crate) live: u8,
+    /// The allocation's address (a free's: the address freed or moved).
+    pub(crate) addr: u64,
+    /// A free's new address when `realloc` moved it; 0: freed.
+    pub(crate) moved_to: u64,
     pub(crate) tid: u64,
     pub(crate) ticks: u64,
     pub(crate) size: u64,
@@ -59,6 +74,10 @@ pub(crate) struct AllocRecord {
 
 impl AllocRecord {
     const EMPTY: AllocRecord = AllocRecord {
+        kind: REC_SAMPLE,
+        live: 0,
+        addr: 0,
+        moved_to: 0,
         tid: 0,
         ticks: 0,
         size: 0,
@@ -185,23 +204,46 @@ impl<const N: usize> Queue<N> {
 }
 
 #[cfg(not(loom))]
-pub use sampler::{on_alloc, AllocSampling};
+pub use sampler::{on_alloc, on_free, realloc_end, realloc_start, AllocSampling};
+
+/// `alloc_sample`'s `live` field: recorded without the live set.
+pub const LIVE_OFF: u8 = 0;
+/// `alloc_sample`'s `live` field: in the live set (its free is recorded).
+pub const LIVE_TRACKED: u8 = 1;
+/// `alloc_sample`'s `live` field: the live set's table was full, so its
+/// free would not be seen: readers must not count it as live (or leaked).
+pub const LIVE_UNTRACKED: u8 = 2;
 
 #[cfg(not(loom))]
 mod sampler {
     use super::*;
+    use crate::live::LiveTable;
+    use crate::sync::StaticAtomicU64;
     use std::cell::Cell;
     use std::sync::atomic::AtomicBool;
 
     /// Records the queue holds between two writer rounds (~19 MB/s of
     /// allocation at the default mean and a 10 ms round fills 1%).
     const QUEUE_LEN: usize = 1024;
+    /// Live-set words: 64 Ki sampled allocations (at the default 512 KiB
+    /// mean, ~32 GiB of live heap), 512 KiB of zeroed static memory the
+    /// process touches only when a recording turns the live set on.
+    const LIVE_LEN: usize = 1 << 16;
+    /// Words per bucket: 128 bytes, two cache lines, scanned whole.
+    const LIVE_BUCKET: usize = 16;
 
     /// Mean bytes between samples; 0: not sampling.
     static MEAN: AtomicU64 = AtomicU64::new(0);
+    /// The live set is on: frees look their address up.
+    static LIVE_ON: AtomicBool = AtomicBool::new(false);
     /// One sampling writer at a time.
     static OWNED: AtomicBool = AtomicBool::new(false);
     static QUEUE: Queue<QUEUE_LEN> = Queue::new();
+    static LIVE: LiveTable<LIVE_LEN, LIVE_BUCKET> = LiveTable::new();
+    /// Sampled allocations the live set could not hold (since the last note).
+    static UNTRACKED: StaticAtomicU64 = StaticAtomicU64::new(0);
+    /// Frees of sampled allocations lost to a full queue (since the last note).
+    static LOST_FREES: StaticAtomicU64 = StaticAtomicU64::new(0);
 
     struct ThreadState {
         /// Bytes left before the next sample point.
@@ -227,16 +269,16 @@ mod sampler {
         };
     }
 
-    /// To call after every successful allocation of `size` bytes: samples
-    /// it if a recording with memory profiling runs and a sample point
-    /// falls in it. Allocates nothing; takes no lock.
+    /// To call after every successful allocation of `size` bytes at
+    /// `addr`: samples it if a recording with memory profiling runs and a
+    /// sample point falls in it. Allocates nothing; takes no lock.
     ///
     /// ```
     /// // No recording samples: this is one relaxed load.
-    /// runtrace_profile::alloc::on_alloc(64);
+    /// runtrace_profile::alloc::on_alloc(0x1000, 64);
     /// ```
     #[inline(always)]
-    pub fn on_alloc(size: usize) {
+    pub fn on_alloc(addr: usize, size: usize) {
         let mean = MEAN.load(Ordering::Relaxed);
         if mean == 0 {
             return;
@@ -245,9 +287,118 @@ mod sampler {
             let left = s.countdown.get() - size as i64;
             s.countdown.set(left);
             if left <= 0 {
-                slow(s, size as u64, mean);
+                slow(s, addr as u64, size as u64, mean);
             }
         });
+    }
+
+    /// To call before the allocation at `addr` is handed back to the inner
+    /// allocator: with the live set on, a sampled allocation's free is
+    /// recorded. Live set off: one relaxed load and a branch.
+    ///
+    /// ```
+    /// runtrace_profile::alloc::on_free(0x1000); // no live set: nothing
+    /// ```
+    #[inline(always)]
+    pub fn on_free(addr: usize) {
+        if LIVE_ON.load(Ordering::Relaxed) {
+            free_slow(addr as u64);
+        }
+    }
+
+    /// To call before a `realloc` of `addr`: with the live set on and
+    /// `addr` sampled, takes it out of the live set and returns the time
+    /// (non-zero) to stamp its move or free with; else 0. Pass the result
+    /// to [`realloc_end`].
+    ///
+    /// ```
+    /// use runtrace_profile::alloc::{realloc_end, realloc_start};
+    /// let t = realloc_start(0x1000); // 0: not sampled / no live set
+    /// realloc_end(t, 0x1000, 0x2000, 64, 128);
+    /// ```
+    #[inline(always)]
+    pub fn realloc_start(addr: usize) -> u64 {
+        if LIVE_ON.load(Ordering::Relaxed) {
+            realloc_start_slow(addr as u64)
+        } else {
+            0
+        }
+    }
+
+    /// To call after a `realloc` from `old` (`old_size` bytes) returned
+    /// `new` (null: failed, `old` unchanged) for `new_size` bytes, with
+    /// what [`realloc_start`] returned. A growth allocates the difference.
+    #[inline(always)]
+    pub fn realloc_end(moving: u64, old: usize, new: usize, old_size: usize, new_size: usize) {
+        if moving != 0 {
+            realloc_end_slow(moving, old as u64, new as u64);
+        }
+        if new != 0 && new_size > old_size {
+            on_alloc(new, new_size - old_size);
+        }
+    }
+
+    /// Pushes the free (or move to `moved_to`) of a sampled allocation; a
+    /// lost one is counted for the next note (readers then distrust the
+    /// live set).
+    fn push_free(addr: u64, moved_to: u64, ticks: u64) {
+        let tid = STATE.with(|s| {
+            if s.tid.get() == 0 {
+                s.tid.set(runtrace_core::clock::gettid());
+            }
+            s.tid.get()
+        });
+        let ok = QUEUE.push(|r| {
+            r.kind = REC_FREE;
+            r.live = 0;
+            r.addr = addr;
+            r.moved_to = moved_to;
+            r.tid = tid;
+            r.ticks = ticks;
+            r.size = 0;
+            r.weight = 0;
+            r.depth = 0;
+        });
+        if !ok {
+            LOST_FREES.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn free_slow(addr: u64) {
+        if LIVE.remove(addr) {
+            push_free(addr, 0, runtrace_core::clock::TraceClock::get().now());
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn realloc_start_slow(addr: u64) -> u64 {
+        if LIVE.remove(addr) {
+            // Read before the inner realloc may free `addr`: an allocation
+            // another thread then gets at `addr` is stamped later.
+            runtrace_core::clock::TraceClock::get().now().max(1)
+        } else {
+            0
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn realloc_end_slow(ticks: u64, old: u64, new: u64) {
+        // Failed (`new` null): `old` is still the allocation.
+        let now_at = if new == 0 { old } else { new };
+        if LIVE.insert(now_at) {
+            if now_at != old {
+                push_free(old, new, ticks);
+            }
+        } else {
+            // No room: recorded as freed (live bytes understated, never a
+            // false leak) and counted.
+            UNTRACKED.fetch_add(1, Ordering::Relaxed);
+            push_free(old, 0, ticks);
+        }
     }
 
     /// A uniform draw in (0, 1] from the thread's xorshift64*.
@@ -267,7 +418,7 @@ mod sampler {
 
     #[cold]
     #[inline(never)]
-    fn slow(s: &ThreadState, size: u64, mean: u64) {
+    fn slow(s: &ThreadState, addr: u64, size: u64, mean: u64) {
         if s.busy.replace(true) {
             // The sampled path (or the recorder under it) allocating: not
             // sampled; the countdown stays due for the next allocation.
@@ -293,12 +444,12 @@ mod sampler {
         } else {
             mean
         };
-        record(s, size, weight);
+        record(s, addr, size, weight);
         s.busy.set(false);
     }
 
     #[inline(never)]
-    fn record(s: &ThreadState, size: u64, weight: u64) {
+    fn record(s: &ThreadState, addr: u64, size: u64, weight: u64) {
         if s.tid.get() == 0 {
             s.tid.set(runtrace_core::clock::gettid());
         }
@@ -308,7 +459,21 @@ mod sampler {
         let (pc, fp, sp) = here();
         let hi = s.stack_hi.get();
         let ticks = runtrace_core::clock::TraceClock::get().now();
-        QUEUE.push(|r| {
+        // Into the live set before the sample is published (and before
+        // the program sees the pointer, so before any free of it).
+        let live = if !LIVE_ON.load(Ordering::Relaxed) {
+            LIVE_OFF
+        } else if LIVE.insert(addr) {
+            LIVE_TRACKED
+        } else {
+            UNTRACKED.fetch_add(1, Ordering::Relaxed);
+            LIVE_UNTRACKED
+        };
+        let pushed = QUEUE.push(|r| {
+            r.kind = REC_SAMPLE;
+            r.live = live;
+            r.addr = addr;
+            r.moved_to = 0;
             r.tid = s.tid.get();
             r.ticks = ticks;
             r.size = size;
@@ -324,6 +489,10 @@ mod sampler {
             });
             r.depth = n as u32;
         });
+        if !pushed && live == LIVE_TRACKED {
+            // Lost sample: its free must not be recorded either.
+            LIVE.remove(addr);
+        }
     }
 
     /// This function's return address, frame pointer and stack pointer.
@@ -370,19 +539,22 @@ mod sampler {
     ///
     /// ```
     /// use runtrace_profile::alloc::AllocSampling;
-    /// let s = AllocSampling::start(512 * 1024).unwrap();
-    /// assert!(AllocSampling::start(1024).is_err()); // one at a time
+    /// let s = AllocSampling::start(512 * 1024, true).unwrap();
+    /// assert!(s.live());
+    /// assert!(AllocSampling::start(1024, false).is_err()); // one at a time
     /// drop(s);
     /// ```
     pub struct AllocSampling {
         mean: u64,
+        live: bool,
     }
 
     impl AllocSampling {
         /// Samples one allocation per `mean` bytes allocated on average,
-        /// from now until dropped. Fails if `mean` is 0 or another
-        /// recording samples already.
-        pub fn start(mean: u64) -> Result<AllocSampling, String> {
+        /// from now until dropped; with `live`, also records the free of
+        /// every sampled allocation (the live set). Fails if `mean` is 0
+        /// or another recording samples already.
+        pub fn start(mean: u64, live: bool) -> Result<AllocSampling, String> {
             if mean == 0 {
                 return Err("allocation sampling: mean bytes between samples must be > 0".into());
             }
@@ -392,9 +564,13 @@ mod sampler {
             // Leftovers of an earlier recording are not this one's.
             while QUEUE.pop().is_some() {}
             QUEUE.take_lost();
+            LIVE.clear();
+            UNTRACKED.store(0, Ordering::Relaxed);
+            LOST_FREES.store(0, Ordering::Relaxed);
             runtrace_core::clock::TraceClock::get();
+            LIVE_ON.store(live, Ordering::Relaxed);
             MEAN.store(mean, Ordering::Relaxed);
-            Ok(AllocSampling { mean })
+            Ok(AllocSampling { mean, live })
         }
 
         /// The mean bytes between samples.
@@ -402,11 +578,30 @@ mod sampler {
             self.mean
         }
 
-        /// Moves the samples taken so far into `pending` (as [`RawSample`]s
-        /// of kind [`RawKind::Alloc`]); returns how many were lost to a
-        /// full queue since the last call.
-        pub fn drain(&mut self, pending: &mut Vec<RawSample>) -> u64 {
+        /// Whether the frees of sampled allocations are recorded.
+        pub fn live(&self) -> bool {
+            self.live
+        }
+
+        /// Moves the samples and frees taken so far into `pending` (as
+        /// [`RawSample`]s of kind [`RawKind::Alloc`] / [`RawKind::AllocFree`],
+        /// plus one [`RawKind::AllocNote`] stamped `now` when the live set
+        /// lost track of something since the last call); returns how many
+        /// records were lost to a full queue since the last call.
+        pub fn drain(&mut self, pending: &mut Vec<RawSample>, now: u64) -> u64 {
             while let Some(r) = QUEUE.pop() {
+                if r.kind == REC_FREE {
+                    pending.push(RawSample {
+                        tid: r.tid,
+                        ticks: r.ticks,
+                        kind: RawKind::AllocFree {
+                            addr: r.addr,
+                            moved_to: r.moved_to,
+                        },
+                        stack: Vec::new(),
+                    });
+                    continue;
+                }
                 let n = r.depth as usize;
                 // A zero pc (the walk's start) is no frame.
                 let frames = r.frames[..n].iter().copied().filter(|&a| a != 0);
@@ -416,8 +611,23 @@ mod sampler {
                     kind: RawKind::Alloc {
                         size: r.size,
                         weight: r.weight,
+                        addr: r.addr,
+                        live: r.live,
                     },
                     stack: frames.collect(),
+                });
+            }
+            let untracked = UNTRACKED.swap(0, Ordering::Relaxed);
+            let lost_frees = LOST_FREES.swap(0, Ordering::Relaxed);
+            if untracked + lost_frees > 0 {
+                pending.push(RawSample {
+                    tid: 0,
+                    ticks: now,
+                    kind: RawKind::AllocNote {
+                        untracked,
+                        lost_frees,
+                    },
+                    stack: Vec::new(),
                 });
             }
             QUEUE.take_lost()
@@ -427,6 +637,9 @@ mod sampler {
     impl Drop for AllocSampling {
         fn drop(&mut self) {
             MEAN.store(0, Ordering::Relaxed);
+            LIVE_ON.store(false, Ordering::Relaxed);
+            // Entries a sampling thread adds after this are stale; the
+            // next recording clears the table when it starts.
             OWNED.store(false, Ordering::Release);
         }
     }

@@ -69,6 +69,9 @@ mod signal;
 // Sampler: heap allocations, called by an allocator wrapper.
 pub mod alloc;
 
+// The live set's address table (alloc's frees of sampled allocations).
+mod live;
+
 // What every sampler hands over.
 mod sample;
 

@@ -296,17 +296,18 @@ impl Profiler {
 
     /// Samples heap allocations made through `runtrace::alloc::Sampled`
     /// (one per `mean` bytes allocated on average) until this profiler is
-    /// dropped; [`Profiler::collect`] then also hands out `alloc_sample`s.
+    /// dropped; [`Profiler::collect`] then also hands out `alloc_sample`s,
+    /// and with `live` the `alloc_free`s of sampled allocations.
     /// Fails if `mean` is 0 or another recording samples allocations.
     ///
     /// ```
     /// let mut p = runtrace_profile::Profiler::without_cpu();
-    /// p.sample_allocations(512 * 1024).unwrap();
+    /// p.sample_allocations(512 * 1024, false).unwrap();
     /// ```
     #[cfg(not(loom))]
-    pub fn sample_allocations(&mut self, mean: u64) -> Result<(), String> {
+    pub fn sample_allocations(&mut self, mean: u64, live: bool) -> Result<(), String> {
         if self.alloc.is_none() {
-            self.alloc = Some(AllocSampling::start(mean)?);
+            self.alloc = Some(AllocSampling::start(mean, live)?);
         }
         Ok(())
     }
@@ -315,7 +316,7 @@ impl Profiler {
     /// queue has a model of its own): the recorder's models compile
     /// against this, and a recording asking for it is told why.
     #[cfg(loom)]
-    pub fn sample_allocations(&mut self, _mean: u64) -> Result<(), String> {
+    pub fn sample_allocations(&mut self, _mean: u64, _live: bool) -> Result<(), String> {
         Err("allocation sampling is not built under cfg(loom)".to_string())
     }
 
@@ -406,7 +407,7 @@ impl Profiler {
         }
         #[cfg(not(loom))]
         if let Some(a) = &mut self.alloc {
-            lost += a.drain(&mut self.alloc_pending);
+            lost += a.drain(&mut self.alloc_pending, cutoff);
             crate::sample::take_up_to(&mut self.alloc_pending, cutoff, out);
         }
         out.sort_by_key(|s| s.ticks);
@@ -466,19 +467,48 @@ impl Profiler {
             } else {
                 self.stacks.intern(&s.stack)
             };
-            let (id, more) = match s.kind {
-                RawKind::OnCpu => (ids::CPU_SAMPLE, [None, None]),
-                RawKind::OffCpu { off_ns } => (ids::OFF_CPU, [Some(off_ns), None]),
-                RawKind::Alloc { size, weight } => (ids::ALLOC_SAMPLE, [Some(size), Some(weight)]),
+            // The fields after the tid, in catalog order.
+            let (id, fields) = match s.kind {
+                RawKind::OnCpu => (ids::CPU_SAMPLE, [Some(stack), None, None, None, None]),
+                RawKind::OffCpu { off_ns } => {
+                    (ids::OFF_CPU, [Some(stack), Some(off_ns), None, None, None])
+                }
+                RawKind::Alloc {
+                    size,
+                    weight,
+                    addr,
+                    live,
+                } => (
+                    ids::ALLOC_SAMPLE,
+                    [
+                        Some(stack),
+                        Some(size),
+                        Some(weight),
+                        Some(addr),
+                        Some(live as u64),
+                    ],
+                ),
+                RawKind::AllocFree { addr, moved_to } => (
+                    ids::ALLOC_FREE,
+                    [Some(addr), Some(moved_to), None, None, None],
+                ),
+                RawKind::AllocNote {
+                    untracked,
+                    lost_frees,
+                } => (
+                    ids::ALLOC_NOTE,
+                    [Some(untracked), Some(lost_frees), None, None, None],
+                ),
             };
             // Built-in ids are below TAG_ESCAPE: one tag byte.
             events.push(id as u8);
             let ticks = s.ticks.max(prev);
             varint::put(&mut events, ticks - prev);
             prev = ticks;
-            varint::put(&mut events, s.tid);
-            varint::put(&mut events, stack);
-            for n in more.into_iter().flatten() {
+            if !matches!(s.kind, RawKind::AllocNote { .. }) {
+                varint::put(&mut events, s.tid); // every kind but the note has one
+            }
+            for n in fields.into_iter().flatten() {
                 varint::put(&mut events, n);
             }
         }

@@ -53,6 +53,27 @@ pub enum RawKind {
         size: u64,
         /// Bytes of allocation the sample stands for (see `alloc`).
         weight: u64,
+        /// The allocation's address (pairs it with its free).
+        addr: u64,
+        /// Live-set state: `alloc::LIVE_OFF`, `LIVE_TRACKED`, `LIVE_UNTRACKED`.
+        live: u8,
+    },
+    /// A sampled allocation was freed, or moved by `realloc` (the sample
+    /// then lives on at `moved_to`). `tid` is the freeing thread.
+    AllocFree {
+        /// The address freed (a sample's `addr`).
+        addr: u64,
+        /// The new address after a move; 0: freed.
+        moved_to: u64,
+    },
+    /// The live set lost track since the previous note: `untracked`
+    /// sampled allocations found its table full, `lost_frees` frees of
+    /// sampled allocations were lost to a full queue.
+    AllocNote {
+        /// Samples (and moves) the table could not hold.
+        untracked: u64,
+        /// Frees lost.
+        lost_frees: u64,
     },
 }
 

@@ -61,6 +61,8 @@ pub struct Config {
     pub(crate) snapshot_signal: Option<i32>,
     /// Trigger a snapshot when a poll lasts longer than this.
     pub(crate) snapshot_poll: Option<Duration>,
+    /// Record the frees of sampled allocations (the live set).
+    pub(crate) alloc_live: bool,
 }
 
 /// Most samples per second per thread `cpu_profile` accepts.
@@ -85,6 +87,7 @@ impl Default for Config {
             snapshot_cooldown: Duration::from_secs(60),
             snapshot_signal: None,
             snapshot_poll: None,
+            alloc_live: false,
         }
     }
 }
@@ -361,6 +364,28 @@ impl RecorderBuilder {
     /// ```
     pub fn snapshot_on_slow_poll(mut self, limit: Duration) -> Self {
         self.cfg.snapshot_poll = Some(limit);
+
+        self
+    }
+
+    /// With a memory profile, also records the free of every sampled
+    /// allocation (`alloc_free` events: the live set), so readers know
+    /// which sampled bytes are still live at any time (`runtrace
+    /// flamegraph --live`, the `memory_growth` finding). Frees of
+    /// unsampled allocations cost one relaxed load either way; a free then
+    /// looks its address up in a fixed table (docs/memory.md).
+    /// `RUNTRACE_ALLOC_LIVE=on` does the same.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .memory_profile(512 * 1024)
+    ///     .memory_live(true)
+    ///     .start()?;
+    /// guard.finish()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn memory_live(mut self, on: bool) -> Self {
+        self.cfg.alloc_live = on;
         self
     }
 
@@ -458,6 +483,20 @@ impl RecorderBuilder {
         if let Some(v) = env_str("RUNTRACE_SNAPSHOT_SIGNAL")?.filter(|v| !v.trim().is_empty()) {
             self.signal_name = Some(v);
             self.from_env.push("RUNTRACE_SNAPSHOT_SIGNAL");
+
+        }
+        if let Some(v) = env_str("RUNTRACE_ALLOC_LIVE")? {
+            self.cfg.alloc_live = match v.trim() {
+                "" => self.cfg.alloc_live,
+                "on" | "1" => true,
+                "off" | "0" => false,
+                _ => {
+                    return Err(RecordError::Config(format!(
+                        "RUNTRACE_ALLOC_LIVE={v:?}: expected `on` or `off` (or 1 / 0)"
+                    )))
+                }
+            };
+            self.from_env.push("RUNTRACE_ALLOC_LIVE");
         }
         if let Some(v) = env_str("RUNTRACE_CPU_OFF_CPU")? {
             self.cfg.off_cpu = match v.trim() {

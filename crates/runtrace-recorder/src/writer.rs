@@ -217,7 +217,7 @@ impl Writer {
         }
         if w.shared.cfg.alloc_mean > 0 {
             let p = w.profiler.get_or_insert_with(Profiler::without_cpu);
-            if let Err(e) = p.sample_allocations(w.shared.cfg.alloc_mean) {
+            if let Err(e) = p.sample_allocations(w.shared.cfg.alloc_mean, w.shared.cfg.alloc_live) {
                 // The recording goes on without a memory profile.
                 eprintln!("runtrace: memory profile not recorded: {e}");
             }

@@ -25,6 +25,8 @@ fn rank(k: FindingKind) -> u8 {
         FindingKind::WakeDelay => 10,
         FindingKind::IdleWhileQueued => 11,
         FindingKind::WorkerImbalance => 12,
+        // Added after blame grouping (`add_functions`): ranks last here.
+        FindingKind::MemoryGrowth => 13,
     }
 }
 

@@ -216,6 +216,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         thresholds: th,
         waiting: super::waiting::report_json(&c),
         resource_waits: super::waiting::resource_sites(&c),
+        memory: Vec::new(),
     }
 }
 

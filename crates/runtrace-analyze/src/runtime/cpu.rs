@@ -231,6 +231,7 @@ impl Report {
     /// assert!(r.findings.iter().all(|f| f.functions.is_none()));
     /// ```
     pub fn add_functions(&mut self, profile: &Profile, names: &mut StackNames) {
+        self.add_memory(profile, names);
         if profile.samples.is_empty() {
             return;
         }

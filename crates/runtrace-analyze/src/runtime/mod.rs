@@ -22,6 +22,7 @@ mod cpu;
 mod ctx;
 mod engine;
 mod findings;
+mod memfind;
 mod render;
 mod report;
 mod resource_waits;

@@ -99,6 +99,22 @@ impl Report {
         if !self.spans.spans.is_empty() {
             out["spans"] = self.spans.to_json();
         }
+        if !self.memory.is_empty() {
+            out["memory"] = serde_json::Value::Array(
+                self.memory
+                    .iter()
+                    .map(|m| {
+                        json!({
+                            "location": m.location,
+                            "alloc_bytes": m.alloc_bytes,
+                            "alloc_bytes_per_sec": m.alloc_bytes_per_sec,
+                            "samples": m.samples,
+                            "live_end_bytes": m.live_end_bytes,
+                        })
+                    })
+                    .collect(),
+            );
+        }
         out
     }
 }
@@ -248,6 +264,28 @@ impl fmt::Display for Report {
         writeln!(f)?;
         // The application's spans, when recorded (nothing otherwise).
         write!(f, "{}", self.spans)?;
+        if !self.memory.is_empty() {
+            writeln!(f, "=== Memory (sampled allocations, per spawn location)")?;
+            writeln!(
+                f,
+                "{:>12} {:>12} {:>12}  location",
+                "allocated", "per second", "live at end"
+            )?;
+            for m in &self.memory {
+                let live = m
+                    .live_end_bytes
+                    .map_or("-".to_string(), crate::memory::bytes);
+                writeln!(
+                    f,
+                    "{:>12} {:>12} {:>12}  {}",
+                    crate::memory::bytes(m.alloc_bytes),
+                    crate::memory::bytes(m.alloc_bytes_per_sec as u64),
+                    live,
+                    m.location
+                )?;
+            }
+            writeln!(f)?;
+        }
         writeln!(f, "=== Findings ({})", self.findings.len())?;
         if self.findings.is_empty() {
             writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers, host starvation, lock or resource waits, leaked or stuck tasks over the thresholds")?;

@@ -61,6 +61,9 @@ pub enum FindingKind {
     StuckTask,
     /// Tasks that mostly wake themselves (a busy-yield loop).
     SelfWake,
+    /// A location's live heap bytes grow steadily (the memory profile's
+    /// live set: [`crate::memory::growth`]).
+    MemoryGrowth,
 }
 
 impl FindingKind {
@@ -80,6 +83,7 @@ impl FindingKind {
             FindingKind::TaskLeak => "task_leak",
             FindingKind::SelfWake => "self_wake",
             FindingKind::StuckTask => "stuck_task",
+            FindingKind::MemoryGrowth => "memory_growth",
         }
     }
 }
@@ -379,6 +383,9 @@ pub struct Report {
     /// ([`super::ResourceSite`]; empty without resource events). Not in
     /// the JSON (`get_resource_waits` and the HTML report show it).
     pub resource_waits: Vec<super::ResourceSite>,
+    /// Heap allocations per spawn location, from the memory profile
+    /// (empty without one; filled by `add_functions`).
+    pub memory: Vec<crate::memory::LocationMemory>,
 }
 
 /// What `analyze` and `summary` say when most polls of a trace had no wake

@@ -78,7 +78,7 @@ pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String>
     let (backlog, (charts, profiled)) = passes.1;
     let profile = profiled.pass.profile(&model, stats.clone());
     let (mut flames, mut notes) = (Vec::new(), Vec::new());
-    if !profile.samples.is_empty() {
+    if profile.has_samples() {
         let mut names = StackNames::recorded(&profile);
         r.add_functions(&profile, &mut names);
         flames = flame_graphs(&profile, &mut names);

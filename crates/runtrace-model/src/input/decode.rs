@@ -182,7 +182,8 @@ pub(crate) fn decode_events(
         plans, ids: cache, ..
     } = cache;
     let mut c = Cur { b: body, pos: 0 };
-    let mut vals = [0u64; runtrace_format::MAX_FIELDS];
+    // One more than the fields: `roles::ZERO_FIELD`, always 0.
+    let mut vals = [0u64; runtrace_format::MAX_FIELDS + 1];
     let (mut n, mut lo, mut hi) = (0u64, u64::MAX, 0u64);
     // The registers live in locals (not behind `state`) in the loop.
     let mut st = *state;
@@ -429,6 +430,26 @@ pub(crate) fn decode_events(
                 let off_ns = if k == kind::OFF_CPU { g(2) } else { 0 };
                 push(k, off_ns, stack as u64, sampled as u64, undefined as u8)
             }
+            kind::ALLOC_SAMPLE => {
+                // Packed as CPU samples (the allocating thread in `worker`),
+                // its three numbers in `side`.
+                let proc = model.threads[thread as usize].proc;
+                let sampled = model.thread(proc, g(0));
+                let (stack, undefined) = resolve_stack(cache, names, model, tables, g(1));
+                let i = model.side(&[g(2), g(3), g(4)]);
+                let flag = (g(5).min(3) as u8) | ((undefined as u8) << 2);
+                push(k, i, stack as u64, sampled as u64, flag)
+            }
+            kind::ALLOC_FREE => {
+                let proc = model.threads[thread as usize].proc;
+                let freeing = model.thread(proc, g(0));
+                let moved = match g(2) {
+                    0 => 0,
+                    to => model.side(&[to]) + 1,
+                };
+                push(k, g(1), moved, freeing as u64, 0)
+            }
+            kind::ALLOC_NOTE => push(k, g(0), g(1).min(u32::MAX as u64), 0, 0),
             kind::SPAN_NEW => {
                 let name = match resolve_app(cache, names, model, tables, g(2), start) {
                     Ok(n) => n,

@@ -23,7 +23,7 @@ pub(crate) struct Role {
     pub kind: u8,
     /// Field positions, in [`wanted`]'s order ([`NO_FIELD`]: the event has
     /// no field for that slot of a [`generic`] packing).
-    pub f: [u8; 4],
+    pub f: [u8; 6],
     /// Packed by field types ([`generic`]), not by a packing of its own.
     pub generic: bool,
 }
@@ -31,13 +31,25 @@ pub(crate) struct Role {
 impl Role {
     pub const SKIP: Role = Role {
         kind: 0,
-        f: [0; 4],
+        f: [0; 6],
         generic: false,
     };
 }
 
 /// A slot of a [`generic`] packing that no field fills (its value is 0).
 pub(crate) const NO_FIELD: u8 = u8::MAX;
+
+/// The position of a field appended to an event after files were written
+/// without it ([`appended`]) when the trace's schema lacks it: the
+/// decoder keeps a value slot past the last field that is always 0.
+pub(crate) const ZERO_FIELD: u8 = runtrace_format::MAX_FIELDS as u8;
+
+/// Whether catalog field `i` of kind `k` was appended after files were
+/// written without it: a schema without it still decodes (the field
+/// reads as 0), as docs/format.md promises for these.
+fn appended(k: u8, i: usize) -> bool {
+    k == kind::ALLOC_SAMPLE && (i == alloc_sample::ADDR || i == alloc_sample::LIVE)
+}
 
 /// The catalog fields an event of kind `k` contributes, in the order the
 /// decoder packs them into an [`crate::event::Ev`] (its doc has the
@@ -111,6 +123,16 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [usize]> {
         kind::HEARTBEAT => &[thread_heartbeat::ROLE, thread_heartbeat::GAP_NS],
         kind::CPU_SAMPLE => &[cpu_sample::TID, cpu_sample::STACK],
         kind::OFF_CPU => &[off_cpu::TID, off_cpu::STACK, off_cpu::OFF_NS],
+        kind::ALLOC_SAMPLE => &[
+            alloc_sample::TID,
+            alloc_sample::STACK,
+            alloc_sample::SIZE,
+            alloc_sample::WEIGHT,
+            alloc_sample::ADDR,
+            alloc_sample::LIVE,
+        ],
+        kind::ALLOC_FREE => &[alloc_free::TID, alloc_free::ADDR, alloc_free::MOVED_TO],
+        kind::ALLOC_NOTE => &[alloc_note::UNTRACKED, alloc_note::LOST_FREES],
         kind::SPAN_NEW => &[
             span_new::SPAN,
             span_new::PARENT,
@@ -182,7 +204,7 @@ pub(crate) fn role_of(s: &Schema, wants: Wants) -> (Role, bool) {
     };
     let mut role = Role {
         kind: k,
-        f: [0; 4],
+        f: [0; 6],
         generic: listed.is_none(),
     };
     for (j, &w) in want.iter().enumerate() {
@@ -197,6 +219,7 @@ pub(crate) fn role_of(s: &Schema, wants: Wants) -> (Role, bool) {
             .position(|x| x.name == cf.name && x.ty.code() == cf.ty.code())
         {
             Some(p) => role.f[j] = p as u8,
+            None if appended(k, i) => role.f[j] = ZERO_FIELD,
             None => return (Role::SKIP, false),
         }
     }
