@@ -307,7 +307,7 @@ pub enum Table {
 
 impl Table {
     /// Every table, in directory order.
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 12] = [
         Table::Polls,
         Table::Tasks,
         Table::Workers,
