@@ -37,6 +37,9 @@ use crate::layout;
 use crate::samples::Samples;
 use crate::schema::Table;
 use crate::writer::TableWriter;
+
+// The samples writer takes cpu_samples then alloc_samples (split_at_mut).
+const _: () = assert!(Table::AllocSamples.index() > Table::CpuSamples.index());
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::lifecycle::{Life, Poll, Task};
 use runtrace_model::model::Model;
@@ -396,7 +399,7 @@ impl Exporter {
             let proc = &m.procs[th.proc as usize];
             if let Some(Some(rec)) = self.recs.get_mut(th.proc as usize) {
                 let at = rec.clock.wall(proc, at);
-                let w = &mut rec.writers[2];
+                let w = &mut rec.writers[Table::Workers.index()];
                 w.u64(proc.pid)
                     .u64(proc.recording_id)
                     .u64(th.tid)
@@ -413,9 +416,11 @@ impl Exporter {
         for (p, rec) in self.recs.iter_mut().enumerate() {
             let Some(mut rec) = rec.take() else { continue };
             let proc = &m.procs[p];
-            // cpu_samples and alloc_samples (Table::ALL's 9th and 11th).
-            let (cpu, rest) = rec.writers.split_at_mut(9);
-            self.samples.write(&mut cpu[8], &mut rest[1], m, p)?;
+            // cpu_samples and alloc_samples, written together.
+            let (c, a) = (Table::CpuSamples.index(), Table::AllocSamples.index());
+            let (cpu, rest) = rec.writers.split_at_mut(c + 1);
+            self.samples
+                .write(&mut cpu[c], &mut rest[a - c - 1], m, p)?;
             for (w, path) in rec.writers.into_iter().zip(rec.finals) {
                 let (table, rows) = (w.table(), w.rows());
                 let tmp = w.finish()?;
@@ -550,7 +555,9 @@ impl Exporter {
             return Ok(());
         };
         let (clock, pr) = (r.clock, &m.procs[f.proc as usize]);
-        wait_row(&mut r.writers[10], f, m, |t| clock.wall(pr, t))
+        wait_row(&mut r.writers[Table::ResourceWaits.index()], f, m, |t| {
+            clock.wall(pr, t)
+        })
     }
 
     /// Writes the rows of the lifecycle's records: a poll at its end, a
@@ -580,7 +587,7 @@ impl Exporter {
                 let Some(r) = self.recs[proc as usize].as_mut() else {
                     return Ok(());
                 };
-                poll_row(&mut r.writers[0], p, m, wall, rt)
+                poll_row(&mut r.writers[Table::Polls.index()], p, m, wall, rt)
             }
             Life::SpanClose(s) | Life::SpanAlive(s) => {
                 // The runtime of the thread that first entered it (else
@@ -591,9 +598,11 @@ impl Exporter {
                     return Ok(());
                 };
                 let label = &self.labels.labels[l as usize];
-                span_row(&mut r.writers[9], s, label, m, wall, rt)
+                span_row(&mut r.writers[Table::Spans.index()], s, label, m, wall, rt)
             }
-            Life::End(t) | Life::Alive(t) => task_row(&mut r.writers[1], t, m, wall),
+            Life::End(t) | Life::Alive(t) => {
+                task_row(&mut r.writers[Table::Tasks.index()], t, m, wall)
+            }
             _ => Ok(()),
         }
     }

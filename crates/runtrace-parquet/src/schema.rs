@@ -322,6 +322,20 @@ impl Table {
         Table::AllocSamples,
     ];
 
+    /// Its position in [`Table::ALL`] (the order of a recording's
+    /// writers), so writers are found by table, never by a number that a
+    /// new table shifts.
+    ///
+    /// ```
+    /// use runtrace_parquet::schema::Table;
+    /// for (i, t) in Table::ALL.iter().enumerate() {
+    ///     assert_eq!(t.index(), i);
+    /// }
+    /// ```
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     /// Its directory (and SQL table) name.
     pub fn name(self) -> &'static str {
         match self {

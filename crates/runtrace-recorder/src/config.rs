@@ -483,7 +483,6 @@ impl RecorderBuilder {
         if let Some(v) = env_str("RUNTRACE_SNAPSHOT_SIGNAL")?.filter(|v| !v.trim().is_empty()) {
             self.signal_name = Some(v);
             self.from_env.push("RUNTRACE_SNAPSHOT_SIGNAL");
-
         }
         if let Some(v) = env_str("RUNTRACE_ALLOC_LIVE")? {
             self.cfg.alloc_live = match v.trim() {
