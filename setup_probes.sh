@@ -475,7 +475,11 @@ if command -v readelf >/dev/null 2>&1; then
     syms=$(readelf -W --syms "$binary" 2>/dev/null |
         awk '$4 == "FUNC" && $7 != "UND" { sub(/@.*/, "", $8); print $8 }' | sort -u)
     has_symtab=true
-    readelf -W -S "$binary" 2>/dev/null | grep -q ' \.symtab ' || has_symtab=false
+    # The section list is read whole before it is searched: `readelf | grep
+    # -q` under pipefail fails when grep exits first and readelf gets
+    # SIGPIPE (seen in CI: a binary with a .symtab called stripped).
+    sections=$(readelf -W -S "$binary" 2>/dev/null || true)
+    grep -qF ' .symtab ' <<<"$sections" || has_symtab=false
     declare -a missing=()
     for e in "${ev_names[@]}"; do
         grep -qxF "${provider}_$e" <<<"$syms" || missing+=("${provider}_$e")
