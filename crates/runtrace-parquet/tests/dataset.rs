@@ -1,7 +1,8 @@
 //! The dataset's contract: layout, append without rewriting, duplicate
 //! recordings refused or replaced, bad names / paths / schemas refused
 //! with nothing written, damaged input exported as far as readable, and
-//! a schema that cannot change without a version bump.
+//! a schema that cannot change without a version bump; concurrent exports
+//! of one recording land once, and a partial commit says what it committed.
 
 use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -463,4 +464,97 @@ fn parents_and_queues() {
         Some("1"),
         "version 1 files have parent_task_id and queue always null"
     );
+}
+
+/// Issue 37: two exports of the same recording into one dataset at the
+/// same time. Without the dataset's lock both saw no earlier copy and
+/// both "succeeded", one's files renamed over the other's. With it the
+/// second waits for the first, then refuses the recording by name; the
+/// dataset holds exactly one complete copy. (Threads here: the lock is a
+/// `flock` on a descriptor each export opens itself, so two exports in
+/// one process exclude each other as two processes do.)
+#[test]
+fn concurrent_exports_of_one_recording_land_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let trace = recording(&dir.path().join("a"), 9, 2_000);
+    let barrier = std::sync::Barrier::new(2);
+    let results: Vec<Result<runtrace_parquet::Summary, String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    export(std::slice::from_ref(&trace), &ds, &opts("h1"))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let errs: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(ok.len(), 1, "exactly one export lands: {errs:?}");
+    assert_eq!(errs.len(), 1);
+    assert!(
+        errs[0].contains("0000000000000009") && errs[0].contains("--replace"),
+        "{}",
+        errs[0]
+    );
+    // One copy, complete: one file per table, the tasks table has every
+    // task once.
+    assert_eq!(all_files(&ds).len(), Table::ALL.len());
+    assert_eq!(ok[0].rows("tasks"), 2_000);
+    let tasks = data_files(&ds, Table::Tasks);
+    assert_eq!(tasks.len(), 1);
+    let rows: usize =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&tasks[0]).unwrap())
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum();
+    assert_eq!(rows, 2_000);
+}
+
+/// Issue 37: a failure after part of an export was committed names the
+/// files that were (it said "nothing was written"). A directory planted
+/// at the second file's final path makes its rename fail.
+#[test]
+fn a_failure_after_a_partial_commit_names_what_was_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = recording(&dir.path().join("a"), 3, 10);
+    // Learn the export's files, in commit order, from a scratch dataset.
+    let scratch = dir.path().join("scratch");
+    let s = export(std::slice::from_ref(&trace), &scratch, &opts("h1")).unwrap();
+    assert!(s.files.len() >= 2, "{:?}", s.files);
+    let rel = |p: &Path| p.strip_prefix(&scratch).unwrap().to_path_buf();
+    let first = rel(&s.files[0].1);
+    let second = rel(&s.files[1].1);
+    let ds = dir.path().join("ds");
+    std::fs::create_dir_all(ds.join(&second)).unwrap();
+    std::fs::write(ds.join(&second).join("keep"), "x").unwrap();
+    let err = export(std::slice::from_ref(&trace), &ds, &opts("h1")).unwrap_err();
+    assert!(err.contains("cannot rename into place"), "{err}");
+    assert!(err.contains(second.to_str().unwrap()), "{err}");
+    assert!(
+        err.contains("1 file(s) of this export were committed before it")
+            && err.contains(first.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(!err.contains("nothing was written"), "{err}");
+    assert!(ds.join(&first).is_file());
+    // No temporary file is left behind.
+    let mut left = vec![ds.clone()];
+    while let Some(d) = left.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            assert!(
+                !name.contains(".tmp-"),
+                "left behind: {}",
+                e.path().display()
+            );
+            if e.file_type().unwrap().is_dir() {
+                left.push(e.path());
+            }
+        }
+    }
 }
