@@ -114,6 +114,28 @@ pub struct Span {
 }
 
 impl Span {
+    /// Span `ev.x` as first seen at `ev` in process `proc`: no name,
+    /// fields or parent, never entered.
+    fn unnamed(ev: &Ev, proc: u32) -> Span {
+        Span {
+            id: ev.x,
+            proc,
+            name: 0,
+            fields: 0,
+            parent: 0,
+            new: ev.ticks,
+            thread: ev.thread,
+            first_enter: None,
+            close: None,
+            enters: 0,
+            busy_ticks: 0,
+            delay_ticks: 0,
+            task: 0,
+            worker: runtrace_format::NO_WORKER,
+            enter_thread: ev.thread,
+        }
+    }
+
     /// Ticks from its first enter to its close (rule 3), when both are known.
     pub fn wall_ticks(&self) -> Option<u64> {
         Some(self.close?.saturating_sub(self.first_enter?))
@@ -211,21 +233,10 @@ impl SpanTracker {
         };
         let proc = m.threads[ev.thread as usize].proc;
         let span = Span {
-            id: ev.x,
-            proc,
             name: ev.worker,
             fields,
             parent,
-            new: ev.ticks,
-            thread: ev.thread,
-            first_enter: None,
-            close: None,
-            enters: 0,
-            busy_ticks: 0,
-            delay_ticks: 0,
-            task: 0,
-            worker: runtrace_format::NO_WORKER,
-            enter_thread: ev.thread,
+            ..Span::unnamed(ev, proc)
         };
         // An id still live: its close was lost; that life is over.
         let (_, live) = self.live(m, ev.thread);
@@ -253,23 +264,7 @@ impl SpanTracker {
         }
         let (_, live) = self.live(m, ev.thread);
         live.entry(ev.x).or_insert_with(|| State {
-            span: Span {
-                id: ev.x,
-                proc,
-                name: 0,
-                fields: 0,
-                parent: 0,
-                new: ev.ticks,
-                thread: ev.thread,
-                first_enter: None,
-                close: None,
-                enters: 0,
-                busy_ticks: 0,
-                delay_ticks: 0,
-                task: 0,
-                worker: runtrace_format::NO_WORKER,
-                enter_thread: ev.thread,
-            },
+            span: Span::unnamed(ev, proc),
             last_poll: NONE,
         })
     }

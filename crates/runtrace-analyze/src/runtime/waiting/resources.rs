@@ -487,28 +487,14 @@ pub(crate) fn findings(
     th: &Thresholds,
     out: &mut Vec<super::Finding>,
 ) {
-    let mut keys: Vec<&Key> = rs.res.keys().collect();
-    keys.sort();
-    let mut sites: std::collections::BTreeMap<(u32, u32, bool, Option<u32>), Site<'_>> =
-        Default::default();
-    for k in keys {
-        let r = &rs.res[k];
-        if r.wait.count() == 0 {
-            continue;
-        }
-        let created_by = if r.loc == UNKNOWN_LOC {
-            r.created_by
-        } else {
-            None
-        };
-        let s = sites
-            .entry((r.ty, r.loc, r.internal, created_by))
-            .or_insert_with(|| Site {
-                first: r,
-                parts: Vec::new(),
-                wait: Histogram::new(),
-                charged_ns: 0,
-            });
+    let mut sites: std::collections::BTreeMap<SiteKey, Site<'_>> = Default::default();
+    for (key, _, r) in waited_by_site(rs) {
+        let s = sites.entry(key).or_insert_with(|| Site {
+            first: r,
+            parts: Vec::new(),
+            wait: Histogram::new(),
+            charged_ns: 0,
+        });
         s.wait.merge(&r.wait);
         s.charged_ns += r.charged_ns;
         for (&l, p) in &r.parts {
@@ -679,7 +665,6 @@ fn resource_finding(c: &Ctx<'_>, s: &Site<'_>, th: &Thresholds) -> super::Findin
 /// location that created it).
 pub(crate) fn sites(c: &Ctx<'_>, rs: &Resources) -> Vec<crate::runtime::ResourceSite> {
     use crate::runtime::{LongestWait, ResourceSite, SiteHolder, SiteReleaser, SiteWaiter};
-    type SiteKey = (u32, u32, bool, Option<u32>);
     struct Acc<'a> {
         first: &'a Res,
         resources: u64,
@@ -688,27 +673,14 @@ pub(crate) fn sites(c: &Ctx<'_>, rs: &Resources) -> Vec<crate::runtime::Resource
         longest: Vec<(u32, LongWait)>,
     }
     let mut by: std::collections::BTreeMap<SiteKey, Acc<'_>> = Default::default();
-    let mut keys: Vec<&Key> = rs.res.keys().collect();
-    keys.sort();
-    for k in keys {
-        let r = &rs.res[k];
-        if r.wait.count() == 0 {
-            continue;
-        }
-        let created_by = if r.loc == UNKNOWN_LOC {
-            r.created_by
-        } else {
-            None
-        };
-        let a = by
-            .entry((r.ty, r.loc, r.internal, created_by))
-            .or_insert_with(|| Acc {
-                first: r,
-                resources: 0,
-                parts: FxHashMap::default(),
-                wait: Histogram::new(),
-                longest: Vec::new(),
-            });
+    for (key, k, r) in waited_by_site(rs) {
+        let a = by.entry(key).or_insert_with(|| Acc {
+            first: r,
+            resources: 0,
+            parts: FxHashMap::default(),
+            wait: Histogram::new(),
+            longest: Vec::new(),
+        });
         a.resources += 1;
         a.wait.merge(&r.wait);
         for (&l, p) in &r.parts {
@@ -804,4 +776,27 @@ pub(crate) fn sites(c: &Ctx<'_>, rs: &Resources) -> Vec<crate::runtime::Resource
         .collect();
     out.sort_by_key(|s| std::cmp::Reverse(s.wait_ns_total));
     out
+}
+
+/// A resource site: type, creation location, tokio-internal, and (for a
+/// resource of no known location) the task that created it.
+type SiteKey = (u32, u32, bool, Option<u32>);
+
+/// The resources that were waited on, in key order, each with its site
+/// and key.
+fn waited_by_site(rs: &Resources) -> impl Iterator<Item = (SiteKey, &Key, &Res)> {
+    let mut keys: Vec<&Key> = rs.res.keys().collect();
+    keys.sort();
+    keys.into_iter().filter_map(|k| {
+        let r = &rs.res[k];
+        if r.wait.count() == 0 {
+            return None;
+        }
+        let created_by = if r.loc == UNKNOWN_LOC {
+            r.created_by
+        } else {
+            None
+        };
+        Some(((r.ty, r.loc, r.internal, created_by), k, r))
+    })
 }
