@@ -7,16 +7,20 @@
 //! An instrumented tokio multi-thread runtime (2 workers) serves "requests"
 //! (short polls around timer waits), next to a runtrace executor on its own
 //! thread with a `latency` (FIFO, share 8) and a `batch` (LAS, share 1)
-//! queue. Three problems are built in, at known spawn locations:
+//! queue. Four problems are built in, at known spawn locations:
 //! - `cpu_heavy_report`: CPU-bound polls of ~2-12 ms;
 //! - `blocking_audit_log`: a `std::thread::sleep` inside a poll, which
 //!   stalls a tokio worker for 60 ms;
 //! - `fan_out_refresh`: one task spawning 300 children at once, which pile
-//!   up in its worker's local queue.
+//!   up in its worker's local queue;
+//! - `refresh_config`: holds the config's `tokio::sync::Mutex` across a
+//!   30 ms "backend call" every 100 ms, while one request in ten needs
+//!   the lock (a waiting problem: every poll is short, no worker is
+//!   busy, yet those requests wait up to 30 ms).
 //!
 //! Everything is recorded to `DIR/trace.N.bin`; then the program prints
 //! what `runtrace check` says and the `runtrace analyze` report, whose
-//! findings should name those three locations, and writes
+//! findings should name those four locations, and writes
 //! `DIR/trace.pftrace` (a Perfetto timeline) and `DIR/report.html` (the
 //! HTML report) and prints their paths. Every event also goes
 //! through `runtrace::probe!`, so the same binary built with `--features
@@ -195,12 +199,32 @@ impl Rng {
     }
 }
 
-async fn handle_request(i: u64) -> u64 {
+async fn handle_request(i: u64, config: Arc<tokio::sync::Mutex<u64>>) -> u64 {
     // Parse, wait on a "backend" (a timer), answer: short polls.
     spin(Duration::from_micros(20));
     tokio::time::sleep(Duration::from_micros(300 + i % 700)).await;
+    if i.is_multiple_of(10) {
+        // One request in ten reads the config (a short critical section).
+        let v = *config.lock().await;
+        std::hint::black_box(v);
+    }
     spin(Duration::from_micros(30));
     i
+}
+
+async fn refresh_config(config: Arc<tokio::sync::Mutex<u64>>, run_for: Duration) {
+    // Problem 4: the lock held across an await. Every 100 ms the refresher
+    // takes the config's lock, then awaits a 30 ms "backend call" with it
+    // held; the requests that need the config wait meanwhile.
+    let start = Instant::now();
+    while start.elapsed() < run_for {
+        {
+            let mut c = config.lock().await;
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            *c += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(70)).await;
+    }
 }
 
 async fn cpu_heavy_report(rng: u64) {
@@ -239,10 +263,12 @@ async fn tokio_workload(run_for: Duration) {
     let mut tick = tokio::time::interval(Duration::from_micros(500));
     let mut n = 0u64;
     let mut handlers = Vec::new();
+    let config = Arc::new(tokio::sync::Mutex::new(0u64));
+    let refresher = tokio::spawn(refresh_config(config.clone(), run_for));
     while start.elapsed() < run_for {
         tick.tick().await;
         n += 1;
-        handlers.push(runtrace_tokio::spawn(handle_request(n)));
+        handlers.push(runtrace_tokio::spawn(handle_request(n, config.clone())));
         if n.is_multiple_of(40) {
             let r = rng.next();
             tokio::spawn(cpu_heavy_report(r));
@@ -262,6 +288,7 @@ async fn tokio_workload(run_for: Duration) {
     for h in handlers {
         let _ = h.await;
     }
+    let _ = refresher.await;
     // Let the last reports and refreshes finish.
     tokio::time::sleep(Duration::from_millis(100)).await;
 }

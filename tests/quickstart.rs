@@ -106,11 +106,13 @@ fn quickstart_check_jsonl_and_seed_snippet() {
 }
 
 /// The quickstart's planted problems are what the analysis finds, first:
-/// the three findings that blame a location in the process before all
+/// the four findings that blame a location in the process before all
 /// others are the blocking sleep (a critical long poll), the CPU-heavy
-/// reports (long or slow polls) and the fan-out (its children piling up
-/// in a local queue); each names the spawn location (the line of the
-/// spawn call in the example). Victims' symptoms are attached to them.
+/// reports (long or slow polls), the fan-out (its children piling up
+/// in a local queue) and the config refresher (holding a tokio Mutex the
+/// handlers wait on across an await); each names the spawn location (the
+/// line of the spawn call in the example). Victims' symptoms are attached
+/// to them.
 #[test]
 fn quickstart_findings_name_the_planted_problems() {
     let dir = std::env::temp_dir().join(format!(
@@ -149,6 +151,7 @@ fn quickstart_findings_name_the_planted_problems() {
     // fan-out is its children piling up (line 185) or its parent's poll
     // spawning them (the `tokio::spawn(fan_out_refresh())` line).
     let fanout_parent = line_of("tokio::spawn(fan_out_refresh())");
+    let refresher = line_of("tokio::spawn(refresh_config(");
     // On a host so busy that workers waited for a CPU as long as they ran
     // (a critical host_starvation, as when tests and builds share 2
     // cores), polls of innocent locations are long too, and not every one
@@ -157,7 +160,7 @@ fn quickstart_findings_name_the_planted_problems() {
     let starved = top
         .iter()
         .any(|f| f["kind"] == "host_starvation" && f["severity"] == "critical");
-    let n = if starved { 5 } else { 3 };
+    let n = if starved { 6 } else { 4 };
     let first: Vec<&str> = top
         .iter()
         .filter_map(|f| f["spawn_loc"].as_str())
@@ -167,6 +170,7 @@ fn quickstart_findings_name_the_planted_problems() {
         ("blocking sleep", vec![&blocking]),
         ("cpu heavy", vec![&cpu]),
         ("fan-out", vec![&fanout_child, &fanout_parent]),
+        ("config lock holder", vec![&refresher]),
     ] {
         assert!(
             first
@@ -200,6 +204,14 @@ fn quickstart_findings_name_the_planted_problems() {
             .iter()
             .any(|k| has(k, "critical", &cpu) || has(k, "warning", &cpu)),
         "cpu heavy: {findings:#?}"
+    );
+    // The waiting problem: the refresher blamed as the holder of the
+    // lock the handlers waited on.
+    assert!(
+        ["lock_held_across_await", "resource_wait"]
+            .iter()
+            .any(|k| has(k, "critical", &refresher) || has(k, "warning", &refresher)),
+        "config lock held across an await ({refresher}): {findings:#?}"
     );
     let buildup: Vec<_> = findings
         .iter()

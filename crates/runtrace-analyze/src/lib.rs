@@ -67,7 +67,7 @@ pub mod views;
 
 pub use runtime::{
     analyze_bytes, analyze_files, Finding, FindingKind, LocationReport, Options, ProcessReport,
-    QueueReport, Report, Severity, Thresholds, WorkerId, WorkerReport,
+    QueueReport, Report, Severity, Thresholds, WorkerId, WorkerReport, FIX_FIRST,
 };
 
 pub use runtrace_model::fmt_ns;

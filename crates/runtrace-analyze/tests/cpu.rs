@@ -258,6 +258,78 @@ fn findings_name_the_function_burning_cpu_and_the_one_blocking() {
     assert!(text.contains("functions: blocked in"), "{text}");
 }
 
+/// Issue 35 item 7: each finding opens with one line (severity, kind,
+/// blamed location, top function and verdict, impact on other
+/// locations), and the text leads with those lines, in blame order.
+#[test]
+fn headlines_lead_with_the_verdict_and_the_impact() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write(&dir, &scenario(true));
+    let (mut r, p) = analyze_files_profiled(&paths, Options::default());
+    r.add_functions(&p, &mut StackNames::recorded(&p));
+    let hot = r
+        .findings_of(FindingKind::LongPoll)
+        .find(|f| f.spawn_loc.as_deref() == Some("src/hot.rs:10:5"))
+        .unwrap();
+    let h = hot.headline();
+    assert!(
+        h.starts_with("[CRITICAL] long_poll at src/hot.rs:10:5: burning CPU in ")
+            || h.starts_with("[WARNING] long_poll at src/hot.rs:10:5: burning CPU in "),
+        "{h}"
+    );
+    assert!(
+        h.contains("hot_parse") && h.contains("(77% of 39 samples)"),
+        "{h}"
+    );
+    let others: Vec<_> = hot
+        .victims
+        .iter()
+        .filter(|v| v.location != "src/hot.rs:10:5")
+        .collect();
+    assert!(!others.is_empty(), "{:?}", hot.victims);
+    let polls: u64 = others.iter().map(|v| v.delayed_polls).sum();
+    assert!(
+        h.contains(&format!("delayed {polls} poll")) && h.contains("other location"),
+        "{h}"
+    );
+    assert!(!h.contains('\n'));
+    let sleepy = r
+        .findings_of(FindingKind::LongPoll)
+        .find(|f| f.spawn_loc.as_deref() == Some("src/sleepy.rs:30:5"))
+        .unwrap();
+    let h = sleepy.headline();
+    assert!(
+        h.contains(": blocked in ") && h.contains("sleepy_wait"),
+        "{h}"
+    );
+    assert!(h.contains("% of 55.00 ms blocked)"), "{h}");
+    // The text leads with them, numbered in the findings' order; each
+    // finding's evidence follows its headline.
+    let text = r.to_string();
+    assert!(text.starts_with("=== What to fix first"), "{text}");
+    let first = r.fix_first();
+    assert_eq!(
+        first.len(),
+        r.findings.len().min(runtrace_analyze::FIX_FIRST)
+    );
+    for (i, (line, f)) in first.iter().zip(&r.findings).enumerate() {
+        assert_eq!(*line, format!("{}. {}", i + 1, f.headline()));
+        assert!(text.contains(line.as_str()), "{text}");
+        assert!(
+            text.contains(&format!(
+                "{}\n           evidence: {}",
+                f.headline(),
+                f.detail
+            )),
+            "{text}"
+        );
+    }
+    assert!(text.find("=== What to fix first") < text.find("=== Summary"));
+    // JSON carries each headline.
+    let j = r.to_json();
+    assert_eq!(j["findings"][0]["headline"], r.findings[0].headline());
+}
+
 #[test]
 fn without_samples_the_report_is_unchanged() {
     let dir = tempfile::tempdir().unwrap();

@@ -230,7 +230,7 @@ fn memory_growth_names_the_growing_location_only() {
     let text = r.to_string();
     assert!(text.contains("=== Memory"), "{text}");
     assert!(
-        text.contains("[WARNING] memory_growth: src/leak.rs:10:5"),
+        text.contains("[WARNING] memory_growth at src/leak.rs:10:5: "),
         "{text}"
     );
 }

@@ -22,6 +22,7 @@ mod cpu;
 mod ctx;
 mod engine;
 mod findings;
+mod headline;
 mod memfind;
 mod render;
 mod report;
@@ -34,6 +35,7 @@ mod waits;
 pub(crate) use cpu::in_syscall;
 pub use cpu::{analyze_files_profiled, WhenProfiled};
 pub use engine::Engine;
+pub use headline::FIX_FIRST;
 pub use report::{
     CpuFunctions, Finding, FindingKind, FunctionShare, LocationCpu, LocationReport, ProcessReport,
     QueueReport, Report, Severity, Victim, WorkerId, WorkerReport, WAKES_HINT,

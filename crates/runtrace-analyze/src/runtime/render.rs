@@ -1,7 +1,7 @@
 //! The text and JSON forms of a [`Report`] (`runtrace analyze` and
 //! `runtrace analyze --json`; the JSON keys are in docs/analysis.md).
 
-use super::report::{fmt_at, CpuFunctions, Finding, FindingKind, QueueReport, Report, Severity};
+use super::report::{fmt_at, CpuFunctions, Finding, FindingKind, QueueReport, Report};
 use runtrace_model::fmt_ns;
 use runtrace_model::hist::Summary;
 use serde_json::{json, Value};
@@ -134,6 +134,16 @@ fn summary_line(s: &Summary) -> String {
 impl fmt::Display for Report {
     /// The text report `runtrace analyze` prints.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // What the person on call reads first: one line per finding, the
+        // evidence under `=== Findings`.
+        let first = self.fix_first();
+        if !first.is_empty() {
+            writeln!(f, "=== What to fix first (evidence under === Findings)")?;
+            for l in &first {
+                writeln!(f, "{l}")?;
+            }
+            writeln!(f)?;
+        }
         writeln!(f, "=== Summary")?;
         let files: Vec<String> = self.files.iter().map(|p| p.display().to_string()).collect();
         writeln!(f, "files:          {}", files.join(" "))?;
@@ -291,11 +301,8 @@ impl fmt::Display for Report {
             writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers, host starvation, lock or resource waits, leaked or stuck tasks over the thresholds")?;
         }
         for x in &self.findings {
-            let sev = match x.severity {
-                Severity::Critical => "CRITICAL",
-                Severity::Warning => "WARNING",
-            };
-            writeln!(f, "[{sev}] {}: {}", x.kind.as_str(), x.detail)?;
+            writeln!(f, "{}", x.headline())?;
+            writeln!(f, "           evidence: {}", x.detail)?;
             if let Some(w) = x.window_ns {
                 writeln!(f, "           window {}", fmt_window(w))?;
             }
@@ -341,6 +348,7 @@ fn finding_json(f: &Finding) -> Value {
         "severity": f.severity.as_str(),
         "spawn_loc": f.spawn_loc,
         "detail": f.detail,
+        "headline": f.headline(),
         "spawn_loc_id": f.spawn_loc_id,
         "spawn_locs": f.spawn_locs,
         "worker": f.worker.as_ref().map(|w| json!({"pid": w.pid, "tid": w.tid, "worker": w.worker, "kind": w.kind})),

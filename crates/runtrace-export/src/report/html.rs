@@ -4,7 +4,7 @@
 
 use super::charts::{Charts, BUCKETS, HIST};
 use runtrace_analyze::backlog::BacklogReport;
-use runtrace_analyze::Report;
+use runtrace_analyze::{Report, FIX_FIRST};
 use runtrace_model::fmt_ns;
 use runtrace_model::model::Model;
 use std::fmt::Write;
@@ -34,7 +34,7 @@ h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;margin-top:1.6em}\
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;padding:3px 6px;text-align:left;vertical-align:top}\
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\
 .finding{border-left:5px solid #e0a800;padding:.4em .8em;margin:.6em 0;background:#fffbea}\
-.finding.critical{border-color:#d33;background:#fff0f0}.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}\
+.finding.critical{border-color:#d33;background:#fff0f0}.headline{margin:.2em 0}#fix-first li.critical{color:#a00}details summary{cursor:pointer;color:#555}.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}\
 .ok{color:#2a7}.err{color:#d33}.muted{color:#777}code{font-size:.95em}svg{display:block;margin:.4em 0}\
 img.flame{display:block;width:100%;height:auto;margin:.4em 0}";
 
@@ -55,6 +55,8 @@ pub fn render(
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\
          <title>runtrace report</title><style>{STYLE}</style></head><body>"
     );
+    h.push_str("<h1>runtrace report</h1>");
+    fix_first(&mut h, r);
     summary(&mut h, r, b);
     findings(&mut h, r);
     utilisation(&mut h, c, model);
@@ -119,7 +121,7 @@ fn flame_graphs(h: &mut String, flames: &[Flame], notes: &[String]) {
 fn summary(h: &mut String, r: &Report, b: &BacklogReport) {
     let _ = write!(
         h,
-        "<h1>runtrace report</h1><section id=\"summary\"><table>\
+        "<section id=\"summary\"><table>\
          <tr><th>Files</th><td>{}</td></tr><tr><th>Events</th><td>{}</td></tr>\
          <tr><th>Duration</th><td>{}</td></tr><tr><th>Recordings</th><td>{}</td></tr>\
          <tr><th>Tasks</th><td>{} spawned, {} terminated</td></tr>\
@@ -159,6 +161,32 @@ fn summary(h: &mut String, r: &Report, b: &BacklogReport) {
     h.push_str("</section>");
 }
 
+/// What the person on call reads first: one headline per finding, in
+/// blame order, each linking to its evidence below.
+fn fix_first(h: &mut String, r: &Report) {
+    if r.findings.is_empty() {
+        return;
+    }
+    h.push_str("<section id=\"fix-first\"><h2>What to fix first</h2><ol>");
+    for (i, f) in r.findings.iter().take(FIX_FIRST).enumerate() {
+        let _ = write!(
+            h,
+            "<li class=\"{}\"><a href=\"#finding-{i}\">{}</a></li>",
+            f.severity.as_str(),
+            esc(&f.headline())
+        );
+    }
+    h.push_str("</ol>");
+    let more = r.findings.len().saturating_sub(FIX_FIRST);
+    if more > 0 {
+        let _ = write!(
+            h,
+            "<p class=\"muted\">And {more} more under <a href=\"#findings\">Findings</a>.</p>"
+        );
+    }
+    h.push_str("</section>");
+}
+
 fn findings(h: &mut String, r: &Report) {
     let _ = write!(
         h,
@@ -168,12 +196,16 @@ fn findings(h: &mut String, r: &Report) {
     if r.findings.is_empty() {
         h.push_str("<p class=\"ok\">No findings: nothing crossed a threshold.</p>");
     }
-    for f in &r.findings {
+    for (i, f) in r.findings.iter().enumerate() {
         let sev = f.severity.as_str();
+        // The headline, then the evidence folded (no script: <details>).
         let _ = write!(
             h,
-            "<div class=\"finding {sev}\" data-kind=\"{}\"><span class=\"sev\">{sev}</span> <b>{}</b>",
+            "<div class=\"finding {sev}\" id=\"finding-{i}\" data-kind=\"{}\">\
+             <p class=\"headline\"><span class=\"sev\">{sev}</span> {}</p>\
+             <details><summary>Evidence</summary><b>{}</b>",
             f.kind.as_str(),
+            esc(&f.headline_text()),
             f.kind.as_str().replace('_', " ")
         );
         if let Some(w) = &f.worker {
@@ -222,7 +254,7 @@ fn findings(h: &mut String, r: &Report) {
             h.push_str(&locs.join(", "));
             h.push_str("</p>");
         }
-        h.push_str("</div>");
+        h.push_str("</details></div>");
     }
     h.push_str("</section>");
 }
