@@ -455,7 +455,8 @@ fn alloc_paths() {
     let layout = Layout::from_size_align(64, 8).expect("layout");
     let dir = tempdir("alloc");
     // (name, recording: (mean bytes, live set), pairs per round)
-    let cases: [(&str, Option<(u64, bool)>, u64); 5] = [
+    type Case = (&'static str, Option<(u64, bool)>, u64);
+    let cases: [Case; 5] = [
         ("disabled (no recording samples)", None, 200_000),
         (
             "unsampled (sampling at 512 KiB)",
