@@ -90,7 +90,12 @@
 //! `HTTP_BENCH_SETTLE_MS` after each switch, default 300, unmeasured;
 //! `HTTP_BENCH_ROUNDS` pairs of adjacent windows, default 40): `record`
 //! against `idle`, `record_cpu` against `record`, or the A/A controls
-//! `idle` and `record_again` (see `toggle_rounds`). With 300 ms windows a
+//! `idle` and `record_again` (see `toggle_rounds`), or `record_mem`
+//! against `record`: memory profiling at the default rate (one sample per
+//! 512 KiB allocated) over recording without it; this needs `--features
+//! alloc`, which makes `runtrace::alloc::Sampled<System>` this binary's
+//! global allocator in every mode (so every mode pays the wrapper's idle
+//! branch; `record_mem` is refused without the feature). With 300 ms windows a
 //! pair takes 0.8 s instead of a round's ~10 s per mode, so the same
 //! minutes give ten times the pairs; it writes
 //! `target/bench-results/http_server_toggle.json`.
@@ -121,6 +126,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const SERVER_ENV: &str = "RUNTRACE_HTTP_SERVER";
+
+/// With `--features alloc`, allocations go through runtrace's sampling
+/// wrapper (mode `toggle`'s `record_mem` samples them).
+#[cfg(feature = "alloc")]
+#[global_allocator]
+static ALLOC: runtrace::alloc::Sampled<std::alloc::System> =
+    runtrace::alloc::Sampled::new(std::alloc::System);
 
 fn main() {
     match std::env::var(SERVER_ENV) {
@@ -173,15 +185,18 @@ fn serve(mode: &str) {
     }
     let rt = b.build().expect("build the server's runtime");
     let dir = std::env::temp_dir().join(format!("runtrace-http-bench-{}", std::process::id()));
-    let start = |cpu: bool| {
+    // `mem`: memory profiling at the default rate (docs/memory.md).
+    let start_with = |cpu: bool, mem: bool| {
         runtrace_recorder::Recorder::builder()
             .path(dir.join("trace"))
             .max_file_size(64 << 20)
             .max_total_size(256 << 20)
             .cpu_profile(if cpu { 99 } else { 0 })
+            .memory_profile(if mem { 512 * 1024 } else { 0 })
             .start()
             .expect("start recording")
     };
+    let start = |cpu: bool| start_with(cpu, false);
     let mut guard = (mode.starts_with("record") || mode == "floor_fire")
         .then(|| start(mode.starts_with("record_cpu")));
     let served = Arc::new(AtomicU64::new(0));
@@ -207,7 +222,7 @@ fn serve(mode: &str) {
         // Mode `toggle` (see `toggle_rounds`): recording starts and stops
         // on request, in this one process; `ok` says when it is done.
         let cmd = line.trim();
-        if mode == "toggle" && matches!(cmd, "idle" | "record" | "record_cpu") {
+        if mode == "toggle" && matches!(cmd, "idle" | "record" | "record_cpu" | "record_mem") {
             if let Some(g) = guard.take() {
                 let st = g.finish().expect("finish recording");
                 if st.dropped != 0 {
@@ -216,7 +231,7 @@ fn serve(mode: &str) {
                 let _ = std::fs::remove_dir_all(&dir);
             }
             if cmd != "idle" {
-                guard = Some(start(cmd == "record_cpu"));
+                guard = Some(start_with(cmd == "record_cpu", cmd == "record_mem"));
             }
             println!("ok");
             let _ = std::io::stdout().flush();
@@ -1108,10 +1123,17 @@ fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
     let (a, b) = match b {
         "record" | "idle" => ("idle", b),
         "record_cpu" => ("record", b),
+        "record_mem" if cfg!(feature = "alloc") => ("record", b),
+        "record_mem" => {
+            eprintln!(
+                "HTTP_BENCH_TOGGLE=record_mem needs --features alloc (the sampling allocator)"
+            );
+            std::process::exit(2);
+        }
         "record_again" => ("record", "record"),
         other => {
             eprintln!(
-                "HTTP_BENCH_TOGGLE={other:?}: expected record, record_cpu, idle or record_again"
+                "HTTP_BENCH_TOGGLE={other:?}: expected record, record_cpu, record_mem, idle or record_again"
             );
             std::process::exit(2);
         }

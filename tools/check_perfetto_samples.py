@@ -6,6 +6,9 @@ Usage: check_perfetto_samples.py OUT.pftrace
 1. Decoded with the Perfetto project's own protos (`pip install perfetto`):
    every PerfSample's callstack, frames, function names and mappings must
    be interned before use on the sequence; each sample is named root first.
+   A sample's kind is its root frame: `[off-CPU]` (an off-CPU stack),
+   `[alloc]` (a sampled allocation), else on-CPU; those two root frames
+   must be names only (no mapping) and never appear below the root.
 2. Loaded into trace processor (the `perfetto` package's TraceProcessor),
    when its binary can be had: the samples of its `perf_sample` table, on
    their threads, named by walking `stack_profile_callsite` up from the
@@ -15,7 +18,8 @@ Usage: check_perfetto_samples.py OUT.pftrace
 
 Prints JSON: {"protos": {"TID": {"root;...;leaf": count}}, "trace_processor":
 same shape or null, "trace_processor_skipped": reason or null,
-"mappings": [paths]}. Exit 1 on a malformed trace.
+"mappings": [paths], "kinds": {"on_cpu": n, "off_cpu": n, "alloc": n}
+(from the protos)}. Exit 1 on a malformed trace.
 """
 import contextlib
 import json
@@ -24,6 +28,10 @@ import sys
 from collections import defaultdict
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+# Root frames that say what a sample is (runtrace_export::perfetto's
+# OFF_CPU_ROOT and ALLOC_ROOT).
+ROOTS = {"[off-CPU]": "off_cpu", "[alloc]": "alloc"}
 
 
 def fail(msg):
@@ -55,10 +63,14 @@ def from_protos(path):
                 if fr.mapping_id and fr.mapping_id not in mappings:
                     fail(f"packet {order}: frame {fr.iid} mapping {fr.mapping_id} not interned")
                 frames[fr.iid] = functions[fr.function_name_id]
+                if frames[fr.iid] in ROOTS and fr.mapping_id:
+                    fail(f"packet {order}: root frame {frames[fr.iid]} has a mapping")
             for cs in d.callstacks:
-                for i in cs.frame_ids:
+                for depth, i in enumerate(cs.frame_ids):
                     if i not in frames:
                         fail(f"packet {order}: callstack {cs.iid} frame {i} not interned")
+                    if depth > 0 and frames[i] in ROOTS:
+                        fail(f"packet {order}: callstack {cs.iid} has {frames[i]} below its root")
                 callstacks[cs.iid] = ";".join(frames[i] for i in cs.frame_ids)
         if not p.HasField("perf_sample"):
             continue
@@ -71,6 +83,15 @@ def from_protos(path):
             fail(f"packet {order}: callstack {s.callstack_iid} not interned")
         out[str(s.tid)][callstacks[s.callstack_iid]] += 1
     return out, sorted(set(mappings.values()))
+
+
+def kinds(samples):
+    """Sample counts by kind (the root frame) over every thread."""
+    out = {"on_cpu": 0, "off_cpu": 0, "alloc": 0}
+    for stacks in samples.values():
+        for name, n in stacks.items():
+            out[ROOTS.get(name.split(";", 1)[0], "on_cpu")] += n
+    return out
 
 
 def from_trace_processor(path):
@@ -125,6 +146,7 @@ def main():
         "trace_processor": tp,
         "trace_processor_skipped": why,
         "mappings": mappings,
+        "kinds": kinds(protos),
     }))
 
 

@@ -1,7 +1,8 @@
-//! The memory profile per spawn location (`runtrace analyze`'s memory
-//! table and its `memory_growth` finding, the MCP tool
+//! The memory profile per spawn location and per span (`runtrace
+//! analyze`'s memory tables and its `memory_growth` finding, the MCP tool
 //! `get_memory_growth`): bytes allocated and their rate, bytes live at the
-//! end, and the locations whose live bytes grow steadily.
+//! end, the locations whose live bytes grow steadily, and the live bytes
+//! over time ([`live_over_time`], the HTML report's chart).
 //!
 //! # The growth rule (docs/analysis.md, "memory_growth")
 //! The recording `[0, end]` is cut into [`BUCKETS`] equal buckets; a
@@ -39,6 +40,23 @@ pub struct LocationMemory {
     /// `file:line:col`, or `(outside tasks)` for allocations made outside
     /// every poll.
     pub location: String,
+    /// Bytes allocated (the sum of the samples' weights).
+    pub alloc_bytes: u64,
+    /// `alloc_bytes` per second of recording.
+    pub alloc_bytes_per_sec: f64,
+    /// Allocation samples.
+    pub samples: u64,
+    /// Bytes live at the end (None: no live set in the trace).
+    pub live_end_bytes: Option<u64>,
+}
+
+/// What the allocations made inside one span label allocated
+/// ([`per_span`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanMemory {
+    /// The span's label (`GET /item`, `db.query`:
+    /// [`runtrace_model::spans::label`]), or `(outside spans)`.
+    pub span: String,
     /// Bytes allocated (the sum of the samples' weights).
     pub alloc_bytes: u64,
     /// `alloc_bytes` per second of recording.
@@ -156,17 +174,86 @@ fn end_ns(profile: &Profile, duration_ns: u64) -> i64 {
 /// assert!(runtrace_analyze::memory::per_location(&Profile::default(), 0).is_empty());
 /// ```
 pub fn per_location(profile: &Profile, duration_ns: u64) -> Vec<LocationMemory> {
+    tally(profile, duration_ns, location)
+        .into_iter()
+        .map(|(location, t)| LocationMemory {
+            location,
+            alloc_bytes: t.alloc_bytes,
+            alloc_bytes_per_sec: t.alloc_bytes_per_sec,
+            samples: t.samples,
+            live_end_bytes: t.live_end_bytes,
+        })
+        .collect()
+}
+
+/// Samples made while no span was entered on their thread.
+pub const OUTSIDE_SPANS: &str = "(outside spans)";
+
+/// Bytes allocated and live at the end per span label: each allocation
+/// sample counts for the span current on its thread when it was made
+/// (the innermost entered, [`AllocSample::span`]; none: [`OUTSIDE_SPANS`]),
+/// runtrace's own threads left out, most allocated first. Empty when no
+/// sample was made inside a span (a trace without spans). A span's live
+/// bytes are those of its allocations still live at the end, whether the
+/// span closed or not. `duration_ns` as for [`per_location`].
+///
+/// ```
+/// use runtrace_model::profile::{AllocSample, Live, Profile};
+/// let s = |span: Option<&str>, weight| AllocSample {
+///     ts_ns: 10, tid: 1, thread: String::new(), stack: Vec::new().into(), size: 64,
+///     weight, live: Live::Off, freed_ns: None, task: None, location: None,
+///     worker: None, span: span.map(Into::into),
+/// };
+/// let p = Profile {
+///     allocs: vec![s(Some("GET /item"), 4096), s(Some("GET /item"), 4096), s(None, 100)],
+///     ..Profile::default()
+/// };
+/// let m = runtrace_analyze::memory::per_span(&p, 1_000_000_000);
+/// assert_eq!((m[0].span.as_str(), m[0].alloc_bytes, m[0].samples), ("GET /item", 8192, 2));
+/// assert_eq!(m[1].span, "(outside spans)");
+/// assert_eq!(m[0].live_end_bytes, None); // no live set
+/// ```
+pub fn per_span(profile: &Profile, duration_ns: u64) -> Vec<SpanMemory> {
+    if !profile.allocs.iter().any(|s| s.span.is_some()) {
+        return Vec::new();
+    }
+    tally(profile, duration_ns, |s| {
+        s.span.as_deref().unwrap_or(OUTSIDE_SPANS)
+    })
+    .into_iter()
+    .map(|(span, t)| SpanMemory {
+        span,
+        alloc_bytes: t.alloc_bytes,
+        alloc_bytes_per_sec: t.alloc_bytes_per_sec,
+        samples: t.samples,
+        live_end_bytes: t.live_end_bytes,
+    })
+    .collect()
+}
+
+/// The sums of [`per_location`] and [`per_span`] for one key.
+#[derive(Default)]
+struct Tally {
+    alloc_bytes: u64,
+    alloc_bytes_per_sec: f64,
+    samples: u64,
+    live_end_bytes: Option<u64>,
+}
+
+/// The samples (runtrace's own threads left out) summed by `key`, most
+/// allocated first (ties by key).
+fn tally<'a>(
+    profile: &'a Profile,
+    duration_ns: u64,
+    key: impl Fn(&'a AllocSample) -> &'a str,
+) -> Vec<(String, Tally)> {
     let secs = (end_ns(profile, duration_ns).max(1) as f64) / 1e9;
     let live_set = profile.memory.live_set;
-    let mut by: BTreeMap<&str, LocationMemory> = BTreeMap::new();
+    let mut by: BTreeMap<&str, Tally> = BTreeMap::new();
     for s in profile.allocs.iter().filter(|s| !is_runtrace(s)) {
-        let l = location(s);
-        let e = by.entry(l).or_insert_with(|| LocationMemory {
-            location: l.to_string(),
-            alloc_bytes: 0,
-            alloc_bytes_per_sec: 0.0,
-            samples: 0,
+        let e = by.entry(key(s)).or_insert_with(|| Tally {
             live_end_bytes: live_set.then_some(0),
+            ..Tally::default()
         });
         e.alloc_bytes = e.alloc_bytes.saturating_add(s.weight);
         e.samples += 1;
@@ -176,18 +263,14 @@ pub fn per_location(profile: &Profile, duration_ns: u64) -> Vec<LocationMemory> 
             }
         }
     }
-    let mut out: Vec<LocationMemory> = by
-        .into_values()
-        .map(|mut m| {
-            m.alloc_bytes_per_sec = m.alloc_bytes as f64 / secs;
-            m
+    let mut out: Vec<(String, Tally)> = by
+        .into_iter()
+        .map(|(k, mut t)| {
+            t.alloc_bytes_per_sec = t.alloc_bytes as f64 / secs;
+            (k.to_string(), t)
         })
         .collect();
-    out.sort_by(|a, b| {
-        b.alloc_bytes
-            .cmp(&a.alloc_bytes)
-            .then(a.location.cmp(&b.location))
-    });
+    out.sort_by(|a, b| b.1.alloc_bytes.cmp(&a.1.alloc_bytes).then(a.0.cmp(&b.0)));
     out
 }
 
@@ -241,6 +324,63 @@ pub fn allocating_frame(
                 .iter()
                 .any(|p| n.starts_with(p))
     })
+}
+
+/// The sampled bytes live over the recording: at `points` instants
+/// evenly spaced over `[0, end]` (the `k`-th at `end * k / points`, `k` =
+/// 1..=points, so the last is the end), each `(ns since the start, live
+/// bytes)`: the weights of the tracked samples (runtrace's own threads
+/// left out) made by then and not freed by then, as [`growth`] measures
+/// them. Empty without a live set. `duration_ns` as for [`per_location`].
+///
+/// ```
+/// use runtrace_model::profile::{AllocSample, Live, MemoryInfo, Profile};
+/// let s = |ts_ns, freed_ns| AllocSample {
+///     ts_ns, tid: 1, thread: String::new(), stack: Vec::new().into(), size: 64,
+///     weight: 1000, live: Live::Tracked, freed_ns, task: None, location: None,
+///     worker: None, span: None,
+/// };
+/// let p = Profile {
+///     allocs: vec![s(10, None), s(20, Some(60)), s(70, None)],
+///     memory: MemoryInfo { live_set: true, ..MemoryInfo::default() },
+///     ..Profile::default()
+/// };
+/// let live = runtrace_analyze::memory::live_over_time(&p, 100, 4);
+/// assert_eq!(live, [(25, 2000), (50, 2000), (75, 2000), (100, 2000)]);
+/// let live = runtrace_analyze::memory::live_over_time(&p, 100, 10);
+/// assert_eq!(live[5], (60, 1000)); // freed at 60
+/// ```
+pub fn live_over_time(profile: &Profile, duration_ns: u64, points: usize) -> Vec<(i64, u64)> {
+    if !profile.memory.live_set || points == 0 {
+        return Vec::new();
+    }
+    let end = end_ns(profile, duration_ns).max(0);
+    // (time, +weight) at each allocation, (time, -weight) at its free.
+    let mut deltas: Vec<(i64, i128)> = Vec::new();
+    for s in profile
+        .allocs
+        .iter()
+        .filter(|s| s.live == Live::Tracked && !is_runtrace(s))
+    {
+        deltas.push((s.ts_ns, s.weight as i128));
+        if let Some(f) = s.freed_ns {
+            deltas.push((f, -(s.weight as i128)));
+        }
+    }
+    // Frees before allocations at one instant: live_at(t) is false when
+    // freed at t.
+    deltas.sort_unstable_by_key(|d| (d.0, d.1 > 0));
+    let mut out = Vec::with_capacity(points);
+    let (mut i, mut live) = (0usize, 0i128);
+    for k in 1..=points {
+        let t = (end as i128 * k as i128 / points as i128) as i64;
+        while i < deltas.len() && deltas[i].0 <= t {
+            live += deltas[i].1;
+            i += 1;
+        }
+        out.push((t, live.max(0) as u64));
+    }
+    out
 }
 
 /// The locations whose live bytes grow steadily (the module doc's rule),

@@ -234,3 +234,126 @@ fn memory_growth_names_the_growing_location_only() {
         "{text}"
     );
 }
+
+/// Issue 39 item 3: allocation rate and live bytes per span label. On
+/// worker 0 each of 10 polls enters a `GET /leak` request span (its fields
+/// vary by query string, the label does not) and, inside it, a `db.query`
+/// span: a 1 MiB sample in the request span never freed, a 256 KiB one in
+/// `db.query` (the innermost span: it counts there, not in the request)
+/// freed before the poll ends, and a 64 KiB one after the request span's
+/// exit (outside spans). The samples are delivered late (after the exits:
+/// the writer thread writes them), as the recorder does.
+fn span_trace() -> Vec<u8> {
+    let mut b = TraceBuilder::new();
+    b.thread_name(WRITER, "runtrace-writer");
+    b.location(1, "src/http.rs", 4, 9);
+    // What a recording with a memory profile and no CPU profile writes.
+    b.profile(&runtrace_format::frame::ProfileInfo {
+        mode: 0,
+        hz: 0,
+        flags: 0,
+        message: "CPU profiling not asked for".into(),
+    });
+    b.stacks(&[(1, &[0x40_1000])]);
+    b.spawn(W0, 0, 1, 0, 1, 0);
+    for i in 0..10u64 {
+        let t = i * 10 * MS;
+        let (req, db) = (100 + 2 * i, 101 + 2 * i);
+        b.poll_start(W0, 0, t + MS, 1, 0, 0);
+        b.span_new(
+            W0,
+            t + MS + 10,
+            req,
+            0,
+            "request",
+            &format!("method=GET uri=/leak?n={i}"),
+        );
+        b.span_enter(W0, t + MS + 20, req);
+        b.span_new(W0, t + MS + 30, db, req, "db.query", "");
+        b.span_enter(W0, t + 2 * MS, db);
+        b.span_exit(W0, t + 3 * MS, db);
+        b.span_exit(W0, t + 4 * MS, req);
+        b.span_close(W0, t + 4 * MS + 1, db);
+        b.span_close(W0, t + 4 * MS + 2, req);
+        b.poll_end(W0, 0, t + 5 * MS, 1, false);
+        b.alloc_sample(
+            WRITER,
+            t + MS + 500,
+            W0,
+            1,
+            64,
+            MIB,
+            0x1000_0000 + i * 0x1000,
+            1,
+        );
+        let q = 0x2000_0000 + i * 0x1000;
+        b.alloc_sample(WRITER, t + 2 * MS + 500, W0, 1, 64, 256 << 10, q, 1);
+        b.alloc_free(WRITER, t + 4 * MS + 500, W0, q, 0);
+        b.alloc_sample(
+            WRITER,
+            t + 4 * MS + 100,
+            W0,
+            1,
+            64,
+            64 << 10,
+            0x3000_0000 + i * 0x1000,
+            1,
+        );
+    }
+    b.finish()
+}
+
+#[test]
+fn memory_per_span_label_counts_the_innermost_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.0.bin");
+    std::fs::write(&path, span_trace()).unwrap();
+    let p = profile::load(std::slice::from_ref(&path)).unwrap();
+    let spans: Vec<Option<&str>> = p.allocs.iter().take(3).map(|s| s.span.as_deref()).collect();
+    assert_eq!(spans, [Some("GET /leak"), Some("db.query"), None]);
+    let m = runtrace_analyze::memory::per_span(&p, 100 * MS);
+    let row = |span: &str| {
+        m.iter()
+            .find(|r| r.span == span)
+            .unwrap_or_else(|| panic!("{m:?}"))
+    };
+    assert_eq!(m.len(), 3, "{m:?}");
+    assert_eq!(m[0].span, "GET /leak", "most allocated first: {m:?}");
+    assert_eq!(
+        (row("GET /leak").alloc_bytes, row("GET /leak").samples),
+        (10 * MIB, 10)
+    );
+    assert_eq!(row("GET /leak").live_end_bytes, Some(10 * MIB));
+    assert_eq!(row("db.query").alloc_bytes, 10 * (256 << 10));
+    assert_eq!(row("db.query").live_end_bytes, Some(0));
+    assert_eq!(row("(outside spans)").live_end_bytes, Some(10 * (64 << 10)));
+    // 10 MiB in 100 ms.
+    assert!((row("GET /leak").alloc_bytes_per_sec / (100.0 * MIB as f64) - 1.0).abs() < 1e-9);
+    // `runtrace analyze`: the text table and JSON `memory_spans`.
+    let (mut r, p) = runtrace_analyze::runtime::analyze_files_profiled(
+        &[path],
+        runtrace_analyze::Options::default(),
+    );
+    r.add_functions(&p, &mut StackNames::recorded(&p));
+    let text = r.to_string();
+    assert!(text.contains("=== Memory per span"), "{text}");
+    assert!(text.contains("10.0 MiB  GET /leak"), "{text}");
+    let j = r.to_json();
+    assert_eq!(j["memory_spans"][0]["span"], "GET /leak", "{j}");
+    assert_eq!(j["memory_spans"][0]["alloc_bytes"], 10 * MIB);
+    assert_eq!(j["memory_spans"][0]["live_end_bytes"], 10 * MIB);
+    assert_eq!(j["memory_spans"][0]["samples"], 10);
+    assert!(
+        j["memory_spans"][0]["alloc_bytes_per_sec"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}
+
+#[test]
+fn no_span_table_without_spans() {
+    let (_d, p) = load();
+    assert!(p.allocs.iter().all(|s| s.span.is_none()));
+    assert!(runtrace_analyze::memory::per_span(&p, 0).is_empty());
+}

@@ -57,6 +57,11 @@ enum Profiling {
 }
 
 fn scenario(p: Profiling) -> Vec<u8> {
+    scenario_with(p, |_| {})
+}
+
+/// The scenario, with `more` events added at the end.
+fn scenario_with(p: Profiling, more: impl FnOnce(&mut TraceBuilder)) -> Vec<u8> {
     let mut b = TraceBuilder::new();
     b.location(1, "src/api.rs", 5, 9);
     b.location(2, "src/batch.rs", 7, 9);
@@ -107,6 +112,7 @@ fn scenario(p: Profiling) -> Vec<u8> {
             }
         }
     }
+    more(&mut b);
     b.finish()
 }
 
@@ -594,6 +600,96 @@ fn perfetto_has_the_samples_on_their_threads_with_their_functions() {
         "{v}"
     );
     // Trace processor reads the same samples into its perf_sample table.
+    match v["trace_processor_skipped"].as_str() {
+        None => assert_eq!(v["trace_processor"], v["protos"], "{v}"),
+        Some(why) => eprintln!("trace processor check skipped: {why}"),
+    }
+}
+
+/// Issue 39 item 4: allocation samples are callstack samples on the
+/// allocating thread (the event's `tid`, not the writer that wrote it),
+/// under an `[alloc]` root, named as `runtrace flamegraph --alloc` names
+/// them: three in `hot_api` on tid 100 and one there outside any poll, two
+/// in `crunch_batch` on tid 101 (each standing for 4 KiB).
+#[test]
+fn perfetto_has_the_allocation_samples_on_their_threads() {
+    const W: u64 = 4096;
+    let bytes = scenario_with(Profiling::Sampled, |b| {
+        for (i, ms) in [3u64, 4, 5].into_iter().enumerate() {
+            b.alloc_sample(WRITER, ms * MS + 1, 100, 1, 64, W, 0x1000 + i as u64, 0);
+        }
+        b.alloc_sample(WRITER, 22 * MS, 100, 3, 64, W, 0x2000, 0);
+        for ms in [4u64, 6] {
+            b.alloc_sample(WRITER, ms * MS + 1, 101, 2, 64, W, 0x3000 + ms, 0);
+        }
+    });
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_path_buf();
+    std::fs::write(dir.join("trace.0.bin"), bytes).unwrap();
+    let out = dir.join("t.pftrace");
+    let o = Command::new(env!("CARGO_BIN_EXE_runtrace"))
+        .args(["perfetto", "-o"])
+        .arg(&out)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    if !have_perfetto() {
+        return;
+    }
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/check_perfetto_samples.py");
+    let py = Command::new("python3")
+        .arg(&script)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{}", stderr(&py));
+    let v: Value = serde_json::from_slice(&py.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&py), stderr(&py)));
+    // Sample counts by kind: the CPU ones unchanged, the 6 allocations.
+    assert_eq!(
+        v["kinds"],
+        serde_json::json!({"on_cpu": 28, "off_cpu": 1, "alloc": 6}),
+        "{v}"
+    );
+    // Per thread, the allocation stacks are `flamegraph --alloc`'s (its
+    // counts are bytes: 4 KiB per sample here) under `[alloc]`.
+    let fg_alloc: Vec<(String, u64)> = folded(&stdout(&runtrace(
+        &["flamegraph", "--folded", "--alloc"],
+        &dir,
+    )))
+    .into_iter()
+    .map(|(f, n)| (format!("[alloc];{}", f.join(";")), n / W))
+    .collect();
+    let allocs_of = |tid: &str| -> Vec<(String, u64)> {
+        stacks_of(&v["protos"], tid)
+            .into_iter()
+            .filter(|s| s.0.starts_with("[alloc];"))
+            .collect()
+    };
+    let (a100, a101) = (allocs_of("100"), allocs_of("101"));
+    assert_eq!(a100.len(), 2, "{a100:?}");
+    assert!(
+        a100.iter().any(|s| s.0.ends_with("hot_api") && s.1 == 3),
+        "{a100:?}"
+    );
+    assert!(
+        a100.iter().any(|s| s.0.ends_with("nap") && s.1 == 1),
+        "{a100:?}"
+    );
+    assert_eq!(a101.len(), 1, "{a101:?}");
+    assert!(
+        a101[0].0.ends_with("crunch_batch") && a101[0].1 == 2,
+        "{a101:?}"
+    );
+    let mut all: Vec<(String, u64)> = a100.into_iter().chain(a101).collect();
+    all.sort();
+    let mut fg_alloc = fg_alloc;
+    fg_alloc.sort();
+    assert_eq!(all, fg_alloc, "{v}");
+    // None on the writer's thread, which wrote the events.
+    assert!(v["protos"][WRITER.to_string()].is_null(), "{v}");
     match v["trace_processor_skipped"].as_str() {
         None => assert_eq!(v["trace_processor"], v["protos"], "{v}"),
         Some(why) => eprintln!("trace processor check skipped: {why}"),

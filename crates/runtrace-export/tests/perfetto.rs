@@ -118,7 +118,7 @@ fn overlapping_app_slices_go_to_separate_lanes() {
 
 #[test]
 fn samples_are_callstack_samples_on_the_sampled_thread() {
-    use runtrace_export::perfetto::{NO_STACK, OFF_CPU_ROOT};
+    use runtrace_export::perfetto::{ALLOC_ROOT, NO_STACK, OFF_CPU_ROOT};
     let mut b = TraceBuilder::new();
     b.stacks(&[(1, &[0x10, 0x20][..])]);
     // Written by thread 999, of thread 100: twice the same stack, one
@@ -127,8 +127,17 @@ fn samples_are_callstack_samples_on_the_sampled_thread() {
     b.cpu_sample(999, 11_000, 100, 1);
     b.off_cpu(999, 20_000, 100, 1, 3_000);
     b.cpu_sample(999, 30_000, 100, 7);
+    // A sampled allocation of thread 100, the same stack.
+    b.alloc_sample(999, 40_000, 100, 1, 64, 4096, 0x5000, 0);
     let (packets, c) = export(b);
-    assert_eq!((c.stats.cpu_samples, c.stats.off_cpu_samples), (3, 1));
+    assert_eq!(
+        (
+            c.stats.cpu_samples,
+            c.stats.off_cpu_samples,
+            c.stats.alloc_samples
+        ),
+        (3, 1, 1)
+    );
     let mut functions = HashMap::new();
     let mut frames = HashMap::new();
     let mut callstacks = HashMap::new();
@@ -164,9 +173,9 @@ fn samples_are_callstack_samples_on_the_sampled_thread() {
         }
     }
     // Nothing is symbolizable (no mappings): frames are named by address,
-    // root first; one callstack per distinct (stack, on/off-CPU).
-    assert_eq!(callstacks.len(), 3, "{callstacks:?}");
-    assert_eq!(got.len(), 4);
+    // root first; one callstack per distinct (stack, kind).
+    assert_eq!(callstacks.len(), 4, "{callstacks:?}");
+    assert_eq!(got.len(), 5);
     let on = &got[0].1;
     assert_eq!(on.len(), 2);
     assert!(on[0].contains("0x20") && on[1].contains("0x10"), "{on:?}");
@@ -177,4 +186,9 @@ fn samples_are_callstack_samples_on_the_sampled_thread() {
     assert_eq!(off[0], OFF_CPU_ROOT);
     assert_eq!(off[1..], on[..]);
     assert_eq!(got[3].1, vec![NO_STACK.to_string()]);
+    // The allocation: at its time, under its root.
+    let (ts, alloc) = &got[4];
+    assert_eq!(ts - got[0].0, 30_000);
+    assert_eq!(alloc[0], ALLOC_ROOT);
+    assert_eq!(alloc[1..], on[..]);
 }

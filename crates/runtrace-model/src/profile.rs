@@ -7,7 +7,9 @@
 //! spawn location and the poll's worker; an `off_cpu` event belongs to the
 //! poll running on T when it switched out (`ts - off_ns`). Samples outside
 //! polls belong to the thread only (an idle or parked worker, another
-//! thread).
+//! thread). An allocation sample also names the span current on its
+//! thread at its time (the innermost `tracing` span entered there, by its
+//! label), when the trace has spans.
 //!
 //! [`ProfilePass`] does this in the same read as other passes; [`load`]
 //! runs it alone.
@@ -170,6 +172,9 @@ pub struct AllocSample {
     pub location: Option<Arc<str>>,
     /// That poll's worker.
     pub worker: Option<u32>,
+    /// The label ([`crate::spans::label`]) of the span current on its
+    /// thread when it was made (the innermost entered there), if any.
+    pub span: Option<Arc<str>>,
 }
 
 impl AllocSample {
@@ -181,7 +186,7 @@ impl AllocSample {
     /// let s = AllocSample {
     ///     ts_ns: 10, tid: 1, thread: String::new(), stack: Vec::new().into(), size: 8,
     ///     weight: 4096, live: Live::Tracked, freed_ns: Some(50), task: None,
-    ///     location: None, worker: None,
+    ///     location: None, worker: None, span: None,
     /// };
     /// assert!(!s.live_at(5) && s.live_at(10) && s.live_at(49) && !s.live_at(50));
     /// ```
@@ -280,6 +285,32 @@ pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<Profile, Error> {
 /// delivered after a later poll started.
 const RECENT_POLLS: usize = 16;
 
+/// Span enters remembered per thread after their exit, for allocation
+/// samples delivered after a later enter or exit on their thread.
+const RECENT_ENTERS: usize = 16;
+
+/// The spans entered on one thread: open enters (outermost first) and
+/// the last closed ones, as (span id, start, end, label index; ticks,
+/// `end` `u64::MAX` while open).
+#[derive(Debug, Default)]
+struct ThreadSpans {
+    open: Vec<(u64, u64, u64, u32)>,
+    recent: VecDeque<(u64, u64, u64, u32)>,
+}
+
+impl ThreadSpans {
+    /// The label of the innermost span entered at `t`: of the enters
+    /// around `t`, the one that began last.
+    fn at(&self, t: u64) -> Option<u32> {
+        self.open
+            .iter()
+            .chain(self.recent.iter())
+            .filter(|e| e.1 <= t && t <= e.2)
+            .max_by_key(|e| e.1)
+            .map(|e| e.3)
+    }
+}
+
 /// A poll on one thread, in ticks (`end`: `u64::MAX` while running).
 #[derive(Debug, Clone, Copy)]
 struct Span {
@@ -365,6 +396,11 @@ pub struct ProfilePass {
     /// Live tracked samples by address (indices into `allocs`).
     at_addr: std::collections::HashMap<u64, Vec<usize>>,
     memory: MemoryInfo,
+    /// Spans entered, per thread (allocation samples' spans).
+    spans: Vec<ThreadSpans>,
+    /// Span labels, and each label's text once.
+    labels: crate::spans::Labels,
+    label_text: Vec<Arc<str>>,
 }
 
 impl ProfilePass {
@@ -443,6 +479,11 @@ impl ProfilePass {
             .get(t as usize)
             .and_then(|p| p.at(ev.ticks))
             .copied();
+        let in_span = self
+            .spans
+            .get(t as usize)
+            .and_then(|sp| sp.at(ev.ticks))
+            .map(|l| self.label_text[l as usize].clone());
         if live == Live::Tracked {
             self.at_addr
                 .entry(addr)
@@ -465,8 +506,43 @@ impl ProfilePass {
             worker: span
                 .map(|s| s.worker)
                 .filter(|&w| w != runtrace_format::NO_WORKER),
+            span: in_span,
         });
         self.alloc_thread.push(t);
+    }
+
+    /// A span enter or exit on its thread (what allocation samples are
+    /// attributed to).
+    fn span_life(&mut self, rec: &Life<'_>, model: &Model) {
+        match *rec {
+            Life::SpanEnter(e) => {
+                let l = self.labels.of(model, e.name, e.fields);
+                if l as usize == self.label_text.len() {
+                    self.label_text
+                        .push(Arc::from(self.labels.labels[l as usize].as_str()));
+                }
+                let i = e.thread as usize;
+                if i >= self.spans.len() {
+                    self.spans.resize_with(i + 1, ThreadSpans::default);
+                }
+                self.spans[i].open.push((e.span, e.start, u64::MAX, l));
+            }
+            Life::SpanExit(e) => {
+                let Some(th) = self.spans.get_mut(e.thread as usize) else {
+                    return;
+                };
+                let Some(k) = th.open.iter().rposition(|o| o.0 == e.span) else {
+                    return;
+                };
+                let mut o = th.open.remove(k);
+                o.2 = e.end;
+                if th.recent.len() == RECENT_ENTERS {
+                    th.recent.pop_front();
+                }
+                th.recent.push_back(o);
+            }
+            _ => {}
+        }
     }
 
     fn free(&mut self, ev: &Ev, model: &Model) {
@@ -564,10 +640,14 @@ impl ProfilePass {
 impl Pass for ProfilePass {
     #[inline]
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE.or(Wants::PROFILE)
+        Wants::LIFECYCLE.or(Wants::PROFILE).or(Wants::SPANS)
     }
 
-    fn life(&mut self, rec: &Life<'_>, _model: &Model) {
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        if matches!(rec, Life::SpanEnter(_) | Life::SpanExit(_)) {
+            self.span_life(rec, model);
+            return;
+        }
         if let Life::PollStart(p) = rec {
             let i = p.thread as usize;
             if i >= self.threads.len() {

@@ -9,6 +9,8 @@
 //! - [`window`] analyses one window (the engine, plus [`window::Now`]:
 //!   what each worker polls at the window's end), seeding the tasks alive
 //!   at its start with their spawn locations;
+//! - [`heap`] follows the memory profile (sampled heap bytes live and
+//!   allocated in a window), when the trace has one;
 //! - [`snapshot`] turns a window into rows (header, workers, locations,
 //!   findings with their age) and into text or JSON (`--once`);
 //! - [`source`] gives the windows: [`source::Live`] follows a recording
@@ -36,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+pub mod heap;
 pub mod snapshot;
 pub mod source;
 #[cfg(feature = "ui")]

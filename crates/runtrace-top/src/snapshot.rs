@@ -134,6 +134,9 @@ pub struct Snapshot {
     pub locations: Vec<LocRow>,
     /// Findings, critical first, cause first.
     pub findings: Vec<FindingRow>,
+    /// The memory profile over the window (None: the trace has no
+    /// allocation samples). Set by the source after [`build`].
+    pub heap: Option<crate::heap::HeapWindow>,
 }
 
 /// What makes a finding the same one from window to window.
@@ -295,6 +298,7 @@ pub fn build(
         workers,
         locations,
         findings,
+        heap: None,
     }
 }
 
@@ -355,7 +359,7 @@ impl Snapshot {
     /// docs/top.md).
     pub fn to_json(&self) -> Value {
         let h = &self.header;
-        json!({
+        let mut out = json!({
             "mode": match self.mode { Mode::Live => "live", Mode::Replay => "replay" },
             "at_s": self.at_ns as f64 / 1e9,
             "length_s": self.length_ns as f64 / 1e9,
@@ -400,7 +404,48 @@ impl Snapshot {
                 "wake_to_poll_p99_ns": l.wake_p99_ns,
                 "long_polls": l.long_polls,
             })).collect::<Vec<_>>(),
+        });
+        self.heap_json(&mut out);
+        out
+    }
+
+    /// The memory line, when the trace has allocation samples: sampled
+    /// heap bytes live at the window's end and their change over the
+    /// window, and the allocation rate in it.
+    pub fn heap_line(&self) -> Option<String> {
+        let m = self.heap?;
+        let secs = (self.window_ns as f64 / 1e9).max(1e-9);
+        let rate = fmt_bytes((m.allocated as f64 / secs) as u64);
+        Some(if m.live_set {
+            let change = m.live_end as i64 - m.live_start as i64;
+            format!(
+                "heap (sampled): {} live ({}{} over the window) | allocating {}/s",
+                fmt_bytes(m.live_end),
+                if change < 0 { "-" } else { "+" },
+                fmt_bytes(change.unsigned_abs()),
+                rate
+            )
+        } else {
+            format!(
+                "heap (sampled): allocating {rate}/s | live bytes unknown (record with RUNTRACE_ALLOC_LIVE=on)"
+            )
         })
+    }
+
+    /// The window's memory as JSON (`heap`, when the trace has allocation
+    /// samples).
+    fn heap_json(&self, out: &mut Value) {
+        let Some(m) = self.heap else {
+            return;
+        };
+        let secs = (self.window_ns as f64 / 1e9).max(1e-9);
+        out["heap"] = json!({
+            "live_set": m.live_set,
+            "live_bytes": m.live_set.then_some(m.live_end),
+            "live_bytes_at_window_start": m.live_set.then_some(m.live_start),
+            "allocated_bytes": m.allocated,
+            "allocated_bytes_per_s": m.allocated as f64 / secs,
+        });
     }
 
     /// The header line: source, state, position, rates, drops, files.
@@ -426,6 +471,9 @@ impl Snapshot {
         let mut s = String::new();
         let _ = writeln!(s, "runtrace top {}", self.header.source);
         let _ = writeln!(s, "{}", self.header_line());
+        if let Some(line) = self.heap_line() {
+            let _ = writeln!(s, "{line}");
+        }
         for n in &self.header.notes {
             let _ = writeln!(s, "note: {n}");
         }

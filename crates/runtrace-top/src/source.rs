@@ -197,6 +197,7 @@ impl Live {
             c.evs.pop_front();
         }
         c.lives.forget_before(t0);
+        c.heap.forget_before(t0);
         let w = window::analyze(
             model,
             proc,
@@ -236,7 +237,7 @@ impl Live {
             state,
             notes,
         };
-        Some(snapshot::build(
+        let mut snap = snapshot::build(
             &w,
             model,
             proc,
@@ -246,7 +247,9 @@ impl Live {
             header,
             &mut self.ages,
             true,
-        ))
+        );
+        snap.heap = self.coll.pass.heap.window(proc, t0, t1);
+        Some(snap)
     }
 
     /// Reads everything written so far, the writer's last round included,
@@ -270,6 +273,7 @@ pub struct Replay {
     stats: ReadStats,
     evs: Vec<Ev>,
     lives: Lives,
+    heap: crate::heap::Heap,
     proc: u32,
     first: u64,
     last: u64,
@@ -331,6 +335,7 @@ impl Replay {
             stats,
             evs,
             lives: c.lives,
+            heap: c.heap,
             proc,
             first,
             last,
@@ -477,7 +482,7 @@ impl Replay {
             notes: self.stats.errors.clone(),
         };
         let contiguous = std::mem::replace(&mut self.contiguous, true);
-        snapshot::build(
+        let mut snap = snapshot::build(
             &w,
             &self.model,
             self.proc,
@@ -487,7 +492,9 @@ impl Replay {
             header,
             &mut self.ages,
             contiguous,
-        )
+        );
+        snap.heap = self.heap.window(self.proc, t0, t1);
+        snap
     }
 
     /// Bytes the index holds per event, and events held.

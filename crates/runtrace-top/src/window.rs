@@ -116,21 +116,27 @@ impl Lives {
 }
 
 /// The pass that collects a recording for windows: the runtime events in
-/// time order and the task lives.
+/// time order, the task lives, and the memory profile's changes.
 #[derive(Default)]
 pub struct Collector {
     /// Runtime events, in time order.
     pub evs: VecDeque<Ev>,
     /// Task lives.
     pub lives: Lives,
+    /// The sampled heap (profile events go there, not to `evs`).
+    pub heap: crate::heap::Heap,
 }
 
 impl Pass for Collector {
     #[inline]
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE
+        Wants::LIFECYCLE.or(Wants::PROFILE)
     }
-    fn event(&mut self, ev: &Ev, _: &Model) {
+    fn event(&mut self, ev: &Ev, model: &Model) {
+        if Wants::PROFILE.has(ev.kind) {
+            self.heap.event(ev, model);
+            return;
+        }
         self.evs.push_back(*ev);
     }
     fn life(&mut self, rec: &Life<'_>, _: &Model) {

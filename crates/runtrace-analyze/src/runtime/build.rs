@@ -217,6 +217,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         waiting: super::waiting::report_json(&c),
         resource_waits: super::waiting::resource_sites(&c),
         memory: Vec::new(),
+        memory_spans: Vec::new(),
     }
 }
 

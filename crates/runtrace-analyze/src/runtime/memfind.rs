@@ -16,6 +16,7 @@ impl Report {
             return;
         }
         self.memory = memory::per_location(profile, self.duration_ns);
+        self.memory_spans = memory::per_span(profile, self.duration_ns);
         if !profile.memory.live_set {
             self.notes.push(
                 "the memory profile has no live set (record with RUNTRACE_ALLOC_LIVE=on): live bytes and memory_growth are not known"

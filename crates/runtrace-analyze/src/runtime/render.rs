@@ -115,7 +115,56 @@ impl Report {
                     .collect(),
             );
         }
+        self.memory_spans_json(&mut out);
         out
+    }
+
+    /// JSON `memory_spans` (only for traces whose allocation samples were
+    /// made in spans: the JSON of others is unchanged).
+    fn memory_spans_json(&self, out: &mut Value) {
+        if self.memory_spans.is_empty() {
+            return;
+        }
+        out["memory_spans"] = self
+            .memory_spans
+            .iter()
+            .map(|m| {
+                json!({
+                    "span": m.span,
+                    "alloc_bytes": m.alloc_bytes,
+                    "alloc_bytes_per_sec": m.alloc_bytes_per_sec,
+                    "samples": m.samples,
+                    "live_end_bytes": m.live_end_bytes,
+                })
+            })
+            .collect();
+    }
+
+    /// The text table of [`Report::memory_spans`] (nothing without it).
+    fn memory_spans_text(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.memory_spans.is_empty() {
+            return Ok(());
+        }
+        writeln!(f, "=== Memory per span (sampled allocations, by the span current on the allocating thread)")?;
+        writeln!(
+            f,
+            "{:>12} {:>12} {:>12}  span",
+            "allocated", "per second", "live at end"
+        )?;
+        for m in &self.memory_spans {
+            let live = m
+                .live_end_bytes
+                .map_or("-".to_string(), crate::memory::bytes);
+            writeln!(
+                f,
+                "{:>12} {:>12} {:>12}  {}",
+                crate::memory::bytes(m.alloc_bytes),
+                crate::memory::bytes(m.alloc_bytes_per_sec as u64),
+                live,
+                m.span
+            )?;
+        }
+        writeln!(f)
     }
 }
 
@@ -296,6 +345,7 @@ impl fmt::Display for Report {
             }
             writeln!(f)?;
         }
+        self.memory_spans_text(f)?;
         writeln!(f, "=== Findings ({})", self.findings.len())?;
         if self.findings.is_empty() {
             writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers, host starvation, lock or resource waits, leaked or stuck tasks over the thresholds")?;

@@ -386,6 +386,9 @@ pub struct Report {
     /// Heap allocations per spawn location, from the memory profile
     /// (empty without one; filled by `add_functions`).
     pub memory: Vec<crate::memory::LocationMemory>,
+    /// Heap allocations per span label (empty without spans or without a
+    /// memory profile; filled by `add_functions`).
+    pub memory_spans: Vec<crate::memory::SpanMemory>,
 }
 
 /// What `analyze` and `summary` say when most polls of a trace had no wake

@@ -9,10 +9,11 @@
 //! every worker's local queue, the global queue, named executor queues and
 //! runtrace-sync's queues, and the application events: lock waits and holds,
 //! I/O and processing as slices (on lanes under their thread), drops,
-//! backlog triggers and heartbeats as instants, and the CPU profile: each
-//! CPU sample and off-CPU stack as a callstack sample on its thread
-//! (symbolized, [`OFF_CPU_ROOT`] at the root of off-CPU stacks; trace
-//! processor's `perf_sample` table). Names, frames and callstacks are
+//! backlog triggers and heartbeats as instants, and the profiles: each
+//! CPU sample, off-CPU stack and allocation sample as a callstack sample
+//! on its thread (symbolized, [`OFF_CPU_ROOT`] at the root of off-CPU
+//! stacks, [`ALLOC_ROOT`] at the root of allocations; trace processor's
+//! `perf_sample` table). Names, frames and callstacks are
 //! interned (`interned_data`, one sequence with incremental state).
 //!
 //! It is a [pass](runtrace_model::pass::Pass) over one streaming read, so
@@ -41,7 +42,7 @@ mod samples;
 pub mod writer;
 
 pub use pass::{ExportStats, Exporter};
-pub use samples::{NO_STACK, OFF_CPU_ROOT};
+pub use samples::{ALLOC_ROOT, NO_STACK, OFF_CPU_ROOT};
 
 use runtrace_format::output::{refuse_input, AtomicFile};
 use std::io::BufWriter;
@@ -89,7 +90,8 @@ pub fn convert<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Converted, Str
         + written.app_slices
         + written.counter_values
         + written.cpu_samples
-        + written.off_cpu_samples;
+        + written.off_cpu_samples
+        + written.alloc_samples;
     let mut notes: Vec<String> = (stats.events > 0 && shown == 0)
         .then(|| {
             format!(

@@ -7,7 +7,7 @@ use super::proto::{
     CounterDescriptor, DebugAnnotation, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
     TrackEvent, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
-use super::samples::Samples;
+use super::samples::{Root, Samples};
 use super::writer::PacketWriter;
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::lifecycle::{Life, Poll};
@@ -188,6 +188,9 @@ pub struct ExportStats {
     pub cpu_samples: u64,
     /// Off-CPU stacks written as callstack samples (one per `off_cpu`).
     pub off_cpu_samples: u64,
+    /// Allocation samples written as callstack samples (one per
+    /// `alloc_sample`).
+    pub alloc_samples: u64,
     /// Span slices on thread tracks (one per enter, inside the poll it
     /// ran in).
     pub span_slices: u64,
@@ -569,9 +572,9 @@ impl<W: Write> Exporter<W> {
         );
     }
 
-    /// A `cpu_sample` or `off_cpu` event as a callstack sample of the
-    /// sampled thread (`ev.worker`; `ev.thread` is the thread that wrote
-    /// it), an off-CPU one at its switch-out time.
+    /// A `cpu_sample`, `off_cpu` or `alloc_sample` event as a callstack
+    /// sample of the sampled (allocating) thread (`ev.worker`; `ev.thread`
+    /// is the thread that wrote it), an off-CPU one at its switch-out time.
     fn sample(&mut self, ev: &Ev, model: &Model) {
         let t = ev.worker;
         let Some(th) = model.threads.get(t as usize) else {
@@ -579,9 +582,15 @@ impl<W: Write> Exporter<W> {
         };
         let pid = model.procs[th.proc as usize].pid as u32;
         let tid = th.tid as u32;
-        let off_cpu = ev.kind == kind::OFF_CPU;
+        // The sampled (or allocating) thread is in `worker` for all three
+        // kinds (runtrace_model::event's packing).
+        let root = match ev.kind {
+            kind::OFF_CPU => Root::OffCpu,
+            kind::ALLOC_SAMPLE => Root::Alloc,
+            _ => Root::OnCpu,
+        };
         let mut ts = self.ts(model, t, ev.ticks);
-        if off_cpu {
+        if root == Root::OffCpu {
             ts = ts.saturating_sub(ev.x);
         }
         let stack = model
@@ -597,12 +606,12 @@ impl<W: Write> Exporter<W> {
             tid,
             ev.a,
             &stack,
-            off_cpu,
+            root,
         );
-        if off_cpu {
-            self.stats.off_cpu_samples += 1;
-        } else {
-            self.stats.cpu_samples += 1;
+        match root {
+            Root::OnCpu => self.stats.cpu_samples += 1,
+            Root::OffCpu => self.stats.off_cpu_samples += 1,
+            Root::Alloc => self.stats.alloc_samples += 1,
         }
     }
 
@@ -862,7 +871,10 @@ impl<W: Write> Pass for Exporter<W> {
     }
 
     fn event(&mut self, ev: &Ev, model: &Model) {
-        if matches!(ev.kind, kind::CPU_SAMPLE | kind::OFF_CPU) {
+        if matches!(
+            ev.kind,
+            kind::CPU_SAMPLE | kind::OFF_CPU | kind::ALLOC_SAMPLE
+        ) {
             // On the sampled thread, not the one that wrote the event (no
             // track for it: trace processor puts samples on the thread).
             self.sample(ev, model);

@@ -1,5 +1,6 @@
-//! CPU profile samples as Perfetto callstack samples: each `cpu_sample`
-//! and `off_cpu` event becomes a `PerfSample` on its thread (pid, tid),
+//! Profile samples as Perfetto callstack samples: each `cpu_sample`,
+//! `off_cpu` and `alloc_sample` event becomes a `PerfSample` on its
+//! thread (pid, tid),
 //! which trace processor puts in its `perf_sample` table and the UI shows
 //! on the thread's track. Stacks are named with `runtrace_symbolize` (as
 //! `runtrace flamegraph` names them, inlined frames expanded) and interned
@@ -10,9 +11,12 @@
 //! An off-CPU stack is a sample at the time its thread switched out (so it
 //! falls in the poll that blocked), under an extra root frame
 //! [`OFF_CPU_ROOT`]: a flame graph of a thread's samples shows the time it
-//! ran and the places it blocked side by side. Perfetto counts samples;
-//! the time each off-CPU stack stood for is not carried (`runtrace
-//! flamegraph --off-cpu` weighs by it).
+//! ran and the places it blocked side by side. An allocation sample is a
+//! sample at the allocation's time under [`ALLOC_ROOT`] (its thread is
+//! the allocating one, from the event's `tid`). Perfetto counts samples;
+//! the time each off-CPU stack stood for and the bytes each allocation
+//! sample stood for are not carried (`runtrace flamegraph --off-cpu` and
+//! `--alloc` weigh by them).
 //!
 //! Memory is bounded by the distinct stacks, addresses and names, never by
 //! the number of samples.
@@ -29,6 +33,29 @@ use std::sync::Arc;
 
 /// The root frame of every off-CPU stack.
 pub const OFF_CPU_ROOT: &str = "[off-CPU]";
+/// The root frame of every allocation sample's stack.
+pub const ALLOC_ROOT: &str = "[alloc]";
+
+/// What a sample is, hence the extra root frame of its callstack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Root {
+    /// An on-CPU sample: the stack as recorded.
+    OnCpu,
+    /// An off-CPU stack: under [`OFF_CPU_ROOT`].
+    OffCpu,
+    /// A sampled allocation: under [`ALLOC_ROOT`].
+    Alloc,
+}
+
+impl Root {
+    fn frame(self) -> Option<&'static str> {
+        match self {
+            Root::OnCpu => None,
+            Root::OffCpu => Some(OFF_CPU_ROOT),
+            Root::Alloc => Some(ALLOC_ROOT),
+        }
+    }
+}
 /// The one frame of a sample whose stack is empty (undefined stack id).
 pub const NO_STACK: &str = crate::flamegraph::NO_STACK;
 
@@ -42,8 +69,8 @@ pub(crate) struct Samples {
     sym_mappings: usize,
     /// Interned mappings by (start, end, offset, path).
     mappings: HashMap<(u64, u64, u64, String), u64>,
-    /// Callstack iid by (stack index in the model, off-CPU).
-    callstacks: HashMap<(u32, bool), u64>,
+    /// Callstack iid by (stack index in the model, its root).
+    callstacks: HashMap<(u32, Root), u64>,
     /// Frame iid by (mapping iid, rel_pc, name).
     frames: HashMap<(u64, u64, Arc<str>), u64>,
     functions: HashMap<Arc<str>, u64>,
@@ -59,7 +86,7 @@ pub(crate) struct Samples {
 impl Samples {
     /// Writes one sample at `ts` of thread `tid` of process `pid`, its
     /// stack `stack` (addresses leaf first, index `stack_index` in the
-    /// model's stacks) named with `mappings`.
+    /// model's stacks) named with `mappings`, under `root`'s frame.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn write<W: Write>(
         &mut self,
@@ -70,13 +97,13 @@ impl Samples {
         tid: u32,
         stack_index: u32,
         stack: &Arc<[u64]>,
-        off_cpu: bool,
+        root: Root,
     ) {
-        let iid = match self.callstacks.get(&(stack_index, off_cpu)) {
+        let iid = match self.callstacks.get(&(stack_index, root)) {
             Some(&iid) => iid,
             None => {
-                let iid = self.intern_callstack(w, mappings, stack, off_cpu);
-                self.callstacks.insert((stack_index, off_cpu), iid);
+                let iid = self.intern_callstack(w, mappings, stack, root);
+                self.callstacks.insert((stack_index, root), iid);
                 iid
             }
         };
@@ -101,7 +128,7 @@ impl Samples {
         w: &mut PacketWriter<W>,
         mappings: &[Mapping],
         stack: &Arc<[u64]>,
-        off_cpu: bool,
+        root: Root,
     ) -> u64 {
         if self.sym.is_none() || self.sym_mappings != mappings.len() {
             self.sym = Some(Symbolizer::new(mappings, SymbolizeOptions::default()));
@@ -129,8 +156,8 @@ impl Samples {
         if stack.is_empty() {
             leaf_first.push(self.intern_frame(w, 0, 0, Arc::from(NO_STACK)));
         }
-        if off_cpu {
-            leaf_first.push(self.intern_frame(w, 0, 0, Arc::from(OFF_CPU_ROOT)));
+        if let Some(name) = root.frame() {
+            leaf_first.push(self.intern_frame(w, 0, 0, Arc::from(name)));
         }
         leaf_first.reverse();
         self.next_callstack += 1;

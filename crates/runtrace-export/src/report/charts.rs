@@ -56,6 +56,11 @@ pub struct Charts {
     pub wake_hist: [u64; HIST],
     /// End of the latest event seen, ns since its recording started.
     pub end_ns: u64,
+    /// Sampled heap bytes live over time, `(ns since the start, bytes)` at
+    /// [`BUCKETS`] instants (`runtrace_analyze::memory::live_over_time`):
+    /// not read by the pass but set from the memory profile after the read
+    /// ([`super::write`]); empty without a live set.
+    pub live: Vec<(i64, u64)>,
     row_of: HashMap<u32, usize>,
 }
 
@@ -68,6 +73,7 @@ impl Default for Charts {
             poll_hist: [0; HIST],
             wake_hist: [0; HIST],
             end_ns: 0,
+            live: Vec::new(),
             row_of: HashMap::new(),
         }
     }

@@ -71,6 +71,7 @@ pub fn render(
     locations(&mut h, r);
     waiting(&mut h, r);
     flame_graphs(&mut h, flames, notes);
+    live_bytes(&mut h, c);
     backlog(&mut h, b, c, model);
     h.push_str("</body></html>\n");
     h
@@ -116,6 +117,54 @@ fn flame_graphs(h: &mut String, flames: &[Flame], notes: &[String]) {
     for n in notes {
         let _ = write!(h, "<p class=\"muted\">Note: {}</p>", esc(n));
     }
+}
+
+/// The sampled heap bytes live over time (a line), when the trace has a
+/// memory profile with the live set ([`Charts::live`]); nothing otherwise.
+fn live_bytes(h: &mut String, c: &Charts) {
+    let Some(&(end, _)) = c.live.last() else {
+        return;
+    };
+    let max = c.live.iter().map(|p| p.1).max().unwrap_or(0);
+    let (w, ch) = (900.0, 120.0);
+    let x = |t: i64| t.max(0) as f64 / end.max(1) as f64 * w;
+    let y = |b: u64| ch - b as f64 / max.max(1) as f64 * ch;
+    // From zero at the start, then each instant.
+    let pts: Vec<String> = std::iter::once((0, 0))
+        .chain(c.live.iter().copied())
+        .map(|(t, b)| format!("{:.1},{:.1}", x(t), y(b)))
+        .collect();
+    let _ = write!(
+        h,
+        "<h2>Memory</h2><section id=\"memory\"><p>Sampled heap bytes live (the weights of the \
+         sampled allocations not freed yet, runtrace's own threads left out): {} at the end, \
+         at most {}. Which code holds them: <code>runtrace flamegraph DIR --live</code>; \
+         per spawn location and span: <code>runtrace analyze</code>.</p>\
+         <svg id=\"live-bytes\" class=\"chart\" width=\"{w}\" height=\"{}\" viewBox=\"0 0 {w} {}\" \
+         xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\"><polyline fill=\"none\" stroke=\"#a3c\" \
+         stroke-width=\"2\" points=\"{}\"/><text x=\"4\" y=\"12\">max {}</text>\
+         <text x=\"4\" y=\"{}\" class=\"muted\">live bytes over {} ({} points)</text>",
+        esc(&runtrace_analyze::memory::bytes(c.live.last().map_or(0, |p| p.1))),
+        esc(&runtrace_analyze::memory::bytes(max)),
+        ch + 20.0,
+        ch + 20.0,
+        pts.join(" "),
+        esc(&runtrace_analyze::memory::bytes(max)),
+        ch + 16.0,
+        fmt_ns(end.max(0) as u64),
+        c.live.len()
+    );
+    for &(t, b) in &c.live {
+        let _ = write!(
+            h,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"#a3c\"><title>{} live at {:.3} s</title></circle>",
+            x(t),
+            y(b),
+            esc(&runtrace_analyze::memory::bytes(b)),
+            t as f64 / 1e9
+        );
+    }
+    h.push_str("</svg></section>");
 }
 
 fn summary(h: &mut String, r: &Report, b: &BacklogReport) {

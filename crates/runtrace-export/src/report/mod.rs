@@ -3,8 +3,9 @@
 //! time, poll-duration and wake->poll histograms, the top spawn locations,
 //! the tokio resources waited on most when the trace has resource events,
 //! and the backlog timeline with each trigger's verdict when the trace has
-//! runtrace-sync events, and the CPU flame graphs when the trace has a CPU
-//! profile. Inline CSS and SVG, no script, nothing loaded from the network;
+//! runtrace-sync events, the CPU flame graphs when the trace has a CPU
+//! profile, and the sampled heap bytes live over time when it has a
+//! memory profile with the live set. Inline CSS and SVG, no script, nothing loaded from the network;
 //! aggregates only, so its size does not grow with the trace.
 //!
 //! One streaming read feeds four passes: `runtrace_analyze`'s runtime
@@ -75,7 +76,7 @@ pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String>
     );
     let (model, stats) = runtrace_model::input::read(&paths, &mut passes, None);
     let mut r = passes.0.report(&model, stats.clone());
-    let (backlog, (charts, profiled)) = passes.1;
+    let (backlog, (mut charts, profiled)) = passes.1;
     let profile = profiled.pass.profile(&model, stats.clone());
     let (mut flames, mut notes) = (Vec::new(), Vec::new());
     if profile.has_samples() {
@@ -84,6 +85,8 @@ pub fn write<P: AsRef<Path>>(paths: &[P], out: &Path) -> Result<Written, String>
         flames = flame_graphs(&profile, &mut names);
         notes = names.problems();
     }
+    charts.live =
+        runtrace_analyze::memory::live_over_time(&profile, r.duration_ns, charts::BUCKETS);
     let b = backlog.report(&model, stats);
     let page = html::render(&r, &b, &charts, &model, &flames, &notes);
     file.write_all(page.as_bytes())

@@ -40,7 +40,7 @@ pub fn draw(f: &mut Frame<'_>, app: &App, snap: Option<&Snapshot>, waiting: &str
         f.render_widget(Paragraph::new("q quit"), bottom);
         return;
     };
-    let notes = s.header.notes.len().min(3) as u16;
+    let notes = s.header.notes.len().min(3) as u16 + s.heap.is_some() as u16;
     let nfind = (s.findings.len().max(1) as u16 * 2 + 2).min(area.height / 3);
     let nwork = (s.workers.len().max(1) as u16 + 3).min(area.height / 4 + 2);
     let [head, find, work, rest, foot] = Layout::vertical([
@@ -89,6 +89,9 @@ fn header(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
             },
         ),
     ])];
+    if let Some(line) = s.heap_line() {
+        lines.push(Line::styled(line, Style::default().fg(Color::Magenta)));
+    }
     for n in h.notes.iter().take(3) {
         lines.push(Line::styled(
             format!("note: {n}"),
