@@ -115,6 +115,21 @@ impl Report {
                     .collect(),
             );
         }
+        // Only for recordings with snapshot triggers (flight recorder).
+        if !self.snapshots.is_empty() {
+            out["snapshots"] = self
+                .snapshots
+                .iter()
+                .map(|s| {
+                    json!({
+                        "pid": s.pid,
+                        "at_ns": s.at_ns,
+                        "wall_ns": s.wall_ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+                        "reason": s.reason,
+                    })
+                })
+                .collect();
+        }
         out
     }
 }
@@ -282,6 +297,19 @@ impl fmt::Display for Report {
                     crate::memory::bytes(m.alloc_bytes_per_sec as u64),
                     live,
                     m.location
+                )?;
+            }
+            writeln!(f)?;
+        }
+        if !self.snapshots.is_empty() {
+            writeln!(f, "=== Snapshot triggers ({})", self.snapshots.len())?;
+            for s in &self.snapshots {
+                writeln!(
+                    f,
+                    "at {} (pid {}): {}",
+                    fmt_at(s.at_ns),
+                    s.pid,
+                    s.reason.escape_debug()
                 )?;
             }
             writeln!(f)?;

@@ -12,7 +12,9 @@
 //! backlog triggers and heartbeats as instants, and the CPU profile: each
 //! CPU sample and off-CPU stack as a callstack sample on its thread
 //! (symbolized, [`OFF_CPU_ROOT`] at the root of off-CPU stacks; trace
-//! processor's `perf_sample` table). Names, frames and callstacks are
+//! processor's `perf_sample` table), and flight-recorder snapshot
+//! triggers as instants on their process track (`snapshot: <reason>`).
+//! Names, frames and callstacks are
 //! interned (`interned_data`, one sequence with incremental state).
 //!
 //! It is a [pass](runtrace_model::pass::Pass) over one streaming read, so
