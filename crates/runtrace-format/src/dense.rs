@@ -28,11 +28,11 @@
 //! // ready, 100 ticks after the previous event: 4 bytes as a record...
 //! let body = [3u8, 100, 0, 0];
 //! let mut d = Vec::new();
-//! dense::encode(&body, look, &mut d).unwrap();
+//! dense::encode(&body, &look, &mut d).unwrap();
 //! // ...2 in a dense chunk: the head (100 << 4 | slot 4) alone.
 //! assert_eq!(d.len(), 2);
 //! let mut back = Vec::new();
-//! dense::decode(&d, look, &mut back).unwrap();
+//! dense::decode(&d, &look, &mut back).unwrap();
 //! assert_eq!(back, body);
 //! ```
 
@@ -184,9 +184,13 @@ fn skip(c: &mut Cursor<'_>, ty: FieldType) -> Result<(), DecodeError> {
 /// a `DCHUNK`, appended to `out`; `schema` gives each type's schema.
 /// `Err` when `body` does not decode (a bug in the writer: the caller then
 /// writes the plain chunk) or a delta is above [`MAX_DT`].
+///
+/// Not generic (`schema` is a `dyn Fn`): it is compiled, optimized, in this
+/// crate, whatever the caller's build profile (the recorder's writer calls
+/// it for every chunk).
 pub fn encode<'s>(
     body: &[u8],
-    schema: impl Fn(u32) -> Option<&'s Schema>,
+    schema: &dyn Fn(u32) -> Option<&'s Schema>,
     out: &mut Vec<u8>,
 ) -> Result<(), DecodeError> {
     let mut c = Cursor::new(body);
@@ -264,10 +268,11 @@ pub fn encode<'s>(
 /// that does not decode.
 pub fn decode<'s>(
     body: &[u8],
-    schema: impl Fn(u32) -> Option<&'s Schema>,
+    schema: &dyn Fn(u32) -> Option<&'s Schema>,
     out: &mut Vec<u8>,
 ) -> Result<(), DecodeError> {
     let mut c = Cursor::new(body);
+    let mut usable: [Option<bool>; 15] = [None; 15];
     while c.pos() < body.len() {
         let start = c.pos();
         let at =
@@ -307,7 +312,9 @@ pub fn decode<'s>(
                 ),
             )
         })?;
-        if !fits(slot, s) {
+        // Checked once per call per slot: the schemas do not change
+        // within a chunk.
+        if !*usable[n as usize - 1].get_or_insert_with(|| fits(slot, s)) {
             return Err(DecodeError::new(
                 start,
                 format!(

@@ -757,7 +757,7 @@ impl<R: Read> FileReader<R> {
         let tables = &self.tables;
         crate::dense::decode(
             &self.payload[body_at..],
-            |id| tables.schema(id).map(|s| &**s),
+            &|id| tables.schema(id).map(|s| &**s),
             &mut out,
         )
         .map_err(|e| DecodeError::new(body_at + e.pos, e.what))?;

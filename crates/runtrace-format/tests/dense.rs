@@ -108,9 +108,9 @@ proptest! {
         let look = |id: u32| s.iter().find(|x| x.id == id);
         let body = plain(&recs, &s);
         let mut d = Vec::new();
-        dense::encode(&body, look, &mut d).unwrap();
+        dense::encode(&body, &look, &mut d).unwrap();
         let mut back = Vec::new();
-        dense::decode(&d, look, &mut back).unwrap();
+        dense::decode(&d, &look, &mut back).unwrap();
         prop_assert_eq!(back, body);
     }
 }
@@ -135,7 +135,7 @@ fn the_common_records_shrink() {
     let body = plain(&recs, &s);
     assert_eq!(body.len(), 3 + 3 + 3 + 1 + 1); // tag, dt x2, task, queue, local_q; tag, dt x2, task, ready
     let mut d = Vec::new();
-    dense::encode(&body, look, &mut d).unwrap();
+    dense::encode(&body, &look, &mut d).unwrap();
     // Heads of 2 bytes (500 << 4 < 2^14); the start keeps its task.
     assert_eq!(d.len(), 2 + 1 + 2);
 }
@@ -152,7 +152,7 @@ fn a_delta_too_large_for_a_head_is_refused_by_the_encoder() {
         }],
         &s,
     );
-    assert!(dense::encode(&body, look, &mut Vec::new()).is_err());
+    assert!(dense::encode(&body, &look, &mut Vec::new()).is_err());
 }
 
 /// A file of one chunk of `body`, plain or dense.
@@ -192,7 +192,7 @@ fn file(body: &[u8], count: u64, dense_frame: bool) -> Vec<u8> {
     .encode(&mut p);
     let s = schemas();
     if dense_frame {
-        dense::encode(body, |id| s.iter().find(|x| x.id == id), &mut p).unwrap();
+        dense::encode(body, &|id| s.iter().find(|x| x.id == id), &mut p).unwrap();
         frame::write(&mut out, FrameType::DChunk, &p);
     } else {
         p.extend_from_slice(body);

@@ -792,7 +792,8 @@ impl Writer {
                     // report).
                     let body_at = payload.len();
                     let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());
-                    let ty = match runtrace_format::dense::encode(piece.bytes, look, &mut payload) {
+                    let ty = match runtrace_format::dense::encode(piece.bytes, &look, &mut payload)
+                    {
                         Ok(()) => FrameType::DChunk,
                         Err(_) => {
                             payload.truncate(body_at);
