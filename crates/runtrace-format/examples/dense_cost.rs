@@ -6,14 +6,44 @@
 //!
 //! ```text
 //! cargo run --release -p runtrace-format --example dense_cost -- DIR/trace.*.bin
+//! cargo run --release -p runtrace-format --example dense_cost -- --rewrite IN OUT
 //! ```
+//!
+//! `--rewrite` writes `IN` with its plain chunks rewritten as dense ones,
+//! as a 1.3 writer would have framed them (the fuzz corpus' dense seed).
 
 use runtrace_format::dense;
 use runtrace_format::reader::RawRecord;
 use runtrace_format::FileReader;
 use std::time::Instant;
 
+/// `input` with every `CHUNK` frame rewritten as a `DCHUNK`.
+fn rewrite(input: &str, output: &str) {
+    let bytes = std::fs::read(input).expect("a readable trace file");
+    let mut r = FileReader::new(&bytes[..], input);
+    let (mut out, mut last) = (Vec::new(), 0usize);
+    while let Some(item) = r.next_raw() {
+        if let Ok(RawRecord::Chunk(c)) = item {
+            out.extend_from_slice(&bytes[last..c.offset as usize]);
+            let mut p = Vec::new();
+            c.header.encode(&mut p);
+            let t = c.tables;
+            dense::encode(c.body, &|id| t.schema(id).map(|s| &**s), &mut p)
+                .expect("chunks that decode");
+            runtrace_format::frame::write(&mut out, runtrace_format::frame::FrameType::DChunk, &p);
+            last = (c.offset + c.frame_len) as usize;
+        }
+    }
+    out.extend_from_slice(&bytes[last..]);
+    std::fs::write(output, &out).expect("a writable output");
+    println!("{input}: {} bytes -> {output}: {} bytes", bytes.len(), out.len());
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() == 3 && args[0] == "--rewrite" {
+        return rewrite(&args[1], &args[2]);
+    }
     // (tables, plain body, events) per chunk; the schemas of each file.
     let mut chunks: Vec<(usize, Vec<u8>, u64)> = Vec::new();
     // Indexed by type id, as the writer keeps them.
