@@ -36,7 +36,11 @@ fn rewrite(input: &str, output: &str) {
     }
     out.extend_from_slice(&bytes[last..]);
     std::fs::write(output, &out).expect("a writable output");
-    println!("{input}: {} bytes -> {output}: {} bytes", bytes.len(), out.len());
+    println!(
+        "{input}: {} bytes -> {output}: {} bytes",
+        bytes.len(),
+        out.len()
+    );
 }
 
 fn main() {
