@@ -44,12 +44,13 @@ U64_MASK = (1 << 64) - 1
 HEADER, SCHEMA, STRINGS, LOCATIONS, THREAD, CLOCK, CHUNK, DROPPED, ROUND, END = range(1, 11)
 STACKS, MAPPINGS, PROFILE = range(11, 14)  # version 1.1: CPU profiles
 FINISH = 14  # version 1.2: the recording ended cleanly (§11)
+DCHUNK = 15  # version 1.3: a CHUNK with dense records (§6.1)
 FRAME_NAMES = {
     HEADER: "HEADER", SCHEMA: "SCHEMA", STRINGS: "STRINGS",
     LOCATIONS: "LOCATIONS", THREAD: "THREAD", CLOCK: "CLOCK", CHUNK: "CHUNK",
     DROPPED: "DROPPED", ROUND: "ROUND", END: "END",
     STACKS: "STACKS", MAPPINGS: "MAPPINGS", PROFILE: "PROFILE",
-    FINISH: "FINISH",
+    FINISH: "FINISH", DCHUNK: "DCHUNK",
 }
 MAX_STACK_DEPTH = 128  # §2, STACKS
 
@@ -58,6 +59,27 @@ F_U64, F_I64, F_BOOL, F_F64, F_STR, F_ISTR, F_LOC, F_TASK, F_WORKER = range(1, 1
 
 SET_WORKER_TYPE_ID = 0  # §6: type id 0 is the set_worker record, not an event
 ESCAPE_TAG = 255  # §6: the type id follows as a varint
+
+# §6.1 (1.3): the slots of dense records, 1 to 15: (type id, fixed fields as
+# (catalog position, field name, type code, the field's one encoded byte)).
+DENSE_SLOT_BITS = 4
+DENSE_SLOTS = [
+    (2, ((2, "queue", F_ISTR, 0), (3, "local_q", F_U64, 0))),  # task_poll_start
+    (2, ((2, "queue", F_ISTR, 0),)),
+    (2, ()),
+    (3, ((0, "task_id", F_TASK, 0), (2, "ready", F_BOOL, 0))),  # task_poll_end
+    (3, ((0, "task_id", F_TASK, 0), (2, "ready", F_BOOL, 1))),
+    (3, ()),
+    (4, ((1, "waker_task_id", F_U64, 0),)),  # task_wake
+    (4, ()),
+    (1, ((0, "task_id", F_TASK, 2), (1, "parent_task_id", F_U64, 0), (3, "queue", F_ISTR, 0))),  # task_spawn
+    (1, ()),
+    (5, ((0, "task_id", F_TASK, 0),)),  # task_terminate
+    (5, ()),
+    (6, ((1, "local_q", F_U64, 0),)),  # worker_park
+    (7, ()),  # worker_unpark
+    (22, ()),  # cpu_sample
+]
 
 
 class DecodeError(Exception):
@@ -358,7 +380,12 @@ class TraceFile:
             else:
                 buf = _Payload(payload, pos + FRAME_HEADER.size)
                 try:
-                    if ftype == CHUNK:
+                    if ftype == DCHUNK:
+                        # §6.1: read as the CHUNK it stands for (offsets in
+                        # errors are then positions in that expansion).
+                        plain = expand_dense(payload, self.schemas, pos + FRAME_HEADER.size)
+                        yield from self._chunk(_Payload(plain, pos + FRAME_HEADER.size))
+                    elif ftype == CHUNK:
                         yield from self._chunk(buf)
                     else:
                         self._frame(ftype, buf)
@@ -599,6 +626,76 @@ class TraceFile:
                 buf.at()))
 
 
+def _skip_field(buf: _Payload, code: int) -> None:
+    if code in (F_U64, F_I64, F_ISTR, F_LOC, F_TASK):
+        buf.varint()
+    elif code == F_BOOL:
+        buf.u8()
+    elif code == F_F64:
+        buf.raw(8)
+    elif code == F_STR:
+        buf.str()
+    elif code == F_WORKER:
+        pass
+    else:
+        raise DecodeError(f"unknown field type code {code}", buf.at())
+
+
+def _put_varint(out: bytearray, v: int) -> None:
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def expand_dense(payload: bytes, schemas: dict, base: int) -> bytes:
+    """§6.1: the CHUNK payload a DCHUNK payload stands for (same chunk
+    header, each dense record rewritten as a §6 record)."""
+    buf = _Payload(payload, base)
+    for _ in range(5):  # tid, worker, task_reg, base_ticks, event_count
+        buf.varint()
+    out = bytearray(payload[:buf.pos])
+    while buf.remaining():
+        rec_at = buf.at()
+        head = buf.varint()
+        dt, slot = head >> DENSE_SLOT_BITS, head & ((1 << DENSE_SLOT_BITS) - 1)
+        if slot == 0:
+            type_id = buf.varint()
+            fixed = ()
+        else:
+            type_id, fixed = DENSE_SLOTS[slot - 1]
+        if type_id < ESCAPE_TAG:
+            out.append(type_id)
+        else:
+            out.append(ESCAPE_TAG)
+            _put_varint(out, type_id)
+        _put_varint(out, dt)
+        start = buf.pos
+        if type_id == SET_WORKER_TYPE_ID and slot == 0:
+            buf.varint()
+            out += payload[start:buf.pos]
+            continue
+        schema = schemas.get(type_id)
+        if schema is None:
+            raise DecodeError(f"dense record: event type {type_id} has no schema", rec_at)
+        fixed_at = {pos: (name, code, byte) for pos, name, code, byte in fixed}
+        for pos, _name, code, _byte in fixed:
+            f = schema.fields[pos] if pos < len(schema.fields) else None
+            # Type codes compare as the wire does: u32/u16/u8 are code 1 too.
+            if f is None or f[0] != _name or f[1] != code:
+                raise DecodeError(
+                    f"dense record: slot {slot} needs field {_name!r} at {pos} of type {type_id}",
+                    rec_at)
+        for i, (_fname, code) in enumerate(schema.fields):
+            if i in fixed_at:
+                out.append(fixed_at[i][2])
+                continue
+            a = buf.pos
+            _skip_field(buf, code)
+            out += payload[a:buf.pos]
+    return bytes(out)
+
+
 # -- convenience API -------------------------------------------------------------
 
 
@@ -647,7 +744,7 @@ def profile_json(tf: TraceFile) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rtdecode.py",
-        description="Decode runtrace trace files (format version 1.1, docs/format.md).")
+        description="Decode runtrace trace files (format version 1.3, docs/format.md).")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--summary", action="store_true",
                       help="print one JSON object summarising all FILEs")

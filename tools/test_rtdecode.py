@@ -299,7 +299,7 @@ class Corruption(unittest.TestCase):
         t.add(HEADER, header_payload([SCHEMA_INTS]))
         t.add(200, b"\xff" * 40)
         t.add(0, b"")
-        t.add(15, b"junk", crc=0)  # even a bad crc is not looked at (11..14: formats 1.1, 1.2)
+        t.add(16, b"junk", crc=0)  # even a bad crc is not looked at (11..15: formats 1.1 to 1.3)
         t.add(CHUNK, chunk(1, None, 0, ANCHOR, [ev(1, 1, uv(11) + zz(0) + b"\x00")]))
         t.add(END, uv(1) + uv(0))
         tf, events = decode(t.bytes())

@@ -192,3 +192,46 @@ fn samples_are_callstack_samples_on_the_sampled_thread() {
     assert_eq!(alloc[0], ALLOC_ROOT);
     assert_eq!(alloc[1..], on[..]);
 }
+
+#[test]
+fn snapshot_triggers_are_instants_on_the_process_track_named_by_reason() {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/a.rs", 1, 1);
+    b.spawn(7, 1_000, 1, 0, 1, 0);
+    b.poll_start(7, 0, 2_000, 1, 0, 0);
+    b.poll_end(7, 0, 3_000, 1, true);
+    b.snapshot_trigger(9, 2_500, "slow-poll");
+    b.snapshot_trigger(9, 4_000, "deploy check");
+    let (packets, c) = export(b);
+    assert_eq!(c.stats.snapshot_triggers, 2);
+    // The process track's uuid (the descriptor with a process).
+    let proc_track = packets
+        .iter()
+        .filter_map(|p| p.track_descriptor.as_ref())
+        .find(|t| t.process.is_some())
+        .and_then(|t| t.uuid)
+        .expect("a process track");
+    let names: HashMap<u64, String> = packets
+        .iter()
+        .filter_map(|p| p.interned_data.as_ref())
+        .flat_map(|d| d.event_names.iter())
+        .filter_map(|n| Some((n.iid?, n.name.clone()?)))
+        .collect();
+    let mut marks: Vec<(u64, String)> = packets
+        .iter()
+        .filter_map(|p| {
+            let e = p.track_event.as_ref()?;
+            (e.r#type == Some(TYPE_INSTANT) && e.track_uuid == Some(proc_track))
+                .then(|| (p.timestamp.unwrap(), names[&e.name_iid.unwrap()].clone()))
+        })
+        .collect();
+    marks.sort();
+    // TraceBuilder's ticks are ns; timestamps count from the anchor (0).
+    assert_eq!(
+        marks,
+        [
+            (2_500, "snapshot: slow-poll".to_string()),
+            (4_000, "snapshot: deploy check".to_string())
+        ]
+    );
+}

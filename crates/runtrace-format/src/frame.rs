@@ -47,6 +47,8 @@ pub enum FrameType {
     Profile = 13,
     /// The recording ended cleanly: this is its last file (format 1.2).
     Finish = 14,
+    /// Events of one thread, dense records (format 1.3, [`crate::dense`]).
+    DChunk = 15,
 }
 
 impl FrameType {
@@ -67,6 +69,7 @@ impl FrameType {
             12 => FrameType::Mappings,
             13 => FrameType::Profile,
             14 => FrameType::Finish,
+            15 => FrameType::DChunk,
             _ => return None,
         })
     }

@@ -29,6 +29,7 @@
 // The writing side (and what reading builds on).
 pub mod chunk;
 pub mod civil;
+pub mod dense;
 pub mod frame;
 pub mod schema;
 pub mod varint;
@@ -61,8 +62,8 @@ pub const MAGIC: &[u8; 8] = b"RUNTRACE";
 pub const VERSION_MAJOR: u64 = 1;
 /// Minor format version written by this crate (1.1: CPU profiles, the
 /// `STACKS`, `MAPPINGS` and `PROFILE` frames; 1.2: the `FINISH` frame, a
-/// recording's end).
-pub const VERSION_MINOR: u64 = 2;
+/// recording's end; 1.3: the `DCHUNK` frame, dense records, [`dense`]).
+pub const VERSION_MINOR: u64 = 3;
 /// Largest frame payload a reader accepts; longer frames are corrupt.
 pub const MAX_FRAME_LEN: u32 = 64 << 20;
 /// Longest inline `str` field, in bytes.

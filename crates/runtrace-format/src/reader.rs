@@ -587,7 +587,9 @@ impl<R: Read> FileReader<R> {
             }) => Some(Ok(RawRecord::Chunk(RawChunk {
                 file: &self.path,
                 offset,
-                frame_len: (FRAME_HEADER_LEN + self.payload.len()) as u64,
+                // The frame's own length (a `DCHUNK`'s payload was
+                // expanded): the next frame starts where this one ends.
+                frame_len: self.offset - offset,
                 header,
                 body_offset: offset + (FRAME_HEADER_LEN + body_at) as u64,
                 body: &self.payload[body_at..],
@@ -702,6 +704,18 @@ impl<R: Read> FileReader<R> {
             let Some(ft) = FrameType::from_u8(ty) else {
                 continue; // Unknown frame types are skipped (rule 4).
             };
+            // A dense chunk (1.3) is expanded into the plain one it
+            // stands for: from here on both are read alike.
+            let ft = if ft == FrameType::DChunk {
+                if let Err(e) = self.expand_dense() {
+                    return Some(Err(
+                        self.err(at, ErrorKind::Corrupt(format!("dense chunk: {e}")))
+                    ));
+                }
+                FrameType::Chunk
+            } else {
+                ft
+            };
             if raw && ft == FrameType::Chunk {
                 let mut c = Cursor::new(&self.payload);
                 return Some(match ChunkHeader::decode(&mut c) {
@@ -729,6 +743,26 @@ impl<R: Read> FileReader<R> {
                 Err(e) => return Some(Err(self.err(at, ErrorKind::Corrupt(e.to_string())))),
             }
         }
+    }
+
+    /// Replaces the `DCHUNK` payload in `self.payload` by the `CHUNK`
+    /// payload it encodes (the same chunk header, the records expanded
+    /// with the file's schemas so far).
+    fn expand_dense(&mut self) -> Result<(), DecodeError> {
+        let mut c = Cursor::new(&self.payload);
+        ChunkHeader::decode(&mut c)?;
+        let body_at = c.pos();
+        let mut out = Vec::with_capacity(self.payload.len() * 2);
+        out.extend_from_slice(&self.payload[..body_at]);
+        let tables = &self.tables;
+        crate::dense::decode(
+            &self.payload[body_at..],
+            &|id| tables.schema(id).map(|s| &**s),
+            &mut out,
+        )
+        .map_err(|e| DecodeError::new(body_at + e.pos, e.what))?;
+        self.payload = out;
+        Ok(())
     }
 
     fn fatal<T>(&mut self, e: ReadError) -> Option<Result<T, ReadError>> {
@@ -844,7 +878,8 @@ impl<R: Read> FileReader<R> {
                 self.end = Some((at, events, dropped));
                 Record::End { events, dropped }
             }
-            FrameType::Chunk => {
+            // (A `DCHUNK` was expanded into its `CHUNK` before.)
+            FrameType::Chunk | FrameType::DChunk => {
                 let header = ChunkHeader::decode(&mut c)?;
                 let part = ChunkPart {
                     at,
@@ -935,7 +970,8 @@ impl<R: Read> FileReader<R> {
         self.events_read = self.events_read.saturating_add(events.len() as u64);
         Some(Record::Events {
             offset: at,
-            frame_len: (FRAME_HEADER_LEN + p.len()) as u64,
+            // The frame's own length, as `next_raw` gives it.
+            frame_len: self.offset - at,
             tid,
             events,
         })

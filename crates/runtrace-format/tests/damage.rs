@@ -508,8 +508,8 @@ fn s7_unknown_frame_types_skipped() {
     // Rebuild the sample with unknown frames between every pair of frames.
     let mut b = FileBuilder::new();
     // (11..=13 are known since format 1.1: STACKS, MAPPINGS, PROFILE;
-    // 14 since 1.2: FINISH.)
-    let mut unknown = [15u8, 16, 100, 200, 254, 255].into_iter().cycle();
+    // 14 since 1.2: FINISH; 15 since 1.3: DCHUNK.)
+    let mut unknown = [16u8, 17, 100, 200, 254, 255].into_iter().cycle();
     for f in &s.file.frames {
         let p = &s.file.bytes[f.offset as usize + 9..f.end() as usize];
         b.raw(f.ty, p);

@@ -96,6 +96,9 @@ pub mod kind {
     pub const ALLOC_FREE: u8 = c::alloc_free::ID as u8;
     /// What the live set lost track of.
     pub const ALLOC_NOTE: u8 = c::alloc_note::ID as u8;
+    /// A flight-recorder snapshot trigger (group `recorder`): not an
+    /// [`super::Ev`] for the passes, kept in [`crate::model::Model::snapshots`].
+    pub const SNAPSHOT_TRIGGER: u8 = c::snapshot_trigger::ID as u8;
 
     /// The catalog group of kind `k` (None: no built-in event): one table
     /// load, cheap enough for every event.

@@ -169,8 +169,52 @@ pub struct Model {
     /// What CPU profiling did, per file that says (`PROFILE` frames), in
     /// reading order; like `mappings`, complete once the read is over.
     pub profiles: Vec<(PathBuf, ProfileInfo)>,
+    /// Flight-recorder snapshot triggers (`snapshot_trigger` events), in
+    /// reading order (sort by `ticks` for time order); read whatever the
+    /// passes want, since they are rare and every tool shows them. At most
+    /// [`MAX_SNAPSHOT_MARKS`]; the rest are counted in `snapshots_omitted`.
+    pub snapshots: Vec<SnapshotMark>,
+    /// `snapshot_trigger` events beyond [`MAX_SNAPSHOT_MARKS`] (a crafted
+    /// file: the recorder rate-limits its triggers).
+    pub snapshots_omitted: u64,
     /// Thread index by (process, tid).
     thread_ids: FxHashMap<(u32, u64), u32>,
+}
+
+/// Most snapshot triggers a [`Model`] keeps (a recorder writes at most one
+/// per cooldown, seconds apart: this bounds memory on crafted input only).
+pub const MAX_SNAPSHOT_MARKS: usize = 4096;
+
+/// One flight-recorder snapshot trigger: when and why it fired
+/// (docs/format.md section 13).
+///
+/// ```
+/// use runtrace_model::synth::TraceBuilder;
+/// let mut b = TraceBuilder::new();
+/// b.snapshot_trigger(9, 5_000, "slow-poll");
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// // Any pass: snapshot triggers are read whatever it wants.
+/// struct Nothing;
+/// impl runtrace_model::pass::Pass for Nothing {
+///     fn wants(&self) -> runtrace_model::pass::Wants {
+///         runtrace_model::pass::Wants::RUNTIME
+///     }
+///     fn event(&mut self, _: &runtrace_model::event::Ev, _: &runtrace_model::model::Model) {}
+/// }
+/// let (model, _) = runtrace_model::input::read(&[path], &mut Nothing, None);
+/// assert_eq!(&*model.snapshots[0].reason, "slow-poll");
+/// assert_eq!(model.snapshots[0].ticks, 5_000);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotMark {
+    /// The recording ([`Model::procs`] index).
+    pub proc: u32,
+    /// When it fired, in the recording's trace ticks.
+    pub ticks: u64,
+    /// Why (the reason given to `snapshot()`, `signal`, or a rule's name).
+    pub reason: Arc<str>,
 }
 
 impl Default for Model {
@@ -195,6 +239,8 @@ impl Model {
             stacks: vec![Arc::from(&[][..])],
             mappings: Vec::new(),
             profiles: Vec::new(),
+            snapshots: Vec::new(),
+            snapshots_omitted: 0,
             thread_ids: FxHashMap::default(),
         }
     }

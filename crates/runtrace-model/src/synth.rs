@@ -230,6 +230,13 @@ impl TraceBuilder {
         );
     }
 
+    /// A flight-recorder snapshot trigger (`snapshot_trigger`, group
+    /// `recorder`) recorded by thread `writer` (the recorder's writer) at
+    /// `ticks`, for `reason`.
+    pub fn snapshot_trigger(&mut self, writer: u64, ticks: u64, reason: &str) {
+        self.record_texts(writer, None, ticks, ids::SNAPSHOT_TRIGGER, &[], &[reason]);
+    }
+
     /// Reports `count` events lost on thread `tid` (a DROPPED frame).
     pub fn dropped(&mut self, tid: u64, count: u64, since: u64, until: u64) {
         self.dropped += count;

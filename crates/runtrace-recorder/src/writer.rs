@@ -786,8 +786,22 @@ impl Writer {
                         count: piece.count,
                     }
                     .encode(&mut payload);
-                    payload.extend_from_slice(piece.bytes);
-                    frame::write(chunks, FrameType::Chunk, &payload);
+                    // Dense records (format 1.3): rewritten here, off the
+                    // recording threads; the plain chunk if that fails (a
+                    // record the writer cannot walk is the reader's to
+                    // report).
+                    let body_at = payload.len();
+                    let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());
+                    let ty = match runtrace_format::dense::encode(piece.bytes, &look, &mut payload)
+                    {
+                        Ok(()) => FrameType::DChunk,
+                        Err(_) => {
+                            payload.truncate(body_at);
+                            payload.extend_from_slice(piece.bytes);
+                            FrameType::Chunk
+                        }
+                    };
+                    frame::write(chunks, ty, &payload);
                     events += piece.count;
                     if let Some(rule) = rule {
                         let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());

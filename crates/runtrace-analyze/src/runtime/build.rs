@@ -218,7 +218,26 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         resource_waits: super::waiting::resource_sites(&c),
         memory: Vec::new(),
         memory_spans: Vec::new(),
+        snapshots: snapshots(m),
     }
+}
+
+/// The snapshot triggers read, by recording and time.
+fn snapshots(m: &Model) -> Vec<crate::runtime::SnapshotTrigger> {
+    let mut marks: Vec<_> = m.snapshots.iter().collect();
+    marks.sort_by_key(|s| (s.proc, s.ticks));
+    marks
+        .into_iter()
+        .map(|s| {
+            let p = &m.procs[s.proc as usize];
+            crate::runtime::SnapshotTrigger {
+                pid: p.pid,
+                at_ns: p.ns(s.ticks),
+                wall_ns: p.wall_ns(s.ticks),
+                reason: s.reason.to_string(),
+            }
+        })
+        .collect()
 }
 
 /// Names in each finding (and its effects) the spans its blamed

@@ -38,7 +38,7 @@ pub use engine::Engine;
 pub use headline::FIX_FIRST;
 pub use report::{
     CpuFunctions, Finding, FindingKind, FunctionShare, LocationCpu, LocationReport, ProcessReport,
-    QueueReport, Report, Severity, Victim, WorkerId, WorkerReport, WAKES_HINT,
+    QueueReport, Report, Severity, SnapshotTrigger, Victim, WorkerId, WorkerReport, WAKES_HINT,
 };
 pub use resource_waits::{LongestWait, ResourceSite, SiteHolder, SiteReleaser, SiteWaiter};
 pub use thresholds::Thresholds;

@@ -116,6 +116,21 @@ impl Report {
             );
         }
         self.memory_spans_json(&mut out);
+        // Only for recordings with snapshot triggers (flight recorder).
+        if !self.snapshots.is_empty() {
+            out["snapshots"] = self
+                .snapshots
+                .iter()
+                .map(|s| {
+                    json!({
+                        "pid": s.pid,
+                        "at_ns": s.at_ns,
+                        "wall_ns": s.wall_ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+                        "reason": s.reason,
+                    })
+                })
+                .collect();
+        }
         out
     }
 
@@ -346,6 +361,19 @@ impl fmt::Display for Report {
             writeln!(f)?;
         }
         self.memory_spans_text(f)?;
+        if !self.snapshots.is_empty() {
+            writeln!(f, "=== Snapshot triggers ({})", self.snapshots.len())?;
+            for s in &self.snapshots {
+                writeln!(
+                    f,
+                    "at {} (pid {}): {}",
+                    fmt_at(s.at_ns),
+                    s.pid,
+                    s.reason.escape_debug()
+                )?;
+            }
+            writeln!(f)?;
+        }
         writeln!(f, "=== Findings ({})", self.findings.len())?;
         if self.findings.is_empty() {
             writeln!(f, "none: no long or slow polls, wake delays, queue buildup, imbalance, idle workers, host starvation, lock or resource waits, leaked or stuck tasks over the thresholds")?;

@@ -389,6 +389,36 @@ pub struct Report {
     /// Heap allocations per span label (empty without spans or without a
     /// memory profile; filled by `add_functions`).
     pub memory_spans: Vec<crate::memory::SpanMemory>,
+    /// Flight-recorder snapshot triggers, in time order per recording
+    /// (empty for recordings that never asked for a snapshot).
+    pub snapshots: Vec<SnapshotTrigger>,
+}
+
+/// When and why a flight-recorder snapshot fired (a `snapshot_trigger`
+/// event, docs/flight-recorder.md).
+///
+/// ```
+/// use runtrace_analyze::runtime::{analyze_bytes, Options};
+/// use runtrace_model::synth::TraceBuilder;
+/// let mut b = TraceBuilder::new();
+/// b.poll_start(7, 0, 1_000, 1, 0, 0);
+/// b.poll_end(7, 0, 2_000, 1, true);
+/// b.snapshot_trigger(9, 1_500, "slow-poll");
+/// let r = analyze_bytes(&b.finish(), Options::default());
+/// assert_eq!(r.snapshots.len(), 1);
+/// assert_eq!(r.snapshots[0].reason, "slow-poll");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotTrigger {
+    /// The recording's process id.
+    pub pid: u64,
+    /// When it fired, ns since the recording started.
+    pub at_ns: i64,
+    /// When it fired, wall clock (ns since the Unix epoch).
+    pub wall_ns: i128,
+    /// Why: the reason given to `snapshot()`, `signal`, or the built-in
+    /// rule's name (`slow-poll`).
+    pub reason: String,
 }
 
 /// What `analyze` and `summary` say when most polls of a trace had no wake

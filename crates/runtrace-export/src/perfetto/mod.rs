@@ -13,7 +13,9 @@
 //! CPU sample, off-CPU stack and allocation sample as a callstack sample
 //! on its thread (symbolized, [`OFF_CPU_ROOT`] at the root of off-CPU
 //! stacks, [`ALLOC_ROOT`] at the root of allocations; trace processor's
-//! `perf_sample` table). Names, frames and callstacks are
+//! `perf_sample` table), and flight-recorder snapshot triggers as
+//! instants on their process track (`snapshot: <reason>`). Names,
+//! frames and callstacks are
 //! interned (`interned_data`, one sequence with incremental state).
 //!
 //! It is a [pass](runtrace_model::pass::Pass) over one streaming read, so

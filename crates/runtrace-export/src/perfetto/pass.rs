@@ -80,6 +80,9 @@ const F_HANDOVER: u32 = 4;
 /// Resource wait slices' names ("wait Mutex src/db.rs:12:9"), index =
 /// [`Exporter::wait_names`] index.
 const S_WAIT: usize = S_APP + APP.len();
+/// Flight-recorder snapshot triggers' names ("snapshot: slow-poll"),
+/// index = [`Model::snapshots`] index.
+const S_SNAPSHOT: usize = S_WAIT + 1;
 /// Resource wait lanes: kind [`U_SPAN_LANE`] with this bit in the lane
 /// part of the index (span lanes stay under [`MAX_LANES`]).
 const WAIT_LANE_BIT: u64 = 1 << 15;
@@ -197,6 +200,9 @@ pub struct ExportStats {
     /// Spans' whole lives (first enter to close) on the process's span
     /// lanes.
     pub span_lives: u64,
+    /// Flight-recorder snapshot triggers, as instants on their process's
+    /// track named by the reason.
+    pub snapshot_triggers: u64,
     /// Waits on tokio resources, as slices on the process's resource wait
     /// lanes (`runtrace_model::waits`).
     pub resource_waits: u64,
@@ -827,6 +833,24 @@ impl<W: Write> Exporter<W> {
             .saturating_sub(self.base)
     }
 
+    /// The snapshot triggers (known once the read is over: the model
+    /// keeps them, the passes never see them), as instants on their
+    /// process's track; the trace processor sorts packets by time.
+    fn snapshots(&mut self, model: &Model) {
+        for (i, s) in model.snapshots.iter().enumerate() {
+            let track = self.ensure_proc(model, s.proc);
+            let ts = self.ts_of(model, s.proc, s.ticks);
+            let iid = self
+                .w
+                .event_name(S_SNAPSHOT, i as u32, || format!("snapshot: {}", s.reason));
+            let reason = s.reason.to_string();
+            self.instant(ts, track, iid, |e| {
+                Self::ann(e, A_REASON, |a| a.string_value = Some(reason))
+            });
+            self.stats.snapshot_triggers += 1;
+        }
+    }
+
     /// Closes every open slice at the end of its recording.
     fn close_all(&mut self, model: &Model) {
         for t in 0..self.threads.len() {
@@ -1052,6 +1076,7 @@ impl<W: Write> Pass for Exporter<W> {
         for p in 0..model.procs.len() {
             self.ensure_proc(model, p as u32);
         }
+        self.snapshots(model);
         self.close_all(model);
     }
 }

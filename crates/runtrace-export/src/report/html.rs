@@ -59,7 +59,8 @@ pub fn render(
     fix_first(&mut h, r);
     summary(&mut h, r, b);
     findings(&mut h, r);
-    utilisation(&mut h, c, model);
+    utilisation(&mut h, c, model, r);
+    snapshots(&mut h, r);
     h.push_str("<h2 id=\"histograms\">Latency histograms</h2>");
     histogram(&mut h, "poll-hist", "Poll duration", &c.poll_hist);
     histogram(
@@ -310,7 +311,8 @@ fn findings(h: &mut String, r: &Report) {
 
 /// A heat map: one row per polling thread, one cell per time bucket,
 /// darker when busier.
-fn utilisation(h: &mut String, c: &Charts, model: &Model) {
+/// Flight-recorder snapshot triggers are drawn over it as red lines.
+fn utilisation(h: &mut String, c: &Charts, model: &Model, r: &Report) {
     h.push_str("<h2>Worker utilisation over time</h2>");
     if c.rows.is_empty() {
         h.push_str("<p class=\"muted\" id=\"utilisation\">No polls in this trace.</p>");
@@ -347,12 +349,48 @@ fn utilisation(h: &mut String, c: &Charts, model: &Model) {
             );
         }
     }
+    // Snapshot triggers: a line at the cell of their instant (buckets
+    // start at each recording's start, as `at_ns` does).
+    for s in &r.snapshots {
+        let b = ((s.at_ns.max(0) as u64 / c.width_ns.max(1)) as usize).min(used - 1);
+        let x = label_w + b as f64 * cell_w + cell_w / 2.0;
+        let _ = write!(
+            h,
+            "<line class=\"snapshot\" x1=\"{x}\" y1=\"0\" x2=\"{x}\" y2=\"{}\" stroke=\"#d33\" \
+             stroke-width=\"2\"><title>snapshot trigger at {:.3} s: {}</title></line>",
+            row_h * c.rows.len() as f64,
+            s.at_ns as f64 / 1e9,
+            esc(&s.reason)
+        );
+    }
     let _ = write!(
         h,
         "<text x=\"{label_w}\" y=\"{}\" class=\"muted\">each cell {} (darker = busier)</text></svg>",
         height - 6.0,
         fmt_ns(c.width_ns)
     );
+}
+
+/// The flight recorder's snapshot triggers (only when the trace has
+/// some): when and why each fired.
+fn snapshots(h: &mut String, r: &Report) {
+    if r.snapshots.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h2>Snapshot triggers</h2><table id=\"snapshots\"><tr><th class=\"n\">At (s)</th>\
+         <th class=\"n\">pid</th><th>Reason</th></tr>",
+    );
+    for s in &r.snapshots {
+        let _ = write!(
+            h,
+            "<tr><td class=\"n\">{:.6}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            s.at_ns as f64 / 1e9,
+            s.pid,
+            esc(&s.reason)
+        );
+    }
+    h.push_str("</table>");
 }
 
 /// A bar chart of a log2 histogram (bucket i: [2^i, 2^(i+1)) ns).

@@ -1,6 +1,7 @@
 //! The HTML report (`runtrace report`): one self-contained page for a
 //! person on call. Summary, findings first, per-worker utilisation over
-//! time, poll-duration and wake->poll histograms, the top spawn locations,
+//! time (with a line at each flight-recorder snapshot trigger, and a table
+//! of them), poll-duration and wake->poll histograms, the top spawn locations,
 //! the tokio resources waited on most when the trace has resource events,
 //! and the backlog timeline with each trigger's verdict when the trace has
 //! runtrace-sync events, the CPU flame graphs when the trace has a CPU

@@ -470,6 +470,23 @@ pub(crate) fn decode_events(
             kind::SPAN_ENTER | kind::SPAN_EXIT | kind::SPAN_CLOSE => {
                 push(k, g(0), 0, st.worker_reg as u64, 0)
             }
+            kind::SNAPSHOT_TRIGGER => {
+                // Not an event for the passes: kept in the model (the text
+                // was checked by the field loop; `g(0)` is its position).
+                if model.snapshots.len() < crate::model::MAX_SNAPSHOT_MARKS {
+                    let text = Cursor::new(&body[g(0) as usize..]).str().unwrap_or("");
+                    let n = intern_text(names, model, text);
+                    let proc = model.threads[thread as usize].proc;
+                    let reason = model.name_shared(n);
+                    model.snapshots.push(crate::model::SnapshotMark {
+                        proc,
+                        ticks,
+                        reason,
+                    });
+                } else {
+                    model.snapshots_omitted += 1;
+                }
+            }
             _ if generic => {
                 // An event without a packing of its own (`roles::generic`):
                 // x, a, worker (or a name), flag by field type.

@@ -142,6 +142,7 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [usize]> {
         kind::SPAN_ENTER => &[span_enter::SPAN],
         kind::SPAN_EXIT => &[span_exit::SPAN],
         kind::SPAN_CLOSE => &[span_close::SPAN],
+        kind::SNAPSHOT_TRIGGER => &[snapshot_trigger::REASON],
         _ => return None,
     })
 }
@@ -194,7 +195,9 @@ pub(crate) fn role_of(s: &Schema, wants: Wants) -> (Role, bool) {
         return (Role::SKIP, false);
     };
     let k = b.id as u8;
-    if !wants.has(k) {
+    // Snapshot triggers go to the model whatever the passes read (rare,
+    // and every tool shows them).
+    if !wants.has(k) && k != kind::SNAPSHOT_TRIGGER {
         return (Role::SKIP, false);
     }
     let listed = wanted(k);
@@ -369,6 +372,14 @@ mod tests {
                 .or(Wants::PROFILE)
                 .or(Wants::SPAN_EVENTS);
             let (role, fast) = role_of(&b.schema(), wants);
+            if k == kind::SNAPSHOT_TRIGGER {
+                // Read for the model whatever the passes want.
+                for w in [wants, Wants::default()] {
+                    let (r, fast) = role_of(&b.schema(), w);
+                    assert_eq!((r.kind, r.generic, fast), (k, false, false));
+                }
+                continue;
+            }
             if kind::is_runtime(k) || kind::is_app(k) || kind::is_profile(k) || kind::is_span(k) {
                 assert_eq!(role.kind, k, "{}", b.name);
                 assert_eq!(fast, has_fast_path(k), "{}", b.name);
