@@ -92,6 +92,32 @@ pub mod record {
     pub use runtrace_recorder::events::*;
 }
 
+/// Asks for a flight-recorder snapshot (docs/flight-recorder.md): records
+/// a `snapshot_request` event with the reason, which becomes a snapshot
+/// trigger when the recording lists the reason (or `*`) in
+/// `snapshot_on_event` / `RUNTRACE_SNAPSHOT_EVENTS`. Without the `record`
+/// feature, or when no recording runs, it does nothing.
+///
+/// ```
+/// runtrace::snapshot!("queue-overflow");
+/// ```
+#[macro_export]
+macro_rules! snapshot {
+    ($reason:expr) => {
+        $crate::__snapshot($reason)
+    };
+}
+
+/// What [`snapshot!`] calls.
+#[doc(hidden)]
+#[inline]
+pub fn __snapshot(reason: &str) {
+    #[cfg(feature = "record")]
+    runtrace_recorder::snapshot_request(reason);
+    #[cfg(not(feature = "record"))]
+    let _ = reason;
+}
+
 /// Fires a probe: a built-in event by name, or an application event by
 /// path (`myapp::request_done`, from [`include_provider!`]).
 ///

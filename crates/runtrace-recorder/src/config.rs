@@ -61,6 +61,15 @@ pub struct Config {
     pub(crate) snapshot_signal: Option<i32>,
     /// Trigger a snapshot when a poll lasts longer than this.
     pub(crate) snapshot_poll: Option<Duration>,
+    /// Trigger a snapshot when a window's wake-to-poll p99 is above the
+    /// limit: (limit, window).
+    pub(crate) snapshot_wake_p99: Option<(Duration, Duration)>,
+    /// Trigger a snapshot when a round reports at least this many events
+    /// lost to full buffers.
+    pub(crate) snapshot_drops: Option<u64>,
+    /// `snapshot!` reasons (`*`: any) and events (`provider:name`) that
+    /// trigger a snapshot.
+    pub(crate) snapshot_events: Vec<String>,
     /// Record the frees of sampled allocations (the live set).
     pub(crate) alloc_live: bool,
 }
@@ -87,6 +96,9 @@ impl Default for Config {
             snapshot_cooldown: Duration::from_secs(60),
             snapshot_signal: None,
             snapshot_poll: None,
+            snapshot_wake_p99: None,
+            snapshot_drops: None,
+            snapshot_events: Vec::new(),
             alloc_live: false,
         }
     }
@@ -368,6 +380,62 @@ impl RecorderBuilder {
         self
     }
 
+    /// A built-in trigger (reason `wake-p99`): in each `window` of trace
+    /// time, the p99 of the wake-to-poll delay (a task's first wake to
+    /// its next `task_poll_start`) above `limit`, over at least 100 such
+    /// delays. Fires at the window's end. `RUNTRACE_SNAPSHOT_WAKE_P99_MS`
+    /// and `RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS` (default window 1 s).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_on_wake_p99(Duration::from_millis(20), Duration::from_secs(1))
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_on_wake_p99(mut self, limit: Duration, window: Duration) -> Self {
+        self.cfg.snapshot_wake_p99 = Some((limit, window));
+        self
+    }
+
+    /// A built-in trigger (reason `dropped`): the recorder losing at least
+    /// `min_events` events to full buffers in one drain round (the
+    /// flush interval). `RUNTRACE_SNAPSHOT_DROPS`.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_on_drops(1)
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_on_drops(mut self, min_events: u64) -> Self {
+        self.cfg.snapshot_drops = Some(min_events);
+        self
+    }
+
+    /// A built-in trigger on an application's events: `name` is a reason
+    /// given to `runtrace::snapshot!` (`*`: any reason), or an event
+    /// `provider:name` (one declared with `user_events!`, or a built-in
+    /// one as `runtrace:name`). The trigger's reason is the `snapshot!`
+    /// reason, or `provider:name`. Call once per name;
+    /// `RUNTRACE_SNAPSHOT_EVENTS` (names separated by commas) replaces the
+    /// list.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_on_event("*")                  // any snapshot!(...)
+    ///     .snapshot_on_event("myapp:request_failed")
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_on_event(mut self, name: &str) -> Self {
+        self.cfg.snapshot_events.push(name.to_string());
+        self
+    }
+
     /// With a memory profile, also records the free of every sampled
     /// allocation (`alloc_free` events: the live set), so readers know
     /// which sampled bytes are still live at any time (`runtrace
@@ -479,6 +547,40 @@ impl RecorderBuilder {
         if let Some(ms) = env_ms("RUNTRACE_SNAPSHOT_POLL_MS")? {
             self.cfg.snapshot_poll = Some(ms);
             self.from_env.push("RUNTRACE_SNAPSHOT_POLL_MS");
+        }
+        if let Some(ms) = env_ms("RUNTRACE_SNAPSHOT_WAKE_P99_MS")? {
+            let window = self
+                .cfg
+                .snapshot_wake_p99
+                .map_or(Duration::from_secs(1), |(_, w)| w);
+            self.cfg.snapshot_wake_p99 = Some((ms, window));
+            self.from_env.push("RUNTRACE_SNAPSHOT_WAKE_P99_MS");
+        }
+        if let Some(ms) = env_ms("RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS")? {
+            match self.cfg.snapshot_wake_p99.as_mut() {
+                Some((_, w)) => *w = ms,
+                None => {
+                    return Err(RecordError::Config(
+                        "RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS is set but no wake-to-poll limit is \
+                         (RUNTRACE_SNAPSHOT_WAKE_P99_MS or snapshot_on_wake_p99)"
+                            .into(),
+                    ))
+                }
+            }
+            self.from_env.push("RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS");
+        }
+        if let Some(v) = env_str("RUNTRACE_SNAPSHOT_DROPS")?.filter(|v| !v.trim().is_empty()) {
+            let n: u64 = v.trim().parse().map_err(|_| {
+                RecordError::Config(format!(
+                    "RUNTRACE_SNAPSHOT_DROPS={v:?}: expected a number of events (at least 1)"
+                ))
+            })?;
+            self.cfg.snapshot_drops = Some(n);
+            self.from_env.push("RUNTRACE_SNAPSHOT_DROPS");
+        }
+        if let Some(v) = env_str("RUNTRACE_SNAPSHOT_EVENTS")?.filter(|v| !v.trim().is_empty()) {
+            self.cfg.snapshot_events = v.split(',').map(|n| n.trim().to_string()).collect();
+            self.from_env.push("RUNTRACE_SNAPSHOT_EVENTS");
         }
         if let Some(v) = env_str("RUNTRACE_SNAPSHOT_SIGNAL")?.filter(|v| !v.trim().is_empty()) {
             self.signal_name = Some(v);
@@ -614,6 +716,41 @@ impl RecorderBuilder {
                 "RUNTRACE_SNAPSHOT_POLL_MS",
                 "must be at least 1 ms",
             );
+        }
+        if let Some((limit, window)) = c.snapshot_wake_p99 {
+            if limit.is_zero() {
+                return bad(
+                    "snapshot_on_wake_p99",
+                    "RUNTRACE_SNAPSHOT_WAKE_P99_MS",
+                    "limit must be at least 1 ms",
+                );
+            }
+            if window.is_zero() {
+                return bad(
+                    "snapshot_on_wake_p99",
+                    "RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS",
+                    "window must be at least 1 ms",
+                );
+            }
+        }
+        if c.snapshot_drops == Some(0) {
+            return bad(
+                "snapshot_on_drops",
+                "RUNTRACE_SNAPSHOT_DROPS",
+                "must be at least 1 event",
+            );
+        }
+        for n in &c.snapshot_events {
+            let ok = match n.split_once(':') {
+                Some((p, e)) => !p.is_empty() && !e.is_empty() && !e.contains(':'),
+                None => !n.is_empty(),
+            };
+            if !ok {
+                return Err(RecordError::Config(format!(
+                    "{}: {n:?} is not a snapshot! reason, `*` or an event `provider:name`",
+                    self.who("snapshot_on_event", "RUNTRACE_SNAPSHOT_EVENTS")
+                )));
+            }
         }
         // `dir/` or an existing directory would make files named
         // `dir/.0.bin`: hidden, and not what was meant.

@@ -130,6 +130,32 @@ pub mod events {
 }
 pub use events::*;
 
+/// Asks for a flight-recorder snapshot from anywhere in the application:
+/// records a `snapshot_request` event with `reason` on this thread. The
+/// writer thread turns it into a snapshot trigger (reason `reason`) when
+/// the recording lists the reason, or `*`, in
+/// [`snapshot_on_event`](crate::RecorderBuilder::snapshot_on_event)
+/// (`RUNTRACE_SNAPSHOT_EVENTS`); otherwise it stays a mark in the trace.
+/// Costs what any event with a string field costs; nothing when no
+/// recording runs.
+///
+/// ```no_run
+/// let guard = runtrace_recorder::Recorder::builder()
+///     .path("/var/tmp/myapp/trace")
+///     .in_memory(64 << 20)
+///     .snapshot_on_event("*")
+///     .start()?;
+/// runtrace_recorder::snapshot!("cache-stampede");
+/// guard.finish()?;
+/// # Ok::<(), runtrace_recorder::RecordError>(())
+/// ```
+#[macro_export]
+macro_rules! snapshot {
+    ($reason:expr) => {
+        $crate::snapshot_request($reason)
+    };
+}
+
 /// Declares application-defined events, recorded self-described in the
 /// same trace as the built-in ones (their schemas travel in the file).
 ///

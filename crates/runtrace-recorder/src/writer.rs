@@ -13,7 +13,7 @@
 
 use crate::error::RecordError;
 use crate::ring::DrainPos;
-use crate::rules::{PollWatch, SlowPoll};
+use crate::rules::{EventRule, PollWatch, Rules, SlowPoll, WakeP99};
 use crate::snapshot;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
@@ -126,10 +126,8 @@ pub(crate) struct Writer {
     last_snapshot: Option<Instant>,
     /// Snapshot directories being written.
     jobs: Vec<JoinHandle<Result<PathBuf, String>>>,
-    /// The slow-poll rule, when configured.
-    slow_poll: Option<SlowPoll>,
-    /// Slow polls found while draining this round (their end's ticks).
-    slow: Vec<u64>,
+    /// The built-in snapshot rules configured.
+    rules: Rules,
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
@@ -201,10 +199,20 @@ impl Writer {
             pending: None,
             last_snapshot: None,
             jobs: Vec::new(),
-            slow_poll: shared.cfg.snapshot_poll.map(|d| SlowPoll {
-                limit: (d.as_secs_f64() * clock.ticks_per_sec() as f64) as u64,
-            }),
-            slow: Vec::new(),
+            rules: {
+                let ticks = |d: Duration| (d.as_secs_f64() * clock.ticks_per_sec() as f64) as u64;
+                let cfg = &shared.cfg;
+                Rules {
+                    slow_poll: cfg.snapshot_poll.map(|d| SlowPoll { limit: ticks(d) }),
+                    wake: cfg
+                        .snapshot_wake_p99
+                        .map(|(l, w)| WakeP99::new(ticks(l), ticks(w))),
+                    drops: cfg.snapshot_drops,
+                    events: (!cfg.snapshot_events.is_empty())
+                        .then(|| EventRule::new(&cfg.snapshot_events)),
+                    ..Rules::default()
+                }
+            },
         };
         if w.shared.cfg.cpu_hz > 0 {
             // Before the first file opens: it starts with the PROFILE frame.
@@ -328,6 +336,12 @@ impl Writer {
     fn round(&mut self, last: bool) {
         let now = self.clock.now();
         self.take_triggers();
+        if self.rules.decodes() {
+            // The rules walk whole slots too, which the drain takes without
+            // looking up their ids: know every schema logged so far (an
+            // event's schema is logged before the event is published).
+            self.sync_schemas();
+        }
         {
             let mut new = self
                 .shared
@@ -398,6 +412,7 @@ impl Writer {
                     now,
                 ));
                 ring_drops = d - r.reported_dropped;
+                self.rules.dropped(ring_drops);
                 self.stats.dropped += ring_drops;
                 self.file_dropped += ring_drops;
                 r.reported_dropped = d;
@@ -452,7 +467,7 @@ impl Writer {
         // Against the watermark, not `now`: a poll's end can still wait in
         // a slot left for the next round, but none older than the
         // watermark can (so an open poll is not mistaken for a slow one).
-        self.consider_triggers(watermark);
+        self.consider_triggers(watermark, now);
         if !self.fired.is_empty() {
             if self.announced_in != Some(index) {
                 thread_frames.push(frame::thread(self.tid, "runtrace-writer"));
@@ -536,7 +551,6 @@ impl Writer {
     /// a snapshot.
     fn take_triggers(&mut self) {
         self.fired.clear();
-        self.slow.clear();
         {
             let mut req = self
                 .shared
@@ -553,20 +567,16 @@ impl Writer {
     }
 
     /// Decides which of this round's triggers start a snapshot (see
-    /// `take_triggers`); the slow-poll rule's are added first: polls
-    /// drained this round, and polls still open at `watermark` (every
-    /// event before it has been drained).
-    fn consider_triggers(&mut self, watermark: u64) {
-        if let Some(rule) = &self.slow_poll {
-            for t in self.slow.drain(..) {
-                self.fired.push((t, "slow-poll".into()));
-            }
-            for r in &mut self.rings {
-                if rule.still_running(&mut r.polls, watermark) {
-                    self.fired.push((watermark, "slow-poll".into()));
-                }
-            }
-        }
+    /// `take_triggers`); the built-in rules' are added first, judged on
+    /// what was drained up to `watermark` (every event before it has
+    /// been drained; `now`: the round's start).
+    fn consider_triggers(&mut self, watermark: u64, now: u64) {
+        self.rules.take(
+            watermark,
+            now,
+            self.rings.iter_mut().map(|r| &mut r.polls),
+            &mut self.fired,
+        );
         let cfg = &self.shared.cfg;
         for (ticks, reason) in &self.fired {
             let at = Instant::now();
@@ -765,7 +775,7 @@ impl Writer {
             let tid = r.entry.tid;
             let mut events = 0;
             let decoded = &mut self.stats.decoded_chunks;
-            let (rule, slow) = (self.slow_poll.as_ref(), &mut self.slow);
+            let rules = &mut self.rules;
             let polls = &mut r.polls;
             let res = r.entry.ring.drain(
                 &mut r.pos,
@@ -789,10 +799,8 @@ impl Writer {
                     payload.extend_from_slice(piece.bytes);
                     frame::write(chunks, FrameType::Chunk, &payload);
                     events += piece.count;
-                    if let Some(rule) = rule {
-                        let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());
-                        rule.piece(polls, piece.bytes, piece.start, look, slow);
-                    }
+                    let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());
+                    rules.piece(polls, piece.bytes, piece.start, look);
                 },
             );
             self.stats.events += events;
