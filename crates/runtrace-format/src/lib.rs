@@ -30,6 +30,7 @@
 pub mod chunk;
 pub mod civil;
 pub mod frame;
+pub mod partition;
 pub mod schema;
 pub mod varint;
 

@@ -23,16 +23,17 @@
 
 // Module dependencies (a DAG: nothing imports back):
 //   session  -> config, error, state, writer
-//   writer   -> error, ring, rules, snapshot, state, store, sync, trigger (and
+//   writer   -> error, ring, rules, sink, snapshot, state, store, sync, trigger (and
 //               runtrace-profile's Profiler)
 //   rules    -> (runtrace-format only)
-//   snapshot -> store
+//   snapshot -> sink, store
+//   sink     -> error (and runtrace-format's partition names)
 //   store    -> error
 //   trigger  -> error
 //   producer -> config, out, ring, state, sync
 //   state    -> config, error, ring, sync
 //   ring     -> sync
-//   config   -> error
+//   config   -> error, sink
 // `session` ties configuration, state and the writer together; producers
 // reach a recording through `state` alone (see its rules).
 mod config;
@@ -42,6 +43,7 @@ mod producer;
 mod ring;
 mod rules;
 mod session;
+pub mod sink;
 mod snapshot;
 mod state;
 mod stats;

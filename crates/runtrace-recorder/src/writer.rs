@@ -14,6 +14,7 @@
 use crate::error::RecordError;
 use crate::ring::DrainPos;
 use crate::rules::{EventRule, PollWatch, Rules, SlowPoll, WakeP99};
+use crate::sink::{SegmentInfo, SinkQueue};
 use crate::snapshot;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
@@ -128,6 +129,11 @@ pub(crate) struct Writer {
     jobs: Vec<JoinHandle<Result<PathBuf, String>>>,
     /// The built-in snapshot rules configured.
     rules: Rules,
+    /// The sinks' queues and threads (sink.rs).
+    sinks: Vec<(Arc<SinkQueue>, JoinHandle<()>)>,
+    /// `service=` and `host=` of the segments shipped.
+    service: String,
+    host: String,
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
@@ -213,6 +219,17 @@ impl Writer {
                     ..Rules::default()
                 }
             },
+            sinks: Vec::new(),
+            service: String::new(),
+            host: String::new(),
+        };
+        w.service = match &w.shared.cfg.service {
+            Some(s) => s.clone(),
+            None => runtrace_format::partition::sanitize(&w.process_name),
+        };
+        w.host = match &w.shared.cfg.host {
+            Some(h) => h.clone(),
+            None => runtrace_format::partition::hostname(),
         };
         if w.shared.cfg.cpu_hz > 0 {
             // Before the first file opens: it starts with the PROFILE frame.
@@ -243,6 +260,20 @@ impl Writer {
         w.open_file()?;
         if let Some(sig) = w.shared.cfg.snapshot_signal {
             w.signal = Some(trigger::Installed::new(sig, clock)?);
+        }
+        // Last: nothing after this can fail, so no sink thread is left
+        // waiting on a recording that did not start.
+        for sink in w.shared.cfg.sinks.take() {
+            let name = sink.name();
+            match SinkQueue::start(sink, w.shared.cfg.sink_queue, w.shared.cfg.sink_retries) {
+                Ok(q) => w.sinks.push(q),
+                Err(e) => {
+                    w.close_sinks();
+                    return Err(RecordError::Io(format!(
+                        "cannot start the thread of sink {name}: {e}"
+                    )));
+                }
+            }
         }
         Ok(w)
     }
@@ -296,6 +327,7 @@ impl Writer {
         };
         self.stats.memory_peak = self.store.peak_bytes();
         self.reap_snapshots(true);
+        self.close_sinks();
         // Losses no file could be told about still count.
         let never_written: u64 = self.unwritten.values().map(|(n, _)| n).sum();
         self.stats.dropped = self.stats.dropped.saturating_add(never_written);
@@ -306,7 +338,7 @@ impl Writer {
                     "recording incomplete: {first}; {} events could not be written (counted as dropped)",
                     self.lost_to_writes
                 ),
-                stats: self.stats,
+                stats: Box::new(self.stats),
             }),
         }
     }
@@ -673,6 +705,13 @@ impl Writer {
                 .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned()),
             wall_ns: p.wall_ns,
             reason: p.reason,
+            sinks: self.sinks.iter().map(|(q, _)| q.clone()).collect(),
+            service: self.service.clone(),
+            host: self.host.clone(),
+            walls: segments
+                .iter()
+                .map(|(m, _)| self.wall_of(m.end_ticks))
+                .collect(),
             segments,
         };
         match std::thread::Builder::new()
@@ -682,6 +721,57 @@ impl Writer {
             Ok(h) => self.jobs.push(h),
             Err(e) => eprintln!("runtrace: snapshot not written: cannot start its thread: {e}"),
         }
+    }
+
+    /// Offers a sealed file to every sink (sink.rs rule 1: a push, never a
+    /// wait).
+    fn ship(&self, path: PathBuf, index: u64, wall_ns: u64) {
+        for (q, _) in &self.sinks {
+            q.push(SegmentInfo {
+                path: path.clone(),
+                index,
+                wall_ns,
+                service: self.service.clone(),
+                host: self.host.clone(),
+                snapshot: None,
+            });
+        }
+    }
+
+    /// Closes the sinks' queues and waits (`sink_finish_timeout`) for
+    /// them to send what they hold; counts what they did not, and says
+    /// so on stderr. A sink still busy then is left to itself.
+    fn close_sinks(&mut self) {
+        let deadline = Instant::now() + self.shared.cfg.sink_finish_timeout;
+        for (q, h) in self.sinks.drain(..) {
+            let (c, done) = q.close(deadline);
+            if done {
+                let _ = h.join();
+            }
+            self.stats.sink_sent += c.sent;
+            self.stats.sink_failed += c.failed;
+            self.stats.sink_dropped += c.dropped;
+            self.stats.sink_unsent += c.unsent;
+            if c.failed + c.dropped + c.unsent > 0 {
+                eprintln!(
+                    "runtrace: sink {}: {} segments sent, not sent: {} failed, {} dropped from its full queue, {} left when the recording ended{}",
+                    q.name(),
+                    c.sent,
+                    c.failed,
+                    c.dropped,
+                    c.unsent,
+                    if done { "" } else { " (the sink did not return in time; left running)" }
+                );
+            }
+        }
+    }
+
+    /// The wall clock (ns since the Unix epoch) at trace time `ticks`.
+    fn wall_of(&self, ticks: u64) -> u64 {
+        let dt = ticks.saturating_sub(self.anchor_ticks) as u128 * 1_000_000_000
+            / u128::from(self.clock.ticks_per_sec().max(1));
+        self.anchor_wall_ns
+            .saturating_add(u64::try_from(dt).unwrap_or(u64::MAX))
     }
 
     /// Counts the snapshots written (all of them when `wait`, else those
@@ -976,7 +1066,12 @@ impl Writer {
         // The file is sealed from here on: whatever fails below, the next
         // file gets the next index (never overwriting this one).
         self.file_index += 1;
-        self.store.seal(meta)
+        self.store.seal(meta)?;
+        if self.shared.cfg.memory.is_none() && !self.sinks.is_empty() {
+            let path = crate::store::file_path(&self.shared.cfg.path, meta.index, false);
+            self.ship(path, meta.index, clock::wall_ns());
+        }
+        Ok(())
     }
 }
 
