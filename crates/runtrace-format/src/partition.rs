@@ -158,10 +158,23 @@ pub struct SegmentKey {
 
 impl SegmentKey {
     /// The name `runtrace fetch` gives the segment on disk, one every
-    /// tool reads as a trace file (`trace-<ts>.<n>.bin`: `PATH.N.bin`
-    /// with the seal time in the prefix).
+    /// tool reads as a trace file (`PATH.N.bin` with the service, host
+    /// and seal time in the prefix, so segments of several hosts never
+    /// collide): `trace-<s>-<h>-<ts>.<n>.bin`.
+    ///
+    /// ```
+    /// let k = runtrace_format::partition::parse_segment_key(
+    ///     "service=api/host=h1/date=2026-11-28/trace-20261128T011620.250Z-7.bin").unwrap();
+    /// assert_eq!(k.file_name(), "trace-api-h1-20261128T011620.250Z.7.bin");
+    /// ```
     pub fn file_name(&self) -> String {
-        format!("trace-{}.{}.bin", stamp_ms(self.wall_ns), self.index)
+        format!(
+            "trace-{}-{}-{}.{}.bin",
+            self.service,
+            self.host,
+            stamp_ms(self.wall_ns),
+            self.index
+        )
     }
 }
 
