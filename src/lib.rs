@@ -12,6 +12,7 @@
 //! | `executor` | the instrumented executor ([`executor`]) |
 //! | `tokio` | hooks recording a stock tokio runtime (`tokio::instrument`) |
 //! | `sync` | named locks, instrumented queues, I/O timing, heartbeats (`runtrace::sync`) |
+//! | `object-store` | with `record`: ship sealed segments to object storage (`sink::ObjectStoreSink`; S3 with `object-store-aws`) |
 //!
 //! With no backend feature a probe site compiles to nothing (its arguments
 //! are still type-checked). The trace format is [`format`](mod@format)
@@ -36,6 +37,11 @@ pub use runtrace_format as format;
 pub use runtrace_recorder::{
     is_recording, user_events, RecordError, RecordStats, Recorder, RecorderBuilder, RecordingGuard,
 };
+
+/// Where sealed segments are shipped (feature `record`; the object store
+/// with feature `object-store`): docs/flight-recorder.md, "Sinks".
+#[cfg(feature = "record")]
+pub use runtrace_recorder::sink;
 
 /// Sampled heap allocations (feature `alloc`): the global allocator
 /// wrapper [`alloc::Sampled`].
@@ -90,6 +96,32 @@ pub use runtrace_probes::__rt;
 #[cfg(feature = "record")]
 pub mod record {
     pub use runtrace_recorder::events::*;
+}
+
+/// Asks for a flight-recorder snapshot (docs/flight-recorder.md): records
+/// a `snapshot_request` event with the reason, which becomes a snapshot
+/// trigger when the recording lists the reason (or `*`) in
+/// `snapshot_on_event` / `RUNTRACE_SNAPSHOT_EVENTS`. Without the `record`
+/// feature, or when no recording runs, it does nothing.
+///
+/// ```
+/// runtrace::snapshot!("queue-overflow");
+/// ```
+#[macro_export]
+macro_rules! snapshot {
+    ($reason:expr) => {
+        $crate::__snapshot($reason)
+    };
+}
+
+/// What [`snapshot!`] calls.
+#[doc(hidden)]
+#[inline]
+pub fn __snapshot(reason: &str) {
+    #[cfg(feature = "record")]
+    runtrace_recorder::snapshot_request(reason);
+    #[cfg(not(feature = "record"))]
+    let _ = reason;
 }
 
 /// Fires a probe: a built-in event by name, or an application event by

@@ -27,6 +27,8 @@ pub mod check;
 pub mod doctor;
 #[cfg(feature = "parquet")]
 pub mod export;
+#[cfg(feature = "object-store")]
+pub mod fetch;
 pub mod flamegraph;
 pub mod jsonl;
 pub mod mcp;
@@ -109,6 +111,12 @@ pub enum Command {
     #[cfg(feature = "parquet")]
     #[command(subcommand)]
     Export(export::Format),
+    /// Pull sealed segments that the recorder's object-store sink shipped
+    /// (service=/host=/date=/trace-<ts>-<n>.bin) from URL (file:///dir,
+    /// s3://bucket/prefix) into DIR, where every command reads them
+    /// (exit 1 on an error or when nothing matched).
+    #[cfg(feature = "object-store")]
+    Fetch(fetch::Args),
 }
 
 /// Runs a parsed command line and returns the process exit code: 0 for
@@ -132,5 +140,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Top(a) => top::run(&a),
         #[cfg(feature = "parquet")]
         Command::Export(f) => export::run(&f),
+        #[cfg(feature = "object-store")]
+        Command::Fetch(a) => fetch::run(&a),
     }
 }

@@ -52,6 +52,47 @@ pub fn date(epoch_ns: u64) -> Date {
     }
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of
+/// [`date`]'s calendar step).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Nanoseconds since the Unix epoch of a UTC date and time, `None` for a
+/// date before 1970 or fields out of range (month 13, day 32, hour 24;
+/// a day past its month's end, such as February 30, is refused too).
+///
+/// ```
+/// use runtrace_format::civil::{date, epoch_ns, Date};
+/// let d = Date { year: 2026, month: 11, day: 28, hour: 1, minute: 16, second: 20 };
+/// assert_eq!(epoch_ns(d), Some(1_795_828_580 * 1_000_000_000));
+/// assert_eq!(date(epoch_ns(d).unwrap()), d);
+/// assert_eq!(epoch_ns(Date { month: 2, day: 30, ..d }), None);
+/// ```
+pub fn epoch_ns(d: Date) -> Option<u64> {
+    if !(1..=12).contains(&d.month)
+        || !(1..=31).contains(&d.day)
+        || d.hour > 23
+        || d.minute > 59
+        || d.second > 59
+    {
+        return None;
+    }
+    let days = days_from_civil(d.year, d.month, d.day);
+    let secs = days
+        .checked_mul(86_400)?
+        .checked_add(i64::from(d.hour * 3_600 + d.minute * 60 + d.second))?;
+    let ns = u64::try_from(secs).ok()?.checked_mul(1_000_000_000)?;
+    // A day past the month's end comes back as another date.
+    (date(ns) == d).then_some(ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

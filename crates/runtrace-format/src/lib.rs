@@ -31,6 +31,7 @@ pub mod chunk;
 pub mod civil;
 pub mod dense;
 pub mod frame;
+pub mod partition;
 pub mod schema;
 pub mod varint;
 

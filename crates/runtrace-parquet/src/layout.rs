@@ -18,63 +18,29 @@ use crate::schema::{Table, SCHEMA_VERSION, VERSION_KEY};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use std::path::{Path, PathBuf};
 
-/// Longest partition value accepted.
-const MAX_NAME: usize = 128;
-
 /// `value` if it is a safe partition name (1 to 128 characters of
 /// `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`), else an error
-/// naming `flag`. Anything else could escape the dataset (`/`, `..`),
-/// need escaping in Hive paths (`=`, `%`, spaces) or be taken for an
-/// option.
+/// naming `flag`. The rule is runtrace-format's
+/// ([`runtrace_format::partition`]), which the recorder's object-store
+/// keys share.
 pub fn partition_name(value: &str, flag: &str) -> Result<String, String> {
-    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if value.is_empty()
-        || value.len() > MAX_NAME
-        || !value.chars().all(ok_char)
-        || value.starts_with(['.', '-'])
-    {
-        return Err(format!(
-            "{flag} {value:?}: not a safe partition name (1 to {MAX_NAME} of A-Z a-z 0-9 . _ -, not starting with . or -)"
-        ));
-    }
-    Ok(value.to_string())
+    runtrace_format::partition::partition_name(value, flag)
 }
 
 /// A default partition name made safe: unsafe characters become `_`
 /// (a process name such as `my app/1` gives `my_app_1`).
 pub fn sanitize(value: &str) -> String {
-    let mut s: String = value
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(MAX_NAME)
-        .collect();
-    if s.starts_with(['.', '-']) {
-        s.replace_range(0..1, "_");
-    }
-    if s.is_empty() {
-        s.push_str("unknown");
-    }
-    s
+    runtrace_format::partition::sanitize(value)
 }
 
 /// This machine's host name (for the default `host` partition), made safe.
 pub fn hostname() -> String {
-    let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .unwrap_or_default();
-    sanitize(h.trim())
+    runtrace_format::partition::hostname()
 }
 
 /// The UTC date (`yyyy-mm-dd`) of `epoch_ns`.
 pub fn date_of(epoch_ns: u64) -> String {
-    let d = runtrace_format::civil::date(epoch_ns);
-    format!("{:04}-{:02}-{:02}", d.year, d.month, d.day)
+    runtrace_format::partition::date_of(epoch_ns)
 }
 
 /// The path of file `n` of recording `recording_id` in `table`.

@@ -7,9 +7,34 @@
 //! [`CpuBackend`] setting).
 
 use crate::error::RecordError;
+use crate::sink::Sink;
 use runtrace_profile::CpuBackend;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The sinks given to a builder, taken by the recording it starts (a
+/// cloned builder shares them: the first recording takes them).
+#[derive(Clone, Default)]
+pub(crate) struct SinkList(pub(crate) Arc<Mutex<Vec<Box<dyn Sink>>>>);
+
+impl SinkList {
+    pub(crate) fn push(&self, s: Box<dyn Sink>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+    }
+
+    /// Takes the sinks out (for the recording that starts).
+    pub(crate) fn take(&self) -> Vec<Box<dyn Sink>> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl std::fmt::Debug for SinkList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let l = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_list().entries(l.iter().map(|s| s.name())).finish()
+    }
+}
 
 /// Smallest per-thread buffer: 4 slots of 16 KiB.
 pub(crate) const MIN_BUFFER: usize = 64 << 10;
@@ -61,8 +86,29 @@ pub struct Config {
     pub(crate) snapshot_signal: Option<i32>,
     /// Trigger a snapshot when a poll lasts longer than this.
     pub(crate) snapshot_poll: Option<Duration>,
+    /// Trigger a snapshot when a window's wake-to-poll p99 is above the
+    /// limit: (limit, window).
+    pub(crate) snapshot_wake_p99: Option<(Duration, Duration)>,
+    /// Trigger a snapshot when a round reports at least this many events
+    /// lost to full buffers.
+    pub(crate) snapshot_drops: Option<u64>,
+    /// `snapshot!` reasons (`*`: any) and events (`provider:name`) that
+    /// trigger a snapshot.
+    pub(crate) snapshot_events: Vec<String>,
     /// Record the frees of sampled allocations (the live set).
     pub(crate) alloc_live: bool,
+    /// Where sealed segments are shipped (docs/flight-recorder.md).
+    pub(crate) sinks: SinkList,
+    /// Segments each sink's queue holds before dropping the oldest.
+    pub(crate) sink_queue: usize,
+    /// Tries of a segment after the first.
+    pub(crate) sink_retries: u32,
+    /// How long `finish()` waits for the sinks.
+    pub(crate) sink_finish_timeout: Duration,
+    /// The `service=` and `host=` of the segments' keys (`None`: the
+    /// process name, the host name).
+    pub(crate) service: Option<String>,
+    pub(crate) host: Option<String>,
 }
 
 /// Most samples per second per thread `cpu_profile` accepts.
@@ -87,7 +133,16 @@ impl Default for Config {
             snapshot_cooldown: Duration::from_secs(60),
             snapshot_signal: None,
             snapshot_poll: None,
+            snapshot_wake_p99: None,
+            snapshot_drops: None,
+            snapshot_events: Vec::new(),
             alloc_live: false,
+            sinks: SinkList::default(),
+            sink_queue: 16,
+            sink_retries: 3,
+            sink_finish_timeout: Duration::from_secs(10),
+            service: None,
+            host: None,
         }
     }
 }
@@ -368,6 +423,147 @@ impl RecorderBuilder {
         self
     }
 
+    /// A built-in trigger (reason `wake-p99`): in each `window` of trace
+    /// time, the p99 of the wake-to-poll delay (a task's first wake to
+    /// its next `task_poll_start`) above `limit`, over at least 100 such
+    /// delays. Fires at the window's end. `RUNTRACE_SNAPSHOT_WAKE_P99_MS`
+    /// and `RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS` (default window 1 s).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_on_wake_p99(Duration::from_millis(20), Duration::from_secs(1))
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_on_wake_p99(mut self, limit: Duration, window: Duration) -> Self {
+        self.cfg.snapshot_wake_p99 = Some((limit, window));
+        self
+    }
+
+    /// A built-in trigger (reason `dropped`): the recorder losing at least
+    /// `min_events` events to full buffers in one drain round (the
+    /// flush interval). `RUNTRACE_SNAPSHOT_DROPS`.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_on_drops(1)
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_on_drops(mut self, min_events: u64) -> Self {
+        self.cfg.snapshot_drops = Some(min_events);
+        self
+    }
+
+    /// A built-in trigger on an application's events: `name` is a reason
+    /// given to `runtrace::snapshot!` (`*`: any reason), or an event
+    /// `provider:name` (one declared with `user_events!`, or a built-in
+    /// one as `runtrace:name`). The trigger's reason is the `snapshot!`
+    /// reason, or `provider:name`. Call once per name;
+    /// `RUNTRACE_SNAPSHOT_EVENTS` (names separated by commas) replaces the
+    /// list.
+    ///
+    /// ```no_run
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .in_memory(64 << 20)
+    ///     .snapshot_on_event("*")                  // any snapshot!(...)
+    ///     .snapshot_on_event("myapp:request_failed")
+    ///     .start()?;
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn snapshot_on_event(mut self, name: &str) -> Self {
+        self.cfg.snapshot_events.push(name.to_string());
+        self
+    }
+
+    /// Ships every sealed segment to `sink` as well (in file mode each
+    /// `PATH.N.bin`, in memory mode each snapshot's files), on a thread of
+    /// its own behind a bounded queue: see [`sink`](crate::sink). Call
+    /// once per sink. `RUNTRACE_SINK_COMMAND` and `RUNTRACE_SINK_URL` add
+    /// a command hook and an object store.
+    ///
+    /// ```no_run
+    /// use runtrace_recorder::sink::CommandSink;
+    /// let guard = runtrace_recorder::Recorder::builder()
+    ///     .path("/var/tmp/myapp/trace")
+    ///     .sink(CommandSink::new("/usr/local/bin/upload-trace", ["--quiet"]))
+    ///     .start()?;
+    /// let stats = guard.finish()?;
+    /// println!("{} sent, {} not", stats.sink_sent, stats.sink_failed + stats.sink_dropped + stats.sink_unsent);
+    /// # Ok::<(), runtrace_recorder::RecordError>(())
+    /// ```
+    pub fn sink(self, sink: impl Sink) -> Self {
+        self.cfg.sinks.push(Box::new(sink));
+        self
+    }
+
+    /// Segments each sink's queue holds (default 16): past that, the
+    /// oldest unsent one is dropped and counted (`sink_dropped`); the
+    /// recording never waits for a sink. `RUNTRACE_SINK_QUEUE`.
+    ///
+    /// ```
+    /// let b = runtrace_recorder::Recorder::builder().sink_queue(64);
+    /// # let _ = b;
+    /// ```
+    pub fn sink_queue(mut self, segments: usize) -> Self {
+        self.cfg.sink_queue = segments;
+        self
+    }
+
+    /// Tries of a segment that failed, after the first (default 3), with
+    /// pauses of 200 ms doubling up to 5 s. `RUNTRACE_SINK_RETRIES`.
+    ///
+    /// ```
+    /// let b = runtrace_recorder::Recorder::builder().sink_retries(5);
+    /// # let _ = b;
+    /// ```
+    pub fn sink_retries(mut self, retries: u32) -> Self {
+        self.cfg.sink_retries = retries;
+        self
+    }
+
+    /// How long `finish()` waits for the sinks to send what they hold
+    /// (default 10 s); what is left counts in `sink_unsent`.
+    /// `RUNTRACE_SINK_FINISH_MS`.
+    ///
+    /// ```
+    /// let b = runtrace_recorder::Recorder::builder()
+    ///     .sink_finish_timeout(std::time::Duration::from_secs(30));
+    /// # let _ = b;
+    /// ```
+    pub fn sink_finish_timeout(mut self, limit: Duration) -> Self {
+        self.cfg.sink_finish_timeout = limit;
+        self
+    }
+
+    /// The `service=` of the object-store keys (default: the process
+    /// name, made safe). `RUNTRACE_SERVICE`. A name must be 1 to 128 of
+    /// `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`.
+    ///
+    /// ```
+    /// let b = runtrace_recorder::Recorder::builder().service("checkout").host("web-07");
+    /// # let _ = b;
+    /// ```
+    pub fn service(mut self, name: &str) -> Self {
+        self.cfg.service = Some(name.to_string());
+        self
+    }
+
+    /// The `host=` of the object-store keys (default: the host name,
+    /// made safe). `RUNTRACE_HOST`.
+    ///
+    /// ```
+    /// let b = runtrace_recorder::Recorder::builder().host("web-07");
+    /// # let _ = b;
+    /// ```
+    pub fn host(mut self, name: &str) -> Self {
+        self.cfg.host = Some(name.to_string());
+        self
+    }
+
     /// With a memory profile, also records the free of every sampled
     /// allocation (`alloc_free` events: the live set), so readers know
     /// which sampled bytes are still live at any time (`runtrace
@@ -479,6 +675,95 @@ impl RecorderBuilder {
         if let Some(ms) = env_ms("RUNTRACE_SNAPSHOT_POLL_MS")? {
             self.cfg.snapshot_poll = Some(ms);
             self.from_env.push("RUNTRACE_SNAPSHOT_POLL_MS");
+        }
+        if let Some(ms) = env_ms("RUNTRACE_SNAPSHOT_WAKE_P99_MS")? {
+            let window = self
+                .cfg
+                .snapshot_wake_p99
+                .map_or(Duration::from_secs(1), |(_, w)| w);
+            self.cfg.snapshot_wake_p99 = Some((ms, window));
+            self.from_env.push("RUNTRACE_SNAPSHOT_WAKE_P99_MS");
+        }
+        if let Some(ms) = env_ms("RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS")? {
+            match self.cfg.snapshot_wake_p99.as_mut() {
+                Some((_, w)) => *w = ms,
+                None => {
+                    return Err(RecordError::Config(
+                        "RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS is set but no wake-to-poll limit is \
+                         (RUNTRACE_SNAPSHOT_WAKE_P99_MS or snapshot_on_wake_p99)"
+                            .into(),
+                    ))
+                }
+            }
+            self.from_env.push("RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS");
+        }
+        if let Some(v) = env_str("RUNTRACE_SNAPSHOT_DROPS")?.filter(|v| !v.trim().is_empty()) {
+            let n: u64 = v.trim().parse().map_err(|_| {
+                RecordError::Config(format!(
+                    "RUNTRACE_SNAPSHOT_DROPS={v:?}: expected a number of events (at least 1)"
+                ))
+            })?;
+            self.cfg.snapshot_drops = Some(n);
+            self.from_env.push("RUNTRACE_SNAPSHOT_DROPS");
+        }
+        if let Some(v) = env_str("RUNTRACE_SNAPSHOT_EVENTS")?.filter(|v| !v.trim().is_empty()) {
+            self.cfg.snapshot_events = v.split(',').map(|n| n.trim().to_string()).collect();
+            self.from_env.push("RUNTRACE_SNAPSHOT_EVENTS");
+        }
+        for (var, slot) in [
+            ("RUNTRACE_SERVICE", &mut self.cfg.service),
+            ("RUNTRACE_HOST", &mut self.cfg.host),
+        ] {
+            if let Some(v) = env_str(var)?.filter(|v| !v.trim().is_empty()) {
+                *slot = Some(v.trim().to_string());
+                self.from_env.push(var);
+            }
+        }
+        if let Some(v) = env_str("RUNTRACE_SINK_QUEUE")?.filter(|v| !v.trim().is_empty()) {
+            self.cfg.sink_queue = v.trim().parse().map_err(|_| {
+                RecordError::Config(format!(
+                    "RUNTRACE_SINK_QUEUE={v:?}: expected a number of segments (at least 1)"
+                ))
+            })?;
+            self.from_env.push("RUNTRACE_SINK_QUEUE");
+        }
+        if let Some(v) = env_str("RUNTRACE_SINK_RETRIES")?.filter(|v| !v.trim().is_empty()) {
+            self.cfg.sink_retries = v.trim().parse().map_err(|_| {
+                RecordError::Config(format!(
+                    "RUNTRACE_SINK_RETRIES={v:?}: expected a number of tries after the first"
+                ))
+            })?;
+            self.from_env.push("RUNTRACE_SINK_RETRIES");
+        }
+        if let Some(ms) = env_ms("RUNTRACE_SINK_FINISH_MS")? {
+            self.cfg.sink_finish_timeout = ms;
+            self.from_env.push("RUNTRACE_SINK_FINISH_MS");
+        }
+        if let Some(v) = env_str("RUNTRACE_SINK_COMMAND")?.filter(|v| !v.trim().is_empty()) {
+            let mut words = v.split_whitespace();
+            let program = words.next().unwrap_or_default();
+            self.cfg
+                .sinks
+                .push(Box::new(crate::sink::CommandSink::new(program, words)));
+            self.from_env.push("RUNTRACE_SINK_COMMAND");
+        }
+        if let Some(v) = env_str("RUNTRACE_SINK_URL")?.filter(|v| !v.trim().is_empty()) {
+            #[cfg(feature = "object-store")]
+            {
+                let s = crate::sink::ObjectStoreSink::from_url(v.trim()).map_err(|e| match e {
+                    RecordError::Config(m) => {
+                        RecordError::Config(format!("RUNTRACE_SINK_URL: {m}"))
+                    }
+                    e => e,
+                })?;
+                self.cfg.sinks.push(Box::new(s));
+            }
+            #[cfg(not(feature = "object-store"))]
+            return Err(RecordError::Config(format!(
+                "RUNTRACE_SINK_URL={v:?}: object-store sinks need runtrace-recorder's feature `object-store` (this build has none)"
+            )));
+            #[cfg(feature = "object-store")]
+            self.from_env.push("RUNTRACE_SINK_URL");
         }
         if let Some(v) = env_str("RUNTRACE_SNAPSHOT_SIGNAL")?.filter(|v| !v.trim().is_empty()) {
             self.signal_name = Some(v);
@@ -614,6 +899,54 @@ impl RecorderBuilder {
                 "RUNTRACE_SNAPSHOT_POLL_MS",
                 "must be at least 1 ms",
             );
+        }
+        if let Some((limit, window)) = c.snapshot_wake_p99 {
+            if limit.is_zero() {
+                return bad(
+                    "snapshot_on_wake_p99",
+                    "RUNTRACE_SNAPSHOT_WAKE_P99_MS",
+                    "limit must be at least 1 ms",
+                );
+            }
+            if window.is_zero() {
+                return bad(
+                    "snapshot_on_wake_p99",
+                    "RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS",
+                    "window must be at least 1 ms",
+                );
+            }
+        }
+        if c.snapshot_drops == Some(0) {
+            return bad(
+                "snapshot_on_drops",
+                "RUNTRACE_SNAPSHOT_DROPS",
+                "must be at least 1 event",
+            );
+        }
+        for n in &c.snapshot_events {
+            let ok = match n.split_once(':') {
+                Some((p, e)) => !p.is_empty() && !e.is_empty() && !e.contains(':'),
+                None => !n.is_empty(),
+            };
+            if !ok {
+                return Err(RecordError::Config(format!(
+                    "{}: {n:?} is not a snapshot! reason, `*` or an event `provider:name`",
+                    self.who("snapshot_on_event", "RUNTRACE_SNAPSHOT_EVENTS")
+                )));
+            }
+        }
+        if c.sink_queue == 0 {
+            return bad("sink_queue", "RUNTRACE_SINK_QUEUE", "must be at least 1");
+        }
+        if let Some(name) = &c.service {
+            runtrace_format::partition::partition_name(name, "").map_err(|e| {
+                RecordError::Config(format!("{}:{e}", self.who("service", "RUNTRACE_SERVICE")))
+            })?;
+        }
+        if let Some(name) = &c.host {
+            runtrace_format::partition::partition_name(name, "").map_err(|e| {
+                RecordError::Config(format!("{}:{e}", self.who("host", "RUNTRACE_HOST")))
+            })?;
         }
         // `dir/` or an existing directory would make files named
         // `dir/.0.bin`: hidden, and not what was meant.

@@ -29,8 +29,9 @@ pub enum RecordError {
     Incomplete {
         /// The first write error, naming the file, and what it cost.
         message: String,
-        /// What the recording wrote and lost.
-        stats: RecordStats,
+        /// What the recording wrote and lost (boxed: the error stays small
+        /// for the `Result`s of every setting).
+        stats: Box<RecordStats>,
     },
     /// `finish()` (or the guard's drop) in a process forked from the one
     /// recording: the recording and its writer thread belong to the parent,
@@ -53,7 +54,7 @@ impl RecordError {
     /// ```
     pub fn stats(&self) -> Option<&RecordStats> {
         match self {
-            RecordError::Incomplete { stats, .. } => Some(stats),
+            RecordError::Incomplete { stats, .. } => Some(&**stats),
             _ => None,
         }
     }

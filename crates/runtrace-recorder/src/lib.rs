@@ -23,16 +23,17 @@
 
 // Module dependencies (a DAG: nothing imports back):
 //   session  -> config, error, state, writer
-//   writer   -> error, ring, rules, snapshot, state, store, sync, trigger (and
+//   writer   -> error, ring, rules, sink, snapshot, state, store, sync, trigger (and
 //               runtrace-profile's Profiler)
 //   rules    -> (runtrace-format only)
-//   snapshot -> store
+//   snapshot -> sink, store
+//   sink     -> error (and runtrace-format's partition names)
 //   store    -> error
 //   trigger  -> error
 //   producer -> config, out, ring, state, sync
 //   state    -> config, error, ring, sync
 //   ring     -> sync
-//   config   -> error
+//   config   -> error, sink
 // `session` ties configuration, state and the writer together; producers
 // reach a recording through `state` alone (see its rules).
 mod config;
@@ -42,6 +43,7 @@ mod producer;
 mod ring;
 mod rules;
 mod session;
+pub mod sink;
 mod snapshot;
 mod state;
 mod stats;
@@ -129,6 +131,32 @@ pub mod events {
     }
 }
 pub use events::*;
+
+/// Asks for a flight-recorder snapshot from anywhere in the application:
+/// records a `snapshot_request` event with `reason` on this thread. The
+/// writer thread turns it into a snapshot trigger (reason `reason`) when
+/// the recording lists the reason, or `*`, in
+/// [`snapshot_on_event`](crate::RecorderBuilder::snapshot_on_event)
+/// (`RUNTRACE_SNAPSHOT_EVENTS`); otherwise it stays a mark in the trace.
+/// Costs what any event with a string field costs; nothing when no
+/// recording runs.
+///
+/// ```no_run
+/// let guard = runtrace_recorder::Recorder::builder()
+///     .path("/var/tmp/myapp/trace")
+///     .in_memory(64 << 20)
+///     .snapshot_on_event("*")
+///     .start()?;
+/// runtrace_recorder::snapshot!("cache-stampede");
+/// guard.finish()?;
+/// # Ok::<(), runtrace_recorder::RecordError>(())
+/// ```
+#[macro_export]
+macro_rules! snapshot {
+    ($reason:expr) => {
+        $crate::snapshot_request($reason)
+    };
+}
 
 /// Declares application-defined events, recorded self-described in the
 /// same trace as the built-in ones (their schemas travel in the file).

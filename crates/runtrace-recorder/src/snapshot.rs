@@ -13,11 +13,13 @@
 //! evicted, so `runtrace check` reads the directory as a complete
 //! recording (and still reports any events dropped inside the window).
 
+use crate::sink::{SegmentInfo, SinkQueue};
 use crate::store::SegmentMeta;
 use bytes::Bytes;
 use runtrace_format::frame::{self, FrameType};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One snapshot to write.
 pub(crate) struct Job {
@@ -30,6 +32,13 @@ pub(crate) struct Job {
     pub(crate) reason: String,
     /// The segments, oldest first, consecutive indexes.
     pub(crate) segments: Vec<(SegmentMeta, Bytes)>,
+    /// When each segment was sealed (wall clock, ns since the epoch).
+    pub(crate) walls: Vec<u64>,
+    /// The sinks the written files are offered to, and their keys'
+    /// service and host.
+    pub(crate) sinks: Vec<Arc<SinkQueue>>,
+    pub(crate) service: String,
+    pub(crate) host: String,
 }
 
 /// `reason` as a directory name part: letters, digits, `-`, `_` and `.`
@@ -121,6 +130,19 @@ pub(crate) fn write(job: Job) -> Result<PathBuf, String> {
     if let Err(e) = res {
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(e);
+    }
+    // Complete: offered to the sinks (a push each, never a wait).
+    for q in &job.sinks {
+        for ((meta, _), &wall_ns) in job.segments.iter().zip(&job.walls) {
+            q.push(SegmentInfo {
+                path: done.join(format!("{}.{}.bin", job.prefix, meta.index)),
+                index: meta.index,
+                wall_ns,
+                service: job.service.clone(),
+                host: job.host.clone(),
+                snapshot: Some(name.clone()),
+            });
+        }
     }
     Ok(done)
 }

@@ -45,4 +45,15 @@ pub struct RecordStats {
     /// Snapshot triggers ignored: within the cooldown of the last one,
     /// while one was pending, or in file mode.
     pub snapshots_skipped: u64,
+    /// Sealed segments sinks sent (one per segment and sink;
+    /// docs/flight-recorder.md, "Sinks").
+    pub sink_sent: u64,
+    /// Segments a sink failed to send after its retries.
+    pub sink_failed: u64,
+    /// Segments dropped unsent from a full sink queue (the oldest
+    /// first).
+    pub sink_dropped: u64,
+    /// Segments still queued (or being sent) when `finish()` stopped
+    /// waiting for the sinks (`sink_finish_timeout`): not sent.
+    pub sink_unsent: u64,
 }

@@ -13,7 +13,8 @@
 
 use crate::error::RecordError;
 use crate::ring::DrainPos;
-use crate::rules::{PollWatch, SlowPoll};
+use crate::rules::{EventRule, PollWatch, Rules, SlowPoll, WakeP99};
+use crate::sink::{SegmentInfo, SinkQueue};
 use crate::snapshot;
 use crate::state::{RingEntry, Shared};
 use crate::stats::RecordStats;
@@ -126,10 +127,13 @@ pub(crate) struct Writer {
     last_snapshot: Option<Instant>,
     /// Snapshot directories being written.
     jobs: Vec<JoinHandle<Result<PathBuf, String>>>,
-    /// The slow-poll rule, when configured.
-    slow_poll: Option<SlowPoll>,
-    /// Slow polls found while draining this round (their end's ticks).
-    slow: Vec<u64>,
+    /// The built-in snapshot rules configured.
+    rules: Rules,
+    /// The sinks' queues and threads (sink.rs).
+    sinks: Vec<(Arc<SinkQueue>, JoinHandle<()>)>,
+    /// `service=` and `host=` of the segments shipped.
+    service: String,
+    host: String,
 }
 
 fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> RecordError {
@@ -201,10 +205,31 @@ impl Writer {
             pending: None,
             last_snapshot: None,
             jobs: Vec::new(),
-            slow_poll: shared.cfg.snapshot_poll.map(|d| SlowPoll {
-                limit: (d.as_secs_f64() * clock.ticks_per_sec() as f64) as u64,
-            }),
-            slow: Vec::new(),
+            rules: {
+                let ticks = |d: Duration| (d.as_secs_f64() * clock.ticks_per_sec() as f64) as u64;
+                let cfg = &shared.cfg;
+                Rules {
+                    slow_poll: cfg.snapshot_poll.map(|d| SlowPoll { limit: ticks(d) }),
+                    wake: cfg
+                        .snapshot_wake_p99
+                        .map(|(l, w)| WakeP99::new(ticks(l), ticks(w))),
+                    drops: cfg.snapshot_drops,
+                    events: (!cfg.snapshot_events.is_empty())
+                        .then(|| EventRule::new(&cfg.snapshot_events)),
+                    ..Rules::default()
+                }
+            },
+            sinks: Vec::new(),
+            service: String::new(),
+            host: String::new(),
+        };
+        w.service = match &w.shared.cfg.service {
+            Some(s) => s.clone(),
+            None => runtrace_format::partition::sanitize(&w.process_name),
+        };
+        w.host = match &w.shared.cfg.host {
+            Some(h) => h.clone(),
+            None => runtrace_format::partition::hostname(),
         };
         if w.shared.cfg.cpu_hz > 0 {
             // Before the first file opens: it starts with the PROFILE frame.
@@ -235,6 +260,20 @@ impl Writer {
         w.open_file()?;
         if let Some(sig) = w.shared.cfg.snapshot_signal {
             w.signal = Some(trigger::Installed::new(sig, clock)?);
+        }
+        // Last: nothing after this can fail, so no sink thread is left
+        // waiting on a recording that did not start.
+        for sink in w.shared.cfg.sinks.take() {
+            let name = sink.name();
+            match SinkQueue::start(sink, w.shared.cfg.sink_queue, w.shared.cfg.sink_retries) {
+                Ok(q) => w.sinks.push(q),
+                Err(e) => {
+                    w.close_sinks();
+                    return Err(RecordError::Io(format!(
+                        "cannot start the thread of sink {name}: {e}"
+                    )));
+                }
+            }
         }
         Ok(w)
     }
@@ -288,6 +327,7 @@ impl Writer {
         };
         self.stats.memory_peak = self.store.peak_bytes();
         self.reap_snapshots(true);
+        self.close_sinks();
         // Losses no file could be told about still count.
         let never_written: u64 = self.unwritten.values().map(|(n, _)| n).sum();
         self.stats.dropped = self.stats.dropped.saturating_add(never_written);
@@ -298,7 +338,7 @@ impl Writer {
                     "recording incomplete: {first}; {} events could not be written (counted as dropped)",
                     self.lost_to_writes
                 ),
-                stats: self.stats,
+                stats: Box::new(self.stats),
             }),
         }
     }
@@ -328,6 +368,12 @@ impl Writer {
     fn round(&mut self, last: bool) {
         let now = self.clock.now();
         self.take_triggers();
+        if self.rules.decodes() {
+            // The rules walk whole slots too, which the drain takes without
+            // looking up their ids: know every schema logged so far (an
+            // event's schema is logged before the event is published).
+            self.sync_schemas();
+        }
         {
             let mut new = self
                 .shared
@@ -398,6 +444,7 @@ impl Writer {
                     now,
                 ));
                 ring_drops = d - r.reported_dropped;
+                self.rules.dropped(ring_drops);
                 self.stats.dropped += ring_drops;
                 self.file_dropped += ring_drops;
                 r.reported_dropped = d;
@@ -452,7 +499,7 @@ impl Writer {
         // Against the watermark, not `now`: a poll's end can still wait in
         // a slot left for the next round, but none older than the
         // watermark can (so an open poll is not mistaken for a slow one).
-        self.consider_triggers(watermark);
+        self.consider_triggers(watermark, now);
         if !self.fired.is_empty() {
             if self.announced_in != Some(index) {
                 thread_frames.push(frame::thread(self.tid, "runtrace-writer"));
@@ -536,7 +583,6 @@ impl Writer {
     /// a snapshot.
     fn take_triggers(&mut self) {
         self.fired.clear();
-        self.slow.clear();
         {
             let mut req = self
                 .shared
@@ -553,20 +599,16 @@ impl Writer {
     }
 
     /// Decides which of this round's triggers start a snapshot (see
-    /// `take_triggers`); the slow-poll rule's are added first: polls
-    /// drained this round, and polls still open at `watermark` (every
-    /// event before it has been drained).
-    fn consider_triggers(&mut self, watermark: u64) {
-        if let Some(rule) = &self.slow_poll {
-            for t in self.slow.drain(..) {
-                self.fired.push((t, "slow-poll".into()));
-            }
-            for r in &mut self.rings {
-                if rule.still_running(&mut r.polls, watermark) {
-                    self.fired.push((watermark, "slow-poll".into()));
-                }
-            }
-        }
+    /// `take_triggers`); the built-in rules' are added first, judged on
+    /// what was drained up to `watermark` (every event before it has
+    /// been drained; `now`: the round's start).
+    fn consider_triggers(&mut self, watermark: u64, now: u64) {
+        self.rules.take(
+            watermark,
+            now,
+            self.rings.iter_mut().map(|r| &mut r.polls),
+            &mut self.fired,
+        );
         let cfg = &self.shared.cfg;
         for (ticks, reason) in &self.fired {
             let at = Instant::now();
@@ -663,6 +705,13 @@ impl Writer {
                 .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned()),
             wall_ns: p.wall_ns,
             reason: p.reason,
+            sinks: self.sinks.iter().map(|(q, _)| q.clone()).collect(),
+            service: self.service.clone(),
+            host: self.host.clone(),
+            walls: segments
+                .iter()
+                .map(|(m, _)| self.wall_of(m.end_ticks))
+                .collect(),
             segments,
         };
         match std::thread::Builder::new()
@@ -672,6 +721,57 @@ impl Writer {
             Ok(h) => self.jobs.push(h),
             Err(e) => eprintln!("runtrace: snapshot not written: cannot start its thread: {e}"),
         }
+    }
+
+    /// Offers a sealed file to every sink (sink.rs rule 1: a push, never a
+    /// wait).
+    fn ship(&self, path: PathBuf, index: u64, wall_ns: u64) {
+        for (q, _) in &self.sinks {
+            q.push(SegmentInfo {
+                path: path.clone(),
+                index,
+                wall_ns,
+                service: self.service.clone(),
+                host: self.host.clone(),
+                snapshot: None,
+            });
+        }
+    }
+
+    /// Closes the sinks' queues and waits (`sink_finish_timeout`) for
+    /// them to send what they hold; counts what they did not, and says
+    /// so on stderr. A sink still busy then is left to itself.
+    fn close_sinks(&mut self) {
+        let deadline = Instant::now() + self.shared.cfg.sink_finish_timeout;
+        for (q, h) in self.sinks.drain(..) {
+            let (c, done) = q.close(deadline);
+            if done {
+                let _ = h.join();
+            }
+            self.stats.sink_sent += c.sent;
+            self.stats.sink_failed += c.failed;
+            self.stats.sink_dropped += c.dropped;
+            self.stats.sink_unsent += c.unsent;
+            if c.failed + c.dropped + c.unsent > 0 {
+                eprintln!(
+                    "runtrace: sink {}: {} segments sent, not sent: {} failed, {} dropped from its full queue, {} left when the recording ended{}",
+                    q.name(),
+                    c.sent,
+                    c.failed,
+                    c.dropped,
+                    c.unsent,
+                    if done { "" } else { " (the sink did not return in time; left running)" }
+                );
+            }
+        }
+    }
+
+    /// The wall clock (ns since the Unix epoch) at trace time `ticks`.
+    fn wall_of(&self, ticks: u64) -> u64 {
+        let dt = ticks.saturating_sub(self.anchor_ticks) as u128 * 1_000_000_000
+            / u128::from(self.clock.ticks_per_sec().max(1));
+        self.anchor_wall_ns
+            .saturating_add(u64::try_from(dt).unwrap_or(u64::MAX))
     }
 
     /// Counts the snapshots written (all of them when `wait`, else those
@@ -765,7 +865,7 @@ impl Writer {
             let tid = r.entry.tid;
             let mut events = 0;
             let decoded = &mut self.stats.decoded_chunks;
-            let (rule, slow) = (self.slow_poll.as_ref(), &mut self.slow);
+            let rules = &mut self.rules;
             let polls = &mut r.polls;
             let res = r.entry.ring.drain(
                 &mut r.pos,
@@ -803,10 +903,8 @@ impl Writer {
                     };
                     frame::write(chunks, ty, &payload);
                     events += piece.count;
-                    if let Some(rule) = rule {
-                        let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());
-                        rule.piece(polls, piece.bytes, piece.start, look, slow);
-                    }
+                    let look = |id: u32| schemas.get(id as usize).and_then(|s| s.as_ref());
+                    rules.piece(polls, piece.bytes, piece.start, look);
                 },
             );
             self.stats.events += events;
@@ -982,7 +1080,12 @@ impl Writer {
         // The file is sealed from here on: whatever fails below, the next
         // file gets the next index (never overwriting this one).
         self.file_index += 1;
-        self.store.seal(meta)
+        self.store.seal(meta)?;
+        if self.shared.cfg.memory.is_none() && !self.sinks.is_empty() {
+            let path = crate::store::file_path(&self.shared.cfg.path, meta.index, false);
+            self.ship(path, meta.index, clock::wall_ns());
+        }
+        Ok(())
     }
 }
 

@@ -141,10 +141,15 @@ fn snapshot_dirs(dir: &Path) -> Vec<PathBuf> {
 
 /// Waits (at most 20 s) until `dir` has `n` snapshot directories.
 fn wait_for_snapshots(dir: &Path, n: usize) -> Vec<PathBuf> {
+    wait_for_snapshots_within(dir, n, Duration::from_secs(20))
+}
+
+/// Waits (at most `limit`) until `dir` has `n` snapshot directories.
+fn wait_for_snapshots_within(dir: &Path, n: usize, limit: Duration) -> Vec<PathBuf> {
     let t0 = std::time::Instant::now();
     loop {
         let v = snapshot_dirs(dir);
-        if v.len() >= n || t0.elapsed() > Duration::from_secs(20) {
+        if v.len() >= n || t0.elapsed() > limit {
             return v;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -451,4 +456,250 @@ fn snapshot_in_file_mode_records_the_trigger() {
     assert_eq!(spawns.len(), 9);
     assert_eq!(triggers.len(), 1);
     assert_eq!(triggers[0].1, "marked");
+}
+
+/// The reasons of a snapshot's `snapshot_trigger` events.
+fn trigger_reasons(dir: &Path) -> Vec<String> {
+    read_snapshot(dir).1.into_iter().map(|t| t.1).collect()
+}
+
+/// `n` tasks (ids from `first`) woken, then, `delay` later, polled; with
+/// `late` of them polled a further 40 ms later.
+fn wake_then_poll(first: u64, n: u64, delay: Duration, late: u64) {
+    let q = Istr::new("wake");
+    for t in first..first + n {
+        runtrace_recorder::task_wake(t, 0, runtrace_format::NO_WORKER);
+    }
+    std::thread::sleep(delay);
+    for t in first..first + n - late {
+        runtrace_recorder::task_poll_start(t, 0, q, 0);
+        runtrace_recorder::task_poll_end(t, 0, false);
+    }
+    std::thread::sleep(Duration::from_millis(40));
+    for t in first + n - late..first + n {
+        runtrace_recorder::task_poll_start(t, 0, q, 0);
+        runtrace_recorder::task_poll_end(t, 0, false);
+    }
+}
+
+/// The wake-to-poll p99 rule: windows whose p99 is below the limit (one
+/// late poll in 150 is not a p99) fire nothing; a window where every
+/// task waited past the limit fires once, reason `wake-p99`, at the
+/// window's end (after the late polls).
+#[test]
+fn wake_p99_rule_fires_above_the_limit_only() {
+    let _g = serial();
+    let tmp = tempdir("wakep99");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .snapshot_window(Duration::from_secs(10), Duration::from_millis(100))
+        .snapshot_on_wake_p99(Duration::from_millis(20), Duration::from_millis(200))
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    // Below: 150 samples per window, one of them 40 ms late (p99 by
+    // nearest rank is the 149th smallest: fast).
+    for k in 0..3 {
+        wake_then_poll(10_000 * (k + 1), 150, Duration::ZERO, 1);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Fewer than 100 samples in a window count for nothing, however late.
+    wake_then_poll(50_000, 50, Duration::from_millis(30), 0);
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(snapshot_dirs(tmp.path()).is_empty());
+    // Above: 150 tasks all polled 30 ms after their wake.
+    wake_then_poll(90_000, 150, Duration::from_millis(30), 0);
+    std::thread::sleep(Duration::from_millis(250));
+    runtrace_recorder::task_spawn(1, 0, Loc::caller(), Istr::new("tick"));
+    let dirs = wait_for_snapshots(tmp.path(), 1);
+    let stats = guard.finish().unwrap();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(dirs[0].to_string_lossy().ends_with("-wake-p99"), "{dirs:?}");
+    assert_eq!(
+        (stats.snapshots, stats.snapshots_skipped),
+        (1, 0),
+        "{stats:?}"
+    );
+    assert_eq!(trigger_reasons(&dirs[0]), ["wake-p99"]);
+}
+
+/// A thread that records far more than its buffer holds between two
+/// drains loses events.
+fn overflow_buffer() {
+    let q = Istr::new("burst");
+    for i in 0..1_000_000u64 {
+        runtrace_recorder::task_poll_start(i, 0, q, 0);
+    }
+}
+
+/// The dropped-events rule: a round losing fewer events than the
+/// threshold fires nothing; one losing at least as many fires once,
+/// reason `dropped`.
+#[test]
+fn drops_rule_fires_at_its_threshold() {
+    let _g = serial();
+    let tmp = tempdir("drops");
+    let start = |min: u64| {
+        Recorder::builder()
+            .path(tmp.path().join("trace"))
+            .in_memory(8 << 20)
+            .max_file_size(64 << 10)
+            .buffer_size(64 << 10)
+            .snapshot_window(Duration::from_secs(10), Duration::from_millis(50))
+            .snapshot_on_drops(min)
+            .flush_interval(Duration::from_millis(200))
+            .start()
+            .unwrap()
+    };
+    // Below: a burst into a 64 KiB buffer loses well under 10 M events
+    // (how many depends on the writer's luck: tried until some are lost).
+    for attempt in 0.. {
+        let guard = start(10_000_000);
+        overflow_buffer();
+        let stats = guard.finish().unwrap();
+        assert_eq!((stats.snapshots, stats.snapshots_skipped), (0, 0));
+        assert!(snapshot_dirs(tmp.path()).is_empty());
+        if stats.dropped > 0 {
+            break;
+        }
+        assert!(attempt < 10, "no burst lost events: {stats:?}");
+    }
+    let guard = start(1);
+    let mut dirs = Vec::new();
+    for _ in 0..10 {
+        overflow_buffer();
+        dirs = wait_for_snapshots_within(tmp.path(), 1, Duration::from_secs(2));
+        if !dirs.is_empty() {
+            break;
+        }
+    }
+    let stats = guard.finish().unwrap();
+    assert!(stats.dropped > 0, "{stats:?}");
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(dirs[0].to_string_lossy().ends_with("-dropped"), "{dirs:?}");
+    assert_eq!(stats.snapshots, 1, "{stats:?}");
+    // A snapshot with drops in it says so: read the trigger without
+    // `read_snapshot`'s cleanliness check.
+    let files = runtrace_format::files::expand(std::slice::from_ref(&dirs[0])).unwrap();
+    let mut reasons = Vec::new();
+    for f in &files {
+        for r in runtrace_format::FileReader::open(f).unwrap() {
+            if let runtrace_format::Record::Events { events, .. } = r.unwrap() {
+                for e in events {
+                    if e.schema.name == "snapshot_trigger" {
+                        reasons.push(e.get("reason").unwrap().as_str().unwrap().to_string());
+                    }
+                }
+            }
+        }
+    }
+    // Every round that lost events fired (and is recorded); all but the
+    // first were skipped (pending, then cooling down), and those after the
+    // snapshot was written are not in it.
+    assert!(!reasons.is_empty() && reasons.iter().all(|r| r == "dropped"));
+    assert!(
+        reasons.len() as u64 <= stats.snapshots_skipped + 1,
+        "{stats:?}"
+    );
+}
+
+runtrace_recorder::user_events! {
+    provider = "flighttest";
+    /// A request failed.
+    pub fn request_failed(code: u16);
+    /// A request succeeded.
+    pub fn request_ok(code: u16);
+}
+
+/// The application-event rule: `snapshot!` with an unlisted reason and
+/// an unlisted application event are only recorded; a listed reason
+/// fires (the directory named after it), and so does a listed event
+/// `provider:name` (reason `provider:name`).
+#[test]
+fn event_rule_fires_on_listed_names_only() {
+    let _g = serial();
+    let tmp = tempdir("events");
+    let guard = Recorder::builder()
+        .path(tmp.path().join("trace"))
+        .in_memory(8 << 20)
+        .max_file_size(64 << 10)
+        .snapshot_window(Duration::from_secs(10), Duration::from_millis(50))
+        .snapshot_cooldown(Duration::from_millis(1))
+        .snapshot_on_event("deploy")
+        .snapshot_on_event("flighttest:request_failed")
+        .flush_interval(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    spawn_range(1..20);
+    runtrace_recorder::snapshot!("not-listed");
+    request_ok(200);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(snapshot_dirs(tmp.path()).is_empty());
+    runtrace_recorder::snapshot!("deploy");
+    let first = wait_for_snapshots(tmp.path(), 1);
+    assert_eq!(first.len(), 1, "{first:?}");
+    request_failed(503);
+    let dirs = wait_for_snapshots(tmp.path(), 2);
+    let stats = guard.finish().unwrap();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    assert_eq!(stats.snapshots, 2, "{stats:?}");
+    let deploy = dirs
+        .iter()
+        .find(|d| d.to_string_lossy().ends_with("-deploy"));
+    let failed = dirs
+        .iter()
+        .find(|d| d.to_string_lossy().ends_with("-flighttest-request_failed"));
+    let (deploy, failed) = (deploy.expect("deploy"), failed.expect("request_failed"));
+    assert_eq!(trigger_reasons(deploy), ["deploy"]);
+    // The second snapshot's window holds both triggers.
+    assert_eq!(
+        trigger_reasons(failed),
+        ["deploy", "flighttest:request_failed"]
+    );
+}
+
+/// The new rules' settings: bad values refused before anything starts,
+/// naming the setting or variable.
+#[test]
+fn rule_configuration_errors() {
+    let _g = serial();
+    let tmp = tempdir("ruleconfig");
+    let b = || Recorder::builder().path(tmp.path().join("trace"));
+    let msg = |r: Result<runtrace_recorder::RecordingGuard, RecordError>| match r {
+        Err(RecordError::Config(m)) => m,
+        Err(e) => panic!("not a configuration error: {e}"),
+        Ok(_) => panic!("started"),
+    };
+    let m = msg(b().snapshot_on_drops(0).start());
+    assert!(m.contains("snapshot_on_drops"), "{m}");
+    let m = msg(b().snapshot_on_event("a:").start());
+    assert!(
+        m.contains("snapshot_on_event") && m.contains("\"a:\""),
+        "{m}"
+    );
+    let m = msg(b()
+        .snapshot_on_wake_p99(Duration::ZERO, Duration::from_secs(1))
+        .start());
+    assert!(m.contains("snapshot_on_wake_p99"), "{m}");
+    let env = |var: &str, val: &str| {
+        std::env::set_var(var, val);
+        let r = b().start().map(|_| ());
+        std::env::remove_var(var);
+        match r {
+            Err(RecordError::Config(m)) => m,
+            other => panic!("{var}={val}: {other:?}"),
+        }
+    };
+    let m = env("RUNTRACE_SNAPSHOT_DROPS", "many");
+    assert!(m.contains("RUNTRACE_SNAPSHOT_DROPS=\"many\""), "{m}");
+    let m = env("RUNTRACE_SNAPSHOT_EVENTS", "deploy,,x");
+    assert!(m.contains("RUNTRACE_SNAPSHOT_EVENTS"), "{m}");
+    let m = env("RUNTRACE_SNAPSHOT_WAKE_P99_MS", "2.5");
+    assert!(m.contains("RUNTRACE_SNAPSHOT_WAKE_P99_MS"), "{m}");
+    let m = env("RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS", "100");
+    assert!(m.contains("RUNTRACE_SNAPSHOT_WAKE_WINDOW_MS"), "{m}");
+    assert!(!runtrace_recorder::is_recording());
+    assert_eq!(all_files(tmp.path()), Vec::<PathBuf>::new());
 }
