@@ -32,6 +32,18 @@
 //! `OVERHEAD_RECORD_BUFFER_MIB` sets the recording's per-thread buffer
 //! (default 64; smaller ones may drop events, which fails the run).
 //! `OVERHEAD_KEEP_TRACE=1` keeps the recordings (their paths are printed).
+//!
+//! Diagnosis variants, run only when named (not in the default set, the
+//! ratios or the JSON): `rec_floor` fires, while a recording runs, the same
+//! 20 events per task the executor records on this workload (spawn, 6
+//! wakes, 6 poll starts, 6 poll ends, terminate), with the same fields,
+//! the same clock reads (12 per task) and the same interleaving of tasks
+//! (all spawned first, then passes of 128 polls followed by their 128
+//! wakes), but no executor and no tasks: the recorder's own cost of a
+//! task's events, the floor under `fifo_recording - fifo`.
+//! `rec_floor_noclock` is the same with a counter for a clock (the share
+//! of the clock reads). E.g. `cargo bench --bench overhead_profile --
+//! fifo fifo_recording rec_floor rec_floor_noclock`.
 //! Results: `target/bench-results/overhead_profile.json`;
 //! `tools/check_executor_bench.py` compares them with docs/executor.md.
 
@@ -39,6 +51,7 @@ mod common;
 use common::cpu::{cpu_snap, other_cores};
 use common::{median, Recording};
 use runtrace_executor::{Executor, QueueConfig};
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 const WARMUP_TASKS: usize = 1_000;
@@ -64,6 +77,10 @@ enum Variant {
     Las,
     FifoRecording,
     LasRecording,
+    /// Diagnosis: the recorder alone, fed the executor's events.
+    RecFloor,
+    /// Diagnosis: the same with a counter instead of clock reads.
+    RecFloorNoClock,
 }
 
 const VARIANTS: [Variant; 5] = [
@@ -74,6 +91,9 @@ const VARIANTS: [Variant; 5] = [
     Variant::LasRecording,
 ];
 
+/// Run only when named on the command line.
+const DIAG_VARIANTS: [Variant; 2] = [Variant::RecFloor, Variant::RecFloorNoClock];
+
 impl Variant {
     fn name(self) -> &'static str {
         match self {
@@ -82,11 +102,19 @@ impl Variant {
             Variant::Las => "las",
             Variant::FifoRecording => "fifo_recording",
             Variant::LasRecording => "las_recording",
+            Variant::RecFloor => "rec_floor",
+            Variant::RecFloorNoClock => "rec_floor_noclock",
         }
     }
 
     fn recording(self) -> bool {
-        matches!(self, Variant::FifoRecording | Variant::LasRecording)
+        matches!(
+            self,
+            Variant::FifoRecording
+                | Variant::LasRecording
+                | Variant::RecFloor
+                | Variant::RecFloorNoClock
+        )
     }
 
     /// The target ratio to tokio (issue 40), where one is set.
@@ -188,6 +216,109 @@ fn run_executor(cfg: QueueConfig) -> Timed {
     })
 }
 
+/// Polls per executor turn (the executor's default `max_polls_per_turn`):
+/// the floor interleaves its events in passes of this many tasks.
+const TURN: usize = 128;
+
+/// The recorder's floor (`rec_floor`): the events `fifo_recording` records
+/// for the same tasks, in the same order and with the same fields and
+/// clock reads, fired straight at the probes with no executor. With
+/// `clocked` false a counter stands in for the clock.
+fn run_rec_floor(clocked: bool) -> Timed {
+    use runtrace_probes::builtin as probes;
+    let clock = runtrace_core::clock::TraceClock::get();
+    let fake = Cell::new(clock.now());
+    let now = || {
+        if clocked {
+            clock.now()
+        } else {
+            fake.set(fake.get() + 1);
+            fake.get()
+        }
+    };
+    let queue = runtrace_core::Istr::new("main");
+    let loc = runtrace_core::Loc::caller();
+    let worker = 0;
+    let n = tasks();
+    // Ids as the executor gives them: high, ascending.
+    let first = 1u64 << 48;
+    let t = Start::now();
+    for id in first..first + n as u64 {
+        // Spawn: one read for TaskSpawn and the first schedule's TaskWake.
+        let t = now();
+        probes::task_spawn::fire_at(
+            t,
+            probes::task_spawn::Args {
+                task_id: id,
+                parent_task_id: 0,
+                spawn_loc: loc,
+                queue,
+            },
+        );
+        probes::task_wake::fire_at(
+            t,
+            probes::task_wake::Args {
+                woken_task_id: id,
+                waker_task_id: 0,
+                worker,
+            },
+        );
+    }
+    let mut t0 = now();
+    for pass in 0..=YIELDS {
+        let last = pass == YIELDS;
+        let mut start = first;
+        while start < first + n as u64 {
+            let end = (start + TURN as u64).min(first + n as u64);
+            for id in start..end {
+                probes::task_poll_start::fire_at(
+                    t0,
+                    probes::task_poll_start::Args {
+                        task_id: id,
+                        worker,
+                        queue,
+                        local_q: (first + n as u64 - id) as u32,
+                    },
+                );
+                let t1 = now();
+                probes::task_poll_end::fire_at(
+                    t1,
+                    probes::task_poll_end::Args {
+                        task_id: id,
+                        worker,
+                        ready: last,
+                    },
+                );
+                if last {
+                    probes::task_terminate::fire_at(
+                        t1,
+                        probes::task_terminate::Args { task_id: id },
+                    );
+                }
+                t0 = t1;
+            }
+            if !last {
+                // tokio's deferred `yield_now` wakes, at the driver turn:
+                // each reads the clock.
+                for id in start..end {
+                    let t = now();
+                    probes::task_wake::fire_at(
+                        t,
+                        probes::task_wake::Args {
+                            woken_task_id: id,
+                            waker_task_id: 0,
+                            worker,
+                        },
+                    );
+                }
+            }
+            t0 = now();
+            start = end;
+        }
+    }
+    t.stop()
+}
+
 /// What one run measured.
 struct Run {
     timed: Timed,
@@ -205,6 +336,7 @@ fn run(v: Variant) -> Run {
         }
         Variant::Fifo | Variant::FifoRecording => QueueConfig::fifo(),
         Variant::Las | Variant::LasRecording => QueueConfig::las(),
+        Variant::RecFloor | Variant::RecFloorNoClock => QueueConfig::fifo(),
     };
     if !v.recording() {
         return Run {
@@ -214,7 +346,11 @@ fn run(v: Variant) -> Run {
     }
     let buffer = common::env_num("OVERHEAD_RECORD_BUFFER_MIB", RECORD_BUFFER >> 20) << 20;
     let rec = Recording::start(&format!("overhead-{}", v.name()), |b| b.buffer_size(buffer));
-    let timed = run_executor(cfg);
+    let timed = match v {
+        Variant::RecFloor => run_rec_floor(true),
+        Variant::RecFloorNoClock => run_rec_floor(false),
+        _ => run_executor(cfg),
+    };
     let keep = std::env::var_os("OVERHEAD_KEEP_TRACE").is_some();
     if keep {
         println!("{}: trace kept in {}", v.name(), rec.dir().display());
@@ -241,7 +377,11 @@ fn opts() -> Opts {
                 .next()
                 .and_then(|v| v.parse().ok())
                 .expect("--rounds takes a number");
-        } else if let Some(v) = VARIANTS.iter().find(|v| v.name() == a) {
+        } else if let Some(v) = VARIANTS
+            .iter()
+            .chain(&DIAG_VARIANTS)
+            .find(|v| v.name() == a)
+        {
             only.push(*v);
         }
         // Anything else (`--bench` from cargo, filters) is ignored.
@@ -358,6 +498,27 @@ fn main() {
                 overhead[k],
                 cpu_overhead[k]
             );
+        }
+    }
+    // The recorder's floor against what recording adds to the executor,
+    // per round (CPU ns per task).
+    if let (Some(a), Some(b)) = (pos(Variant::FifoRecording), pos(Variant::Fifo)) {
+        let added: Vec<f64> = cpu[a].iter().zip(&cpu[b]).map(|(x, y)| x - y).collect();
+        println!(
+            "fifo_recording - fifo: {:.0} cpu ns/task (median of per-round differences)",
+            median(&added)
+        );
+        for v in DIAG_VARIANTS {
+            if let Some(f) = pos(v) {
+                let share: Vec<f64> = cpu[f].iter().zip(&added).map(|(x, y)| x / y).collect();
+                println!(
+                    "{}: {:.0} cpu ns/task, {:.2} of what recording adds to fifo, {:.3}x fifo (medians)",
+                    v.name(),
+                    median(&cpu[f]),
+                    median(&share),
+                    paired(&cpu, f, b)
+                );
+            }
         }
     }
     println!(

@@ -32,6 +32,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "executor.md")
@@ -199,8 +200,13 @@ def main():
             ref = parse_reference(f.read(), a.doc)
         path = a.json
         if path is None:
+            started = time.time()
             run_bench(a.rounds)
             path = JSON
+            # A summary older than this run is a previous run's (the bench
+            # writes it only for the full set of variants at 50,000 tasks).
+            if not os.path.exists(path) or os.path.getmtime(path) < started - 1:
+                raise BadInput(f"{path}: the bench run did not write a fresh summary")
         try:
             with open(path) as f:
                 summary = json.load(f)
