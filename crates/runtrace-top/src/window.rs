@@ -62,10 +62,15 @@ pub struct LifeSpan {
 /// Kept as a vector in serial order (serials grow with each new life):
 /// an append per life and a binary search per end. A hash map by serial
 /// cost a quarter of opening a 9M-event recording (cache misses on a
-/// table of a million lives); the vector is written in order.
+/// table of a million lives); the vector is written in order. An end
+/// finds its life through the live task's slot (a direct index), else by
+/// binary search.
 #[derive(Debug, Default, Clone)]
 pub struct Lives {
     by_serial: Vec<(u32, LifeSpan)>,
+    /// By live task slot ([`Task::slot`](runtrace_model::lifecycle::Task)):
+    /// its life's position in `by_serial`, plus one (0: not known).
+    at_slot: Vec<u32>,
 }
 
 impl Lives {
@@ -85,14 +90,36 @@ impl Lives {
                     Some(&(last, _)) if last >= t.serial => {
                         match self.by_serial.binary_search_by_key(&t.serial, |e| e.0) {
                             Ok(i) => self.by_serial[i].1 = life,
-                            Err(i) => self.by_serial.insert(i, (t.serial, life)),
+                            Err(i) => {
+                                // Positions after `i` move: forget them all.
+                                self.by_serial.insert(i, (t.serial, life));
+                                self.at_slot.clear();
+                            }
                         }
                     }
-                    _ => self.by_serial.push((t.serial, life)),
+                    _ => {
+                        self.by_serial.push((t.serial, life));
+                        let slot = t.slot as usize;
+                        if slot < (1 << 24) {
+                            if self.at_slot.len() <= slot {
+                                self.at_slot.resize(slot + 1, 0);
+                            }
+                            self.at_slot[slot] = self.by_serial.len().min(u32::MAX as usize) as u32;
+                        }
+                    }
                 }
             }
             Life::End(t) => {
-                if let Ok(i) = self.by_serial.binary_search_by_key(&t.serial, |e| e.0) {
+                let by_slot = match self.at_slot.get(t.slot as usize) {
+                    Some(&p) if p > 0 => Some(p as usize - 1)
+                        .filter(|&i| self.by_serial.get(i).is_some_and(|e| e.0 == t.serial)),
+                    _ => None,
+                };
+                let found = by_slot.map_or_else(
+                    || self.by_serial.binary_search_by_key(&t.serial, |e| e.0),
+                    Ok,
+                );
+                if let Ok(i) = found {
                     let l = &mut self.by_serial[i].1;
                     // Replaced by a new spawn of its id (`end: None`): over
                     // now, at the latest time known, its last event.
@@ -106,6 +133,8 @@ impl Lives {
     /// Forgets lives that ended before `t` (a live view's window moved on).
     pub fn forget_before(&mut self, t: u64) {
         self.by_serial.retain(|(_, l)| l.end >= t);
+        // Positions moved: ends of older lives take the binary search.
+        self.at_slot.clear();
     }
 
     /// Lives alive at `t` (began at or before, not ended before) of
@@ -327,5 +356,59 @@ pub fn analyze<'a>(
         now,
         alive,
         events: n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtrace_model::lifecycle::Task;
+
+    fn task(task: u64, serial: u32, slot: u32, from: u64, end: Option<u64>) -> Task {
+        Task {
+            task,
+            serial,
+            slot,
+            proc: 0,
+            loc: task as u32,
+            parent: 0,
+            queue: 0,
+            spawn: Some(from),
+            spawn_thread: 0,
+            first_poll: None,
+            end,
+        }
+    }
+
+    fn alive(l: &Lives, t: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = l.alive_at(0, t).map(|x| x.task).collect();
+        v.sort();
+        v
+    }
+
+    /// Ends find their lives by slot (a reused slot ends the life that
+    /// holds it now), by binary search after a forget or an out-of-order
+    /// serial.
+    #[test]
+    fn ends_find_their_lives_by_slot_or_search() {
+        let mut l = Lives::default();
+        l.record(&Life::Spawn(&task(1, 0, 0, 10, None)));
+        l.record(&Life::Spawn(&task(2, 1, 1, 20, None)));
+        l.record(&Life::End(&task(1, 0, 0, 10, Some(30))));
+        // Slot 0 reused by a new life.
+        l.record(&Life::Spawn(&task(3, 2, 0, 40, None)));
+        assert_eq!(alive(&l, 35), vec![2]);
+        assert_eq!(alive(&l, 45), vec![2, 3]);
+        l.forget_before(35);
+        assert_eq!(l.len(), 2);
+        // After the forget: found by search.
+        l.record(&Life::End(&task(2, 1, 1, 20, Some(60))));
+        assert_eq!(alive(&l, 65), vec![3]);
+        // An out-of-order serial is inserted in place.
+        l.record(&Life::Seen(&task(9, 1, 5, 70, None)));
+        l.record(&Life::End(&task(3, 2, 0, 40, Some(80))));
+        l.record(&Life::End(&task(9, 1, 5, 70, Some(90))));
+        assert_eq!(alive(&l, 75), vec![3, 9]);
+        assert!(alive(&l, 95).is_empty());
     }
 }
