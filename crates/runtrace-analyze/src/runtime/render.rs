@@ -160,27 +160,49 @@ impl Report {
         if self.memory_spans.is_empty() {
             return Ok(());
         }
-        writeln!(f, "=== Memory per span (sampled allocations, by the span current on the allocating thread)")?;
+        memory_table(
+            f,
+            "=== Memory per span (sampled allocations, by the span current on the allocating thread)",
+            "span",
+            self.memory_spans.iter().map(|m| {
+                (
+                    m.alloc_bytes,
+                    m.alloc_bytes_per_sec,
+                    m.live_end_bytes,
+                    m.span.as_str(),
+                )
+            }),
+        )
+    }
+}
+
+/// A memory table of the text report: a title, then per row the bytes
+/// allocated, per second, live at the end (`-`: no live set), and what
+/// (`what` names the column); a blank line after.
+fn memory_table<'a>(
+    f: &mut fmt::Formatter<'_>,
+    title: &str,
+    what: &str,
+    rows: impl Iterator<Item = (u64, f64, Option<u64>, &'a str)>,
+) -> fmt::Result {
+    use crate::memory::bytes;
+    writeln!(f, "{title}")?;
+    writeln!(
+        f,
+        "{:>12} {:>12} {:>12}  {what}",
+        "allocated", "per second", "live at end"
+    )?;
+    for (alloc, per_sec, live, name) in rows {
+        let live = live.map_or("-".to_string(), bytes);
         writeln!(
             f,
-            "{:>12} {:>12} {:>12}  span",
-            "allocated", "per second", "live at end"
+            "{:>12} {:>12} {:>12}  {name}",
+            bytes(alloc),
+            bytes(per_sec as u64),
+            live
         )?;
-        for m in &self.memory_spans {
-            let live = m
-                .live_end_bytes
-                .map_or("-".to_string(), crate::memory::bytes);
-            writeln!(
-                f,
-                "{:>12} {:>12} {:>12}  {}",
-                crate::memory::bytes(m.alloc_bytes),
-                crate::memory::bytes(m.alloc_bytes_per_sec as u64),
-                live,
-                m.span
-            )?;
-        }
-        writeln!(f)
     }
+    writeln!(f)
 }
 
 fn summary_line(s: &Summary) -> String {
@@ -339,26 +361,19 @@ impl fmt::Display for Report {
         // The application's spans, when recorded (nothing otherwise).
         write!(f, "{}", self.spans)?;
         if !self.memory.is_empty() {
-            writeln!(f, "=== Memory (sampled allocations, per spawn location)")?;
-            writeln!(
+            memory_table(
                 f,
-                "{:>12} {:>12} {:>12}  location",
-                "allocated", "per second", "live at end"
+                "=== Memory (sampled allocations, per spawn location)",
+                "location",
+                self.memory.iter().map(|m| {
+                    (
+                        m.alloc_bytes,
+                        m.alloc_bytes_per_sec,
+                        m.live_end_bytes,
+                        m.location.as_str(),
+                    )
+                }),
             )?;
-            for m in &self.memory {
-                let live = m
-                    .live_end_bytes
-                    .map_or("-".to_string(), crate::memory::bytes);
-                writeln!(
-                    f,
-                    "{:>12} {:>12} {:>12}  {}",
-                    crate::memory::bytes(m.alloc_bytes),
-                    crate::memory::bytes(m.alloc_bytes_per_sec as u64),
-                    live,
-                    m.location
-                )?;
-            }
-            writeln!(f)?;
         }
         self.memory_spans_text(f)?;
         if !self.snapshots.is_empty() {
