@@ -51,9 +51,15 @@ fn target_dir() -> PathBuf {
 /// `cargo build ARGS` in this test's target dir and profile; `Err(stderr)`
 /// on failure.
 fn cargo_build(args: &[&str]) -> Result<(), String> {
+    let mut a = vec!["build"];
+    a.extend_from_slice(args);
+    cargo(&a)
+}
+
+/// `cargo ARGS` in this test's target dir and profile.
+fn cargo(args: &[&str]) -> Result<(), String> {
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.arg("build")
-        .args(args)
+    cmd.args(args)
         .env("CARGO_TARGET_DIR", target_dir())
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     if profile() == "release" {
@@ -107,7 +113,23 @@ pub fn build_lttng_example(name: &str, dest: &Path) -> Option<PathBuf> {
 /// Builds binary `bin` of `package` in this test's target dir and profile
 /// and copies it to `dest`.
 pub fn build_bin(package: &str, bin: &str, dest: &Path) -> PathBuf {
-    if let Err(stderr) = cargo_build(&["-p", package, "--bin", bin]) {
+    // The uplifted `target/PROFILE/BIN` is shared by every feature set:
+    // under `cargo test --workspace --all-features` (CI) a plain `-p`
+    // build replaced the binary the other packages' tests run
+    // (`CARGO_BIN_EXE_*`) with one lacking their features (`runtrace
+    // fetch` is behind `object-store`). Then ask that same run's build
+    // again: it is fresh, and the same binary is linked back in place.
+    let all = cfg!(all(
+        feature = "object-store",
+        feature = "lttng",
+        feature = "alloc"
+    ));
+    let built = if all {
+        cargo(&["test", "--workspace", "--all-features", "--no-run"])
+    } else {
+        cargo_build(&["-p", package, "--bin", bin])
+    };
+    if let Err(stderr) = built {
         panic!("cargo build -p {package} --bin {bin} failed:\n{stderr}");
     }
     let built = target_dir().join(profile()).join(bin);
