@@ -170,18 +170,28 @@ fn shortened(name: &str) -> String {
     format!("…{tail}")
 }
 
-/// The detail up to its first "; ", at most [`CLAUSE_MAX`] characters: a
-/// longer clause ends at its first ": " (what follows is the list of
-/// evidence), else at a word, with an ellipsis.
+/// The detail's first clause: up to its first "; " or ": " outside
+/// parentheses (what follows a colon is the list of evidence), at most
+/// [`CLAUSE_MAX`] characters (a longer one ends at a word, with an
+/// ellipsis).
 fn first_clause(detail: &str) -> String {
-    let clause = detail.split("; ").next().unwrap_or(detail);
+    let mut depth = 0i32;
+    let mut end = detail.len();
+    let b = detail.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'(' => depth += 1,
+            b')' => depth -= 1,
+            b';' | b':' if depth <= 0 && b.get(i + 1) == Some(&b' ') => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let clause = &detail[..end];
     if clause.chars().count() <= CLAUSE_MAX {
         return clause.to_string();
-    }
-    if let Some(i) = clause.find(": ") {
-        if clause[..i].chars().count() <= CLAUSE_MAX {
-            return clause[..i].to_string();
-        }
     }
     let head: String = clause.chars().take(CLAUSE_MAX - 1).collect();
     let cut = match head.rfind(' ') {
@@ -206,7 +216,13 @@ mod tests {
         let c = first_clause(&"é".repeat(500));
         assert_eq!(c.chars().count(), CLAUSE_MAX);
         assert!(c.ends_with('…'));
-        // A long clause stops before its list of evidence, or at a word.
+        // A clause stops before its list of evidence, not inside
+        // parentheses, or at a word.
+        assert_eq!(first_clause("a (b; c: d) e: f"), "a (b; c: d) e");
+        assert_eq!(
+            first_clause("at src/a.rs:3:1 took 5 ms; more"),
+            "at src/a.rs:3:1 took 5 ms"
+        );
         let list = format!(
             "workers were starved: {}",
             "worker 1 waited 2 s, ".repeat(20)
