@@ -37,7 +37,7 @@ impl Finding {
     /// b.poll_end(7, 0, 60_000_000, 1, true); // a 60 ms poll
     /// let r = analyze_bytes(&b.finish(), Default::default());
     /// let h = r.findings[0].headline();
-    /// assert!(h.starts_with("[WARNING] long_poll at src/main.rs:10:5: "), "{h}");
+    /// assert!(h.starts_with("[CRITICAL] long_poll at src/main.rs:10:5: "), "{h}");
     /// ```
     pub fn headline(&self) -> String {
         let sev = match self.severity {
