@@ -134,7 +134,13 @@ impl Entry {
         if guard.is_some() {
             signals::install();
         }
+        #[cfg(all(feature = "record", feature = "taskdump"))]
+        let dumps = guard.map(|()| task_dumps::start(&rt));
         let out = rt.block_on(body);
+        #[cfg(all(feature = "record", feature = "taskdump"))]
+        if let Some(d) = dumps {
+            d.at_end(&rt);
+        }
         // The workers stop (and record it) before the recording ends.
         drop(rt);
         #[cfg(feature = "record")]
@@ -288,7 +294,11 @@ mod signals {
             let _ = std::thread::Builder::new()
                 .name("runtrace-signals".into())
                 .spawn(move || watch(read));
-            for sig in SIGNALS {
+            #[cfg(feature = "taskdump")]
+            let dump_sig = super::task_dumps::dump_signal();
+            #[cfg(not(feature = "taskdump"))]
+            let dump_sig: Option<libc::c_int> = None;
+            for sig in SIGNALS.into_iter().chain(dump_sig) {
                 // SAFETY: reading and setting a signal's action with
                 // zeroed, then filled, structs; the handler is
                 // async-signal-safe.
@@ -297,6 +307,12 @@ mod signals {
                     if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
                         || old.sa_sigaction != libc::SIG_DFL
                     {
+                        if Some(sig) == dump_sig {
+                            eprintln!(
+                                "runtrace: RUNTRACE_TASK_DUMP: SIG{} is already handled (RUNTRACE_SNAPSHOT_SIGNAL, or the application): no task dump on it",
+                                super::signal_name(sig)
+                            );
+                        }
                         continue; // The application handles it.
                     }
                     let mut act: libc::sigaction = std::mem::zeroed();
@@ -326,6 +342,13 @@ mod signals {
             if !handler_is_ours(sig) {
                 continue; // The application took the signal over.
             }
+            #[cfg(feature = "taskdump")]
+            if super::task_dumps::is_dump_signal(sig) {
+                super::task_dumps::from_thread(&format!("signal {}", super::signal_name(sig)));
+                continue;
+            }
+            #[cfg(feature = "taskdump")]
+            super::task_dumps::before_seal();
             super::recording::seal();
             // SAFETY: back to the default action, then the signal again:
             // the process ends as the signal would have ended it.
@@ -333,6 +356,179 @@ mod signals {
                 libc::signal(sig, libc::SIG_DFL);
                 libc::raise(sig);
             }
+        }
+    }
+}
+
+/// A signal's name without `SIG` (for messages and dump triggers).
+#[cfg(feature = "record")]
+fn signal_name(sig: libc::c_int) -> &'static str {
+    match sig {
+        libc::SIGUSR1 => "USR1",
+        libc::SIGUSR2 => "USR2",
+        libc::SIGHUP => "HUP",
+        libc::SIGWINCH => "WINCH",
+        libc::SIGPWR => "PWR",
+        libc::SIGTERM => "TERM",
+        libc::SIGINT => "INT",
+        _ => "?",
+    }
+}
+
+/// Task dumps while recording (features `record` and `taskdump`), as
+/// `RUNTRACE_TASK_DUMP` asks: a comma-separated list of `end` (when the
+/// body returns, and before SIGTERM / SIGINT seals the recording: where
+/// the tasks still pending sit), a signal name (`USR1`: a dump each time
+/// it arrives), or `off`. Unset: `end`. A value that does not parse is
+/// reported on standard error and the default kept.
+#[cfg(all(feature = "record", feature = "taskdump"))]
+mod task_dumps {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// The runtime being dumped from the signal watcher.
+    static HANDLE: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
+    /// Resolving a large program's backtraces can take seconds.
+    const RESOLVE: Duration = Duration::from_secs(20);
+
+    /// What `RUNTRACE_TASK_DUMP` asks for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) struct Triggers {
+        pub end: bool,
+        pub signal: Option<libc::c_int>,
+    }
+
+    /// `RUNTRACE_TASK_DUMP`'s value parsed (Err: what was wrong).
+    pub(super) fn parse(v: Option<&str>) -> Result<Triggers, String> {
+        let mut t = Triggers {
+            end: false,
+            signal: None,
+        };
+        let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
+            t.end = true;
+            return Ok(t);
+        };
+        for w in v.split(',').map(str::trim) {
+            match w.to_ascii_lowercase().as_str() {
+                "end" => t.end = true,
+                "off" | "none" | "0" => {}
+                _ => match runtrace_recorder::signal_by_name(w) {
+                    Some(sig) => t.signal = Some(sig),
+                    None => {
+                        return Err(format!(
+                            "RUNTRACE_TASK_DUMP={v:?}: {w:?} is not `end`, `off` or a signal (USR1, USR2, HUP, WINCH, PWR)"
+                        ))
+                    }
+                },
+            }
+        }
+        Ok(t)
+    }
+
+    /// `RUNTRACE_TASK_DUMP`, read (and any error reported) once.
+    fn triggers() -> Triggers {
+        static T: std::sync::OnceLock<Triggers> = std::sync::OnceLock::new();
+        *T.get_or_init(|| {
+            let v = std::env::var("RUNTRACE_TASK_DUMP").ok();
+            parse(v.as_deref()).unwrap_or_else(|e| {
+                eprintln!("runtrace: {e}; dumping at the end only");
+                Triggers {
+                    end: true,
+                    signal: None,
+                }
+            })
+        })
+    }
+
+    /// The recording started on `rt`: remember it for the signal watcher.
+    pub(super) fn start(rt: &tokio::runtime::Runtime) -> Triggers {
+        *HANDLE.lock().unwrap_or_else(|e| e.into_inner()) = Some(rt.handle().clone());
+        triggers()
+    }
+
+    impl Triggers {
+        /// The body returned: dump the tasks still pending.
+        pub(super) fn at_end(self, rt: &tokio::runtime::Runtime) {
+            HANDLE.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if self.end {
+                report(rt.block_on(crate::tokio::dump::triggered("end")));
+            }
+        }
+    }
+
+    /// The signal asking for dumps (`RUNTRACE_TASK_DUMP=USR1`).
+    pub(super) fn dump_signal() -> Option<libc::c_int> {
+        triggers().signal
+    }
+
+    pub(super) fn is_dump_signal(sig: libc::c_int) -> bool {
+        dump_signal() == Some(sig)
+    }
+
+    /// A dump from the signal watcher's thread.
+    pub(super) fn from_thread(trigger: &str) {
+        let h = HANDLE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(h) = h {
+            report(crate::tokio::dump::dump_blocking(&h, trigger, RESOLVE));
+        }
+    }
+
+    /// SIGTERM / SIGINT is about to seal the recording.
+    pub(super) fn before_seal() {
+        if triggers().end {
+            from_thread("end");
+        }
+    }
+
+    fn report(r: Result<crate::tokio::dump::Dumped, crate::tokio::dump::DumpError>) {
+        match r {
+            Ok(d) if d.omitted > 0 => eprintln!(
+                "runtrace: task dump {}: {} tasks recorded, {} more left out",
+                d.dump, d.tasks, d.omitted
+            ),
+            Ok(_) | Err(crate::tokio::dump::DumpError::NotRecording) => {}
+            Err(e) => eprintln!("runtrace: {e}"),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn runtrace_task_dump_values() {
+            let end = Triggers {
+                end: true,
+                signal: None,
+            };
+            assert_eq!(parse(None), Ok(end));
+            assert_eq!(parse(Some(" ")), Ok(end));
+            assert_eq!(
+                parse(Some("off")),
+                Ok(Triggers {
+                    end: false,
+                    signal: None
+                })
+            );
+            assert_eq!(
+                parse(Some("end,USR1")),
+                Ok(Triggers {
+                    end: true,
+                    signal: Some(libc::SIGUSR1)
+                })
+            );
+            assert_eq!(
+                parse(Some("sigusr2")),
+                Ok(Triggers {
+                    end: false,
+                    signal: Some(libc::SIGUSR2)
+                })
+            );
+            let e = parse(Some("end,KILL")).unwrap_err();
+            assert!(
+                e.contains("RUNTRACE_TASK_DUMP") && e.contains("\"KILL\""),
+                "{e}"
+            );
         }
     }
 }

@@ -11,6 +11,7 @@
 //! | `perf-probe` | `runtrace_<event>` functions for `perf probe` (`setup_probes.sh`) |
 //! | `executor` | the instrumented executor ([`executor`]) |
 //! | `tokio` | hooks recording a stock tokio runtime (`tokio::instrument`) |
+//! | `taskdump` | with `tokio`: task dumps, where each pending task sits (`tokio::dump()`, `RUNTRACE_TASK_DUMP`; Linux) |
 //! | `sync` | named locks, instrumented queues, I/O timing, heartbeats (`runtrace::sync`) |
 //! | `object-store` | with `record`: ship sealed segments to object storage (`sink::ObjectStoreSink`; S3 with `object-store-aws`) |
 //!

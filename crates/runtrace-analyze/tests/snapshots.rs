@@ -78,3 +78,49 @@ fn a_reason_with_control_characters_stays_on_its_line() {
     assert!(r.to_string().contains("(pid 4242): a\\nb\n"));
     assert_eq!(r.to_json()["snapshots"][0]["reason"], "a\nb");
 }
+
+/// The application's requests (`runtrace::snapshot!`, `snapshot_request`)
+/// are listed beside the triggers; one that no rule answered says so.
+#[test]
+fn requests_are_listed_and_unanswered_ones_say_why() {
+    let mut b = TraceBuilder::new();
+    b.poll_start(7, 0, 2_000_000, 1, 0, 0);
+    b.poll_end(7, 0, 3_000_000, 1, true);
+    // "deploy" is answered by its trigger a round later; "odd" is not.
+    b.snapshot_request(7, 1_000_000, "deploy");
+    b.snapshot_trigger(9, 1_050_000, "deploy");
+    b.snapshot_request(7, 2_500_000, "odd");
+    let r = analyze_bytes(&b.finish(), Options::default());
+    let got: Vec<(&str, bool, bool)> = r
+        .snapshots
+        .iter()
+        .map(|s| (s.reason.as_str(), s.request, s.answered))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("deploy", true, true),
+            ("deploy", false, false),
+            ("odd", true, false)
+        ]
+    );
+    let j = r.to_json();
+    assert_eq!(j["snapshots"][0]["kind"], "request");
+    assert_eq!(j["snapshots"][0]["answered"], true);
+    assert_eq!(j["snapshots"][1]["kind"], "trigger");
+    assert!(j["snapshots"][1]["answered"].is_null());
+    let text = r.to_string();
+    let at = text
+        .find("=== Snapshot triggers (1) and requests (2)")
+        .expect(&text);
+    let section: Vec<&str> = text[at..].lines().skip(1).take(3).collect();
+    assert_eq!(section[0], "at 0.001000 s (pid 4242): requested: deploy");
+    assert_eq!(section[1], "at 0.001050 s (pid 4242): deploy");
+    assert!(
+        section[2].starts_with(
+            "at 0.002500 s (pid 4242): requested: odd (no snapshot: no rule lists this reason"
+        ),
+        "{}",
+        section[2]
+    );
+}

@@ -86,6 +86,73 @@ fn leaked_tasks_are_a_task_leak_at_their_location() {
     );
 }
 
+/// 60 watchers spawned over 600 ms, each polled once and never woken;
+/// with `dump`, a task dump at 650 ms: tokio wakes and re-polls every
+/// watcher it traced (Pending again), then the await points follow.
+fn watchers(dump: bool) -> Report {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/watch.rs", 9, 5);
+    for i in 0..60u64 {
+        let t = 100 + i;
+        b.spawn(1, i * 10 * MS, t, 0, 1, 0);
+        b.poll_start(1, 0, i * 10 * MS + US, t, 0, 0);
+        b.poll_end(1, 0, i * 10 * MS + 2 * US, t, false);
+    }
+    if dump {
+        let at = 650 * MS;
+        b.task_dump_start(2, at, 1, "end");
+        for i in 0..60u64 {
+            let t = 100 + i;
+            b.wake(1, 0, at + (10 + 2 * i) * US, t, 0);
+            b.poll_start(1, 0, at + (11 + 2 * i) * US, t, 0, 0);
+            b.poll_end(1, 0, at + (12 + 2 * i) * US, t, false);
+        }
+        for i in 0..60u64 {
+            let point = if i < 58 {
+                "src/watch.rs:12 watch -> oneshot::Receiver"
+            } else {
+                ""
+            };
+            b.task_dump(2, at + 100 * MS + i, 100 + i, 1, point);
+        }
+    }
+    b.poll_start(1, 0, 800 * MS, 1, 0, 0);
+    b.poll_end(1, 0, 800 * MS + 1_000, 1, true);
+    analyze_bytes(&b.finish(), Options::default())
+}
+
+#[test]
+fn a_task_dump_names_where_leaked_tasks_sit_and_its_wakes_hide_nothing() {
+    let r = watchers(true);
+    let f = first(&r);
+    assert_eq!(f.kind.as_str(), "task_leak", "{r}");
+    // tokio's tracing wake and poll are the dump's, not a real wake-up.
+    assert_eq!(f.evidence["stranded_tasks"], 60, "{:#}", f.evidence);
+    assert!(
+        f.detail.contains(
+            "task dump: 58 sit at src/watch.rs:12 watch -> oneshot::Receiver, 2 in no tokio future"
+        ),
+        "{}",
+        f.detail
+    );
+    assert_eq!(
+        f.evidence["await_points"][0]["await_point"],
+        "src/watch.rs:12 watch -> oneshot::Receiver"
+    );
+    assert_eq!(f.evidence["await_points"][0]["tasks"], 58);
+    assert_eq!(f.evidence["await_points"][1]["tasks"], 2);
+}
+
+#[test]
+fn without_task_dumps_the_finding_says_how_to_get_them() {
+    let r = watchers(false);
+    let f = first(&r);
+    assert_eq!(f.kind.as_str(), "task_leak", "{r}");
+    assert_eq!(f.evidence["stranded_tasks"], 60);
+    assert!(f.detail.contains("feature `taskdump`"), "{}", f.detail);
+    assert!(f.evidence["await_points"].is_null());
+}
+
 #[test]
 fn a_few_tasks_never_woken_among_completing_siblings_are_stuck() {
     let mut b = TraceBuilder::new();

@@ -202,8 +202,10 @@ fn snapshot_triggers_are_instants_on_the_process_track_named_by_reason() {
     b.poll_end(7, 0, 3_000, 1, true);
     b.snapshot_trigger(9, 2_500, "slow-poll");
     b.snapshot_trigger(9, 4_000, "deploy check");
+    b.snapshot_request(7, 3_500, "deploy check");
     let (packets, c) = export(b);
     assert_eq!(c.stats.snapshot_triggers, 2);
+    assert_eq!(c.stats.snapshot_requests, 1);
     // The process track's uuid (the descriptor with a process).
     let proc_track = packets
         .iter()
@@ -231,6 +233,7 @@ fn snapshot_triggers_are_instants_on_the_process_track_named_by_reason() {
         marks,
         [
             (2_500, "snapshot: slow-poll".to_string()),
+            (3_500, "snapshot requested: deploy check".to_string()),
             (4_000, "snapshot: deploy check".to_string())
         ]
     );

@@ -39,8 +39,8 @@ fn snapshot_triggers_get_a_table_and_a_line_on_the_timeline() {
     assert_eq!(
         rows,
         [
-            "<td class=\"n\">0.002000</td><td class=\"n\">4242</td><td>&lt;sig&gt;</td></tr>",
-            "<td class=\"n\">0.007200</td><td class=\"n\">4242</td><td>slow-poll</td></tr>",
+            "<td class=\"n\">0.002000</td><td class=\"n\">4242</td><td>trigger</td><td>&lt;sig&gt;</td></tr>",
+            "<td class=\"n\">0.007200</td><td class=\"n\">4242</td><td>trigger</td><td>slow-poll</td></tr>",
         ]
     );
     // The lines sit in the utilisation chart, at the cell of their time
@@ -64,4 +64,22 @@ fn no_triggers_no_section() {
     let p = page(trace(&[]));
     assert!(!p.contains("Snapshot triggers"));
     assert!(!p.contains("class=\"snapshot\""));
+}
+
+#[test]
+fn requests_are_rows_but_no_lines() {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/a.rs", 1, 1);
+    b.spawn(7, 1_000, 1, 0, 1, 0);
+    for i in 0..10u64 {
+        b.poll_start(7, 0, i * 1_000_000, 1, 0, 0);
+        b.poll_end(7, 0, i * 1_000_000 + 500_000, 1, false);
+    }
+    b.snapshot_request(7, 3_000_000, "nobody listens");
+    let p = page(b.finish());
+    assert!(
+        p.contains("<td>request (no rule lists it: no snapshot)</td><td>nobody listens</td>"),
+        "{p}"
+    );
+    assert!(!p.contains("class=\"snapshot\""), "a request is no trigger");
 }

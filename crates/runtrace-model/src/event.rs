@@ -90,6 +90,10 @@ pub mod kind {
     pub const SPAN_CLOSE: u8 = c::span_close::ID as u8;
     /// `runtime_name` (a runtime group event).
     pub const RUNTIME_NAME: u8 = c::runtime_name::ID as u8;
+    /// `task_dump_start`: a task dump begins (runtrace-tokio's `dump()`).
+    pub const TASK_DUMP_START: u8 = c::task_dump_start::ID as u8;
+    /// `task_dump`: one pending task's await point in a dump.
+    pub const TASK_DUMP: u8 = c::task_dump::ID as u8;
     /// A sampled heap allocation (the memory profile, `profile::AllocSample`).
     pub const ALLOC_SAMPLE: u8 = c::alloc_sample::ID as u8;
     /// The free (or move by realloc) of a sampled allocation (the live set).
@@ -99,6 +103,9 @@ pub mod kind {
     /// A flight-recorder snapshot trigger (group `recorder`): not an
     /// [`super::Ev`] for the passes, kept in [`crate::model::Model::snapshots`].
     pub const SNAPSHOT_TRIGGER: u8 = c::snapshot_trigger::ID as u8;
+    /// The application asked for a snapshot (`runtrace::snapshot!`, group
+    /// `recorder`): kept in [`crate::model::Model::snapshots`] as a request.
+    pub const SNAPSHOT_REQUEST: u8 = c::snapshot_request::ID as u8;
 
     /// The catalog group of kind `k` (None: no built-in event): one table
     /// load, cheap enough for every event.
@@ -180,6 +187,8 @@ pub mod kind {
 /// | SPAN_NEW | span id | 0, or 1 + index in [`crate::model::Model::side`] of (parent span id, name index of its fields' text) | name index of the span's name | - |
 /// | SPAN_ENTER / SPAN_EXIT / SPAN_CLOSE | span id | - | worker register | - |
 /// | RUNTIME_NAME | runtime | - | name index of its name | - |
+/// | TASK_DUMP_START | dump number | - | - | - |
+/// | TASK_DUMP | task | dump number | name index of its await point | - |
 ///
 /// CPU profile samples (written in the recorder's writer thread's chunks,
 /// so `thread` is the writer): `worker` is the *sampled* thread's index

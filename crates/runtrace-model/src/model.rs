@@ -169,8 +169,8 @@ pub struct Model {
     /// What CPU profiling did, per file that says (`PROFILE` frames), in
     /// reading order; like `mappings`, complete once the read is over.
     pub profiles: Vec<(PathBuf, ProfileInfo)>,
-    /// Flight-recorder snapshot triggers (`snapshot_trigger` events), in
-    /// reading order (sort by `ticks` for time order); read whatever the
+    /// Flight-recorder snapshot triggers (`snapshot_trigger` events) and
+    /// the application's requests (`snapshot_request`), in reading order (sort by `ticks` for time order); read whatever the
     /// passes want, since they are rare and every tool shows them. At most
     /// [`MAX_SNAPSHOT_MARKS`]; the rest are counted in `snapshots_omitted`.
     pub snapshots: Vec<SnapshotMark>,
@@ -185,8 +185,8 @@ pub struct Model {
 /// per cooldown, seconds apart: this bounds memory on crafted input only).
 pub const MAX_SNAPSHOT_MARKS: usize = 4096;
 
-/// One flight-recorder snapshot trigger: when and why it fired
-/// (docs/format.md section 13).
+/// One flight-recorder snapshot trigger, or the application's request
+/// for one: when, and why (docs/format.md section 13).
 ///
 /// ```
 /// use runtrace_model::synth::TraceBuilder;
@@ -213,8 +213,12 @@ pub struct SnapshotMark {
     pub proc: u32,
     /// When it fired, in the recording's trace ticks.
     pub ticks: u64,
-    /// Why (the reason given to `snapshot()`, `signal`, or a rule's name).
+    /// Why (the reason given to `snapshot()`, `signal`, or a rule's name;
+    /// a request's: the reason given to `snapshot!`).
     pub reason: Arc<str>,
+    /// A `snapshot_request` (the application asked; a trigger follows only
+    /// when a rule lists its reason), not a `snapshot_trigger`.
+    pub request: bool,
 }
 
 impl Default for Model {

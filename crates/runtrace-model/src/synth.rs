@@ -237,6 +237,11 @@ impl TraceBuilder {
         self.record_texts(writer, None, ticks, ids::SNAPSHOT_TRIGGER, &[], &[reason]);
     }
 
+    /// A `snapshot_request` (the application's `snapshot!`) on `tid`.
+    pub fn snapshot_request(&mut self, tid: u64, ticks: u64, reason: &str) {
+        self.record_texts(tid, None, ticks, ids::SNAPSHOT_REQUEST, &[], &[reason]);
+    }
+
     /// Reports `count` events lost on thread `tid` (a DROPPED frame).
     pub fn dropped(&mut self, tid: u64, count: u64, since: u64, until: u64) {
         self.dropped += count;
@@ -572,6 +577,32 @@ impl TraceBuilder {
     /// `span_close` on `tid`.
     pub fn span_close(&mut self, tid: u64, ticks: u64, span: u64) {
         self.record(tid, None, ticks, ids::SPAN_CLOSE, &[span]);
+    }
+
+    /// `task_dump_start` on `tid`: dump `dump` begins.
+    pub fn task_dump_start(&mut self, tid: u64, ticks: u64, dump: u32, trigger: &str) {
+        self.record_texts(
+            tid,
+            None,
+            ticks,
+            ids::TASK_DUMP_START,
+            &[dump as u64],
+            &[trigger],
+        );
+    }
+
+    /// `task_dump` on `tid`: in dump `dump`, `task` sat at `point` (empty:
+    /// in no tokio future).
+    pub fn task_dump(&mut self, tid: u64, ticks: u64, task: u64, dump: u32, point: &str) {
+        let id = self.auto_string(point);
+        self.record_texts(
+            tid,
+            None,
+            ticks,
+            ids::TASK_DUMP,
+            &[task, dump as u64, id],
+            &[""],
+        );
     }
 
     /// `runtime_name` on `tid`: runtime `runtime` is called `name`.

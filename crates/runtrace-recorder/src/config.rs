@@ -162,8 +162,15 @@ pub(crate) const SIGNALS: &[(&str, i32)] = &[
     ("PWR", libc::SIGPWR),
 ];
 
-/// The signal called `name` (`USR2`, `SIGUSR2`, any case), if accepted.
-pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
+/// The signal called `name` (`USR2`, `SIGUSR2`, any case), if it is one
+/// runtrace takes as a trigger (USR1, USR2, HUP, WINCH, PWR: signals whose
+/// default action a service rarely relies on).
+///
+/// ```
+/// assert_eq!(runtrace_recorder::signal_by_name("sigusr2"), Some(libc::SIGUSR2));
+/// assert_eq!(runtrace_recorder::signal_by_name("KILL"), None);
+/// ```
+pub fn signal_by_name(name: &str) -> Option<i32> {
     let n = name.trim().to_ascii_uppercase();
     let n = n.strip_prefix("SIG").unwrap_or(&n);
     SIGNALS.iter().find(|(s, _)| *s == n).map(|&(_, v)| v)

@@ -52,7 +52,7 @@ mod sync;
 mod trigger;
 mod writer;
 
-pub use config::{Config, RecorderBuilder};
+pub use config::{signal_by_name, Config, RecorderBuilder};
 pub use error::RecordError;
 pub use producer::is_recording;
 #[doc(hidden)]

@@ -45,12 +45,32 @@ compile_error!(
      target rustflags replace build rustflags)"
 );
 
+#[cfg(feature = "taskdump")]
+pub mod dump;
 mod layer;
 mod resources;
 pub mod spans;
 pub mod wakes;
 
 pub use layer::layer;
+
+/// Takes a task dump of the current runtime and records where each of its
+/// pending tasks sits (feature `taskdump`; module [`mod@dump`]): one
+/// `task_dump` event per task, with the await point `runtrace analyze`
+/// shows for stuck and leaked tasks. Expensive (the runtime pauses while
+/// every task is traced): for a stuck service, not for every request.
+///
+/// ```no_run
+/// # async fn f() {
+/// if let Err(e) = runtrace_tokio::dump().await {
+///     eprintln!("{e}");
+/// }
+/// # }
+/// ```
+#[cfg(feature = "taskdump")]
+pub async fn dump() -> Result<dump::Dumped, dump::DumpError> {
+    dump::triggered("dump()").await
+}
 
 use runtrace_core::clock::TraceClock;
 use runtrace_core::{Istr, Loc};

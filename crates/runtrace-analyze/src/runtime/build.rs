@@ -222,19 +222,27 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
     }
 }
 
-/// The snapshot triggers read, by recording and time.
+/// The snapshot triggers and requests read, by recording and time.
 fn snapshots(m: &Model) -> Vec<crate::runtime::SnapshotTrigger> {
     let mut marks: Vec<_> = m.snapshots.iter().collect();
-    marks.sort_by_key(|s| (s.proc, s.ticks));
+    marks.sort_by_key(|s| (s.proc, s.ticks, s.request));
     marks
-        .into_iter()
+        .iter()
         .map(|s| {
             let p = &m.procs[s.proc as usize];
+            // A request is answered by a trigger of its reason at or
+            // after it (the writer acts on it a round later).
+            let answered = s.request
+                && marks.iter().any(|t| {
+                    !t.request && t.proc == s.proc && t.ticks >= s.ticks && t.reason == s.reason
+                });
             crate::runtime::SnapshotTrigger {
                 pid: p.pid,
                 at_ns: p.ns(s.ticks),
                 wall_ns: p.wall_ns(s.ticks),
                 reason: s.reason.to_string(),
+                request: s.request,
+                answered,
             }
         })
         .collect()

@@ -127,6 +127,8 @@ impl Report {
                         "at_ns": s.at_ns,
                         "wall_ns": s.wall_ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
                         "reason": s.reason,
+                        "kind": if s.request { "request" } else { "trigger" },
+                        "answered": s.request.then_some(s.answered),
                     })
                 })
                 .collect();
@@ -377,15 +379,29 @@ impl fmt::Display for Report {
         }
         self.memory_spans_text(f)?;
         if !self.snapshots.is_empty() {
-            writeln!(f, "=== Snapshot triggers ({})", self.snapshots.len())?;
+            let requests = self.snapshots.iter().filter(|s| s.request).count();
+            write!(
+                f,
+                "=== Snapshot triggers ({})",
+                self.snapshots.len() - requests
+            )?;
+            if requests > 0 {
+                write!(f, " and requests ({requests})")?;
+            }
+            writeln!(f)?;
             for s in &self.snapshots {
-                writeln!(
+                write!(
                     f,
-                    "at {} (pid {}): {}",
+                    "at {} (pid {}): {}{}",
                     fmt_at(s.at_ns),
                     s.pid,
+                    if s.request { "requested: " } else { "" },
                     s.reason.escape_debug()
                 )?;
+                if s.request && !s.answered {
+                    write!(f, " (no snapshot: no rule lists this reason; RUNTRACE_SNAPSHOT_EVENTS or snapshot_on_event)")?;
+                }
+                writeln!(f)?;
             }
             writeln!(f)?;
         }

@@ -389,13 +389,15 @@ pub struct Report {
     /// Heap allocations per span label (empty without spans or without a
     /// memory profile; filled by `add_functions`).
     pub memory_spans: Vec<crate::memory::SpanMemory>,
-    /// Flight-recorder snapshot triggers, in time order per recording
-    /// (empty for recordings that never asked for a snapshot).
+    /// Flight-recorder snapshot triggers and the application's requests,
+    /// in time order per recording (empty for recordings that never asked
+    /// for a snapshot).
     pub snapshots: Vec<SnapshotTrigger>,
 }
 
 /// When and why a flight-recorder snapshot fired (a `snapshot_trigger`
-/// event, docs/flight-recorder.md).
+/// event, docs/flight-recorder.md), or the application asked for one (a
+/// `snapshot_request`, `request`).
 ///
 /// ```
 /// use runtrace_analyze::runtime::{analyze_bytes, Options};
@@ -407,6 +409,7 @@ pub struct Report {
 /// let r = analyze_bytes(&b.finish(), Options::default());
 /// assert_eq!(r.snapshots.len(), 1);
 /// assert_eq!(r.snapshots[0].reason, "slow-poll");
+/// assert!(!r.snapshots[0].request);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotTrigger {
@@ -417,8 +420,14 @@ pub struct SnapshotTrigger {
     /// When it fired, wall clock (ns since the Unix epoch).
     pub wall_ns: i128,
     /// Why: the reason given to `snapshot()`, `signal`, or the built-in
-    /// rule's name (`slow-poll`).
+    /// rule's name (`slow-poll`); a request's: the reason given to
+    /// `snapshot!`.
     pub reason: String,
+    /// The application's request (`runtrace::snapshot!`), not a trigger.
+    pub request: bool,
+    /// A request that a trigger of its reason followed (a rule lists it);
+    /// false for triggers.
+    pub answered: bool,
 }
 
 /// What `analyze` and `summary` say when most polls of a trace had no wake

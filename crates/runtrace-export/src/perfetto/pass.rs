@@ -203,6 +203,9 @@ pub struct ExportStats {
     /// Flight-recorder snapshot triggers, as instants on their process's
     /// track named by the reason.
     pub snapshot_triggers: u64,
+    /// The application's snapshot requests (`runtrace::snapshot!`), as
+    /// instants beside them ("snapshot requested: REASON").
+    pub snapshot_requests: u64,
     /// Waits on tokio resources, as slices on the process's resource wait
     /// lanes (`runtrace_model::waits`).
     pub resource_waits: u64,
@@ -840,14 +843,22 @@ impl<W: Write> Exporter<W> {
         for (i, s) in model.snapshots.iter().enumerate() {
             let track = self.ensure_proc(model, s.proc);
             let ts = self.ts_of(model, s.proc, s.ticks);
-            let iid = self
-                .w
-                .event_name(S_SNAPSHOT, i as u32, || format!("snapshot: {}", s.reason));
+            let iid = self.w.event_name(S_SNAPSHOT, i as u32, || {
+                if s.request {
+                    format!("snapshot requested: {}", s.reason)
+                } else {
+                    format!("snapshot: {}", s.reason)
+                }
+            });
             let reason = s.reason.to_string();
             self.instant(ts, track, iid, |e| {
                 Self::ann(e, A_REASON, |a| a.string_value = Some(reason))
             });
-            self.stats.snapshot_triggers += 1;
+            if s.request {
+                self.stats.snapshot_requests += 1;
+            } else {
+                self.stats.snapshot_triggers += 1;
+            }
         }
     }
 

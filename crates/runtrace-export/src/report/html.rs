@@ -351,7 +351,7 @@ fn utilisation(h: &mut String, c: &Charts, model: &Model, r: &Report) {
     }
     // Snapshot triggers: a line at the cell of their instant (buckets
     // start at each recording's start, as `at_ns` does).
-    for s in &r.snapshots {
+    for s in r.snapshots.iter().filter(|s| !s.request) {
         let b = ((s.at_ns.max(0) as u64 / c.width_ns.max(1)) as usize).min(used - 1);
         let x = label_w + b as f64 * cell_w + cell_w / 2.0;
         let _ = write!(
@@ -371,20 +371,25 @@ fn utilisation(h: &mut String, c: &Charts, model: &Model, r: &Report) {
     );
 }
 
-/// The flight recorder's snapshot triggers (only when the trace has
-/// some): when and why each fired.
+/// The flight recorder's snapshot triggers and the application's
+/// requests (only when the trace has some): when and why each came.
 fn snapshots(h: &mut String, r: &Report) {
     if r.snapshots.is_empty() {
         return;
     }
     h.push_str(
         "<h2>Snapshot triggers</h2><table id=\"snapshots\"><tr><th class=\"n\">At (s)</th>\
-         <th class=\"n\">pid</th><th>Reason</th></tr>",
+         <th class=\"n\">pid</th><th>Kind</th><th>Reason</th></tr>",
     );
     for s in &r.snapshots {
+        let kind = match (s.request, s.answered) {
+            (false, _) => "trigger",
+            (true, true) => "request (snapshot taken)",
+            (true, false) => "request (no rule lists it: no snapshot)",
+        };
         let _ = write!(
             h,
-            "<tr><td class=\"n\">{:.6}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            "<tr><td class=\"n\">{:.6}</td><td class=\"n\">{}</td><td>{kind}</td><td>{}</td></tr>",
             s.at_ns as f64 / 1e9,
             s.pid,
             esc(&s.reason)

@@ -470,7 +470,7 @@ pub(crate) fn decode_events(
             kind::SPAN_ENTER | kind::SPAN_EXIT | kind::SPAN_CLOSE => {
                 push(k, g(0), 0, st.worker_reg as u64, 0)
             }
-            kind::SNAPSHOT_TRIGGER => {
+            kind::SNAPSHOT_TRIGGER | kind::SNAPSHOT_REQUEST => {
                 // Not an event for the passes: kept in the model (the text
                 // was checked by the field loop; `g(0)` is its position).
                 if model.snapshots.len() < crate::model::MAX_SNAPSHOT_MARKS {
@@ -482,6 +482,7 @@ pub(crate) fn decode_events(
                         proc,
                         ticks,
                         reason,
+                        request: k == kind::SNAPSHOT_REQUEST,
                     });
                 } else {
                     model.snapshots_omitted += 1;

@@ -143,6 +143,7 @@ pub(crate) fn wanted(k: u8) -> Option<&'static [usize]> {
         kind::SPAN_EXIT => &[span_exit::SPAN],
         kind::SPAN_CLOSE => &[span_close::SPAN],
         kind::SNAPSHOT_TRIGGER => &[snapshot_trigger::REASON],
+        kind::SNAPSHOT_REQUEST => &[snapshot_request::REASON],
         _ => return None,
     })
 }
@@ -176,6 +177,12 @@ pub(crate) fn generic(b: &BuiltinEvent) -> [Option<usize>; 4] {
     [x, a, worker, first(&|t| t == FieldType::Bool)]
 }
 
+/// Snapshot triggers and requests: kept in the model whatever the passes
+/// read (rare, and every tool shows them).
+pub(crate) fn is_snapshot_mark(k: u8) -> bool {
+    k == kind::SNAPSHOT_TRIGGER || k == kind::SNAPSHOT_REQUEST
+}
+
 /// The kinds the decoder has a fast path for, whose catalog layouts
 /// `decode.rs` decodes inline (a test checks them against the catalog).
 pub(crate) fn has_fast_path(k: u8) -> bool {
@@ -197,7 +204,7 @@ pub(crate) fn role_of(s: &Schema, wants: Wants) -> (Role, bool) {
     let k = b.id as u8;
     // Snapshot triggers go to the model whatever the passes read (rare,
     // and every tool shows them).
-    if !wants.has(k) && k != kind::SNAPSHOT_TRIGGER {
+    if !wants.has(k) && !is_snapshot_mark(k) {
         return (Role::SKIP, false);
     }
     let listed = wanted(k);
@@ -372,7 +379,7 @@ mod tests {
                 .or(Wants::PROFILE)
                 .or(Wants::SPAN_EVENTS);
             let (role, fast) = role_of(&b.schema(), wants);
-            if k == kind::SNAPSHOT_TRIGGER {
+            if is_snapshot_mark(k) {
                 // Read for the model whatever the passes want.
                 for w in [wants, Wants::default()] {
                     let (r, fast) = role_of(&b.schema(), w);

@@ -179,6 +179,14 @@ impl Waiting {
                 let open = self.open_on(ev.thread);
                 self.locks.event(ev, open, m);
             }
+            kind::TASK_DUMP_START => {
+                let proc = m.threads[ev.thread as usize].proc;
+                self.tasks.dump_start(proc, ev.x as u32);
+            }
+            kind::TASK_DUMP => {
+                let proc = m.threads[ev.thread as usize].proc;
+                self.tasks.dumped(proc, ev.x, ev.worker);
+            }
             k if resources::is_resource(k) => {
                 let open = self.open_on(ev.thread);
                 if let Some((slot, ns)) = self.resources.event(ev, open, m) {

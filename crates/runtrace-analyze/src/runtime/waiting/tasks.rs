@@ -51,6 +51,13 @@ const NONE: u64 = u64::MAX;
 #[derive(Clone, Copy)]
 struct TaskW {
     loc: u32,
+    proc: u32,
+    /// `pending_since` from before a task dump's wake (tokio wakes every
+    /// task it traced), restored when the poll that wake caused returns
+    /// Pending again (NONE: none held).
+    held: u64,
+    /// The dump that wake belonged to.
+    held_dump: u32,
     /// Ticks of its spawn (or first sight).
     born: u64,
     spawned: bool,
@@ -111,10 +118,37 @@ pub(crate) struct LocW {
     pub self_wakes: u64,
 }
 
+/// The task dumps in the trace (runtrace-tokio's `dump()`, feature
+/// `taskdump`): where each dumped task sat.
+#[derive(Default)]
+pub(crate) struct Dumps {
+    /// Dumps begun (task_dump_start events).
+    pub started: u64,
+    /// Per recording: the dump whose tracing wakes are under way (0: none).
+    open: Vec<u32>,
+    /// (recording, task id) -> name index of its await point in its last
+    /// dump (0: in no tokio future).
+    pub points: std::collections::HashMap<(u32, u64), u32>,
+}
+
+impl Dumps {
+    fn open(&self, proc: u32) -> u32 {
+        self.open.get(proc as usize).copied().unwrap_or(0)
+    }
+
+    fn set_open(&mut self, proc: u32, dump: u32) {
+        if proc as usize >= self.open.len() {
+            self.open.resize(proc as usize + 1, 0);
+        }
+        self.open[proc as usize] = dump;
+    }
+}
+
 /// The task part of the waiting analysis.
 #[derive(Default)]
 pub(crate) struct Tasks {
     live: Slots<TaskW>,
+    pub(crate) dumps: Dumps,
     pub(crate) locs: Vec<LocW>,
     pub(crate) stranded: Vec<Stranded>,
     pub(crate) stranded_lost: u64,
@@ -136,6 +170,9 @@ impl Tasks {
             t.slot,
             TaskW {
                 loc: t.loc,
+                proc: t.proc,
+                held: NONE,
+                held_dump: 0,
                 born,
                 spawned: t.spawn.is_some(),
                 pending_since: NONE,
@@ -155,6 +192,12 @@ impl Tasks {
     #[inline]
     pub(crate) fn woken(&mut self, w: &Wake, own: bool) {
         if let Some(t) = self.live.get_mut(w.slot) {
+            let dump = self.dumps.open(t.proc);
+            if dump != 0 && t.pending_since != NONE {
+                // Most likely tokio's wake after tracing it for the dump.
+                t.held = t.pending_since;
+                t.held_dump = dump;
+            }
             t.pending_since = NONE;
             if t.woken == NONE {
                 t.woken = w.ticks;
@@ -177,6 +220,12 @@ impl Tasks {
     #[inline]
     pub(crate) fn poll_start(&mut self, p: &Poll, m: &Model) {
         if let Some(t) = self.live.get_mut(p.slot) {
+            let dump = self.dumps.open(t.proc);
+            if dump != 0 && t.pending_since != NONE {
+                // A dump's poll whose wake was not recorded.
+                t.held = t.pending_since;
+                t.held_dump = dump;
+            }
             // A poll nested in its own task's poll (never seen) or
             // answering a wake: either way no longer unwoken.
             t.pending_since = NONE;
@@ -201,10 +250,28 @@ impl Tasks {
             // woken meanwhile) means it will be polled again.
             t.pending_since = if p.ready || t.woken != NONE {
                 NONE
+            } else if t.held != NONE && self.dumps.open(t.proc) == t.held_dump {
+                // The dump's poll, Pending again: still waiting since.
+                t.held
             } else {
                 p.end
             };
+            t.held = NONE;
         }
+    }
+
+    /// A task dump began (`task_dump_start`): the wakes and polls that
+    /// follow, until its first task's record, are tokio's tracing.
+    pub(crate) fn dump_start(&mut self, proc: u32, dump: u32) {
+        self.dumps.started += 1;
+        self.dumps.set_open(proc, dump.max(1));
+    }
+
+    /// Task `task` sat at await point `point` (name index) in a dump.
+    pub(crate) fn dumped(&mut self, proc: u32, task: u64, point: u32) {
+        // Resolution comes after tokio's tracing is over.
+        self.dumps.set_open(proc, 0);
+        self.dumps.points.insert((proc, task), point);
     }
 
     /// A resource wait of `ns` by the live task in `slot`.
@@ -361,6 +428,7 @@ pub(crate) fn findings(
                 span,
                 dur,
                 awaited(c, rs, &piled),
+                AwaitPoints::of(c, &t.dumps, &piled),
             ));
             continue;
         }
@@ -380,6 +448,7 @@ pub(crate) fn findings(
             &loc,
             stuck_th,
             awaited(c, rs, &stuck),
+            AwaitPoints::of(c, &t.dumps, &stuck),
         ));
     }
 }
@@ -448,6 +517,95 @@ fn awaited(c: &Ctx<'_>, rs: &Resources, tasks: &[&Judged<'_>]) -> Option<String>
     Some(format!("{what} ({k} of {} tasks)", tasks.len()))
 }
 
+/// Where stranded tasks sat in the trace's task dumps.
+struct AwaitPoints {
+    /// The trace has task dumps.
+    dumped: bool,
+    /// (await point, tasks), most tasks first; "" is no tokio future.
+    points: Vec<(String, usize)>,
+    /// Tasks in no dump (spawned after the last, or left out).
+    undumped: usize,
+}
+
+/// How to get await points when the trace has no task dump.
+pub(crate) const ENABLE_DUMPS: &str = "build with runtrace's feature `taskdump` (tokio's task dumps; #[runtrace::main] dumps when its body returns, RUNTRACE_TASK_DUMP=USR1 on a signal, or call runtrace::tokio::dump()) to see the await point each task sits at";
+
+impl AwaitPoints {
+    fn of(c: &Ctx<'_>, d: &Dumps, tasks: &[&Judged<'_>]) -> AwaitPoints {
+        let mut n: std::collections::HashMap<u32, usize> = Default::default();
+        let mut undumped = 0;
+        for j in tasks {
+            match d.points.get(&(j.s.proc, j.s.task)) {
+                Some(&p) => *n.entry(p).or_default() += 1,
+                None => undumped += 1,
+            }
+        }
+        let mut points: Vec<(String, usize)> = n
+            .into_iter()
+            .map(|(p, k)| {
+                (
+                    if p == 0 {
+                        String::new()
+                    } else {
+                        c.m.name(p).to_string()
+                    },
+                    k,
+                )
+            })
+            .collect();
+        points.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        AwaitPoints {
+            dumped: d.started > 0,
+            points,
+            undumped,
+        }
+    }
+
+    /// The detail's clause: "; task dumps: 48 sit at src/x.rs:9 watch ->
+    /// oneshot::Receiver, 2 in no tokio future".
+    fn clause(&self) -> String {
+        if !self.dumped {
+            return format!("; {ENABLE_DUMPS}");
+        }
+        if self.points.is_empty() {
+            return "; none of them was in a task dump (spawned after the last)".to_string();
+        }
+        let parts: Vec<String> = self
+            .points
+            .iter()
+            .take(3)
+            .map(|(p, k)| {
+                if p.is_empty() {
+                    format!("{k} in no tokio future (a future of the application's own returned Pending: does it keep the waker?)")
+                } else {
+                    format!("{k} sit at {p}")
+                }
+            })
+            .collect();
+        let mut s = format!("; task dump: {}", parts.join(", "));
+        if self.points.len() > 3 {
+            s.push_str(&format!(" and {} more await points", self.points.len() - 3));
+        }
+        if self.undumped > 0 {
+            s.push_str(&format!(" ({} not in a dump)", self.undumped));
+        }
+        s
+    }
+
+    /// JSON `await_points`: null without task dumps in the trace.
+    fn json(&self) -> Value {
+        if !self.dumped {
+            return Value::Null;
+        }
+        Value::Array(
+            self.points
+                .iter()
+                .map(|(p, k)| json!({"await_point": p, "tasks": k}))
+                .collect(),
+        )
+    }
+}
+
 fn task_json(c: &Ctx<'_>, j: &Judged<'_>) -> Value {
     let p = &c.m.procs[j.s.proc as usize];
     json!({
@@ -469,6 +627,7 @@ fn leak_finding(
     span: u64,
     dur: u64,
     awaited: Option<String>,
+    points: AwaitPoints,
 ) -> super::Finding {
     let n = piled.len() as u64;
     let alive = piled.iter().filter(|j| j.s.alive).count() as u64;
@@ -502,6 +661,7 @@ fn leak_finding(
     if let Some(a) = &awaited {
         detail.push_str(&format!("; they wait on {a}"));
     }
+    detail.push_str(&points.clause());
     finding(
         FindingKind::TaskLeak,
         Severity::Critical,
@@ -520,6 +680,7 @@ fn leak_finding(
             "recording_ns": dur,
             "per_second": rate,
             "waiting_on": awaited,
+            "await_points": points.json(),
             "oldest": piled.iter().take(5).map(|j| task_json(c, j)).collect::<Vec<_>>(),
         }),
     )
@@ -532,6 +693,7 @@ fn stuck_finding(
     loc: &LocW,
     stuck_th: u64,
     awaited: Option<String>,
+    points: AwaitPoints,
 ) -> super::Finding {
     let n = stuck.len() as u64;
     let worst = stuck.iter().max_by_key(|j| j.unwoken_ns).unwrap();
@@ -552,6 +714,7 @@ fn stuck_finding(
     if let Some(a) = &awaited {
         detail.push_str(&format!("; they wait on {a}"));
     }
+    detail.push_str(&points.clause());
     let win = (last_poll.unwrap_or(worst.born_ns), p.ns(worst.s.end));
     finding(
         FindingKind::StuckTask,
@@ -571,6 +734,7 @@ fn stuck_finding(
             "completed_tasks": loc.completed,
             "completed_life_p99_ns": loc.life.quantile_permille(990),
             "waiting_on": awaited,
+            "await_points": points.json(),
             "tasks": stuck.iter().take(5).map(|j| task_json(c, j)).collect::<Vec<_>>(),
         }),
     )
