@@ -89,7 +89,9 @@
 //! switched on and off every window (`HTTP_BENCH_WINDOW_MS`, default 1000;
 //! `HTTP_BENCH_SETTLE_MS` after each switch, default 300, unmeasured;
 //! `HTTP_BENCH_ROUNDS` pairs of adjacent windows, default 40): `record`
-//! against `idle`, `record_cpu` against `record`, or the A/A controls
+//! against `idle`, `record_cpu` against `record`, `record_flight` (the
+//! flight recorder in memory, 256 MiB budget) against `record` (file
+//! mode), or the A/A controls
 //! `idle` and `record_again` (see `toggle_rounds`), or `record_mem`
 //! against `record`: memory profiling at the default rate (one sample per
 //! 512 KiB allocated) over recording without it; this needs `--features
@@ -185,18 +187,20 @@ fn serve(mode: &str) {
     }
     let rt = b.build().expect("build the server's runtime");
     let dir = std::env::temp_dir().join(format!("runtrace-http-bench-{}", std::process::id()));
-    // `mem`: memory profiling at the default rate (docs/memory.md).
-    let start_with = |cpu: bool, mem: bool| {
-        runtrace_recorder::Recorder::builder()
+    // `mem`: memory profiling at the default rate (docs/memory.md);
+    // `flight`: the flight recorder, in memory within a 256 MiB budget
+    // (docs/flight-recorder.md), where file mode writes the same 256 MiB.
+    let start_with = |cpu: bool, mem: bool, flight: bool| {
+        let b = runtrace_recorder::Recorder::builder()
             .path(dir.join("trace"))
             .max_file_size(64 << 20)
             .max_total_size(256 << 20)
             .cpu_profile(if cpu { 99 } else { 0 })
-            .memory_profile(if mem { 512 * 1024 } else { 0 })
-            .start()
-            .expect("start recording")
+            .memory_profile(if mem { 512 * 1024 } else { 0 });
+        let b = if flight { b.in_memory(256 << 20) } else { b };
+        b.start().expect("start recording")
     };
-    let start = |cpu: bool| start_with(cpu, false);
+    let start = |cpu: bool| start_with(cpu, false, false);
     let mut guard = (mode.starts_with("record") || mode == "floor_fire")
         .then(|| start(mode.starts_with("record_cpu")));
     let served = Arc::new(AtomicU64::new(0));
@@ -222,7 +226,12 @@ fn serve(mode: &str) {
         // Mode `toggle` (see `toggle_rounds`): recording starts and stops
         // on request, in this one process; `ok` says when it is done.
         let cmd = line.trim();
-        if mode == "toggle" && matches!(cmd, "idle" | "record" | "record_cpu" | "record_mem") {
+        if mode == "toggle"
+            && matches!(
+                cmd,
+                "idle" | "record" | "record_cpu" | "record_mem" | "record_flight"
+            )
+        {
             if let Some(g) = guard.take() {
                 let st = g.finish().expect("finish recording");
                 if st.dropped != 0 {
@@ -231,7 +240,11 @@ fn serve(mode: &str) {
                 let _ = std::fs::remove_dir_all(&dir);
             }
             if cmd != "idle" {
-                guard = Some(start_with(cmd == "record_cpu", cmd == "record_mem"));
+                guard = Some(start_with(
+                    cmd == "record_cpu",
+                    cmd == "record_mem",
+                    cmd == "record_flight",
+                ));
             }
             println!("ok");
             let _ = std::io::stdout().flush();
@@ -1131,9 +1144,11 @@ fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
             std::process::exit(2);
         }
         "record_again" => ("record", "record"),
+        // The flight recorder in memory against file mode (issue 41).
+        "record_flight" => ("record", b),
         other => {
             eprintln!(
-                "HTTP_BENCH_TOGGLE={other:?}: expected record, record_cpu, record_mem, idle or record_again"
+                "HTTP_BENCH_TOGGLE={other:?}: expected record, record_cpu, record_mem, record_flight, idle or record_again"
             );
             std::process::exit(2);
         }

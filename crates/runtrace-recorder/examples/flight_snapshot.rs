@@ -9,7 +9,10 @@
 //!
 //! One thread records 4,000 events every ~2.5 ms into a 256 MiB budget,
 //! triggers a snapshot (30 s before, 1 s after) 3 s before the end, and
-//! notes when the snapshot directory appears.
+//! notes when the snapshot directory appears. At the end it prints the
+//! process's peak resident memory (`VmHWM`) beside the recorder's own
+//! count of the bytes it held (`memory_peak`), and the RSS of the same
+//! program before recording started.
 
 use runtrace_recorder::{Istr, Loc, Recorder};
 use std::time::{Duration, Instant};
@@ -22,6 +25,7 @@ fn main() {
     };
     let dir = std::path::PathBuf::from(dir);
     let secs: u64 = secs.parse().expect("SECONDS: a whole number");
+    let rss_before = status_kib("VmRSS");
     let guard = Recorder::builder()
         .path(dir.join("trace"))
         .in_memory(256 << 20)
@@ -62,4 +66,18 @@ fn main() {
     let st = guard.finish().expect("finish the recording");
     println!("{st:?}");
     println!("trigger to snapshot directory: {appeared:?} (post-trigger period 1 s)");
+    println!(
+        "resident memory: {} KiB before recording, peak {} KiB (VmHWM); recorder's memory_peak {} KiB",
+        rss_before.unwrap_or(0),
+        status_kib("VmHWM").unwrap_or(0),
+        st.memory_peak >> 10
+    );
+}
+
+/// A `kB` line of /proc/self/status (read twice per run, never per event).
+fn status_kib(key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }

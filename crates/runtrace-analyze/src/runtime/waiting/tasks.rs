@@ -427,8 +427,10 @@ pub(crate) fn findings(
                 &loc,
                 span,
                 dur,
-                awaited(c, rs, &piled),
-                AwaitPoints::of(c, &t.dumps, &piled),
+                Awaiting {
+                    resource: awaited(c, rs, &piled),
+                    points: AwaitPoints::of(c, &t.dumps, &piled),
+                },
             ));
             continue;
         }
@@ -447,8 +449,10 @@ pub(crate) fn findings(
             &stuck,
             &loc,
             stuck_th,
-            awaited(c, rs, &stuck),
-            AwaitPoints::of(c, &t.dumps, &stuck),
+            Awaiting {
+                resource: awaited(c, rs, &stuck),
+                points: AwaitPoints::of(c, &t.dumps, &stuck),
+            },
         ));
     }
 }
@@ -515,6 +519,25 @@ fn awaited(c: &Ctx<'_>, rs: &Resources, tasks: &[&Judged<'_>]) -> Option<String>
         .into_iter()
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
     Some(format!("{what} ({k} of {} tasks)", tasks.len()))
+}
+
+/// What stranded tasks waited on: the resource (tokio's resources
+/// recorded) and where they sat (task dumps).
+struct Awaiting {
+    resource: Option<String>,
+    points: AwaitPoints,
+}
+
+impl Awaiting {
+    /// The detail's tail: "; they wait on R; task dump: ...".
+    fn clauses(&self) -> String {
+        let mut s = String::new();
+        if let Some(a) = &self.resource {
+            s.push_str(&format!("; they wait on {a}"));
+        }
+        s.push_str(&self.points.clause());
+        s
+    }
 }
 
 /// Where stranded tasks sat in the trace's task dumps.
@@ -626,8 +649,7 @@ fn leak_finding(
     loc: &LocW,
     span: u64,
     dur: u64,
-    awaited: Option<String>,
-    points: AwaitPoints,
+    awaiting: Awaiting,
 ) -> super::Finding {
     let n = piled.len() as u64;
     let alive = piled.iter().filter(|j| j.s.alive).count() as u64;
@@ -657,11 +679,7 @@ fn leak_finding(
         fmt_ns(oldest.unwoken_ns),
         oldest.s.polls,
     );
-    let mut detail = detail;
-    if let Some(a) = &awaited {
-        detail.push_str(&format!("; they wait on {a}"));
-    }
-    detail.push_str(&points.clause());
+    let detail = detail + &awaiting.clauses();
     finding(
         FindingKind::TaskLeak,
         Severity::Critical,
@@ -679,8 +697,8 @@ fn leak_finding(
             "spawn_span_ns": span,
             "recording_ns": dur,
             "per_second": rate,
-            "waiting_on": awaited,
-            "await_points": points.json(),
+            "waiting_on": awaiting.resource,
+            "await_points": awaiting.points.json(),
             "oldest": piled.iter().take(5).map(|j| task_json(c, j)).collect::<Vec<_>>(),
         }),
     )
@@ -692,8 +710,7 @@ fn stuck_finding(
     stuck: &[&Judged<'_>],
     loc: &LocW,
     stuck_th: u64,
-    awaited: Option<String>,
-    points: AwaitPoints,
+    awaiting: Awaiting,
 ) -> super::Finding {
     let n = stuck.len() as u64;
     let worst = stuck.iter().max_by_key(|j| j.unwoken_ns).unwrap();
@@ -710,11 +727,7 @@ fn stuck_finding(
         loc.completed,
         fmt_ns(loc.life.quantile_permille(990)),
     );
-    let mut detail = detail;
-    if let Some(a) = &awaited {
-        detail.push_str(&format!("; they wait on {a}"));
-    }
-    detail.push_str(&points.clause());
+    let detail = detail + &awaiting.clauses();
     let win = (last_poll.unwrap_or(worst.born_ns), p.ns(worst.s.end));
     finding(
         FindingKind::StuckTask,
@@ -733,8 +746,8 @@ fn stuck_finding(
             "threshold_ns": stuck_th,
             "completed_tasks": loc.completed,
             "completed_life_p99_ns": loc.life.quantile_permille(990),
-            "waiting_on": awaited,
-            "await_points": points.json(),
+            "waiting_on": awaiting.resource,
+            "await_points": awaiting.points.json(),
             "tasks": stuck.iter().take(5).map(|j| task_json(c, j)).collect::<Vec<_>>(),
         }),
     )
