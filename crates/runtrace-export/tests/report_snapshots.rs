@@ -14,6 +14,11 @@ fn page(bytes: Vec<u8>) -> String {
 }
 
 fn trace(triggers: &[(u64, &str)]) -> Vec<u8> {
+    with_requests(triggers, &[])
+}
+
+/// [`trace`] with the application's snapshot requests too.
+fn with_requests(triggers: &[(u64, &str)], requests: &[(u64, &str)]) -> Vec<u8> {
     let mut b = TraceBuilder::new();
     b.location(1, "src/a.rs", 1, 1);
     b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -24,6 +29,9 @@ fn trace(triggers: &[(u64, &str)]) -> Vec<u8> {
     }
     for &(ticks, reason) in triggers {
         b.snapshot_trigger(9, ticks, reason);
+    }
+    for &(ticks, reason) in requests {
+        b.snapshot_request(7, ticks, reason);
     }
     b.finish()
 }
@@ -68,15 +76,7 @@ fn no_triggers_no_section() {
 
 #[test]
 fn requests_are_rows_but_no_lines() {
-    let mut b = TraceBuilder::new();
-    b.location(1, "src/a.rs", 1, 1);
-    b.spawn(7, 1_000, 1, 0, 1, 0);
-    for i in 0..10u64 {
-        b.poll_start(7, 0, i * 1_000_000, 1, 0, 0);
-        b.poll_end(7, 0, i * 1_000_000 + 500_000, 1, false);
-    }
-    b.snapshot_request(7, 3_000_000, "nobody listens");
-    let p = page(b.finish());
+    let p = page(with_requests(&[], &[(3_000_000, "nobody listens")]));
     assert!(
         p.contains("<td>request (no rule lists it: no snapshot)</td><td>nobody listens</td>"),
         "{p}"

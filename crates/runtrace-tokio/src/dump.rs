@@ -257,16 +257,15 @@ fn short(name: &str, keep: usize) -> String {
     }
     let segs: Vec<&str> = s
         .split("::")
-        .filter(|p| {
-            !p.is_empty()
-                && !p.starts_with('{')
-                && !(p.len() == 17
-                    && p.starts_with('h')
-                    && p[1..].bytes().all(|b| b.is_ascii_hexdigit()))
-        })
+        .filter(|p| !(p.is_empty() || p.starts_with('{') || is_hash(p)))
         .collect();
     let from = segs.len().saturating_sub(keep);
     segs[from..].join("::")
+}
+
+/// A symbol's hash segment (`h0123456789abcdef`).
+fn is_hash(seg: &str) -> bool {
+    seg.len() == 17 && seg.starts_with('h') && seg[1..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The type and method of a trait method's name: `<T as Trait>::m` or
