@@ -45,7 +45,7 @@ fn a_signal_and_the_bodys_return_dump_where_leaked_tasks_sit() {
             tokio::time::sleep(Duration::from_millis(1500)).await;
             std::mem::forget(kept);
         });
-    let files = expand(&[prefix.clone()]).unwrap();
+    let files = expand(&[prefix]).unwrap();
     // Both dumps are in the trace, each with its trigger.
     let mut stream = runtrace::format::merge::EventStream::open(&files).unwrap();
     let mut triggers = Vec::new();
