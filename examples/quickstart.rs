@@ -117,6 +117,13 @@ fn main() -> ExitCode {
     .build()
     .expect("tokio runtime");
     rt.block_on(tokio_workload(run_for));
+    // With `--features taskdump`: where the tasks still pending sit (the
+    // await points `runtrace analyze` names for stuck and leaked tasks;
+    // #[runtrace::main] does this by itself).
+    #[cfg(feature = "taskdump")]
+    if let Err(e) = rt.block_on(runtrace_tokio::dump()) {
+        eprintln!("task dump: {e}");
+    }
     drop(rt);
     stop.store(true, Ordering::Relaxed);
     ex_thread.join().expect("executor thread");

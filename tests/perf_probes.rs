@@ -1,4 +1,4 @@
-//! The quickstart built with `--features perf-probe,usdt`, seen from outside
+//! The quickstart built with `--features perf-probe,usdt,taskdump`, seen from outside
 //! the process, every count checked against the quickstart's own recording:
 //! (a) `readelf -n` lists an SDT probe for every built-in event (and the
 //!     binary has a `runtrace_<event>` function for each);
@@ -71,7 +71,13 @@ fn build_example(name: &str) -> PathBuf {
     let mut c = Command::new(env!("CARGO"));
     c.current_dir(repo_root())
         .args(["build", "--quiet", "--example", name])
-        .args(["--features", "perf-probe,usdt", "--message-format=json"])
+        // taskdump: the quickstart then takes a task dump, whose two
+        // events' probe sites are in runtrace-tokio's optional `dump`.
+        .args([
+            "--features",
+            "perf-probe,usdt,taskdump",
+            "--message-format=json",
+        ])
         .arg("--target-dir")
         .arg(&target);
     match profile.as_str() {

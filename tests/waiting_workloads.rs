@@ -53,10 +53,16 @@ fn record(name: &str, work: impl Future) -> Report {
     // returns.
     #[cfg(feature = "taskdump")]
     {
+        let t0 = Instant::now();
         let d = rt
             .block_on(runtrace_tokio::dump())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        eprintln!("{name}: task dump {} of {} tasks", d.dump, d.tasks);
+        eprintln!(
+            "{name}: task dump {} of {} tasks in {:?}",
+            d.dump,
+            d.tasks,
+            t0.elapsed()
+        );
     }
     drop(rt);
     g.finish().unwrap();
