@@ -14,8 +14,9 @@
 //! ms or more the first time) and never on the hot path: it runs when
 //! asked for ([`crate::dump`]), when `#[runtrace::main]`'s body returns or a
 //! SIGTERM / SIGINT ends its recording, or on a signal
-//! (`RUNTRACE_TASK_DUMP`, see the facade's docs). Resolution runs on
-//! tokio's blocking pool, not on a worker. A dump whose workers do not all
+//! (`RUNTRACE_TASK_DUMP`, see the facade's docs). Resolution runs on a
+//! thread of its own, not on a worker (nor on tokio's blocking pool,
+//! whose task would be one more in the trace). A dump whose workers do not all
 //! answer within the timeout (a worker blocked in a long poll) is given up,
 //! as tokio's docs advise.
 //!
@@ -67,7 +68,8 @@ pub enum DumpError {
     NotRecording,
     /// The runtime's workers did not all answer within the timeout.
     TimedOut(Duration),
-    /// Resolving the backtraces failed (the blocking task panicked).
+    /// Resolving the backtraces failed (its thread panicked or could not
+    /// start).
     Resolve(String),
 }
 
@@ -109,9 +111,9 @@ pub async fn triggered(trigger: &str) -> Result<Dumped, DumpError> {
     let d = Timeout::new(handle.dump(), DUMP_TIMEOUT)
         .await
         .ok_or(DumpError::TimedOut(DUMP_TIMEOUT))?;
-    let (tasks, omitted) = tokio::task::spawn_blocking(move || record(&d, n))
+    let (tasks, omitted) = off_runtime(move || record(&d, n))
         .await
-        .map_err(|e| DumpError::Resolve(e.to_string()))?;
+        .map_err(DumpError::Resolve)?;
     Ok(Dumped {
         dump: n,
         tasks,
@@ -145,8 +147,8 @@ pub fn dump_blocking(
         .unwrap_or(Err(DumpError::TimedOut(DUMP_TIMEOUT + resolve)))
 }
 
-/// Records dump `n`'s tasks (on the blocking pool: resolving reads the
-/// debug info). Returns (recorded, omitted).
+/// Records dump `n`'s tasks (off the runtime: resolving reads the debug
+/// info). Returns (recorded, omitted).
 fn record(d: &tokio::runtime::Dump, n: u32) -> (usize, usize) {
     let cwd = std::env::current_dir().ok();
     let mut recorded = 0;
@@ -371,6 +373,39 @@ fn cut(s: &str, max: usize) -> &str {
         i -= 1;
     }
     &s[..i]
+}
+
+/// `f` run on a thread of its own, awaited (Err: it panicked, or no
+/// thread could be started).
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    type Slot<T> = Arc<Mutex<(Option<Result<T, String>>, Option<Waker>)>>;
+    let slot: Slot<T> = Arc::new(Mutex::new((None, None)));
+    let theirs = slot.clone();
+    std::thread::Builder::new()
+        .name("runtrace-dump".into())
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+                .map_err(|_| "the resolving thread panicked".to_string());
+            let mut g = theirs.lock().unwrap_or_else(|e| e.into_inner());
+            g.0 = Some(r);
+            if let Some(w) = g.1.take() {
+                w.wake();
+            }
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    std::future::poll_fn(|cx| {
+        let mut g = slot.lock().unwrap_or_else(|e| e.into_inner());
+        match g.0.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                g.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    })
+    .await
 }
 
 /// `fut`, or None after `after` (a thread sleeps and wakes it: the
