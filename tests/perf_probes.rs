@@ -69,15 +69,17 @@ fn target_dir_and_profile() -> (PathBuf, String) {
 fn build_example(name: &str) -> PathBuf {
     let (target, profile) = target_dir_and_profile();
     let mut c = Command::new(env!("CARGO"));
+    // taskdump for the quickstart: it then takes a task dump, whose two
+    // events' probe sites are in runtrace-tokio's optional `dump` (the
+    // other example records no tokio runtime).
+    let features = if name == "quickstart" {
+        "perf-probe,usdt,taskdump"
+    } else {
+        "perf-probe,usdt"
+    };
     c.current_dir(repo_root())
         .args(["build", "--quiet", "--example", name])
-        // taskdump: the quickstart then takes a task dump, whose two
-        // events' probe sites are in runtrace-tokio's optional `dump`.
-        .args([
-            "--features",
-            "perf-probe,usdt,taskdump",
-            "--message-format=json",
-        ])
+        .args(["--features", features, "--message-format=json"])
         .arg("--target-dir")
         .arg(&target);
     match profile.as_str() {
