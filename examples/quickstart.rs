@@ -117,12 +117,16 @@ fn main() -> ExitCode {
     .build()
     .expect("tokio runtime");
     rt.block_on(tokio_workload(run_for));
-    // With `--features taskdump`: where the tasks still pending sit (the
-    // await points `runtrace analyze` names for stuck and leaked tasks;
-    // #[runtrace::main] does this by itself).
+    // With `--features taskdump` and QUICKSTART_TASK_DUMP set: where the
+    // tasks still pending sit (the await points `runtrace analyze` names
+    // for stuck and leaked tasks). Off by default: tokio 1.54's dump of a
+    // multi-thread runtime can hang it (docs/analysis.md, "Where a task
+    // waits").
     #[cfg(feature = "taskdump")]
-    if let Err(e) = rt.block_on(runtrace_tokio::dump()) {
-        eprintln!("task dump: {e}");
+    if std::env::var_os("QUICKSTART_TASK_DUMP").is_some() {
+        if let Err(e) = rt.block_on(runtrace_tokio::dump()) {
+            eprintln!("task dump: {e}");
+        }
     }
     drop(rt);
     stop.store(true, Ordering::Relaxed);

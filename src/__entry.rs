@@ -379,8 +379,9 @@ fn signal_name(sig: libc::c_int) -> &'static str {
 /// `RUNTRACE_TASK_DUMP` asks: a comma-separated list of `end` (when the
 /// body returns, and before SIGTERM / SIGINT seals the recording: where
 /// the tasks still pending sit), a signal name (`USR1`: a dump each time
-/// it arrives), or `off`. Unset: `end`. A value that does not parse is
-/// reported on standard error and the default kept.
+/// it arrives), or `off`. Unset: `off`, since tokio 1.54's dump of a
+/// multi-thread runtime can hang it (docs/analysis.md). A value that does
+/// not parse is reported on standard error and no dump is taken.
 #[cfg(all(feature = "record", feature = "taskdump"))]
 mod task_dumps {
     use std::sync::Mutex;
@@ -405,7 +406,6 @@ mod task_dumps {
             signal: None,
         };
         let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
-            t.end = true;
             return Ok(t);
         };
         for w in v.split(',').map(str::trim) {
@@ -431,9 +431,9 @@ mod task_dumps {
         *T.get_or_init(|| {
             let v = std::env::var("RUNTRACE_TASK_DUMP").ok();
             parse(v.as_deref()).unwrap_or_else(|e| {
-                eprintln!("runtrace: {e}; dumping at the end only");
+                eprintln!("runtrace: {e}; no task dump");
                 Triggers {
-                    end: true,
+                    end: false,
                     signal: None,
                 }
             })
@@ -497,16 +497,17 @@ mod task_dumps {
 
         #[test]
         fn runtrace_task_dump_values() {
-            let end = Triggers {
-                end: true,
+            let off = Triggers {
+                end: false,
                 signal: None,
             };
-            assert_eq!(parse(None), Ok(end));
-            assert_eq!(parse(Some(" ")), Ok(end));
+            assert_eq!(parse(None), Ok(off));
+            assert_eq!(parse(Some(" ")), Ok(off));
+            assert_eq!(parse(Some("off")), Ok(off));
             assert_eq!(
-                parse(Some("off")),
+                parse(Some("end")),
                 Ok(Triggers {
-                    end: false,
+                    end: true,
                     signal: None
                 })
             );

@@ -69,9 +69,10 @@ fn target_dir_and_profile() -> (PathBuf, String) {
 fn build_example(name: &str) -> PathBuf {
     let (target, profile) = target_dir_and_profile();
     let mut c = Command::new(env!("CARGO"));
-    // taskdump for the quickstart: it then takes a task dump, whose two
-    // events' probe sites are in runtrace-tokio's optional `dump` (the
-    // other example records no tokio runtime).
+    // taskdump for the quickstart: it then links runtrace-tokio's
+    // optional `dump`, where the two task dump events' probe sites are
+    // (it takes no dump unless QUICKSTART_TASK_DUMP is set; the other
+    // example records no tokio runtime).
     let features = if name == "quickstart" {
         "perf-probe,usdt,taskdump"
     } else {

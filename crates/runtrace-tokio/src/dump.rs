@@ -11,10 +11,12 @@
 //!
 //! A dump is expensive (tokio's docs: the runtime stops while every task
 //! is traced; resolving the backtraces reads the binary's debug info, 100
-//! ms or more the first time) and never on the hot path: it runs when
-//! asked for ([`crate::dump`]), when `#[runtrace::main]`'s body returns or a
-//! SIGTERM / SIGINT ends its recording, or on a signal
-//! (`RUNTRACE_TASK_DUMP`, see the facade's docs). Resolution runs on a
+//! ms or more the first time) and never on the hot path: it runs only
+//! when asked for ([`crate::dump`], or `#[runtrace::main]` as
+//! `RUNTRACE_TASK_DUMP` says). tokio 1.54's dump of a multi-thread runtime
+//! can hang that runtime (tokio-rs/tokio#7478; seen here: a worker
+//! spinning in tokio's `steal_all`); docs/analysis.md ("Where a task
+//! waits") says what runtrace guards and what it cannot. Resolution runs on a
 //! thread of its own, not on a worker (nor on tokio's blocking pool,
 //! whose task would be one more in the trace). A dump whose workers do not all
 //! answer within the timeout (a worker blocked in a long poll) is given up,
@@ -42,6 +44,16 @@ use std::time::Duration;
 /// How long a dump waits for the runtime's workers (tokio's dump never
 /// completes while a worker is blocked).
 pub const DUMP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Tasks queued on the workers' local queues above which a dump waits
+/// (then gives up): tokio 1.54's multi-thread dump gathers every local
+/// queue into one of its own, whose steal stops at 128 tasks, and then
+/// spins forever on a queue that is not empty (`Shared::steal_all`; seen
+/// here: a worker at 100% CPU, the runtime hung). Half that, for margin.
+pub const MAX_QUEUED: usize = 64;
+/// How long a dump waits for the local queues to drain below
+/// [`MAX_QUEUED`].
+pub const QUEUE_WAIT: Duration = Duration::from_millis(500);
+
 /// Tasks recorded per dump at most (each is resolved against the debug
 /// info); the rest are counted in [`Dumped::omitted`].
 pub const MAX_TASKS: usize = 20_000;
@@ -68,6 +80,9 @@ pub enum DumpError {
     NotRecording,
     /// The runtime's workers did not all answer within the timeout.
     TimedOut(Duration),
+    /// More than [`MAX_QUEUED`] tasks stayed queued on the workers' local
+    /// queues for [`QUEUE_WAIT`] (tokio's dump could hang on them).
+    Busy(usize),
     /// Resolving the backtraces failed (its thread panicked or could not
     /// start).
     Resolve(String),
@@ -83,6 +98,11 @@ impl std::fmt::Display for DumpError {
                 "task dump given up after {d:?}: a worker did not answer (blocked in a poll?)"
             ),
             DumpError::Resolve(e) => write!(f, "task dump: resolving its backtraces failed: {e}"),
+            DumpError::Busy(n) => write!(
+                f,
+                "task dump skipped: {n} tasks stayed queued on the workers (over {MAX_QUEUED}, \
+                 where tokio's dump can hang its runtime)"
+            ),
         }
     }
 }
@@ -104,6 +124,7 @@ pub async fn triggered(trigger: &str) -> Result<Dumped, DumpError> {
     if !probes::task_dump::enabled() {
         return Err(DumpError::NotRecording);
     }
+    quiet_queues(&handle).await?;
     let n = DUMPS.fetch_add(1, Ordering::Relaxed) + 1;
     // Before tokio's tracing polls: the wakes and polls they cause come
     // after this in the trace, where readers know them for the dump's.
@@ -119,6 +140,33 @@ pub async fn triggered(trigger: &str) -> Result<Dumped, DumpError> {
         tasks,
         omitted,
     })
+}
+
+/// Waits, at most [`QUEUE_WAIT`], until the multi-thread runtime's local
+/// queues hold at most [`MAX_QUEUED`] tasks (see there why).
+async fn quiet_queues(handle: &tokio::runtime::Handle) -> Result<(), DumpError> {
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return Ok(());
+    }
+    let m = handle.metrics();
+    let queued = || {
+        (0..m.num_workers())
+            .map(|w| m.worker_local_queue_depth(w))
+            .sum::<usize>()
+    };
+    let until = std::time::Instant::now() + QUEUE_WAIT;
+    loop {
+        let n = queued();
+        if n <= MAX_QUEUED {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= until {
+            return Err(DumpError::Busy(n));
+        }
+        // Let the workers run their queues down (no timer: the runtime
+        // may have no time driver).
+        tokio::task::yield_now().await;
+    }
 }
 
 /// [`triggered`] from a thread outside the runtime (a signal watcher): spawns

@@ -181,11 +181,11 @@ impl Waiting {
             }
             kind::TASK_DUMP_START => {
                 let proc = m.threads[ev.thread as usize].proc;
-                self.tasks.dump_start(proc, ev.x as u32);
+                self.tasks.dump_start(proc, ev.x as u32, ev.ticks);
             }
             kind::TASK_DUMP => {
                 let proc = m.threads[ev.thread as usize].proc;
-                self.tasks.dumped(proc, ev.x, ev.worker);
+                self.tasks.dumped(proc, ev.x, ev.a, ev.worker);
             }
             k if resources::is_resource(k) => {
                 let open = self.open_on(ev.thread);

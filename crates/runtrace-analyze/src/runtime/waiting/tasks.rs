@@ -50,11 +50,14 @@ const NONE: u64 = u64::MAX;
 /// One live task's waiting state.
 #[derive(Clone, Copy)]
 struct TaskW {
+    task: u64,
     loc: u32,
     proc: u32,
-    /// `pending_since` from before a task dump's wake (tokio wakes every
-    /// task it traced), restored when the poll that wake caused returns
-    /// Pending again (NONE: none held).
+    /// `pending_since` from before a task dump (NONE: none held): tokio
+    /// wakes each task it traced and polls it again, so the first wake
+    /// (or poll) of a pending task after a dump began is taken as the
+    /// dump's, and its waiting since before is restored once the task is
+    /// known to be in the dump and that poll returned Pending.
     held: u64,
     /// The dump that wake belonged to.
     held_dump: u32,
@@ -124,23 +127,30 @@ pub(crate) struct LocW {
 pub(crate) struct Dumps {
     /// Dumps begun (task_dump_start events).
     pub started: u64,
-    /// Per recording: the dump whose tracing wakes are under way (0: none).
-    open: Vec<u32>,
-    /// (recording, task id) -> name index of its await point in its last
-    /// dump (0: in no tokio future).
-    pub points: std::collections::HashMap<(u32, u64), u32>,
+    /// Per recording: the latest dump and the ticks it began at.
+    latest: Vec<(u32, u64)>,
+    /// (recording, task id) -> (dump, name index of its await point) in
+    /// its last dump (name 0: in no tokio future).
+    pub points: std::collections::HashMap<(u32, u64), (u32, u32)>,
+    /// Live slots of the tasks holding a wait from before a dump whose
+    /// record has not come yet (a dump's records come after its wakes,
+    /// mostly; by ticks, not by arrival).
+    held_slots: std::collections::HashMap<(u32, u64), u32>,
 }
 
 impl Dumps {
-    fn open(&self, proc: u32) -> u32 {
-        self.open.get(proc as usize).copied().unwrap_or(0)
+    /// The latest dump of recording `proc` that began at or before
+    /// `ticks`: (dump, its first ticks), dump 0 for none.
+    fn at(&self, proc: u32, ticks: u64) -> (u32, u64) {
+        match self.latest.get(proc as usize) {
+            Some(&(d, from)) if d != 0 && ticks >= from => (d, from),
+            _ => (0, 0),
+        }
     }
 
-    fn set_open(&mut self, proc: u32, dump: u32) {
-        if proc as usize >= self.open.len() {
-            self.open.resize(proc as usize + 1, 0);
-        }
-        self.open[proc as usize] = dump;
+    /// Task `task` is in dump `dump`.
+    fn has(&self, proc: u32, task: u64, dump: u32) -> bool {
+        self.points.get(&(proc, task)).is_some_and(|p| p.0 == dump)
     }
 }
 
@@ -169,6 +179,7 @@ impl Tasks {
         self.live.insert(
             t.slot,
             TaskW {
+                task: t.task,
                 loc: t.loc,
                 proc: t.proc,
                 held: NONE,
@@ -192,12 +203,7 @@ impl Tasks {
     #[inline]
     pub(crate) fn woken(&mut self, w: &Wake, own: bool) {
         if let Some(t) = self.live.get_mut(w.slot) {
-            let dump = self.dumps.open(t.proc);
-            if dump != 0 && t.pending_since != NONE {
-                // Most likely tokio's wake after tracing it for the dump.
-                t.held = t.pending_since;
-                t.held_dump = dump;
-            }
+            hold(t, &mut self.dumps, w.slot, w.ticks, true);
             t.pending_since = NONE;
             if t.woken == NONE {
                 t.woken = w.ticks;
@@ -220,12 +226,8 @@ impl Tasks {
     #[inline]
     pub(crate) fn poll_start(&mut self, p: &Poll, m: &Model) {
         if let Some(t) = self.live.get_mut(p.slot) {
-            let dump = self.dumps.open(t.proc);
-            if dump != 0 && t.pending_since != NONE {
-                // A dump's poll whose wake was not recorded.
-                t.held = t.pending_since;
-                t.held_dump = dump;
-            }
+            // A dump's poll whose wake was not recorded.
+            hold(t, &mut self.dumps, p.slot, p.start, false);
             // A poll nested in its own task's poll (never seen) or
             // answering a wake: either way no longer unwoken.
             t.pending_since = NONE;
@@ -248,30 +250,57 @@ impl Tasks {
             t.last_ready = p.ready;
             // A wake during the poll (the task woke itself, or was
             // woken meanwhile) means it will be polled again.
-            t.pending_since = if p.ready || t.woken != NONE {
+            let pending = !(p.ready || t.woken != NONE);
+            t.pending_since = if !pending {
                 NONE
-            } else if t.held != NONE && self.dumps.open(t.proc) == t.held_dump {
+            } else if t.held != NONE && self.dumps.has(t.proc, t.task, t.held_dump) {
                 // The dump's poll, Pending again: still waiting since.
                 t.held
             } else {
                 p.end
             };
-            t.held = NONE;
+            // Restored, or over (Ready, woken meanwhile); else kept for
+            // the dump's record.
+            if !pending || t.pending_since == t.held {
+                if t.held != NONE {
+                    self.dumps.held_slots.remove(&(t.proc, t.task));
+                }
+                t.held = NONE;
+            }
         }
     }
 
-    /// A task dump began (`task_dump_start`): the wakes and polls that
-    /// follow, until its first task's record, are tokio's tracing.
-    pub(crate) fn dump_start(&mut self, proc: u32, dump: u32) {
+    /// A task dump began (`task_dump_start`): the first wake and poll of
+    /// each pending task after it are tokio's tracing.
+    pub(crate) fn dump_start(&mut self, proc: u32, dump: u32, ticks: u64) {
         self.dumps.started += 1;
-        self.dumps.set_open(proc, dump.max(1));
+        if proc as usize >= self.dumps.latest.len() {
+            self.dumps.latest.resize(proc as usize + 1, (0, 0));
+        }
+        self.dumps.latest[proc as usize] = (dump.max(1), ticks);
     }
 
-    /// Task `task` sat at await point `point` (name index) in a dump.
-    pub(crate) fn dumped(&mut self, proc: u32, task: u64, point: u32) {
-        // Resolution comes after tokio's tracing is over.
-        self.dumps.set_open(proc, 0);
-        self.dumps.points.insert((proc, task), point);
+    /// Task `task` sat at await point `point` (name index) in dump `dump`.
+    pub(crate) fn dumped(&mut self, proc: u32, task: u64, dump: u32, point: u32) {
+        let dump = dump.max(1);
+        self.dumps.points.insert((proc, task), (dump, point));
+        // Its dump's poll came first (it is pending again): restore the
+        // wait it held. Else that poll restores it when it ends.
+        let Some(&slot) = self.dumps.held_slots.get(&(proc, task)) else {
+            return;
+        };
+        let Some(t) = self.live.get_mut(slot).filter(|t| t.task == task) else {
+            self.dumps.held_slots.remove(&(proc, task));
+            return;
+        };
+        if t.held_dump != dump {
+            return;
+        }
+        if t.pending_since != NONE {
+            t.pending_since = t.held;
+            t.held = NONE;
+            self.dumps.held_slots.remove(&(proc, task));
+        }
     }
 
     /// A resource wait of `ns` by the live task in `slot`.
@@ -287,6 +316,9 @@ impl Tasks {
         let Some(t) = self.live.remove(life.slot) else {
             return;
         };
+        if t.held != NONE {
+            self.dumps.held_slots.remove(&(t.proc, t.task));
+        }
         let p = &m.procs[life.proc as usize];
         let end = terminated.unwrap_or(p.last_ticks.max(t.born));
         let life_ns = p.scale.ns(end.saturating_sub(t.born));
@@ -357,6 +389,30 @@ impl Tasks {
                 })
                 .collect(),
         )
+    }
+}
+
+/// Task `t` (in `slot`) is woken or polled at `ticks`: the first time
+/// since a dump began, while pending since before it, that is most likely
+/// tokio's tracing: keep its wait (see [`TaskW::held`]). A second wake
+/// since the dump is the application's: nothing is held any more.
+#[inline]
+fn hold(t: &mut TaskW, d: &mut Dumps, slot: u32, ticks: u64, wake: bool) {
+    let (dump, from) = d.at(t.proc, ticks);
+    if dump == 0 {
+        return;
+    }
+    if t.held_dump == dump {
+        if wake && t.held != NONE && t.pending_since == NONE {
+            d.held_slots.remove(&(t.proc, t.task));
+            t.held = NONE;
+        }
+        return;
+    }
+    if t.pending_since != NONE && t.pending_since <= from {
+        t.held = t.pending_since;
+        t.held_dump = dump;
+        d.held_slots.insert((t.proc, t.task), slot);
     }
 }
 
@@ -551,7 +607,7 @@ struct AwaitPoints {
 }
 
 /// How to get await points when the trace has no task dump.
-pub(crate) const ENABLE_DUMPS: &str = "build with runtrace's feature `taskdump` (tokio's task dumps; #[runtrace::main] dumps when its body returns, RUNTRACE_TASK_DUMP=USR1 on a signal, or call runtrace::tokio::dump()) to see the await point each task sits at";
+pub(crate) const ENABLE_DUMPS: &str = "to see the await point each task sits at, take a task dump: runtrace's feature `taskdump` (tokio's task dumps), then RUNTRACE_TASK_DUMP=end (when #[runtrace::main]'s body returns) or =USR1 (on a signal), or call runtrace::tokio::dump()";
 
 impl AwaitPoints {
     fn of(c: &Ctx<'_>, d: &Dumps, tasks: &[&Judged<'_>]) -> AwaitPoints {
@@ -559,7 +615,7 @@ impl AwaitPoints {
         let mut undumped = 0;
         for j in tasks {
             match d.points.get(&(j.s.proc, j.s.task)) {
-                Some(&p) => *n.entry(p).or_default() += 1,
+                Some(&(_, p)) => *n.entry(p).or_default() += 1,
                 None => undumped += 1,
             }
         }
