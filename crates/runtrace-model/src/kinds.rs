@@ -176,6 +176,7 @@ mod tests {
             .chain(kind::SPAN_NEW..=kind::SPAN_CLOSE)
             .chain([kind::RUNTIME_NAME])
             .chain(kind::RESOURCE_NEW..=kind::RESOURCE_RELEASE)
+            .chain([kind::TASK_DUMP_START, kind::TASK_DUMP])
             .collect();
         assert_eq!(all, want);
         assert_eq!(
@@ -198,7 +199,8 @@ mod tests {
                 kind::WAKE,
                 kind::TERMINATE,
                 kind::RESOURCE_POLL,
-                kind::RESOURCE_RELEASE
+                kind::RESOURCE_RELEASE,
+                kind::TASK_DUMP
             ]
         );
         // queue_select (executor group) has a worker too; it is not kept.
