@@ -101,6 +101,9 @@
 //! pair takes 0.8 s instead of a round's ~10 s per mode, so the same
 //! minutes give ten times the pairs; it writes
 //! `target/bench-results/http_server_toggle.json`.
+//! `HTTP_BENCH_SNAPSHOT=SECS` measures a flight-recorder snapshot of
+//! `SECS` seconds of this load instead (latency, size, CPU while it is
+//! written; `HTTP_BENCH_ROUNDS` runs, default 3; see `snapshot_runs`).
 //! `HTTP_BENCH_SWITCH=A,B` compares any two modes the same way: two
 //! servers, each with its own wrk, only one running at a time (the other
 //! wrk stopped), adjacent windows of each in alternating order, both
@@ -197,7 +200,14 @@ fn serve(mode: &str) {
             .max_total_size(256 << 20)
             .cpu_profile(if cpu { 99 } else { 0 })
             .memory_profile(if mem { 512 * 1024 } else { 0 });
-        let b = if flight { b.in_memory(256 << 20) } else { b };
+        // `HTTP_BENCH_SNAPSHOT`'s snapshots keep 30 s before the trigger
+        // (the default) and 1 s after it.
+        let b = if flight {
+            b.in_memory(256 << 20)
+                .snapshot_window(Duration::from_secs(30), Duration::from_secs(1))
+        } else {
+            b
+        };
         b.start().expect("start recording")
     };
     let start = |cpu: bool| start_with(cpu, false, false);
@@ -237,7 +247,9 @@ fn serve(mode: &str) {
                 if st.dropped != 0 {
                     eprintln!("  warning: the recorder dropped {} events", st.dropped);
                 }
-                let _ = std::fs::remove_dir_all(&dir);
+                if std::env::var_os("HTTP_BENCH_KEEP_TRACE").is_none() {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
             }
             if cmd != "idle" {
                 guard = Some(start_with(
@@ -247,6 +259,41 @@ fn serve(mode: &str) {
                 ));
             }
             println!("ok");
+            let _ = std::io::stdout().flush();
+        }
+        // `HTTP_BENCH_SNAPSHOT` (see `snapshot_runs`): a flight-recorder
+        // snapshot now, answered when its directory appears (it is created
+        // under a temporary name and renamed when complete).
+        if cmd == "snapshot" {
+            let g = guard.as_ref().expect("snapshot: record_flight first");
+            let t0 = std::time::Instant::now();
+            g.snapshot("bench");
+            let snap = loop {
+                let found = std::fs::read_dir(&dir).ok().and_then(|d| {
+                    d.flatten().map(|e| e.path()).find(|p| {
+                        p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with("snapshot-"))
+                    })
+                });
+                if let Some(p) = found {
+                    break p;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            let took = t0.elapsed();
+            let (mut bytes, mut files) = (0, 0);
+            for e in std::fs::read_dir(&snap)
+                .expect("read the snapshot")
+                .flatten()
+            {
+                bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+                files += 1;
+            }
+            println!(
+                "snapshot {} {bytes} {files} {}",
+                took.as_micros(),
+                snap.display()
+            );
             let _ = std::io::stdout().flush();
         }
         if cmd == "mark" {
@@ -698,6 +745,27 @@ impl Server {
         assert_eq!(l.trim(), "ok", "the server's answer to {state:?}");
     }
 
+    /// Mode `toggle` recording `record_flight`: triggers a snapshot and
+    /// waits for its directory; (trigger to directory, bytes, files, path).
+    fn snapshot(&mut self) -> (Duration, u64, u64, String) {
+        let w = self.stdin.as_mut().expect("server stdin");
+        writeln!(w, "snapshot")
+            .and_then(|_| w.flush())
+            .expect("ask the server");
+        let l = read_line(&mut self.stdout);
+        let mut f = l.trim().splitn(5, ' ').skip(1);
+        let mut num = || f.next().and_then(|v| v.parse::<u64>().ok());
+        match (num(), num(), num()) {
+            (Some(us), Some(bytes), Some(files)) => (
+                Duration::from_micros(us),
+                bytes,
+                files,
+                l.trim().splitn(5, ' ').nth(4).unwrap_or("").to_string(),
+            ),
+            _ => panic!("unexpected answer from the server: {l:?}"),
+        }
+    }
+
     /// callgrind: zeroes the counts (`callgrind_control -z`).
     fn zero(&self) {
         callgrind_control("-z", self.child.id());
@@ -1103,6 +1171,56 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
+/// `HTTP_BENCH_SNAPSHOT=SECS` (issue 41): what a flight-recorder snapshot
+/// of the HTTP bench's load costs. Per run, one server (mode `toggle`)
+/// under `wrk -t1 -c32` records in memory (`record_flight`: 256 MiB budget,
+/// 30 s kept before a trigger, 1 s after) for `secs` seconds and a 2 s
+/// measured window, then a snapshot is triggered (`RecordingGuard::snapshot`) and the server
+/// answers when the snapshot's directory appears: the time from the
+/// trigger (the post-trigger second included), the snapshot's bytes and
+/// files, and the CPU per request while it is written against the 2 s
+/// just before the trigger (the writing is on the recorder's own thread;
+/// producers never wait for it). `HTTP_BENCH_KEEP_TRACE=1` keeps the
+/// snapshots (their paths are printed) for `runtrace check`'s bytes per
+/// event.
+fn snapshot_runs(secs: u64, runs: usize) {
+    println!(
+        "http_server snapshot: {runs} runs, {secs} s of load recorded in memory, then a snapshot \
+         (30 s before, 1 s after), one server under wrk -t1 -c32"
+    );
+    for run in 0..runs {
+        let mut srv = Server::start("toggle");
+        let mut load = wrk_command()
+            .args(["-t1", "-c32", "-d3600s"])
+            .arg(format!("http://127.0.0.1:{}/", srv.port))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("run wrk");
+        std::thread::sleep(Duration::from_secs(2));
+        srv.set("record_flight");
+        std::thread::sleep(Duration::from_secs(secs));
+        let before = measure_window(&mut srv, Duration::from_secs(2));
+        let (c0, n0, ..) = srv.mark();
+        let (took, bytes, files, path) = srv.snapshot();
+        let (c1, n1, ..) = srv.mark();
+        let during = (c1 - c0) as f64 / (n1 - n0).max(1) as f64;
+        println!(
+            "run {run}: trigger to snapshot directory {:.3} s (1 s of it the post-trigger period); \
+             {bytes} bytes in {files} files; CPU/request {:.0} ns while writing vs {:.0} ns before \
+             (ratio {:.3}); {:.0} req/s before; {path}",
+            took.as_secs_f64(),
+            during,
+            before.cpu_per_request_ns,
+            during / before.cpu_per_request_ns,
+            before.throughput
+        );
+        srv.set("idle");
+        let _ = load.kill();
+        let _ = load.wait();
+        srv.stop();
+    }
+}
+
 /// One measured window of the toggling server.
 #[derive(Clone, Copy, Debug)]
 struct Window {
@@ -1438,6 +1556,16 @@ fn drive() {
     if let Ok(spec) = std::env::var("HTTP_BENCH_SWITCH") {
         let (rounds, window, settle) = windows();
         switch_rounds(&spec, rounds, window, settle);
+        return;
+    }
+    if let Ok(secs) = std::env::var("HTTP_BENCH_SNAPSHOT") {
+        let Ok(secs) = secs.parse::<u64>() else {
+            eprintln!(
+                "HTTP_BENCH_SNAPSHOT={secs:?}: expected whole seconds of load before the trigger"
+            );
+            std::process::exit(2);
+        };
+        snapshot_runs(secs.max(1), env_u64("HTTP_BENCH_ROUNDS", 3).max(1) as usize);
         return;
     }
     if let Ok(state) = std::env::var("HTTP_BENCH_TOGGLE") {

@@ -3,11 +3,13 @@
 //! (docs/flight-recorder.md, "Measured").
 //!
 //! ```sh
-//! cargo run --release -p runtrace-recorder --example flight_snapshot -- /tmp/flight-out 40
+//! cargo run --release -p runtrace-recorder --example flight_snapshot -- /tmp/flight-out 40 [BUDGET_MIB]
 //! runtrace check /tmp/flight-out/snapshot-*
 //! ```
 //!
-//! One thread records 4,000 events every ~2.5 ms into a 256 MiB budget,
+//! One thread records 4,000 events every ~2.5 ms into a budget (default
+//! 256 MiB; at format 1.3's density 40 s of this load make ~150 MB, so a
+//! budget of 64 makes the ring drop its oldest segments),
 //! triggers a snapshot (30 s before, 1 s after) 3 s before the end, and
 //! notes when the snapshot directory appears. At the end it prints the
 //! process's peak resident memory (`VmHWM`) beside the recorder's own
@@ -20,15 +22,18 @@ use std::time::{Duration, Instant};
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(dir), Some(secs)) = (args.next(), args.next()) else {
-        eprintln!("usage: flight_snapshot DIR SECONDS");
+        eprintln!("usage: flight_snapshot DIR SECONDS [BUDGET_MIB]");
         std::process::exit(2);
     };
     let dir = std::path::PathBuf::from(dir);
     let secs: u64 = secs.parse().expect("SECONDS: a whole number");
+    let budget_mib: u64 = args
+        .next()
+        .map_or(256, |b| b.parse().expect("BUDGET_MIB: a whole number"));
     let rss_before = status_kib("VmRSS");
     let guard = Recorder::builder()
         .path(dir.join("trace"))
-        .in_memory(256 << 20)
+        .in_memory(budget_mib << 20)
         .snapshot_window(Duration::from_secs(30), Duration::from_secs(1))
         .start()
         .expect("start the recording");
