@@ -1190,12 +1190,7 @@ fn snapshot_runs(secs: u64, runs: usize) {
     );
     for run in 0..runs {
         let mut srv = Server::start("toggle");
-        let mut load = wrk_command()
-            .args(["-t1", "-c32", "-d3600s"])
-            .arg(format!("http://127.0.0.1:{}/", srv.port))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("run wrk");
+        let mut load = wrk_throughout(srv.port);
         std::thread::sleep(Duration::from_secs(2));
         srv.set("record_flight");
         std::thread::sleep(Duration::from_secs(secs));
@@ -1219,6 +1214,16 @@ fn snapshot_runs(secs: u64, runs: usize) {
         let _ = load.wait();
         srv.stop();
     }
+}
+
+/// `wrk -t1 -c32` on `port` for an hour: load until it is killed.
+fn wrk_throughout(port: u16) -> Child {
+    wrk_command()
+        .args(["-t1", "-c32", "-d3600s"])
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("run wrk")
 }
 
 /// One measured window of the toggling server.
@@ -1273,12 +1278,7 @@ fn toggle_rounds(b: &str, rounds: usize, window: Duration, settle: Duration) {
     };
     let mut srv = Server::start("toggle");
     // Killed after the last window.
-    let mut load = wrk_command()
-        .args(["-t1", "-c32", "-d3600s"])
-        .arg(format!("http://127.0.0.1:{}/", srv.port))
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("run wrk");
+    let mut load = wrk_throughout(srv.port);
     println!(
         "http_server toggle: {rounds} rounds of two windows, {b} against {a} ({} ms each, {} ms \
          after each switch), one server under wrk -t1 -c32",

@@ -24,7 +24,12 @@
 //! (what the recorder's `RUNTRACE_CPU_OFF_CPU=off` asks for), with a
 //! cpu-clock event per thread (`CpuBackend::PerfThread`,
 //! `RUNTRACE_CPU_FALLBACK=perf-thread`) and with the timer + signal
-//! fallback (`CpuBackend::Signal`). Each round runs every mode once in a
+//! fallback (`CpuBackend::Signal`), and 999 Hz without the registers and
+//! stack copy that on-CPU samples carry for unwinding past frames without
+//! frame pointers (`RUNTRACE_CPU_STACK_COPY=off`: against `999 Hz`, what
+//! the copy costs the sampled threads and the unwinding costs the writer;
+//! the ping-pong's samples land in glibc's `read`/`write`, which keep no
+//! frame pointer, so the writer unwinds those). Each round runs every mode once in a
 //! rotating order; the figures are medians over rounds of the paired
 //! differences. Run:
 //! `cargo bench -p runtrace-profile --bench cpu_profile`
@@ -153,6 +158,9 @@ struct Mode {
     backend: CpuBackend,
     off_cpu: bool,
     parked: bool,
+    /// On-CPU samples carry the registers and a stack copy (unset:
+    /// `RUNTRACE_CPU_STACK_COPY=off`).
+    stack_copy: bool,
 }
 
 /// What the writer thread reports when it stops.
@@ -219,6 +227,13 @@ fn run(mode: &Mode, iters: u64) -> Run {
     let file = std::fs::File::create(dir.path().join("profile.bin")).unwrap();
     // Started on this thread, as the recorder starts it on the thread that
     // starts the recording.
+    // The profiler reads the setting once, at its start (no other thread
+    // of this bench reads the environment).
+    if mode.stack_copy {
+        std::env::remove_var("RUNTRACE_CPU_STACK_COPY");
+    } else {
+        std::env::set_var("RUNTRACE_CPU_STACK_COPY", "off");
+    }
     let profiler =
         (hz > 0).then(|| Profiler::start(hz, mode.backend, mode.off_cpu, TraceClock::get()));
     let (join, joined) = channel();
@@ -283,6 +298,7 @@ fn main() {
         backend,
         off_cpu: true,
         parked: false,
+        stack_copy: true,
     };
     let modes = [
         mode("off", 0, CpuBackend::Auto),
@@ -297,6 +313,10 @@ fn main() {
         Mode {
             parked: true,
             ..mode("99 Hz parked", 99, CpuBackend::Auto)
+        },
+        Mode {
+            stack_copy: false,
+            ..mode("999 Hz no stack copy", 999, CpuBackend::Auto)
         },
     ];
     // `CPU_BENCH_MODES="99 Hz,99 Hz parked"`: only those (exact labels)
@@ -376,10 +396,19 @@ fn main() {
                 .collect(),
         );
         let samples = median(runs[m].iter().map(|r| r.samples as f64).collect());
+        let on_cpu = median(runs[m].iter().map(|r| r.on_cpu as f64).collect());
+        let writer_ms = median(
+            runs[m]
+                .iter()
+                .zip(&runs[0])
+                .map(|(r, o)| (r.writer_cpu_ns as f64 - o.writer_cpu_ns as f64) / 1e6)
+                .collect(),
+        );
         println!(
             "{:>16}: busy thread CPU x{work_ratio:.4} vs not sampled ({app_per_sample:+.0} ns per on-CPU sample); \
              {per_switch:+.0} ns per context switch (off-CPU sample); \
-             writer {writer_per_sample:+.0} ns CPU per sample; {samples:.0} samples per run (medians of {rounds} rounds)",
+             writer {writer_per_sample:+.0} ns CPU per sample ({writer_ms:+.2} ms per run); \
+             {samples:.0} samples per run, {on_cpu:.0} on-CPU (medians of {rounds} rounds)",
             modes[m].label
         );
     }

@@ -78,6 +78,9 @@ mod sample;
 // Where the stacks point: executable mappings.
 mod maps;
 
+// Stacks completed past a leaf without a frame pointer (.eh_frame).
+mod unwind;
+
 // Stack ids.
 mod intern;
 

@@ -138,7 +138,7 @@ impl Maps {
 
 /// One `/proc/self/maps` line, if it is an executable mapping:
 /// `start-end perms offset dev inode [path]`.
-fn parse_line(line: &str) -> Option<Mapping> {
+pub(crate) fn parse_line(line: &str) -> Option<Mapping> {
     let mut it = line.split_ascii_whitespace();
     let range = it.next()?;
     let perms = it.next()?;

@@ -24,6 +24,7 @@
 //! them, the writer thread reads.
 
 use crate::sample::{take_up_to, ClockPair, RawKind, RawSample};
+use crate::unwind::{Regs, Unwinder, STACK_COPY};
 // std's atomics under loom too: these words live in memory the kernel
 // shares with us, outside every model (see `sync.rs`).
 use crate::sync::{Ordering, StaticAtomicU64 as AtomicU64};
@@ -34,12 +35,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Most frames kept per stack (docs/format.md, STACKS: depth <= 128).
 const MAX_DEPTH: usize = 128;
-/// Data pages per ring, tried in order (a smaller ring if the locked-memory
-/// limit refuses a larger one): on-CPU samples, then context switches.
-const CPU_PAGES: [usize; 3] = [16, 4, 1];
+/// Data pages per context-switch ring, tried in order (a smaller ring if
+/// the locked-memory limit refuses a larger one); on-CPU rings are sized
+/// by [`cpu_ring_pages`].
 const SWITCH_PAGES: [usize; 3] = [64, 16, 4];
-/// A per-CPU ring holds the samples of every process that ran there.
-const PER_CPU_PAGES: [usize; 3] = [64, 16, 4];
+/// The user registers taken with an on-CPU sample: `rbp`, `rsp`, `rip`
+/// (`PERF_REG_X86_BP`, `_SP`, `_IP`: bits 6, 7, 8; the kernel writes
+/// them in bit order).
+const REGS_USER: u64 = 1 << 6 | 1 << 7 | 1 << 8;
 
 /// How the events are opened, decided once by probing the calling thread.
 #[derive(Clone, Copy)]
@@ -52,6 +55,10 @@ struct Setup {
     off_cpu: bool,
     /// `sample_max_stack` accepted.
     max_stack: bool,
+    /// Bytes of user stack copied with each on-CPU sample, with the user
+    /// registers, for [`Unwinder`]; 0: none (turned off, or refused by
+    /// the kernel or the architecture).
+    stack_copy: u32,
 }
 
 /// The perf backend of the profiler (same interface as the signal one).
@@ -72,6 +79,10 @@ pub(crate) struct PerfSampler {
     pending: Vec<RawSample>,
     lost: u64,
     scratch: Vec<u8>,
+    /// Completes on-CPU stacks whose leaf keeps no frame pointer.
+    unwinder: Unwinder,
+    /// A `RUNTRACE_CPU_STACK_COPY` value not understood, said once.
+    copy_problem: Option<String>,
     /// Why off-CPU stacks are missing, if they are.
     pub(crate) off_cpu_problem: Option<String>,
 }
@@ -125,12 +136,28 @@ impl PerfSampler {
             exclude_kernel: false,
             off_cpu: false,
             max_stack: true,
+            stack_copy: 0,
         };
+        // Read once, here (docs/recorder.md, "Through functions without
+        // frame pointers"); a bad value is said in the PROFILE message.
+        let mut copy_problem = None;
+        if cfg!(target_arch = "x86_64") {
+            match stack_copy_setting(std::env::var("RUNTRACE_CPU_STACK_COPY").ok().as_deref()) {
+                Ok(n) => setup.stack_copy = n,
+                Err(e) => {
+                    copy_problem = Some(e);
+                    setup.stack_copy = STACK_COPY;
+                }
+            }
+        }
         // Kernel samples first (a thread busy in syscalls is sampled too,
         // with its user stack), user-only where that is refused.
         let probe = loop {
             match open(&setup, tid, Kind::Cpu) {
                 Ok(fd) => break fd,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && setup.stack_copy > 0 => {
+                    setup.stack_copy = 0
+                }
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) && setup.max_stack => {
                     setup.max_stack = false
                 }
@@ -138,7 +165,7 @@ impl PerfSampler {
                 Err(e) => return Err(refused(&e)),
             }
         };
-        Ring::map(probe, &CPU_PAGES)
+        Ring::map(probe, &cpu_ring_pages(setup.hz, setup.stack_copy))
             .map_err(|e| format!("perf_event_open works but its ring cannot be mapped: {e}"))?;
         let mut off_cpu_problem = None;
         if !off_cpu {
@@ -177,6 +204,8 @@ impl PerfSampler {
             pending: Vec::new(),
             lost: 0,
             scratch: Vec::new(),
+            unwinder: Unwinder::new(),
+            copy_problem,
             off_cpu_problem,
         })
     }
@@ -188,11 +217,23 @@ impl PerfSampler {
 
     /// How the on-CPU samples are taken, for the `PROFILE` message.
     pub(crate) fn on_cpu_events(&self) -> String {
+        let copy = if self.setup.stack_copy > 0 {
+            format!(
+                ", stacks past frames without frame pointers unwound from a {} KiB stack copy",
+                self.setup.stack_copy >> 10
+            )
+        } else {
+            String::new()
+        };
+        let copy = match &self.copy_problem {
+            Some(p) => format!("{copy} ({p})"),
+            None => copy,
+        };
         if self.cpus.is_empty() {
-            "on-CPU: a cpu-clock event per thread".into()
+            format!("on-CPU: a cpu-clock event per thread{copy}")
         } else {
             format!(
-                "on-CPU: per-CPU cpu-clock events ({} CPUs), this process's recorded threads kept",
+                "on-CPU: per-CPU cpu-clock events ({} CPUs), this process's recorded threads kept{copy}",
                 self.cpus.len()
             )
         }
@@ -217,7 +258,8 @@ impl PerfSampler {
                     .map_err(|e| format!("thread {tid}: {what} sampling: {e}")),
             }
         };
-        let Some(cpu) = ring(self.cpus.is_empty(), Kind::Cpu, &CPU_PAGES, "cpu-clock")? else {
+        let pages = cpu_ring_pages(self.setup.hz, self.setup.stack_copy);
+        let Some(cpu) = ring(self.cpus.is_empty(), Kind::Cpu, &pages, "cpu-clock")? else {
             return Ok(());
         };
         let Some(switches) = ring(
@@ -273,6 +315,7 @@ impl PerfSampler {
         let (pid, keep) = (self.pid, &self.keep);
         let pending = &mut self.pending;
         let lost = &mut self.lost;
+        let (unwinder, copy) = (&mut self.unwinder, self.setup.stack_copy > 0);
         for ring in &mut self.cpus {
             ring.read(&mut self.scratch, |ty, _, rec| match ty {
                 // Other processes' samples (and the idle task's) are
@@ -280,8 +323,8 @@ impl PerfSampler {
                 sys::PERF_RECORD_SAMPLE
                     if sample_ids(rec).is_some_and(|(p, t)| p == pid && keep.contains(&t)) =>
                 {
-                    if let Some(s) = parse_sample(rec) {
-                        pending.push(s.on_cpu(pair));
+                    if let Some(s) = parse_sample(rec, copy) {
+                        pending.push(s.on_cpu(pair, unwinder, rec));
                     }
                 }
                 // Lost records are counted whoever's samples they were:
@@ -296,13 +339,14 @@ impl PerfSampler {
         let tid = t.tid;
         let pending = &mut self.pending;
         let lost = &mut self.lost;
+        let (unwinder, copy) = (&mut self.unwinder, self.setup.stack_copy > 0);
         if let Some(cpu) = t.cpu.as_mut() {
             cpu.read(&mut self.scratch, |ty, _, rec| match ty {
                 sys::PERF_RECORD_SAMPLE => {
-                    if let Some(s) = parse_sample(rec) {
+                    if let Some(s) = parse_sample(rec, copy) {
                         pending.push(RawSample {
                             tid,
-                            ..s.on_cpu(pair)
+                            ..s.on_cpu(pair, unwinder, rec)
                         });
                     }
                 }
@@ -316,7 +360,7 @@ impl PerfSampler {
         let out = &mut t.out;
         sw.read(&mut self.scratch, |ty, misc, rec| match ty {
             // The switch-out: where the thread blocked (or was preempted).
-            sys::PERF_RECORD_SAMPLE => *out = parse_sample(rec).map(|s| (s.time, s.stack)),
+            sys::PERF_RECORD_SAMPLE => *out = parse_sample(rec, false).map(|s| (s.time, s.stack)),
             sys::PERF_RECORD_SWITCH if misc & sys::PERF_RECORD_MISC_SWITCH_OUT as u16 == 0 => {
                 // The switch-in ends the interval the last switch-out began.
                 if let (Some((t_out, stack)), Some(t_in)) = (out.take(), switch_time(rec)) {
@@ -340,6 +384,38 @@ impl PerfSampler {
 enum Kind {
     Cpu,
     Switches,
+}
+
+/// `RUNTRACE_CPU_STACK_COPY`: `off` (or 0), or the bytes of stack copied
+/// with each on-CPU sample, `N` or `NK` (KiB), 1K to 60K (a sample record
+/// is at most 64 KiB); unset: [`STACK_COPY`]. Err names the variable.
+fn stack_copy_setting(v: Option<&str>) -> Result<u32, String> {
+    let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(STACK_COPY);
+    };
+    if v.eq_ignore_ascii_case("off") {
+        return Ok(0);
+    }
+    let (digits, unit) = match v.strip_suffix(['K', 'k']) {
+        Some(d) => (d, 1024),
+        None => (v, 1),
+    };
+    let bad = || {
+        format!(
+            "RUNTRACE_CPU_STACK_COPY={v:?} not understood (off, or bytes from 1K to 60K such as 16K); using {}K",
+            STACK_COPY >> 10
+        )
+    };
+    let n = digits
+        .parse::<u32>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(bad)?;
+    match n {
+        0 => Ok(0),
+        1024..=61440 => Ok(n & !7),
+        _ => Err(bad()),
+    }
 }
 
 fn is_permission(e: &io::Error) -> bool {
@@ -388,6 +464,18 @@ fn online_cpus() -> Vec<i32> {
         })
 }
 
+/// Data pages of an on-CPU ring, tried in order: room for 100 ms of
+/// samples at `hz` (twice the writer's default drain period), each with
+/// its callchain and `stack_copy` bytes of stack, as a power of two from
+/// 16 to 512 pages (64 KiB to 2 MiB), then smaller where the locked-memory
+/// limit refuses it. A per-CPU ring samples every process on its CPU, so
+/// it takes `hz` samples a second too.
+fn cpu_ring_pages(hz: u32, stack_copy: u32) -> [usize; 4] {
+    let bytes = (hz as usize / 10 + 1) * (stack_copy as usize + 1200);
+    let first = bytes.div_ceil(4096).next_power_of_two().clamp(16, 512);
+    [first, first / 4, first / 16, 1]
+}
+
 /// One cpu-clock event per online CPU, all or none (a CPU left out would
 /// leave its threads unsampled): None where per-CPU events are refused.
 fn open_per_cpu(s: &Setup) -> Option<Vec<Ring>> {
@@ -395,7 +483,7 @@ fn open_per_cpu(s: &Setup) -> Option<Vec<Ring>> {
         .into_iter()
         .map(|cpu| {
             open_on(s, -1, cpu, Kind::Cpu)
-                .and_then(|fd| Ring::map(fd, &PER_CPU_PAGES))
+                .and_then(|fd| Ring::map(fd, &cpu_ring_pages(s.hz, s.stack_copy)))
                 .ok()
         })
         .collect()
@@ -416,6 +504,11 @@ fn open_on(s: &Setup, pid: libc::pid_t, cpu: i32, kind: Kind) -> io::Result<Owne
     a.size = std::mem::size_of::<sys::perf_event_attr>() as u32;
     a.sample_type =
         (sys::PERF_SAMPLE_TID | sys::PERF_SAMPLE_TIME | sys::PERF_SAMPLE_CALLCHAIN) as u64;
+    if kind == Kind::Cpu && s.stack_copy > 0 {
+        a.sample_type |= (sys::PERF_SAMPLE_REGS_USER | sys::PERF_SAMPLE_STACK_USER) as u64;
+        a.sample_regs_user = REGS_USER;
+        a.sample_stack_user = s.stack_copy;
+    }
     a.set_exclude_hv(1);
     a.set_exclude_callchain_kernel(1);
     a.set_use_clockid(1);
@@ -560,15 +653,27 @@ struct Parsed {
     time: u64,
     /// User frames, leaf first, markers removed.
     stack: Vec<u64>,
+    /// The user registers and the stack copy (its bytes' range in the
+    /// record), when the sample has them.
+    copy: Option<(Regs, std::ops::Range<usize>)>,
 }
 
 impl Parsed {
-    fn on_cpu(self, pair: &ClockPair) -> RawSample {
+    /// The on-CPU sample, its stack completed by `unwinder` where the
+    /// leaf keeps no frame pointer. `rec` is the record parsed.
+    fn on_cpu(self, pair: &ClockPair, unwinder: &mut Unwinder, rec: &[u8]) -> RawSample {
+        let stack = match &self.copy {
+            Some((regs, range)) => rec
+                .get(range.clone())
+                .and_then(|bytes| unwinder.repair(&self.stack, *regs, bytes))
+                .unwrap_or(self.stack),
+            None => self.stack,
+        };
         RawSample {
             tid: self.tid,
             ticks: pair.ticks(self.time),
             kind: RawKind::OnCpu,
-            stack: self.stack,
+            stack,
         }
     }
 }
@@ -579,8 +684,9 @@ fn sample_ids(rec: &[u8]) -> Option<(u32, u64)> {
 }
 
 /// A PERF_RECORD_SAMPLE body for TID|TIME|CALLCHAIN: pid, tid, time, nr,
-/// ips[nr].
-fn parse_sample(rec: &[u8]) -> Option<Parsed> {
+/// ips[nr]; with `copy` (REGS_USER|STACK_USER) then abi, regs[3] (if abi
+/// is not NONE), size, data[size], dyn_size (if size is not 0).
+fn parse_sample(rec: &[u8], copy: bool) -> Option<Parsed> {
     let (_, tid) = sample_ids(rec)?;
     let time = u64_at(rec, 8)?;
     let nr = u64_at(rec, 16)? as usize;
@@ -597,7 +703,35 @@ fn parse_sample(rec: &[u8]) -> Option<Parsed> {
         }
         stack.push(ip);
     }
-    Some(Parsed { tid, time, stack })
+    let copy = if copy {
+        parse_copy(rec, 24 + 8 * nr)
+    } else {
+        None
+    };
+    Some(Parsed {
+        tid,
+        time,
+        stack,
+        copy,
+    })
+}
+
+/// The registers and stack copy starting at byte `at` of a sample record;
+/// None when the kernel had none to give (a kernel thread, no user
+/// stack) or the record is short.
+fn parse_copy(rec: &[u8], at: usize) -> Option<(Regs, std::ops::Range<usize>)> {
+    if u64_at(rec, at)? == sys::PERF_SAMPLE_REGS_ABI_NONE as u64 {
+        return None;
+    }
+    let regs = Regs {
+        bp: u64_at(rec, at + 8)?,
+        sp: u64_at(rec, at + 16)?,
+        ip: u64_at(rec, at + 24)?,
+    };
+    let size = usize::try_from(u64_at(rec, at + 32)?).ok()?;
+    let data = at + 40;
+    let dyn_size = usize::try_from(u64_at(rec, data.checked_add(size)?)?).ok()?;
+    Some((regs, data..data + dyn_size.min(size)))
 }
 
 /// The time in a PERF_RECORD_SWITCH's sample_id (pid, tid, time).
@@ -615,6 +749,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn on_cpu_rings_hold_100_ms_of_samples() {
+        // 99 Hz, 16 KiB copies: 10 samples of ~17.6 KiB = 44 pages -> 64.
+        assert_eq!(cpu_ring_pages(99, 16384), [64, 16, 4, 1]);
+        // 999 Hz: 100 samples -> 512 pages (2 MiB), the most.
+        assert_eq!(cpu_ring_pages(999, 16384), [512, 128, 32, 1]);
+        // Without copies: the 16-page least.
+        assert_eq!(cpu_ring_pages(99, 0), [16, 4, 1, 1]);
+    }
+
+    #[test]
+    fn stack_copy_settings() {
+        assert_eq!(stack_copy_setting(None), Ok(STACK_COPY));
+        assert_eq!(stack_copy_setting(Some(" ")), Ok(STACK_COPY));
+        assert_eq!(stack_copy_setting(Some("off")), Ok(0));
+        assert_eq!(stack_copy_setting(Some("0")), Ok(0));
+        assert_eq!(stack_copy_setting(Some("16K")), Ok(16384));
+        assert_eq!(stack_copy_setting(Some("4100")), Ok(4096));
+        for bad in ["64K", "100", "lots", "-1", "99999999999K"] {
+            let e = stack_copy_setting(Some(bad)).unwrap_err();
+            assert!(
+                e.contains("RUNTRACE_CPU_STACK_COPY") && e.contains(bad),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn sample_records_parse_and_drop_markers() {
         let mut r = Vec::new();
         r.extend_from_slice(&7u32.to_ne_bytes());
@@ -626,17 +787,53 @@ mod tests {
             r.extend_from_slice(&ip.to_ne_bytes());
         }
         assert_eq!(
-            parse_sample(&r),
+            parse_sample(&r, false),
             Some(Parsed {
                 tid: 8,
                 time: 123,
-                stack: vec![0x1000, 0x2000]
+                stack: vec![0x1000, 0x2000],
+                copy: None,
             })
         );
         assert_eq!(sample_ids(&r), Some((7, 8)));
         // Truncated records are refused, never read past.
         for cut in 0..r.len() {
-            assert_eq!(parse_sample(&r[..cut]), None, "cut at {cut}");
+            assert_eq!(parse_sample(&r[..cut], false), None, "cut at {cut}");
+        }
+        // With the registers and a stack copy of 16 bytes, 12 of them
+        // filled (dyn_size).
+        let mut c = r.clone();
+        for v in [
+            sys::PERF_SAMPLE_REGS_ABI_64 as u64,
+            0xb0,
+            0x5000,
+            0x1000,
+            16,
+        ] {
+            c.extend_from_slice(&v.to_ne_bytes());
+        }
+        let data = c.len();
+        c.extend_from_slice(&[9u8; 16]);
+        c.extend_from_slice(&12u64.to_ne_bytes());
+        let p = parse_sample(&c, true).unwrap();
+        let regs = Regs {
+            bp: 0xb0,
+            sp: 0x5000,
+            ip: 0x1000,
+        };
+        assert_eq!(p.copy, Some((regs, data..data + 12)));
+        assert_eq!(p.stack, vec![0x1000, 0x2000]);
+        // A sample without user registers (a kernel thread) has no copy.
+        let mut k = r.clone();
+        k.extend_from_slice(&0u64.to_ne_bytes());
+        k.extend_from_slice(&0u64.to_ne_bytes());
+        assert_eq!(parse_sample(&k, true).unwrap().copy, None);
+        for cut in r.len()..c.len() {
+            assert_eq!(
+                parse_sample(&c[..cut], true).unwrap().copy,
+                None,
+                "cut at {cut}"
+            );
         }
     }
 }

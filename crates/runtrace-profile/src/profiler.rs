@@ -61,7 +61,7 @@ pub enum CpuBackend {
 }
 
 enum Backend {
-    Perf(PerfSampler),
+    Perf(Box<PerfSampler>),
     Signal(SignalSampler),
     None,
 }
@@ -185,7 +185,7 @@ impl Profiler {
         if matches!(choice, CpuBackend::Auto | CpuBackend::PerfThread) {
             let per_thread = choice == CpuBackend::PerfThread;
             match PerfSampler::new(hz, clock, per_thread, off_cpu && switches.is_none()) {
-                Ok(p) => backend = Backend::Perf(p),
+                Ok(p) => backend = Backend::Perf(Box::new(p)),
                 Err(e) => why_not.push(e),
             }
         }

@@ -152,12 +152,20 @@ fn spin_cpu_ms(ms: u64) -> u64 {
 /// Hands a thread that burns `ms` of CPU to `p`, and returns the samples
 /// collected afterwards and that thread's id.
 fn sample_busy_thread(p: &mut Profiler, ms: u64) -> (Vec<RawSample>, u64) {
+    sample_thread(p, move || {
+        black_box(spin_cpu_ms(ms));
+    })
+}
+
+/// Hands a thread that runs `work` to `p`, and returns the samples
+/// collected afterwards and that thread's id.
+fn sample_thread(p: &mut Profiler, work: impl FnOnce() + Send + 'static) -> (Vec<RawSample>, u64) {
     let (tid_tx, tid_rx) = channel();
     let (go_tx, go_rx) = channel::<()>();
     let t = std::thread::spawn(move || {
         tid_tx.send(gettid()).unwrap();
         go_rx.recv().unwrap();
-        black_box(spin_cpu_ms(ms));
+        work();
     });
     let tid = tid_rx.recv().unwrap();
     p.add_thread(tid);
@@ -226,4 +234,126 @@ fn perf_samples_a_thread_handed_to_it_or_says_why_not() {
     }
     let (samples, tid) = sample_busy_thread(&mut p, ms);
     check_on_cpu_samples(&samples, tid, hz, ms, "perf");
+}
+
+/// `[addr, addr + size)` of the libc function `name` (its dynamic symbol's
+/// size, read from the library file `dladdr` names).
+fn libc_function(name: &str) -> std::ops::Range<u64> {
+    use object::{Object, ObjectSymbol};
+    let c = std::ffi::CString::new(name).unwrap();
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only
+    // looks the symbol up; dladdr fills `info` for an address in a
+    // loaded object.
+    let (addr, path) = unsafe {
+        let addr = libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr());
+        assert!(!addr.is_null(), "no {name} in this process");
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        assert!(libc::dladdr(addr, &mut info) != 0, "dladdr({name})");
+        let path = std::ffi::CStr::from_ptr(info.dli_fname)
+            .to_string_lossy()
+            .into_owned();
+        (
+            addr as u64,
+            (path, info.dli_saddr as u64, info.dli_fbase as u64),
+        )
+    };
+    let data = std::fs::read(&path.0).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym_addr = path.1 - path.2;
+    let size = file
+        .dynamic_symbols()
+        .find(|s| s.address() == sym_addr && s.size() > 0)
+        .map(|s| s.size())
+        .unwrap_or_else(|| panic!("no size for {name} in {}", path.0));
+    addr..addr + size
+}
+
+/// A thread that sends and receives datagrams on a socket pair for `ms`
+/// of CPU: most of its time is in glibc's `send` and `recv`, which keep
+/// no frame pointer (on a multi-threaded process they hold the
+/// cancellation state in `rbp`).
+#[inline(never)]
+fn send_loop_marker(ms: u64) -> u64 {
+    let mut fds = [0i32; 2];
+    // SAFETY: socketpair writes two fds into the array it is given.
+    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, fds.as_mut_ptr()) };
+    assert_eq!(r, 0, "socketpair");
+    let start = runtrace_core::thread_time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+    let (mut buf, mut n) = ([7u8; 64], 0u64);
+    while runtrace_core::thread_time::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - start
+        < ms * 1_000_000
+    {
+        for _ in 0..64 {
+            // SAFETY: valid fds of ours and a buffer of the length given.
+            unsafe {
+                libc::send(fds[0], buf.as_ptr().cast(), buf.len(), 0);
+                libc::recv(fds[1], buf.as_mut_ptr().cast(), buf.len(), 0);
+            }
+            n += 1;
+        }
+    }
+    // SAFETY: our own fds, closed once.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    black_box(n)
+}
+
+/// Issue 35: on-CPU samples whose leaf is a glibc function without a
+/// frame pointer still reach the function that called it. The kernel's
+/// frame-pointer walk alone ends at `__libc_send`/`__libc_recv` here
+/// (their `rbp` holds no frame): with the stack copy unwound by
+/// `.eh_frame`, nearly all of those samples name `send_loop_marker`.
+#[test]
+fn perf_stacks_reach_the_caller_of_a_libc_function_without_frame_pointers() {
+    let _g = serial();
+    let mut p = Profiler::start(999, CpuBackend::PerfThread, false, TraceClock::get());
+    if p.info().mode != ProfileInfo::MODE_PERF {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "perf_event_open refused in CI: {}",
+            p.info().message
+        );
+        eprintln!("skipped: perf_event_open refused: {}", p.info().message);
+        return;
+    }
+    let (send, recv) = (libc_function("send"), libc_function("recv"));
+    let (samples, tid) = sample_thread(&mut p, || {
+        send_loop_marker(800);
+    });
+    let marker = send_loop_marker as *const () as usize as u64;
+    // The marker's code: its symbol's size is not needed, the function
+    // is small and its callees are libc's.
+    let in_marker = |ip: &u64| (marker..marker + 1024).contains(ip);
+    let in_libc: Vec<&RawSample> = samples
+        .iter()
+        .filter(|s| s.tid == tid && s.kind == RawKind::OnCpu)
+        .filter(|s| {
+            s.stack
+                .first()
+                .is_some_and(|ip| send.contains(ip) || recv.contains(ip))
+        })
+        .collect();
+    let reached = in_libc
+        .iter()
+        .filter(|s| s.stack.iter().skip(1).any(in_marker))
+        .count();
+    let mine = samples.iter().filter(|s| s.tid == tid).count();
+    eprintln!(
+        "{mine} samples of the thread, {} on-CPU with the leaf in send/recv, {reached} reach send_loop_marker",
+        in_libc.len()
+    );
+    assert!(
+        in_libc.len() >= 20,
+        "only {} samples in send/recv of {} on-CPU samples",
+        in_libc.len(),
+        samples.len()
+    );
+    assert!(
+        reached * 10 >= in_libc.len() * 9,
+        "{reached} of {} samples in send/recv reach their caller; first: {:x?}",
+        in_libc.len(),
+        in_libc.first().map(|s| &s.stack)
+    );
 }
