@@ -9,6 +9,8 @@
 //! fails the test; elsewhere it is skipped with a message. The off-CPU
 //! part needs perf_event_open (mode 1; the signal fallback is on-CPU only).
 
+mod common;
+
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::runtime::analyze_files_profiled;
 use runtrace_analyze::{Options, Report};
@@ -72,13 +74,7 @@ fn record() -> (tempfile::TempDir, Vec<std::path::PathBuf>, Profile) {
         .cpu_profile(499)
         .start()
         .unwrap();
-    let rt = runtrace_tokio::instrument(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all(),
-    )
-    .build()
-    .unwrap();
+    let rt = common::instrumented_runtime();
     rt.block_on(async {
         // Let the writer start sampling the workers before the work.
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -5,6 +5,8 @@
 //! and `runtrace analyze` of the snapshot alone blames the planted handler
 //! first. Nothing else reaches the disk.
 
+mod common;
+
 use runtrace_analyze::{analyze_files, Options};
 use runtrace_recorder::Recorder;
 use std::path::PathBuf;
@@ -48,13 +50,7 @@ fn a_planted_spike_is_kept_once_and_its_analysis_names_it() {
         .snapshot_on_slow_poll(Duration::from_millis(150))
         .start()
         .unwrap();
-    let rt = runtrace_tokio::instrument(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all(),
-    )
-    .build()
-    .unwrap();
+    let rt = common::instrumented_runtime();
     rt.block_on(async {
         let start = Instant::now();
         let mut planted_done = false;

@@ -6,6 +6,8 @@
 //! `memory_growth` must name the leaky handler's spawn location and
 //! `remember`, and say nothing of the steady one.
 
+mod common;
+
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::{analyze_files, Options};
 use runtrace_recorder::Recorder;
@@ -67,13 +69,7 @@ fn memory_growth_names_the_planted_leak_and_not_the_steady_handler() {
         .memory_live(true)
         .start()
         .unwrap();
-    let rt = runtrace_tokio::instrument(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all(),
-    )
-    .build()
-    .unwrap();
+    let rt = common::instrumented_runtime();
     rt.block_on(async {
         for i in 0..REQUESTS {
             let leaky = tokio::spawn(async move { remember(i) }); // leaky handler

@@ -8,6 +8,8 @@
 //!
 //! Every task is spawned with plain `tokio::spawn`.
 
+mod common;
+
 use runtrace_analyze::{analyze_files, Finding, Options, Report, Severity};
 use runtrace_recorder::Recorder;
 use std::future::Future;
@@ -40,13 +42,7 @@ fn record(name: &str, work: impl Future) -> Report {
         .path(dir.path().join("trace"))
         .start()
         .unwrap();
-    let rt = runtrace_tokio::instrument(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all(),
-    )
-    .build()
-    .unwrap();
+    let rt = common::instrumented_runtime();
     rt.block_on(work);
     drop(rt);
     g.finish().unwrap();

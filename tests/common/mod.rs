@@ -130,3 +130,16 @@ pub fn example(name: &str) -> PathBuf {
     assert!(p.exists(), "{} not built", p.display());
     p
 }
+
+/// A 2-worker multi-thread tokio runtime with runtrace's hooks
+/// (`runtrace_tokio::instrument`) and tokio's timers and IO: the service
+/// most tests record.
+pub fn instrumented_runtime() -> tokio::runtime::Runtime {
+    runtrace_tokio::instrument(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all(),
+    )
+    .build()
+    .expect("build the instrumented runtime")
+}
