@@ -57,7 +57,7 @@ struct Mapping {
     end: u64,
     /// File offset of `start`.
     offset: u64,
-    module: Option<Arc<Module>>,
+    path: Arc<str>,
 }
 
 /// A module's unwinding tables, read once.
@@ -85,7 +85,9 @@ struct Step {
 /// Unwinds sampled stacks of this process (see the module's docs).
 pub(crate) struct Unwinder {
     maps: Vec<Mapping>,
-    modules: HashMap<String, Option<Arc<Module>>>,
+    /// Modules by path, loaded when a sample first needs one (None: it
+    /// has no unwinding tables, or could not be read).
+    modules: HashMap<Arc<str>, Option<Arc<Module>>>,
     maps_read: Option<Instant>,
     ctx: Box<UnwindContext<usize>>,
 }
@@ -241,7 +243,7 @@ impl Unwinder {
             let i = maps.partition_point(|m| m.end <= ip);
             maps.get(i)
                 .filter(|m| m.start <= ip)
-                .map(|m| (m.module.clone(), m.start, m.offset))
+                .map(|m| (m.path.clone(), m.start, m.offset))
         };
         let hit = match found(&self.maps) {
             Some(h) => h,
@@ -259,8 +261,15 @@ impl Unwinder {
                 found(&self.maps)?
             }
         };
-        let (module, start, offset) = hit;
-        let module = module?;
+        let (path, start, offset) = hit;
+        let module = match self.modules.get(&path) {
+            Some(m) => m.clone()?,
+            None => {
+                let m = Module::load(&path).map(Arc::new);
+                self.modules.insert(path, m.clone());
+                m?
+            }
+        };
         let file_off = ip - start + offset;
         let svma = module
             .loads
@@ -280,16 +289,16 @@ impl Unwinder {
             if !m.path.starts_with('/') {
                 continue;
             }
-            let module = self
-                .modules
-                .entry(m.path.clone())
-                .or_insert_with(|| Module::load(&m.path).map(Arc::new))
-                .clone();
+            // A path seen before shares its key (and its loaded module).
+            let path = match self.modules.get_key_value(m.path.as_str()) {
+                Some((k, _)) => k.clone(),
+                None => Arc::from(m.path.as_str()),
+            };
             maps.push(Mapping {
                 start: m.start,
                 end: m.end,
                 offset: m.file_offset,
-                module,
+                path,
             });
         }
         maps.sort_by_key(|m| m.start);
@@ -298,31 +307,41 @@ impl Unwinder {
 }
 
 impl Module {
-    /// Reads `path`'s `.eh_frame` and `.eh_frame_hdr` (only those
-    /// sections and the headers: `ReadCache` reads the file on demand).
+    /// Reads `path`'s `.eh_frame` and `.eh_frame_hdr` and its program
+    /// headers, nothing else: `ReadCache` reads the file on demand, and
+    /// the ELF is walked by its headers (object's `File::parse` would read
+    /// the symbol tables too, tens of MB in a debug build, on the writer
+    /// thread while producers wait for it to drain).
     fn load(path: &str) -> Option<Module> {
-        use object::{Object, ObjectSection, ObjectSegment};
+        use object::elf::{FileHeader64, PT_LOAD};
+        use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
         let file = std::fs::File::open(path).ok()?;
         let cache = object::ReadCache::new(file);
-        let obj = object::File::parse(&cache).ok()?;
-        let eh = obj.section_by_name(".eh_frame")?;
-        let hdr = obj.section_by_name(".eh_frame_hdr")?;
+        let header = FileHeader64::<object::Endianness>::parse(&cache).ok()?;
+        let endian = header.endian().ok()?;
+        let sections = header.sections(endian, &cache).ok()?;
+        let section = |name: &[u8]| {
+            let (_, sh) = sections.section_by_name(endian, name)?;
+            Some((sh.sh_addr(endian), sh.data(endian, &cache).ok()?.to_vec()))
+        };
+        let (eh_addr, eh_frame) = section(b".eh_frame")?;
+        let (hdr_addr, eh_frame_hdr) = section(b".eh_frame_hdr")?;
         let mut bases = BaseAddresses::default()
-            .set_eh_frame(eh.address())
-            .set_eh_frame_hdr(hdr.address());
-        if let Some(text) = obj.section_by_name(".text") {
-            bases = bases.set_text(text.address());
+            .set_eh_frame(eh_addr)
+            .set_eh_frame_hdr(hdr_addr);
+        if let Some((_, sh)) = sections.section_by_name(endian, b".text") {
+            bases = bases.set_text(sh.sh_addr(endian));
         }
-        let loads = obj
-            .segments()
-            .map(|s| {
-                let (off, size) = s.file_range();
-                (off, size, s.address())
-            })
+        let loads = header
+            .program_headers(endian, &cache)
+            .ok()?
+            .iter()
+            .filter(|ph| ph.p_type(endian) == PT_LOAD)
+            .map(|ph| (ph.p_offset(endian), ph.p_filesz(endian), ph.p_vaddr(endian)))
             .collect();
         Some(Module {
-            eh_frame: eh.data().ok()?.to_vec(),
-            eh_frame_hdr: hdr.data().ok()?.to_vec(),
+            eh_frame,
+            eh_frame_hdr,
             bases,
             loads,
         })
