@@ -116,15 +116,17 @@ fn status_bytes(key: &str) -> u64 {
 /// charges the process), not only in the recorder's own count. The load
 /// runs in a child process of its own (this test re-run alone), so the
 /// peak RSS (`VmHWM`) is the recording's and not other tests': one thread
-/// records at least 1M events/s for 4 s into a 6 MiB budget of 1 MiB
-/// segments (some 18 MB made, three budgets' worth). The peak RSS may exceed the RSS
-/// before recording by at most the budget plus a stated bound, 6 MiB
-/// here: the producer's buffer (`buffer_size`, 1 MiB), the writer's two
-/// drain buffers (1 MiB each), the copy made when a segment's last round
-/// grows it past its size (up to a segment, 1 MiB, for a moment), and
-/// 2 MiB for the allocator's own slack (glibc keeps freed segments in its
-/// heap for reuse). Measured here: 3.2 to 4.6 MiB over the budget
-/// (docs/flight-recorder.md, "Measured").
+/// records at least 1M events/s for 6 s into a 6 MiB budget of 1 MiB
+/// segments (some 27 MB made, four budgets' worth). The peak RSS may
+/// exceed the RSS before recording by at most the budget plus a stated
+/// bound, 10 MiB here: the producer's buffer (`buffer_size`, 1 MiB), the
+/// writer's two drain buffers (1 MiB each), the copy made when a
+/// segment's last round grows it past its size (up to a segment, 1 MiB,
+/// for a moment), and the allocator's own slack (glibc keeps freed
+/// segments in its heap for reuse). Measured: 3.2 to 5.2 MiB over the
+/// budget in a default-features build, 7.3 MiB in CI's all-features
+/// build (docs/flight-recorder.md, "Measured"); a budget not enforced
+/// would hold all 27 MB.
 #[test]
 fn memory_mode_resident_memory_stays_within_its_budget() {
     if let Some(dir) = std::env::var_os(RSS_CHILD) {
@@ -162,11 +164,11 @@ fn memory_mode_resident_memory_stays_within_its_budget() {
     let rate = events * 1_000_000 / micros.max(1);
     assert!(rate >= 1_000_000, "only {rate} events/s");
     assert!(
-        made > 5 * RSS_BUDGET / 2,
+        made > 4 * RSS_BUDGET,
         "made {made} bytes, not several budgets"
     );
     assert!(dropped > 0, "no segment dropped");
-    let bound = 6 << 20;
+    let bound = 10 << 20;
     assert!(
         peak <= before + RSS_BUDGET + bound,
         "peak RSS {peak} B: {} B over the RSS before recording, more than the budget {RSS_BUDGET} + {bound}",
@@ -191,7 +193,7 @@ fn rss_child(dir: &Path) {
     // 1.2M events/s, paced per millisecond: 300 tasks of 4 events each
     // a millisecond, sleeping when ahead.
     let mut t = 0u64;
-    while start.elapsed() < Duration::from_secs(4) {
+    while start.elapsed() < Duration::from_secs(6) {
         for _ in 0..300 {
             t += 1;
             runtrace_recorder::task_spawn(t, 0, loc, q);
