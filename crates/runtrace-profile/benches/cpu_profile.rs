@@ -29,7 +29,13 @@
 //! frame pointers (`RUNTRACE_CPU_STACK_COPY=off`: against `999 Hz`, what
 //! the copy costs the sampled threads and the unwinding costs the writer;
 //! the ping-pong's samples land in glibc's `read`/`write`, which keep no
-//! frame pointer, so the writer unwinds those). Each round runs every mode once in a
+//! frame pointer, so the writer unwinds those), and 99 Hz without it
+//! (against `99 Hz`: what a switch-out whose frame-pointer walk stops in
+//! `read`/`write` pays for the BPF program's registers and stack copy).
+//! `CPU_BENCH_PING_PONG=recv` hands the byte over with `send`/`recv` (see
+//! `over_sockets`). With `sysctl -w kernel.bpf_stats_enabled=1` (root) it also prints the
+//! time the kernel spent in the off-CPU BPF program per ping-pong switch.
+//! Each round runs every mode once in a
 //! rotating order; the figures are medians over rounds of the paired
 //! differences. Run:
 //! `cargo bench -p runtrace-profile --bench cpu_profile`
@@ -71,6 +77,7 @@ struct Run {
     /// `cpu_sample` events.
     on_cpu: u64,
     mode: u64,
+    bpf: BpfStats,
 }
 
 /// Round trips of the ping-pong: two switches each.
@@ -87,25 +94,56 @@ fn pin() {
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
 }
 
+/// `CPU_BENCH_PING_PONG=recv`: the threads hand the byte over a socket
+/// pair with `send`/`recv` instead of a pipe with `read`/`write`. Debian
+/// glibc's `read` leaves `rbp` alone, so the kernel's walk from a
+/// switch-out in it is long (it only skips `read_byte`); `recv` keeps the
+/// cancellation state in `rbp`, so its walk ends at the leaf, and the
+/// off-CPU program then copies the stack: what that costs per switch.
+fn over_sockets() -> bool {
+    static RECV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RECV.get_or_init(|| std::env::var("CPU_BENCH_PING_PONG").is_ok_and(|v| v == "recv"))
+}
+
 fn pipe() -> (i32, i32) {
     let mut fds = [0i32; 2];
-    // SAFETY: pipe writes two fds into the array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    if over_sockets() {
+        // SAFETY: socketpair writes two fds into the array.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+        assert_eq!(r, 0, "socketpair");
+    } else {
+        // SAFETY: pipe writes two fds into the array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    }
     (fds[0], fds[1])
 }
 
 /// Blocks reading one byte from `r`.
 fn read_byte(r: i32) {
     let mut b = [0u8; 1];
-    // SAFETY: a one-byte read into a live local buffer, on a pipe fd this
-    // bench opened.
-    unsafe { assert_eq!(libc::read(r, b.as_mut_ptr().cast(), 1), 1) };
+    // SAFETY: a one-byte read into a live local buffer, on a pipe or
+    // socket fd this bench opened.
+    let n = unsafe {
+        if over_sockets() {
+            libc::recv(r, b.as_mut_ptr().cast(), 1, 0)
+        } else {
+            libc::read(r, b.as_mut_ptr().cast(), 1)
+        }
+    };
+    assert_eq!(n, 1);
 }
 
 fn write_byte(w: i32) {
-    // SAFETY: a one-byte write from a live local, on a pipe fd this bench
-    // opened.
-    unsafe { assert_eq!(libc::write(w, [0u8].as_ptr().cast(), 1), 1) };
+    // SAFETY: a one-byte write from a live local, on a pipe or socket fd
+    // this bench opened.
+    let n = unsafe {
+        if over_sockets() {
+            libc::send(w, [0u8].as_ptr().cast(), 1, 0)
+        } else {
+            libc::write(w, [0u8].as_ptr().cast(), 1)
+        }
+    };
+    assert_eq!(n, 1);
 }
 
 /// The CPU time (both threads) of ROUND_TRIPS hand-overs between two
@@ -169,6 +207,40 @@ struct WriterRun {
     samples: u64,
     on_cpu: u64,
     mode: u64,
+    bpf: BpfStats,
+}
+
+/// The time the kernel spent in this process's BPF programs (the off-CPU
+/// program) and how often it ran them, while `kernel.bpf_stats_enabled`
+/// is 1 (zeros otherwise). The program runs at every switch of the
+/// machine, in whichever task switches out.
+#[derive(Clone, Copy, Default)]
+struct BpfStats {
+    run_time_ns: u64,
+    run_cnt: u64,
+}
+
+impl BpfStats {
+    fn read() -> BpfStats {
+        let mut s = BpfStats::default();
+        let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {
+            return s;
+        };
+        for text in dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok()) {
+            if !text.contains("prog_type:") {
+                continue;
+            }
+            let field = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            s.run_time_ns += field("run_time_ns:");
+            s.run_cnt += field("run_cnt:");
+        }
+        s
+    }
 }
 
 /// The recorder's writer, reduced to what it does for the profile: every
@@ -217,7 +289,9 @@ fn writer(
         cpu_ns: thread_cpu_ns() - t0,
         samples: n,
         on_cpu: on,
-        mode: profiler.map_or(0, |p| p.info().mode),
+        mode: profiler.as_ref().map_or(0, |p| p.info().mode),
+        // Before the profiler (and its program) goes.
+        bpf: BpfStats::read(),
     }
 }
 
@@ -262,6 +336,7 @@ fn run(mode: &Mode, iters: u64) -> Run {
         samples: w.samples,
         on_cpu: w.on_cpu,
         mode: w.mode,
+        bpf: w.bpf,
     }
 }
 
@@ -317,6 +392,10 @@ fn main() {
         Mode {
             stack_copy: false,
             ..mode("999 Hz no stack copy", 999, CpuBackend::Auto)
+        },
+        Mode {
+            stack_copy: false,
+            ..mode("99 Hz no stack copy", 99, CpuBackend::Auto)
         },
     ];
     // `CPU_BENCH_MODES="99 Hz,99 Hz parked"`: only those (exact labels)
@@ -411,5 +490,25 @@ fn main() {
              {samples:.0} samples per run, {on_cpu:.0} on-CPU (medians of {rounds} rounds)",
             modes[m].label
         );
+        if runs[m].iter().any(|r| r.bpf.run_cnt > 0) {
+            // Every switch of the machine runs the program; the ping-pong's
+            // are most of them during a run.
+            let per_switch = median(
+                runs[m]
+                    .iter()
+                    .map(|r| r.bpf.run_time_ns as f64 / SWITCHES as f64)
+                    .collect(),
+            );
+            let per_run = median(
+                runs[m]
+                    .iter()
+                    .map(|r| r.bpf.run_time_ns as f64 / r.bpf.run_cnt.max(1) as f64)
+                    .collect(),
+            );
+            println!(
+                "{:>16}: BPF program {per_switch:.0} ns per ping-pong switch ({per_run:.0} ns per run of it, every switch of the machine; kernel.bpf_stats_enabled=1)",
+                modes[m].label
+            );
+        }
     }
 }

@@ -6,7 +6,10 @@
 //! pointers) or the switch-in; every other switch of the machine costs two
 //! array lookups and nothing else. The writer thread reads the ring at each
 //! round and pairs each switch-out with its thread's next switch-in into
-//! an `off_cpu` sample.
+//! an `off_cpu` sample. A switch-out whose frame-pointer walk stopped at
+//! its leaf (a glibc function that keeps no frame pointer, such as
+//! `recv`) also carries the thread's user registers and a copy of its
+//! stack, which the writer unwinds (`unwind.rs`, issue 35).
 //!
 //! Why not the per-thread context-switch perf events of `perf.rs`: a
 //! per-thread perf event is scheduled out and in with its thread, and the
@@ -31,7 +34,8 @@
 //! untraced) first gets a resumed record dated by the CPU time it used
 //! since its last switch-out (`KIND_RESUMED`, `Pairs`).
 //!
-//! Why the program is written here as instructions: it is ~140 of them, and
+//! Why the program is written here as instructions: it is ~140 of them (~275
+//! with the stack copy of `stack_copy`), and
 //! a BPF compiler (clang with the bpf target, or a nightly Rust with
 //! bpf-linker for aya) or libbpf's C build in every build of this crate
 //! would cost more than the program. The kernel's verifier checks it at
@@ -45,6 +49,7 @@
 //! profiler then uses the per-thread events.
 
 use crate::sample::{take_up_to, ClockPair, RawKind, RawSample};
+use crate::unwind::{Regs, Unwinder};
 use runtrace_core::clock::TraceClock;
 use std::collections::HashMap;
 use std::io;
@@ -78,12 +83,28 @@ const KIND_IN: u32 = 1;
 /// no switch either). The thread ran in between; how long, its CPU time
 /// says: it resumed at `ns - (cpu_ns - cpu_ns at the switch-out)`.
 const KIND_RESUMED: u32 = 2;
+/// A switch-out whose frame-pointer walk ended within [`SHORT_FRAMES`]
+/// frames (a leaf without a frame pointer, such as glibc's `recv`), with
+/// the thread's user registers and a copy of the top of its stack for the
+/// writer's unwinder (`unwind.rs`): the `KIND_OUT` record, then `rip`,
+/// `rsp`, `rbp` at [`REGS_AT`], the copy's length at [`COPY_LEN_AT`] and
+/// its bytes at [`COPY_AT`].
+const KIND_OUT_COPY: u32 = 3;
+/// A walk this short named no caller: a tokio worker's whole stack has
+/// ten frames or more, a plain thread's at least its start and `main`.
+const SHORT_FRAMES: i32 = 3;
 const IN_BYTES: i32 = 16;
 const RESUMED_BYTES: i32 = 24;
 const CPU_AT: i16 = 16;
 const LEN_AT: i16 = 24;
 const STACK_AT: i16 = 32;
 const OUT_BYTES: i32 = STACK_AT as i32 + 8 * MAX_FRAMES as i32;
+const REGS_AT: i16 = OUT_BYTES as i16;
+const COPY_LEN_AT: i16 = REGS_AT + 24;
+const COPY_AT: i16 = COPY_LEN_AT + 8;
+/// The largest copy the program takes: a per-CPU scratch value is at most
+/// 32 KiB.
+const MAX_COPY: u32 = 28 << 10;
 
 /// The parked table (`runtrace_core::parked`): one BPF array entry of
 /// `parked::SLOTS` u32 words, mapped into this process. Made once per
@@ -156,18 +177,41 @@ pub(crate) struct SwitchTracer {
     /// Why the thread's CPU time is not read, if it is not: a switch-in
     /// the kernel does not trace then loses its interval.
     no_cpu_time: Option<String>,
+    /// Bytes of stack copied with a short walk's switch-out (0: none),
+    /// and why none when one was asked for.
+    copy: u32,
+    no_copy: Option<String>,
+    unwinder: Unwinder,
 }
 
 impl SwitchTracer {
     /// Loads and attaches the program; Err(reason) where the kernel or the
-    /// process's privileges do not allow it.
-    pub(crate) fn new(clock: &'static TraceClock) -> Result<SwitchTracer, String> {
+    /// process's privileges do not allow it. `stack_copy` is the bytes of
+    /// stack to copy with a switch-out whose frame-pointer walk stopped at
+    /// its leaf (`RUNTRACE_CPU_STACK_COPY`, at most 28 KiB here; 0: none).
+    pub(crate) fn new(clock: &'static TraceClock, stack_copy: u32) -> Result<SwitchTracer, String> {
         in_initial_pid_namespace()?;
         let tp = Tracepoint::find()?;
         let err = |what: &'static str| move |e: io::Error| format!("BPF {what}: {e}");
         let slots = map_create(MAP_ARRAY, 4, 8, SLOTS).map_err(err("thread table"))?;
-        let scratch =
-            map_create(MAP_PERCPU_ARRAY, 4, OUT_BYTES as u32, 1).map_err(err("scratch"))?;
+        let btf = kernel_btf();
+        let cpu_time_at = btf
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|b| cpu_time_offset(b));
+        // Err(None): no copy asked for; Err(Some(why)): asked, not possible.
+        let mut copy = match (stack_copy.min(MAX_COPY) & !7, &btf) {
+            (0, _) => Err(None),
+            (bytes, Ok(b)) => pt_regs_offsets(b)
+                .map(|regs| StackCopy { bytes, regs })
+                .map_err(Some),
+            (_, Err(e)) => Err(Some(e.clone())),
+        };
+        let scratch_bytes = match &copy {
+            Ok(c) => COPY_AT as u32 + c.bytes,
+            Err(_) => OUT_BYTES as u32,
+        };
+        let scratch = map_create(MAP_PERCPU_ARRAY, 4, scratch_bytes, 1).map_err(err("scratch"))?;
         // Mapped, so that reading it is a load: a map system call raises
         // the CPU's "BPF running" count (`bpf_prog_active`) for its
         // duration, and a switch on that CPU meanwhile would skip the
@@ -176,7 +220,6 @@ impl SwitchTracer {
             map_create_flags(MAP_ARRAY, 4, 8, 1, MAP_F_MMAPABLE).map_err(err("lost counter"))?;
         let ring_map = map_create(MAP_RINGBUF, 0, 0, RING_BYTES).map_err(err("ring buffer"))?;
         let parked = parked_table()?;
-        let cpu_time_at = cpu_time_offset();
         let maps = Maps {
             slots: fd(&slots),
             parked: fd(&parked.map),
@@ -184,7 +227,16 @@ impl SwitchTracer {
             ring: fd(&ring_map),
             lost: fd(&lost_map),
         };
-        let prog = prog_load(&program(&tp, &maps, cpu_time_at.as_ref().ok().copied()))?;
+        let cpu_at = cpu_time_at.as_ref().ok().copied();
+        let prog = match prog_load(&program(&tp, &maps, cpu_at, copy.as_ref().ok())) {
+            // A kernel without the helpers the copy needs (5.15+) still
+            // gets stacks by frame pointers.
+            Err(e) if copy.is_ok() => {
+                copy = Err(Some(e));
+                prog_load(&program(&tp, &maps, cpu_at, None))?
+            }
+            loaded => loaded?,
+        };
         let ring = BpfRing::map(ring_map).map_err(err("ring buffer mmap"))?;
         let event = attach(&tp, &prog)?;
         // SAFETY: the table holds parked::SLOTS words and is never
@@ -202,18 +254,28 @@ impl SwitchTracer {
             pairs: Pairs::default(),
             pending: Vec::new(),
             no_cpu_time: cpu_time_at.err(),
+            copy: copy.as_ref().map_or(0, |c| c.bytes),
+            no_copy: copy.err().flatten(),
+            unwinder: Unwinder::new(),
         })
     }
 
     /// For the `PROFILE` message.
     pub(crate) fn describe(&self) -> String {
-        let base = "off-CPU: the sched_switch tracepoint with a BPF program (recorded threads' switches only; switch-outs of parked workers skipped)";
-        match &self.no_cpu_time {
-            None => base.into(),
-            Some(why) => {
-                format!("{base}; a switch-in the kernel does not trace loses its interval ({why})")
-            }
+        let mut text = "off-CPU: the sched_switch tracepoint with a BPF program (recorded threads' switches only; switch-outs of parked workers skipped)".to_string();
+        if self.copy > 0 {
+            text += &format!(
+                ", stacks whose frame-pointer walk stops at the leaf unwound from a {} KiB stack copy",
+                self.copy >> 10
+            );
         }
+        if let Some(why) = &self.no_copy {
+            text += &format!("; no stack copy for frames without frame pointers ({why})");
+        }
+        if let Some(why) = &self.no_cpu_time {
+            text += &format!("; a switch-in the kernel does not trace loses its interval ({why})");
+        }
+        text
     }
 
     /// Starts recording thread `tid`'s switches.
@@ -262,9 +324,11 @@ impl SwitchTracer {
     }
 
     fn read(&mut self, pair: &ClockPair) {
-        let (pairs, pending) = (&mut self.pairs, &mut self.pending);
+        let (pairs, pending, unwinder) = (&mut self.pairs, &mut self.pending, &mut self.unwinder);
+        let mut repair =
+            |kernel: &[u64], regs: Regs, copy: &[u8]| unwinder.repair(kernel, regs, copy);
         self.ring.read(|rec| {
-            if let Some(iv) = pairs.take(rec) {
+            if let Some(iv) = pairs.take(rec, &mut repair) {
                 pending.push(RawSample {
                     tid: iv.tid as u64,
                     ticks: pair.ticks(iv.end_ns),
@@ -304,16 +368,25 @@ struct Interval {
     stack: Vec<u64>,
 }
 
+/// Completes a short stack from its registers and stack copy
+/// (`Unwinder::repair`): None keeps the stack as it is.
+type Repair<'a> = dyn FnMut(&[u64], Regs, &[u8]) -> Option<Vec<u64>> + 'a;
+
 impl Pairs {
     /// Takes one record; an interval when it ends one.
-    fn take(&mut self, rec: &[u8]) -> Option<Interval> {
+    fn take(&mut self, rec: &[u8], repair: &mut Repair) -> Option<Interval> {
         let (tid, out, end_ns) = match parse(rec) {
             Some(Switch::Out {
                 tid,
                 ns,
                 cpu_ns,
                 stack,
+                copy,
             }) => {
+                let stack = match copy.and_then(|(regs, at)| Some((regs, rec.get(at)?))) {
+                    Some((regs, bytes)) => repair(&stack, regs, bytes).unwrap_or(stack),
+                    None => stack,
+                };
                 // One still waiting here lost its end in the ring (the
                 // program counted that record as lost).
                 self.outs.insert(tid, Out { ns, cpu_ns, stack });
@@ -350,18 +423,55 @@ impl Pairs {
     }
 }
 
+const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
+
+/// The kernel's BTF, read once per recording; Err(reason) where the kernel
+/// has none.
+fn kernel_btf() -> Result<Vec<u8>, String> {
+    std::fs::read(BTF_PATH).map_err(|e| format!("{BTF_PATH}: {e}"))
+}
+
 /// The offset of `task_struct.se.sum_exec_runtime` (a thread's CPU time in
-/// ns) from the kernel's BTF; Err(reason) where the kernel has no BTF.
-fn cpu_time_offset() -> Result<i32, String> {
-    const PATH: &str = "/sys/kernel/btf/vmlinux";
-    let data = std::fs::read(PATH).map_err(|e| format!("{PATH}: {e}"))?;
-    let btf = crate::btf::Btf::parse(&data).map_err(|e| format!("{PATH}: {e}"))?;
+/// ns) in the kernel's BTF `data`.
+fn cpu_time_offset(data: &[u8]) -> Result<i32, String> {
+    const PATH: &str = BTF_PATH;
+    let btf = crate::btf::Btf::parse(data).map_err(|e| format!("{PATH}: {e}"))?;
     match btf.offset_of("task_struct", &["se", "sum_exec_runtime"])? {
         (at, 8) => i32::try_from(at).map_err(|_| format!("{PATH}: offset {at} out of range")),
         (_, size) => Err(format!(
             "{PATH}: task_struct.se.sum_exec_runtime has {size} bytes, not 8"
         )),
     }
+}
+
+/// What the program needs to copy a switch-out's user registers and stack.
+struct StackCopy {
+    bytes: u32,
+    /// Offsets of `ip`, `sp` and `bp` in the kernel's `struct pt_regs`.
+    regs: [i32; 3],
+}
+
+/// `pt_regs.ip`, `.sp` and `.bp` in the kernel's BTF `data` (x86-64 only:
+/// the unwinder reads x86-64 frames).
+fn pt_regs_offsets(data: &[u8]) -> Result<[i32; 3], String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err("stack copies are unwound on x86-64 only".into());
+    }
+    let btf = crate::btf::Btf::parse(data).map_err(|e| format!("{BTF_PATH}: {e}"))?;
+    let mut at = [0; 3];
+    for (slot, name) in at.iter_mut().zip(["ip", "sp", "bp"]) {
+        *slot = match btf.offset_of("pt_regs", &[name])? {
+            (o, 8) => {
+                i32::try_from(o).map_err(|_| format!("{BTF_PATH}: pt_regs.{name} out of range"))?
+            }
+            (_, size) => {
+                return Err(format!(
+                    "{BTF_PATH}: pt_regs.{name} has {size} bytes, not 8"
+                ))
+            }
+        };
+    }
+    Ok(at)
 }
 
 impl Drop for SwitchTracer {
@@ -379,6 +489,9 @@ enum Switch {
         ns: u64,
         cpu_ns: u64,
         stack: Vec<u64>,
+        /// The registers and where the stack copy's bytes are in the
+        /// record (`KIND_OUT_COPY`).
+        copy: Option<(Regs, std::ops::Range<usize>)>,
     },
     In {
         tid: u32,
@@ -404,17 +517,32 @@ fn parse(rec: &[u8]) -> Option<Switch> {
             ns,
             cpu_ns: u64_at(CPU_AT as usize)?,
         }),
-        KIND_OUT => {
+        KIND_OUT | KIND_OUT_COPY => {
             // A negative length is bpf_get_stack's error: no stack.
             let bytes = (u64_at(LEN_AT as usize)? as i64).clamp(0, 8 * MAX_FRAMES as i64) as usize;
             let stack = (0..bytes / 8)
                 .map(|k| u64_at(STACK_AT as usize + 8 * k))
                 .collect::<Option<Vec<u64>>>()?;
+            let copy = if kind == KIND_OUT_COPY {
+                let r = |k: usize| u64_at(REGS_AT as usize + 8 * k);
+                let regs = Regs {
+                    ip: r(0)?,
+                    sp: r(1)?,
+                    bp: r(2)?,
+                };
+                let len = usize::try_from(u64_at(COPY_LEN_AT as usize)?).ok()?;
+                let at = COPY_AT as usize..(COPY_AT as usize).checked_add(len)?;
+                rec.get(at.clone())?;
+                Some((regs, at))
+            } else {
+                None
+            };
             Some(Switch::Out {
                 tid,
                 ns,
                 cpu_ns: u64_at(CPU_AT as usize)?,
                 stack,
+                copy,
             })
         }
         _ => None,
@@ -529,13 +657,16 @@ const ATOMIC: u8 = 0xc0;
 const K: u8 = 0x00;
 const X: u8 = 0x08;
 const ADD: u8 = 0x00;
+const SUB: u8 = 0x10;
 const AND: u8 = 0x50;
 const LSH: u8 = 0x60;
 const MOV: u8 = 0xb0;
 const JEQ: u8 = 0x10;
+const JGT: u8 = 0x20;
 const JNE: u8 = 0x50;
 const JSGT: u8 = 0x60;
 const JLE: u8 = 0xb0;
+const JSLT: u8 = 0xc0;
 const CALL: u8 = 0x80;
 const EXIT: u8 = 0x90;
 const PSEUDO_MAP_FD: u8 = 1;
@@ -544,10 +675,15 @@ const FN_MAP_LOOKUP_ELEM: i32 = 1;
 const FN_KTIME_GET_NS: i32 = 5;
 const FN_GET_CURRENT_TASK: i32 = 35;
 const FN_GET_STACK: i32 = 67;
+const FN_PROBE_READ_USER: i32 = 112;
 const FN_PROBE_READ_KERNEL: i32 = 113;
+const FN_GET_CURRENT_TASK_BTF: i32 = 158;
+const FN_TASK_PT_REGS: i32 = 175;
 const FN_RINGBUF_OUTPUT: i32 = 130;
+const FN_RINGBUF_QUERY: i32 = 134;
 const F_USER_STACK: i32 = 1 << 8;
 const RB_NO_WAKEUP: i32 = 1;
+const RB_AVAIL_DATA: i32 = 0;
 
 fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     Insn {
@@ -592,6 +728,9 @@ impl Asm {
     fn add(&mut self, dst: u8, src: u8) -> &mut Self {
         self.op(insn(ALU64 | ADD | X, dst, src, 0, 0))
     }
+    fn sub(&mut self, dst: u8, src: u8) -> &mut Self {
+        self.op(insn(ALU64 | SUB | X, dst, src, 0, 0))
+    }
     fn and_imm(&mut self, dst: u8, imm: i32) -> &mut Self {
         self.op(insn(ALU64 | AND | K, dst, 0, 0, imm))
     }
@@ -617,6 +756,11 @@ impl Asm {
     }
     fn call(&mut self, f: i32) -> &mut Self {
         self.op(insn(JMP | CALL, 0, 0, 0, f))
+    }
+    /// `goto to`.
+    fn ja(&mut self, to: usize) -> &mut Self {
+        self.jumps.push((self.code.len(), to));
+        self.op(insn(JMP, 0, 0, 0, 0))
     }
     fn exit(&mut self) -> &mut Self {
         self.op(insn(JMP | EXIT, 0, 0, 0, 0))
@@ -656,7 +800,18 @@ impl Asm {
 /// used bytes are copied to the ring (`bpf_ringbuf_output`): a typical
 /// stack of 10-30 frames then takes ~100-260 bytes of the ring instead of
 /// the 1 KiB a fixed-size reservation would.
-fn program(tp: &Tracepoint, maps: &Maps, cpu_time_at: Option<i32>) -> Vec<Insn> {
+///
+/// With `copy`, a switch-out whose walk found at most [`SHORT_FRAMES`]
+/// frames also takes the thread's user registers and up to `copy.bytes`
+/// of its stack (less where the stack's mapping ends sooner) as a
+/// `KIND_OUT_COPY` record; every other switch-out pays one comparison for
+/// it.
+fn program(
+    tp: &Tracepoint,
+    maps: &Maps,
+    cpu_time_at: Option<i32>,
+    copy: Option<&StackCopy>,
+) -> Vec<Insn> {
     let mut a = Asm::default();
     let (switch_in, end) = (a.label(), a.label());
     let (running, has_stack, in_bounds) = (a.label(), a.label(), a.label());
@@ -710,10 +865,13 @@ fn program(tp: &Tracepoint, maps: &Maps, cpu_time_at: Option<i32>) -> Vec<Insn> 
         .mov_imm(R3, OUT_BYTES - STACK_AT as i32)
         .mov_imm(R4, F_USER_STACK)
         .call(FN_GET_STACK)
-        .stx(DW, R8, LEN_AT, R0)
-        // Bytes to copy: the header and the frames taken (none on error),
-        // bounded for the verifier.
-        .jmp_imm(JSGT, R0, 0, has_stack)
+        .stx(DW, R8, LEN_AT, R0);
+    if let Some(c) = copy {
+        stack_copy(&mut a, maps, c, switch_in);
+    }
+    // Bytes to copy: the header and the frames taken (none on error),
+    // bounded for the verifier.
+    a.jmp_imm(JSGT, R0, 0, has_stack)
         .mov_imm(R0, 0)
         .here(has_stack)
         .jmp_imm(JLE, R0, OUT_BYTES - STACK_AT as i32, in_bounds)
@@ -743,6 +901,70 @@ fn program(tp: &Tracepoint, maps: &Maps, cpu_time_at: Option<i32>) -> Vec<Insn> 
     // event is disabled, so nothing is handed to it.
     a.here(end).mov_imm(R0, 1).exit();
     a.finish()
+}
+
+/// The `KIND_OUT_COPY` record (see `program`), written from the scratch
+/// `r8` whose `LEN_AT` holds `r0`, bpf_get_stack's result; then on to
+/// `done`. A long walk, or a stack none of whose copies could be read,
+/// goes on with `r0` as it was.
+fn stack_copy(a: &mut Asm, maps: &Maps, c: &StackCopy, done: usize) {
+    let (whole, write) = (a.label(), a.label());
+    a.jmp_imm(JSGT, R0, SHORT_FRAMES * 8, whole)
+        // Copies only while the ring is less than half full: a flood of
+        // such switch-outs (200,000 a second in a send/recv ping-pong)
+        // then keeps its intervals, with the kernel's short walks, rather
+        // than losing them to a ring full of copies.
+        .ld_map(R1, maps.ring)
+        .mov_imm(R2, RB_AVAIL_DATA)
+        .call(FN_RINGBUF_QUERY)
+        .jmp_imm(JGT, R0, RING_BYTES as i32 / 2, whole)
+        // The thread's user registers: it is still the current task.
+        .call(FN_GET_CURRENT_TASK_BTF)
+        .mov(R1, R0)
+        .call(FN_TASK_PT_REGS)
+        .mov(R9, R0);
+    for (k, at) in c.regs.iter().enumerate() {
+        // A failed read leaves 0, and a zero `rip` is no copy to the
+        // unwinder.
+        a.mov(R1, R8)
+            .add_imm(R1, REGS_AT as i32 + 8 * k as i32)
+            .mov_imm(R2, 8)
+            .mov(R3, R9)
+            .add_imm(R3, *at)
+            .call(FN_PROBE_READ_KERNEL);
+    }
+    // bpf_probe_read_user copies all or nothing, and a thread's stack
+    // mapping ends a few KiB above its first frame (its TLS and thread
+    // descriptor): where `c.bytes` from `rsp` cross that end, copy up to
+    // each page boundary below it in turn, the first that reads being the
+    // whole stack.
+    let bytes = c.bytes as i32;
+    a.ldx(DW, R9, R8, REGS_AT + 8);
+    for page in 0..=bytes / 4096 {
+        let next = a.label();
+        a.mov(R2, R9)
+            .add_imm(R2, bytes)
+            .and_imm(R2, -4096)
+            .sub(R2, R9)
+            .add_imm(R2, -4096 * page)
+            .jmp_imm(JSGT, R2, bytes, next)
+            .jmp_imm(JSLT, R2, 8, whole)
+            .stx(DW, R8, COPY_LEN_AT, R2)
+            .mov(R1, R8)
+            .add_imm(R1, COPY_AT as i32)
+            .mov(R3, R9)
+            .call(FN_PROBE_READ_USER)
+            .jmp_imm(JNE, R0, 0, next)
+            .ldx(DW, R3, R8, COPY_LEN_AT)
+            .jmp_imm(JGT, R3, bytes, whole)
+            .add_imm(R3, COPY_AT as i32)
+            .ja(write)
+            .here(next);
+    }
+    a.ja(whole).here(write);
+    a.st_imm(W, R8, 0, KIND_OUT_COPY as i32).mov(R2, R8);
+    output(a, maps);
+    a.ja(done).here(whole).ldx(DW, R0, R8, LEN_AT);
 }
 
 /// Stores the current thread's CPU time in ns (`task_struct.se.
@@ -1166,8 +1388,14 @@ mod tests {
             ring: 6,
             lost: 7,
         };
+        let copy = StackCopy {
+            bytes: 16384,
+            regs: [128, 152, 32],
+        };
         for at in [Some(1400), None] {
-            check_jumps(&program(&tp, &maps, at));
+            for c in [Some(&copy), None] {
+                check_jumps(&program(&tp, &maps, at, c));
+            }
         }
     }
 
@@ -1307,7 +1535,8 @@ mod tests {
                 tid: 7,
                 ns: 100,
                 cpu_ns: 5000,
-                stack: vec![0x1000, 0x2000]
+                stack: vec![0x1000, 0x2000],
+                copy: None,
             })
         );
         // bpf_get_stack's error: no stack, the switch still counts.
@@ -1318,7 +1547,8 @@ mod tests {
                 tid: 7,
                 ns: 100,
                 cpu_ns: 5000,
-                stack: vec![]
+                stack: vec![],
+                copy: None,
             })
         );
         let inr = record(KIND_IN, 7, 300, None);
@@ -1341,6 +1571,61 @@ mod tests {
         }
     }
 
+    impl Pairs {
+        /// `take` without an unwinder.
+        fn put(&mut self, rec: &[u8]) -> Option<Interval> {
+            self.take(rec, &mut |_, _, _| None)
+        }
+    }
+
+    /// A `KIND_OUT_COPY` record: a one-frame walk, the registers, `copy`.
+    fn with_copy(tid: u32, ns: u64, regs: [u64; 3], copy: &[u8]) -> Vec<u8> {
+        let mut r = record(KIND_OUT_COPY, tid, ns, Some((8, &[regs[0]])));
+        r.resize(REGS_AT as usize, 0);
+        for v in regs.into_iter().chain([copy.len() as u64]) {
+            r.extend_from_slice(&v.to_ne_bytes());
+        }
+        r.extend_from_slice(copy);
+        r
+    }
+
+    #[test]
+    fn a_short_walk_carries_its_registers_and_stack_copy_to_the_unwinder() {
+        let rec = with_copy(7, 100, [0x1000, 0x7f00, 0x42], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        let regs = Regs {
+            ip: 0x1000,
+            sp: 0x7f00,
+            bp: 0x42,
+        };
+        let want = Some(Switch::Out {
+            tid: 7,
+            ns: 100,
+            cpu_ns: 5000,
+            stack: vec![0x1000],
+            copy: Some((regs, COPY_AT as usize..COPY_AT as usize + 8)),
+        });
+        assert_eq!(parse(&rec), want);
+        // A copy longer than the record is refused, not read past its end.
+        for cut in [REGS_AT as usize + 4, COPY_AT as usize, rec.len() - 1] {
+            assert_eq!(parse(&rec[..cut]), None, "cut at {cut}");
+        }
+        // The unwinder gets the walk, the registers and the copy's bytes;
+        // the interval keeps what it returns.
+        let mut p = Pairs::default();
+        let mut seen = Vec::new();
+        let mut repair = |k: &[u64], r: Regs, b: &[u8]| {
+            seen.push((k.to_vec(), r, b.to_vec()));
+            Some(vec![0x1000, 0x2000, 0x3000])
+        };
+        assert_eq!(p.take(&rec, &mut repair), None);
+        let end = p.take(&record(KIND_IN, 7, 400, None), &mut repair);
+        assert_eq!(end.map(|iv| iv.stack), Some(vec![0x1000, 0x2000, 0x3000]));
+        assert_eq!(
+            seen,
+            vec![(vec![0x1000], regs, vec![1, 2, 3, 4, 5, 6, 7, 8])]
+        );
+    }
+
     #[test]
     fn switch_outs_pair_with_switch_ins_or_their_dated_resumption() {
         let mut p = Pairs::default();
@@ -1352,29 +1637,29 @@ mod tests {
             stack: vec![0xa0],
         };
         // A traced switch-in ends the interval.
-        assert_eq!(p.take(&out(1, 1_000, 50_000)), None);
+        assert_eq!(p.put(&out(1, 1_000, 50_000)), None);
         assert_eq!(
-            p.take(&record(KIND_IN, 1, 4_000, None)),
+            p.put(&record(KIND_IN, 1, 4_000, None)),
             Some(iv(1, 4_000, 3_000))
         );
         // A switch-in with nothing waiting (its switch-out came before the
         // thread was added) is nothing.
-        assert_eq!(p.take(&record(KIND_IN, 1, 5_000, None)), None);
+        assert_eq!(p.put(&record(KIND_IN, 1, 5_000, None)), None);
         // Untraced switch-in: at 20,000 the thread has run 6,000 ns since
         // its switch-out at 10,000, so it resumed at 14,000.
-        assert_eq!(p.take(&out(2, 10_000, 70_000)), None);
+        assert_eq!(p.put(&out(2, 10_000, 70_000)), None);
         let res = |tid, ns, cpu| with_cpu(KIND_RESUMED, tid, ns, Some(cpu), None);
-        assert_eq!(p.take(&res(2, 20_000, 76_000)), Some(iv(2, 14_000, 4_000)));
+        assert_eq!(p.put(&res(2, 20_000, 76_000)), Some(iv(2, 14_000, 4_000)));
         // More CPU time than wall time (a clock skew): the interval is
         // empty, never negative.
-        assert_eq!(p.take(&out(2, 30_000, 76_000)), None);
-        assert_eq!(p.take(&res(2, 31_000, 90_000)), Some(iv(2, 30_000, 0)));
+        assert_eq!(p.put(&out(2, 30_000, 76_000)), None);
+        assert_eq!(p.put(&res(2, 31_000, 90_000)), Some(iv(2, 30_000, 0)));
         // No CPU time (no BTF): the interval is lost, and counted.
-        assert_eq!(p.take(&out(3, 1_000, 0)), None);
-        assert_eq!(p.take(&res(3, 2_000, 0)), None);
+        assert_eq!(p.put(&out(3, 1_000, 0)), None);
+        assert_eq!(p.put(&res(3, 2_000, 0)), None);
         assert_eq!(p.unpaired, 1);
         // A record the program could not have written is counted too.
-        assert_eq!(p.take(&record(9, 3, 0, None)), None);
+        assert_eq!(p.put(&record(9, 3, 0, None)), None);
         assert_eq!(p.unpaired, 2);
         assert!(p.outs.is_empty());
     }

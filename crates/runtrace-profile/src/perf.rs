@@ -389,7 +389,7 @@ enum Kind {
 /// `RUNTRACE_CPU_STACK_COPY`: `off` (or 0), or the bytes of stack copied
 /// with each on-CPU sample, `N` or `NK` (KiB), 1K to 60K (a sample record
 /// is at most 64 KiB); unset: [`STACK_COPY`]. Err names the variable.
-fn stack_copy_setting(v: Option<&str>) -> Result<u32, String> {
+pub(crate) fn stack_copy_setting(v: Option<&str>) -> Result<u32, String> {
     let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(STACK_COPY);
     };

@@ -177,7 +177,12 @@ impl Profiler {
         let mut switches = None;
         let mut bpf_problem = None;
         if off_cpu && choice == CpuBackend::Auto {
-            match SwitchTracer::new(clock) {
+            // A bad value is said by the perf sampler's message.
+            let copy = crate::perf::stack_copy_setting(
+                std::env::var("RUNTRACE_CPU_STACK_COPY").ok().as_deref(),
+            )
+            .unwrap_or(crate::unwind::STACK_COPY);
+            match SwitchTracer::new(clock, copy) {
                 Ok(t) => switches = Some(t),
                 Err(e) => bpf_problem = Some(e),
             }

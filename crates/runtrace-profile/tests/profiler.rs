@@ -357,3 +357,96 @@ fn perf_stacks_reach_the_caller_of_a_libc_function_without_frame_pointers() {
         in_libc.first().map(|s| &s.stack)
     );
 }
+
+/// Receives `n` datagrams on `fd`, each waited for in glibc's `recv`
+/// (blocking): every wait is a switch-out inside a libc function without
+/// a frame pointer.
+#[inline(never)]
+fn recv_wait_marker(fd: i32, n: usize) -> u64 {
+    let mut buf = [0u8; 64];
+    let mut got = 0u64;
+    for _ in 0..n {
+        // SAFETY: a valid fd of the caller's and a buffer of the length
+        // given.
+        let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        got += r.max(0) as u64;
+    }
+    black_box(got)
+}
+
+/// Issue 35: off-CPU stacks (the BPF switch tracer) of a thread that
+/// blocks in glibc's `recv` reach the function that called it. The
+/// frame-pointer walk alone ends in `__libc_recv` (it keeps the
+/// cancellation state in `rbp`); the switch-out then carries a stack copy
+/// the writer unwinds.
+#[test]
+fn off_cpu_stacks_reach_the_caller_of_a_blocking_libc_function() {
+    let _g = serial();
+    let mut p = Profiler::start(99, CpuBackend::Auto, true, TraceClock::get());
+    let message = p.info().message.clone();
+    if !message.contains("BPF program") || !message.contains("stack copy") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no BPF off-CPU stacks with stack copies in CI: {message}"
+        );
+        eprintln!("skipped: no BPF off-CPU stacks with stack copies here (needs root): {message}");
+        return;
+    }
+    let recv = libc_function("recv");
+    let mut fds = [0i32; 2];
+    // SAFETY: socketpair writes two fds into the array it is given.
+    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, fds.as_mut_ptr()) };
+    assert_eq!(r, 0, "socketpair");
+    const N: usize = 200;
+    let (tx, rx) = (fds[0], fds[1]);
+    let (samples, tid) = sample_thread(&mut p, move || {
+        let sender = std::thread::spawn(move || {
+            for _ in 0..N {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                // SAFETY: a valid fd and a buffer of the length given.
+                unsafe { libc::send(tx, [7u8; 8].as_ptr().cast(), 8, 0) };
+            }
+        });
+        recv_wait_marker(rx, N);
+        sender.join().unwrap();
+    });
+    // SAFETY: our own fds, closed once.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    let marker = recv_wait_marker as *const () as usize as u64;
+    let in_marker = |ip: &u64| (marker..marker + 1024).contains(ip);
+    let in_recv: Vec<&RawSample> = samples
+        .iter()
+        .filter(|s| s.tid == tid && matches!(s.kind, RawKind::OffCpu { .. }))
+        .filter(|s| s.stack.first().is_some_and(|ip| recv.contains(ip)))
+        .collect();
+    let reached = in_recv
+        .iter()
+        .filter(|s| s.stack.iter().skip(1).any(in_marker))
+        .count();
+    // The copy reaches the thread's first frame: as deep as the thread's
+    // stacks that the frame-pointer walk alone got whole (the sender's
+    // sleeps are not ours; the thread's own other switch-outs are).
+    let depth = |s: &&RawSample| s.stack.len();
+    let mut depths: Vec<usize> = in_recv.iter().map(depth).collect();
+    depths.sort_unstable();
+    eprintln!(
+        "{} off-CPU samples with the leaf in recv, {reached} reach recv_wait_marker, depths {:?}..{:?} ({message})",
+        in_recv.len(),
+        depths.first(),
+        depths.last()
+    );
+    assert!(
+        in_recv.len() >= N / 2,
+        "only {} off-CPU samples in recv for {N} blocking receives",
+        in_recv.len()
+    );
+    assert!(
+        reached * 10 >= in_recv.len() * 9,
+        "{reached} of {} off-CPU samples in recv reach their caller; first: {:x?}",
+        in_recv.len(),
+        in_recv.first().map(|s| &s.stack)
+    );
+}
