@@ -16,6 +16,9 @@
 //!   more CPU per request than `record`);
 //! - `record_cpu_on`: `record_cpu` without off-CPU stacks
 //!   (`RUNTRACE_CPU_OFF_CPU=off`: on-CPU samples only);
+//! - `record_cpu_no_copy`: `record_cpu` without stack copies
+//!   (`RUNTRACE_CPU_STACK_COPY=off`: on-CPU samples and off-CPU stacks
+//!   cut short at a glibc leaf are the kernel's frame-pointer walk alone);
 //! - `record_no_wakes`: `record` without tokio's waker events (no
 //!   tracing subscriber: no WakeEvents for plain `tokio::spawn` tasks, and
 //!   no task spans): what recording who
@@ -694,6 +697,9 @@ impl Server {
         }
         if mode == "record_cpu_on" {
             cmd.env("RUNTRACE_CPU_OFF_CPU", "off");
+        }
+        if mode == "record_cpu_no_copy" {
+            cmd.env("RUNTRACE_CPU_STACK_COPY", "off");
         }
         let mut child = cmd
             .env(SERVER_ENV, mode)
@@ -1521,7 +1527,7 @@ fn switch_rounds(spec: &str, rounds: usize, window: Duration, settle: Duration) 
 
 /// The modes every timed comparison knows (`record_all` and `plain_again`
 /// only the default mode).
-const TIMED_MODES: [&str; 13] = [
+const TIMED_MODES: [&str; 14] = [
     "plain",
     "idle_hooks",
     "idle_layer",
@@ -1534,6 +1540,7 @@ const TIMED_MODES: [&str; 13] = [
     "record_no_wakes",
     "record_cpu",
     "record_cpu_on",
+    "record_cpu_no_copy",
     "record_cpu_signal",
 ];
 
@@ -1761,6 +1768,7 @@ fn drive() {
     for name in [
         "record_cpu",
         "record_cpu_on",
+        "record_cpu_no_copy",
         "record_cpu_signal",
         "record_no_wakes",
     ] {
