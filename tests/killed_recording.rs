@@ -166,10 +166,14 @@ fn a_missing_middle_file_is_incomplete() {
         .env("RUNTRACE_MAX_FILE_SIZE", "8K")
         .output()
         .unwrap();
+    // The quickstart fails without a word on stderr when its own check or
+    // analysis is not clean: its stdout says which.
     assert!(
         out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{}\nstderr:\n{}\nstdout:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
     );
     let files: Vec<PathBuf> = expand(std::slice::from_ref(&dir)).unwrap();
     assert!(files.len() >= 3, "{files:?}");
