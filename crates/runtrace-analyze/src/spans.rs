@@ -55,7 +55,8 @@ struct LabelStats {
     delay: Histogram,
 }
 
-/// The poll a thread runs now, and the span it serves.
+/// The poll a thread runs now, once it entered a span, and the first span
+/// it entered (the one it serves).
 #[derive(Clone, Copy)]
 struct Current {
     start: u64,
@@ -63,33 +64,52 @@ struct Current {
     label: u32,
 }
 
-const NO_LABEL: u32 = u32::MAX;
-
 /// The span pass (see the module docs).
 #[derive(Default)]
 pub struct SpanPass {
     labels: Labels,
     stats: Vec<LabelStats>,
-    /// By thread.
+    /// By thread (empty while no span was entered in a poll).
     current: Vec<Option<Current>>,
     /// (location index, label) -> (polls, poll ns).
     served: FxHashMap<(u32, u32), (u64, u64)>,
 }
 
 impl SpanPass {
-    /// A lifecycle record (span records and poll ends; poll starts go to
-    /// [`SpanPass::poll_start`]).
+    /// A lifecycle record (span records and poll ends). A span enter
+    /// inside a poll needs that poll's spawn location: `poll_loc` gives it
+    /// for the thread's innermost open poll of a task (the caller's view
+    /// of the open polls), asked only then.
     #[inline]
-    pub fn life(&mut self, rec: &Life<'_>, m: &Model) {
+    pub fn life(
+        &mut self,
+        rec: &Life<'_>,
+        m: &Model,
+        poll_loc: impl FnOnce(u32, u64) -> Option<u32>,
+    ) {
         match *rec {
             Life::SpanEnter(e) => {
                 let l = self.label(m, e.name, e.fields);
                 self.stats[l as usize].enters += 1;
+                // The first span entered in a poll is what the poll
+                // serves: the poll is remembered from then on, so polls
+                // that enter no span cost nothing here.
+                let Some(start) = e.poll_start else {
+                    return;
+                };
                 let th = e.thread as usize;
-                if let Some(Some(c)) = self.current.get_mut(th) {
-                    if c.label == NO_LABEL && Some(c.start) == e.poll_start {
-                        c.label = l;
-                    }
+                if th >= self.current.len() {
+                    self.current.resize(th + 1, None);
+                }
+                if matches!(self.current[th], Some(c) if c.start == start) {
+                    return;
+                }
+                if let Some(loc) = poll_loc(e.thread, e.task) {
+                    self.current[th] = Some(Current {
+                        start,
+                        loc,
+                        label: l,
+                    });
                 }
             }
             Life::SpanClose(s) | Life::SpanAlive(s) => {
@@ -111,34 +131,29 @@ impl SpanPass {
         }
     }
 
-    /// A poll started (what it serves is learnt at its first span enter).
-    #[inline]
-    pub fn poll_start(&mut self, p: &Poll) {
-        let th = p.thread as usize;
-        if th >= self.current.len() {
-            self.current.resize(th + 1, None);
+    /// A poll ended: if it entered a span, it served that span. (Also
+    /// taken as [`Life::PollEnd`] by [`SpanPass::life`]; this is the
+    /// inlined way, one test for a trace without spans.)
+    #[inline(always)]
+    pub fn poll_end(&mut self, p: &Poll, m: &Model) {
+        if !self.current.is_empty() {
+            self.poll_end_served(p, m);
         }
-        self.current[th] = Some(Current {
-            start: p.start,
-            loc: p.loc,
-            label: NO_LABEL,
-        });
     }
 
-    fn poll_end(&mut self, p: &Poll, m: &Model) {
+    fn poll_end_served(&mut self, p: &Poll, m: &Model) {
         let Some(slot) = self.current.get_mut(p.thread as usize) else {
             return;
         };
-        if let Some(c) = *slot {
-            if c.start == p.start {
+        match *slot {
+            Some(c) if c.start == p.start => {
                 *slot = None;
-                if c.label != NO_LABEL {
-                    let ns = m.proc_of(p.thread).scale.ns(p.ticks());
-                    let e = self.served.entry((c.loc, c.label)).or_default();
-                    e.0 += 1;
-                    e.1 += ns;
-                }
+                let ns = m.proc_of(p.thread).scale.ns(p.ticks());
+                let e = self.served.entry((c.loc, c.label)).or_default();
+                e.0 += 1;
+                e.1 += ns;
             }
+            _ => {}
         }
     }
 

@@ -70,7 +70,7 @@
 use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
 use crate::model::{Model, UNKNOWN_LOC};
-use crate::pass::{Pass, Wants};
+use crate::pass::{Kinds, Pass, Wants};
 use crate::spans::{Entered, Span, SpanTracker};
 
 /// Polls one thread may have open at once (nested executors); more means
@@ -768,13 +768,17 @@ pub struct Tracked<P> {
     /// The pass's groups, asked once (a pass's wants do not change during
     /// a read; the reader decodes by them too).
     wants: Wants,
+    /// Their kinds, checked for every event.
+    kinds: Kinds,
 }
 
 impl<P: Pass> Tracked<P> {
     /// `pass` with a fresh [`Tracker`].
     pub fn new(pass: P) -> Tracked<P> {
+        let wants = pass.wants();
         Tracked {
-            wants: pass.wants(),
+            wants,
+            kinds: wants.kinds(),
             pass,
             tracker: Tracker::default(),
         }
@@ -799,7 +803,7 @@ impl<P: Pass> Pass for Tracked<P> {
             model,
         };
         self.tracker.step(ev, model, &mut to);
-        if self.wants.has(ev.kind) {
+        if self.kinds.has(ev.kind) {
             self.pass.event(ev, model);
         }
     }

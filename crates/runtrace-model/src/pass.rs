@@ -133,7 +133,7 @@ impl Wants {
     /// Whether an event of kind `k` is in these groups (its catalog group,
     /// one table load: this runs for every event).
     #[inline(always)]
-    pub fn has(self, k: u8) -> bool {
+    pub const fn has(self, k: u8) -> bool {
         match kind::group(k) {
             Some(Group::Runtime) => self.runtime,
             Some(Group::App) => self.app,
@@ -141,6 +141,41 @@ impl Wants {
             Some(Group::Span) => self.span,
             Some(Group::Executor | Group::Recorder) | None => false,
         }
+    }
+
+    /// The event kinds in these groups as a bit set, for a check per
+    /// event that is one load and a bit test (what [`Wants::has`] answers
+    /// through the catalog's group table and a match).
+    ///
+    /// ```
+    /// use runtrace_model::event::kind;
+    /// use runtrace_model::pass::Wants;
+    /// let k = Wants::LIFECYCLE.kinds();
+    /// assert!(k.has(kind::POLL_START));
+    /// assert!(!k.has(kind::IO));
+    /// ```
+    pub const fn kinds(self) -> Kinds {
+        let mut bits = [0u64; 4];
+        let mut k = 0usize;
+        while k < 256 {
+            if self.has(k as u8) {
+                bits[k >> 6] |= 1 << (k & 63);
+            }
+            k += 1;
+        }
+        Kinds(bits)
+    }
+}
+
+/// A set of event kinds ([`Wants::kinds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Kinds([u64; 4]);
+
+impl Kinds {
+    /// Whether kind `k` is in the set.
+    #[inline(always)]
+    pub const fn has(&self, k: u8) -> bool {
+        self.0[(k >> 6) as usize] >> (k & 63) & 1 != 0
     }
 }
 

@@ -82,6 +82,17 @@ impl Pass for Engine {
 
     #[inline(always)]
     fn event(&mut self, ev: &Ev, model: &Model) {
+        // Counted for every event, without a branch (most events are in
+        // order, but which are not is not predictable).
+        self.late_events += (ev.ticks < self.last_ticks_seen) as u64;
+        self.last_ticks_seen = self.last_ticks_seen.max(ev.ticks);
+        if matches!(
+            ev.kind,
+            // Tasks and polls come paired, as lifecycle records.
+            kind::POLL_START | kind::POLL_END | kind::WAKE | kind::SPAWN | kind::TERMINATE
+        ) {
+            return;
+        }
         if ev.thread as usize >= self.threads.len() {
             self.sync(model);
         }
@@ -96,11 +107,10 @@ impl Pass for Engine {
                 if p.thread as usize >= self.threads.len() {
                     self.sync(model);
                 }
-                self.spans.poll_start(p);
                 self.poll_start(p)
             }
             Life::PollEnd(p) => {
-                self.spans.life(rec, model);
+                self.spans.poll_end(p, model);
                 self.poll_end(p)
             }
             Life::Spawn(t) => {
@@ -126,7 +136,13 @@ impl Pass for Engine {
             | Life::SpanEnter(_)
             | Life::SpanExit(_)
             | Life::SpanClose(_)
-            | Life::SpanAlive(_) => self.spans.life(rec, model),
+            | Life::SpanAlive(_) => {
+                let waiting = &self.waiting;
+                self.spans.life(rec, model, |thread, task| {
+                    let open = waiting.open_on(thread)?;
+                    (open.task == task).then_some(open.loc)
+                })
+            }
         }
     }
 
@@ -255,18 +271,12 @@ impl Engine {
         idx
     }
 
-    /// Processes one event. Events must come in timestamp order; a late
-    /// one is still processed (counted in `late_events`).
+    /// Processes one event other than the lifecycle's (those come as
+    /// records). Events must come in timestamp order; a late one is still
+    /// processed (counted in `late_events` by [`Pass::event`]).
     #[inline(always)]
     fn step(&mut self, ev: &Ev, m: &Model) {
-        if ev.ticks < self.last_ticks_seen {
-            self.late_events += 1;
-        } else {
-            self.last_ticks_seen = ev.ticks;
-        }
         match ev.kind {
-            // Tasks and polls come paired, as lifecycle records.
-            kind::POLL_START | kind::POLL_END | kind::WAKE | kind::SPAWN | kind::TERMINATE => {}
             kind::PARK => {
                 self.waiting.parked(ev.thread);
                 self.park(ev)

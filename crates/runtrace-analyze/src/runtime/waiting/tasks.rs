@@ -200,7 +200,7 @@ impl Tasks {
     }
 
     /// A task was woken (`own`: by itself).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn woken(&mut self, w: &Wake, own: bool) {
         if let Some(t) = self.live.get_mut(w.slot) {
             hold(t, &mut self.dumps, w.slot, w.ticks, true);
@@ -223,7 +223,7 @@ impl Tasks {
     }
 
     /// A poll started.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn poll_start(&mut self, p: &Poll, m: &Model) {
         if let Some(t) = self.live.get_mut(p.slot) {
             // A dump's poll whose wake was not recorded.
@@ -241,7 +241,7 @@ impl Tasks {
     }
 
     /// A poll ended.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn poll_end(&mut self, p: &Poll, m: &Model) {
         if let Some(t) = self.live.get_mut(p.slot) {
             t.polls = t.polls.saturating_add(1);
@@ -396,8 +396,15 @@ impl Tasks {
 /// since a dump began, while pending since before it, that is most likely
 /// tokio's tracing: keep its wait (see [`TaskW::held`]). A second wake
 /// since the dump is the application's: nothing is held any more.
-#[inline]
+#[inline(always)]
 fn hold(t: &mut TaskW, d: &mut Dumps, slot: u32, ticks: u64, wake: bool) {
+    // Most traces have no task dump: one test per poll and wake then.
+    if d.started != 0 {
+        hold_in_dump(t, d, slot, ticks, wake);
+    }
+}
+
+fn hold_in_dump(t: &mut TaskW, d: &mut Dumps, slot: u32, ticks: u64, wake: bool) {
     let (dump, from) = d.at(t.proc, ticks);
     if dump == 0 {
         return;
