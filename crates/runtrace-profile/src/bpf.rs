@@ -194,11 +194,13 @@ impl SwitchTracer {
         let tp = Tracepoint::find()?;
         let err = |what: &'static str| move |e: io::Error| format!("BPF {what}: {e}");
         let slots = map_create(MAP_ARRAY, 4, 8, SLOTS).map_err(err("thread table"))?;
-        let btf = kernel_btf();
-        let cpu_time_at = btf
+        // Parsed once for both lookups below.
+        let btf_bytes = kernel_btf();
+        let btf = btf_bytes
             .as_ref()
             .map_err(Clone::clone)
-            .and_then(|b| cpu_time_offset(b));
+            .and_then(|b| crate::btf::Btf::parse(b).map_err(|e| format!("{BTF_PATH}: {e}")));
+        let cpu_time_at = btf.as_ref().map_err(Clone::clone).and_then(cpu_time_offset);
         // Err(None): no copy asked for; Err(Some(why)): asked, not possible.
         let mut copy = match (stack_copy.min(MAX_COPY) & !7, &btf) {
             (0, _) => Err(None),
@@ -432,10 +434,9 @@ fn kernel_btf() -> Result<Vec<u8>, String> {
 }
 
 /// The offset of `task_struct.se.sum_exec_runtime` (a thread's CPU time in
-/// ns) in the kernel's BTF `data`.
-fn cpu_time_offset(data: &[u8]) -> Result<i32, String> {
+/// ns) in the kernel's BTF.
+fn cpu_time_offset(btf: &crate::btf::Btf<'_>) -> Result<i32, String> {
     const PATH: &str = BTF_PATH;
-    let btf = crate::btf::Btf::parse(data).map_err(|e| format!("{PATH}: {e}"))?;
     match btf.offset_of("task_struct", &["se", "sum_exec_runtime"])? {
         (at, 8) => i32::try_from(at).map_err(|_| format!("{PATH}: offset {at} out of range")),
         (_, size) => Err(format!(
@@ -451,13 +452,12 @@ struct StackCopy {
     regs: [i32; 3],
 }
 
-/// `pt_regs.ip`, `.sp` and `.bp` in the kernel's BTF `data` (x86-64 only:
-/// the unwinder reads x86-64 frames).
-fn pt_regs_offsets(data: &[u8]) -> Result<[i32; 3], String> {
+/// `pt_regs.ip`, `.sp` and `.bp` in the kernel's BTF (x86-64 only: the
+/// unwinder reads x86-64 frames).
+fn pt_regs_offsets(btf: &crate::btf::Btf<'_>) -> Result<[i32; 3], String> {
     if !cfg!(target_arch = "x86_64") {
         return Err("stack copies are unwound on x86-64 only".into());
     }
-    let btf = crate::btf::Btf::parse(data).map_err(|e| format!("{BTF_PATH}: {e}"))?;
     let mut at = [0; 3];
     for (slot, name) in at.iter_mut().zip(["ip", "sp", "bp"]) {
         *slot = match btf.offset_of("pt_regs", &[name])? {
