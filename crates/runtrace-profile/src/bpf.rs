@@ -181,7 +181,6 @@ pub(crate) struct SwitchTracer {
     /// and why none when one was asked for.
     copy: u32,
     no_copy: Option<String>,
-    unwinder: Unwinder,
 }
 
 impl SwitchTracer {
@@ -258,7 +257,6 @@ impl SwitchTracer {
             no_cpu_time: cpu_time_at.err(),
             copy: copy.as_ref().map_or(0, |c| c.bytes),
             no_copy: copy.err().flatten(),
-            unwinder: Unwinder::new(),
         })
     }
 
@@ -300,7 +298,7 @@ impl SwitchTracer {
 
     /// Stops recording a thread's switches (after taking what the ring
     /// holds; its unpaired switch-out, if any, is dropped).
-    pub(crate) fn remove_thread(&mut self, tid: u64) {
+    pub(crate) fn remove_thread(&mut self, tid: u64, unwinder: &mut Unwinder) {
         let Ok(key) = u32::try_from(tid) else { return };
         let slot = key % SLOTS;
         if self.owners.get(&slot) == Some(&key) {
@@ -308,16 +306,22 @@ impl SwitchTracer {
             let _ = map_update(&self.slots, slot, 0);
         }
         let pair = ClockPair::read(self.clock);
-        self.read(&pair);
+        self.read(&pair, unwinder);
         self.pairs.outs.remove(&key);
     }
 
     /// Moves every off-CPU sample with ticks <= `cutoff_ticks` into `out`;
     /// returns the records lost since the last call (ring full, or a
-    /// switch-in missing).
-    pub(crate) fn drain(&mut self, cutoff_ticks: u64, out: &mut Vec<RawSample>) -> u64 {
+    /// switch-in missing). `unwinder` unwinds the stack copies (the
+    /// profiler's, shared with the on-CPU samples).
+    pub(crate) fn drain(
+        &mut self,
+        cutoff_ticks: u64,
+        out: &mut Vec<RawSample>,
+        unwinder: &mut Unwinder,
+    ) -> u64 {
         let pair = ClockPair::read(self.clock);
-        self.read(&pair);
+        self.read(&pair, unwinder);
         take_up_to(&mut self.pending, cutoff_ticks, out);
         let lost = self.lost.get();
         let new = lost.saturating_sub(self.lost_seen) + std::mem::take(&mut self.pairs.unpaired);
@@ -325,8 +329,8 @@ impl SwitchTracer {
         new
     }
 
-    fn read(&mut self, pair: &ClockPair) {
-        let (pairs, pending, unwinder) = (&mut self.pairs, &mut self.pending, &mut self.unwinder);
+    fn read(&mut self, pair: &ClockPair, unwinder: &mut Unwinder) {
+        let (pairs, pending) = (&mut self.pairs, &mut self.pending);
         let mut repair =
             |kernel: &[u64], regs: Regs, copy: &[u8]| unwinder.repair(kernel, regs, copy);
         self.ring.read(|rec| {

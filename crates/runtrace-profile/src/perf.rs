@@ -79,8 +79,6 @@ pub(crate) struct PerfSampler {
     pending: Vec<RawSample>,
     lost: u64,
     scratch: Vec<u8>,
-    /// Completes on-CPU stacks whose leaf keeps no frame pointer.
-    unwinder: Unwinder,
     /// A `RUNTRACE_CPU_STACK_COPY` value not understood, said once.
     copy_problem: Option<String>,
     /// Why off-CPU stacks are missing, if they are.
@@ -204,7 +202,6 @@ impl PerfSampler {
             pending: Vec::new(),
             lost: 0,
             scratch: Vec::new(),
-            unwinder: Unwinder::new(),
             copy_problem,
             off_cpu_problem,
         })
@@ -281,28 +278,38 @@ impl PerfSampler {
         Ok(())
     }
 
-    /// Stops sampling a thread (after taking what its rings still hold).
-    pub(crate) fn remove_thread(&mut self, tid: u64) {
+    /// Stops sampling a thread (after taking what its rings still hold;
+    /// `unwinder` completes on-CPU stacks whose leaf keeps no frame
+    /// pointer, as in [`Self::drain`]).
+    pub(crate) fn remove_thread(&mut self, tid: u64, unwinder: &mut Unwinder) {
         let Some(i) = self.threads.iter().position(|t| t.tid == tid) else {
             return;
         };
         let pair = ClockPair::read(self.clock);
         let mut t = self.threads.swap_remove(i);
-        self.read_thread(&mut t, &pair);
+        self.read_thread(&mut t, &pair, unwinder);
         // Its last per-CPU samples are taken at the next drain.
         self.retiring.push(tid);
     }
 
     /// Moves every sample with ticks <= `cutoff_ticks` into `out` (any
-    /// order); returns the samples lost since the last call.
-    pub(crate) fn drain(&mut self, cutoff_ticks: u64, out: &mut Vec<RawSample>) -> u64 {
+    /// order); returns the samples lost since the last call. `unwinder`
+    /// completes on-CPU stacks whose leaf keeps no frame pointer (the
+    /// profiler's one unwinder, shared with the switch tracer's off-CPU
+    /// stacks: each module's unwind tables are loaded once).
+    pub(crate) fn drain(
+        &mut self,
+        cutoff_ticks: u64,
+        out: &mut Vec<RawSample>,
+        unwinder: &mut Unwinder,
+    ) -> u64 {
         let pair = ClockPair::read(self.clock);
         let mut threads = std::mem::take(&mut self.threads);
         for t in &mut threads {
-            self.read_thread(t, &pair);
+            self.read_thread(t, &pair, unwinder);
         }
         self.threads = threads;
-        self.read_cpus(&pair);
+        self.read_cpus(&pair, unwinder);
         for tid in self.retiring.drain(..) {
             self.keep.remove(&tid);
         }
@@ -311,11 +318,11 @@ impl PerfSampler {
     }
 
     /// Takes the per-CPU rings' samples of the threads in `keep`.
-    fn read_cpus(&mut self, pair: &ClockPair) {
+    fn read_cpus(&mut self, pair: &ClockPair, unwinder: &mut Unwinder) {
         let (pid, keep) = (self.pid, &self.keep);
         let pending = &mut self.pending;
         let lost = &mut self.lost;
-        let (unwinder, copy) = (&mut self.unwinder, self.setup.stack_copy > 0);
+        let copy = self.setup.stack_copy > 0;
         for ring in &mut self.cpus {
             ring.read(&mut self.scratch, |ty, _, rec| match ty {
                 // Other processes' samples (and the idle task's) are
@@ -335,11 +342,11 @@ impl PerfSampler {
         }
     }
 
-    fn read_thread(&mut self, t: &mut Thread, pair: &ClockPair) {
+    fn read_thread(&mut self, t: &mut Thread, pair: &ClockPair, unwinder: &mut Unwinder) {
         let tid = t.tid;
         let pending = &mut self.pending;
         let lost = &mut self.lost;
-        let (unwinder, copy) = (&mut self.unwinder, self.setup.stack_copy > 0);
+        let copy = self.setup.stack_copy > 0;
         if let Some(cpu) = t.cpu.as_mut() {
             cpu.read(&mut self.scratch, |ty, _, rec| match ty {
                 sys::PERF_RECORD_SAMPLE => {

@@ -26,6 +26,7 @@ use crate::maps::Maps;
 use crate::perf::PerfSampler;
 use crate::sample::{RawKind, RawSample};
 use crate::signal::SignalSampler;
+use crate::unwind::Unwinder;
 use runtrace_core::clock::TraceClock;
 use runtrace_format::chunk::{ChunkHeader, ChunkState};
 use runtrace_format::frame::{self, FrameType, ProfileInfo};
@@ -107,6 +108,10 @@ pub struct Profiler {
     /// Allocation samples drained but later than the last cutoff.
     #[cfg_attr(loom, allow(dead_code))]
     alloc_pending: Vec<RawSample>,
+    /// Completes stacks whose leaf keeps no frame pointer, for the perf
+    /// backend's on-CPU samples and the switch tracer's off-CPU stack
+    /// copies alike (one set of unwind tables per process).
+    unwinder: Unwinder,
 }
 
 /// What [`Profiler::encode`] made for one round: definition frames to
@@ -268,6 +273,7 @@ impl Profiler {
             #[cfg(not(loom))]
             alloc: None,
             alloc_pending: Vec::new(),
+            unwinder: Unwinder::new(),
         }
     }
 
@@ -296,6 +302,7 @@ impl Profiler {
             #[cfg(not(loom))]
             alloc: None,
             alloc_pending: Vec::new(),
+            unwinder: Unwinder::new(),
         }
     }
 
@@ -378,12 +385,12 @@ impl Profiler {
     /// ```
     pub fn remove_thread(&mut self, tid: u64) {
         match &mut self.backend {
-            Backend::Perf(p) => p.remove_thread(tid),
+            Backend::Perf(p) => p.remove_thread(tid, &mut self.unwinder),
             Backend::Signal(s) => s.remove_thread(tid),
             Backend::None => {}
         }
         if let Some(t) = &mut self.switches {
-            t.remove_thread(tid);
+            t.remove_thread(tid, &mut self.unwinder);
         }
     }
 
@@ -403,12 +410,12 @@ impl Profiler {
     /// ```
     pub fn collect(&mut self, cutoff: u64, out: &mut Vec<RawSample>) -> u64 {
         let mut lost = match &mut self.backend {
-            Backend::Perf(p) => p.drain(cutoff, out),
+            Backend::Perf(p) => p.drain(cutoff, out, &mut self.unwinder),
             Backend::Signal(s) => s.drain(cutoff, out),
             Backend::None => 0,
         };
         if let Some(t) = &mut self.switches {
-            lost += t.drain(cutoff, out);
+            lost += t.drain(cutoff, out, &mut self.unwinder);
         }
         #[cfg(not(loom))]
         if let Some(a) = &mut self.alloc {
