@@ -5,7 +5,7 @@
 //! out and skips the switch when it is set. A parked worker's switch-outs are the
 //! runtime waiting for work, not the application blocking, and they are
 //! most of a server's switches: recording a stack at each would cost more
-//! than the rest of the profile (docs/recorder.md, CPU profiles → Cost).
+//! than the rest of the profile (docs/cpu-profile.md, "Cost").
 //!
 //! The table is an array of [`SLOTS`] words indexed by thread id modulo
 //! its length; each slot holds the id of the parked thread that owns it,

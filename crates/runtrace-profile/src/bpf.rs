@@ -15,8 +15,7 @@
 //! per-thread perf event is scheduled out and in with its thread, and the
 //! switch sample plus the switch records cost a recorded thread ~4 µs per
 //! context switch on the reference VM; this program costs it ~0.5 µs and
-//! other threads nothing measurable (docs/recorder.md, "CPU profiles →
-//! Cost"). A server's workers switch out at every park, so the difference
+//! other threads nothing measurable (docs/cpu-profile.md, "Cost"). A server's workers switch out at every park, so the difference
 //! is most of what off-CPU stacks cost it.
 //!
 //! Why the records go to a BPF ring buffer and not out as perf samples of

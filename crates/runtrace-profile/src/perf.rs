@@ -9,7 +9,7 @@
 //! on the CPU at every context switch of its thread, which measured
 //! +2.4 µs per switch on the reference VM (its `hrtimer` is cancelled and
 //! re-armed), while a per-CPU event's timer keeps running and costs a
-//! switch nothing (docs/recorder.md, "CPU profiles → Cost"). Where
+//! switch nothing (docs/cpu-profile.md, "Cost"). Where
 //! per-CPU events are refused, or with `RUNTRACE_CPU_FALLBACK=perf-thread`,
 //! each recorded thread gets its own `cpu-clock` event.
 //!
@@ -136,7 +136,7 @@ impl PerfSampler {
             max_stack: true,
             stack_copy: 0,
         };
-        // Read once, here (docs/recorder.md, "Through functions without
+        // Read once, here (docs/cpu-profile.md, "Through functions without
         // frame pointers"); a bad value is said in the PROFILE message.
         let mut copy_problem = None;
         if cfg!(target_arch = "x86_64") {

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 /// (`RUNTRACE_CPU_STACK_COPY` sets it): enough for a tokio worker's whole
 /// stack under mini-redis' connection handler (8 KiB reached the
 /// thread's start in 40% of its samples inside `send`, 16 KiB in all;
-/// docs/recorder.md). Frames past it come from the kernel's chain where
+/// docs/cpu-profile.md). Frames past it come from the kernel's chain where
 /// they agree.
 pub(crate) const STACK_COPY: u32 = 16384;
 /// Frames unwound by call frame information before the walk needs a

@@ -255,8 +255,7 @@ impl RecorderBuilder {
 
     /// Samples every recording thread's user stack `hz` times per second
     /// of its CPU time, and at every switch-out (off-CPU), into the trace
-    /// (`cpu_sample` / `off_cpu` events; see `docs/recorder.md`, CPU
-    /// profiles). 0 (the default) records no CPU profile; at most 1000.
+    /// (`cpu_sample` / `off_cpu` events; see `docs/cpu-profile.md`). 0 (the default) records no CPU profile; at most 1000.
     /// Stacks are walked through frame pointers: build with
     /// `-C force-frame-pointers=yes`. Where sampling is impossible the
     /// recording goes on without it, and says why (stderr and the trace).
@@ -280,8 +279,7 @@ impl RecorderBuilder {
     /// them). Off, the profile has on-CPU samples only and a context
     /// switch costs nothing more: each off-CPU stack costs ~1.5-2 µs of
     /// the switching thread's CPU on the reference VM through BPF, ~6 µs
-    /// through per-thread perf events (docs/recorder.md, CPU profiles →
-    /// Cost), which a server that blocks often may not want to pay.
+    /// through per-thread perf events (docs/cpu-profile.md, "Cost"), which a server that blocks often may not want to pay.
     /// `RUNTRACE_CPU_OFF_CPU=off` does the same.
     ///
     /// ```no_run

@@ -191,7 +191,7 @@ fn function_range(name: &str, addr: usize) -> std::ops::Range<u64> {
 /// with a call per operation that was 8-18% of this function's samples
 /// (up to 21% on a loaded CI machine), against the 80% asserted below.
 /// Frame-pointer stacks have that gap wherever they are walked (the
-/// kernel's too); docs/recorder.md ("Frame pointers") says so.
+/// kernel's too); docs/cpu-profile.md ("Frame pointers") says so.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn rt_cpu_test_hot(ms: u64) -> u64 {
