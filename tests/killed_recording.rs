@@ -164,6 +164,10 @@ fn a_missing_middle_file_is_incomplete() {
         // Small files: a second of the quickstart on a slow or loaded
         // machine wrote only two 64 KiB files.
         .env("RUNTRACE_MAX_FILE_SIZE", "8K")
+        // A writer starved of CPU under CI's load once made the quickstart
+        // drop events (so its own check was not clean) with the default
+        // 1 MiB per thread; this test is about a missing file, not drops.
+        .env("RUNTRACE_BUFFER_SIZE", "16M")
         .output()
         .unwrap();
     // The quickstart fails without a word on stderr when its own check or
