@@ -219,8 +219,7 @@ pub fn build(
             .filter(|(_, t)| t.proc == proc && t.tid == wr.id.tid)
             .find_map(|(i, _)| {
                 w.now
-                    .workers
-                    .get(&(i as u32, wr.id.worker.unwrap_or(runtrace_format::NO_WORKER)))
+                    .worker(i as u32, wr.id.worker.unwrap_or(runtrace_format::NO_WORKER))
             });
         let polling = now
             .and_then(|n| n.polling)
@@ -249,15 +248,10 @@ pub fn build(
         }
         let recent = w
             .now
-            .recent
-            .get(&li)
-            .map(|v| {
-                v.iter()
-                    .rev()
-                    .map(|rp| recent_row(rp, model, proc))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .recent(li)
+            .rev()
+            .map(|rp| recent_row(rp, model, proc))
+            .collect();
         locations.push(LocRow {
             location: l.location.clone(),
             tasks,

@@ -219,14 +219,100 @@ pub struct WorkerNow {
     pub polls: u64,
 }
 
+/// The last [`RECENT`] polls of one location, oldest first when read.
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    ring: [RecentPoll; RECENT],
+    /// Polls written (the newest is at `(n - 1) % RECENT`).
+    n: usize,
+}
+
+const NO_POLL: RecentPoll = RecentPoll {
+    task: 0,
+    worker: 0,
+    start: 0,
+    ticks: 0,
+    delay: None,
+};
+
 /// The pass beside the engine: what each worker polls now, recent polls
 /// per location.
+///
+/// Both are kept in vectors indexed by the model's dense thread and
+/// location indexes: this pass sees every poll of the window at every
+/// refresh, and its two hash maps (by (thread, worker) and by location)
+/// were 16% of `top`'s CPU while following (`perf record` of `top` on the
+/// demo service, docs/measurements/top.md).
+///
+/// ```
+/// use runtrace_model::{input, synth::TraceBuilder};
+/// use runtrace_top::window::Now;
+/// let mut b = TraceBuilder::new();
+/// b.location(1, "src/main.rs", 3, 1);
+/// b.spawn(7, 1_000, 1, 0, 1, 0);
+/// b.poll_start(7, 0, 2_000, 1, 0, 0);
+/// b.poll_end(7, 0, 3_000, 1, false);
+/// b.poll_start(7, 0, 4_000, 1, 0, 0);
+/// b.poll_end(7, 0, 5_000, 1, true);
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("trace.0.bin");
+/// std::fs::write(&path, b.finish()).unwrap();
+/// let mut now = Now::default(); // the reader pairs its polls
+/// let (model, _) = input::read(&[path], &mut now, None);
+/// let w = now.worker(0, 0).unwrap();
+/// assert_eq!((w.polls, w.polling), (2, None));
+/// let loc = model.locs.iter().position(|l| &*l.text == "src/main.rs:3:1").unwrap();
+/// let starts: Vec<u64> = now.recent(loc as u32).map(|p| p.start).collect();
+/// assert_eq!(starts.len(), 2);
+/// assert!(starts[0] < starts[1], "oldest first");
+/// ```
 #[derive(Default)]
 pub struct Now {
-    /// By (thread, worker).
-    pub workers: FxHashMap<(u32, u32), WorkerNow>,
-    /// By location: the last [`RECENT`] polls.
-    pub recent: FxHashMap<u32, VecDeque<RecentPoll>>,
+    /// By thread index: (worker, its state), one entry per worker index
+    /// the thread ran as (one, but for a thread that changed runtimes).
+    workers: Vec<Vec<(u32, WorkerNow)>>,
+    /// By location index.
+    recent: Vec<Recent>,
+}
+
+impl Now {
+    /// What worker `worker` on thread index `thread` was doing at the
+    /// window's end.
+    pub fn worker(&self, thread: u32, worker: u32) -> Option<&WorkerNow> {
+        self.workers
+            .get(thread as usize)?
+            .iter()
+            .find(|(w, _)| *w == worker)
+            .map(|(_, n)| n)
+    }
+
+    /// The last [`RECENT`] polls of location `loc` in the window, oldest
+    /// first.
+    pub fn recent(&self, loc: u32) -> impl DoubleEndedIterator<Item = &RecentPoll> {
+        let (ring, n) = match self.recent.get(loc as usize) {
+            Some(r) => (&r.ring[..], r.n),
+            None => (&[][..], 0),
+        };
+        let first = n.saturating_sub(RECENT);
+        (first..n).map(move |i| &ring[i % RECENT])
+    }
+
+    #[inline(always)]
+    fn worker_mut(&mut self, thread: u32, worker: u32) -> &mut WorkerNow {
+        let th = thread as usize;
+        if th >= self.workers.len() {
+            self.workers.resize_with(th + 1, Vec::new);
+        }
+        let ws = &mut self.workers[th];
+        let i = match ws.iter().position(|(w, _)| *w == worker) {
+            Some(i) => i,
+            None => {
+                ws.push((worker, WorkerNow::default()));
+                ws.len() - 1
+            }
+        };
+        &mut ws[i].1
+    }
 }
 
 impl Pass for Now {
@@ -234,41 +320,52 @@ impl Pass for Now {
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE
     }
+    #[inline]
     fn event(&mut self, ev: &Ev, _: &Model) {
         use runtrace_model::event::kind;
         if ev.kind == kind::PARK {
-            let w = self.workers.entry((ev.thread, ev.worker)).or_default();
-            w.local_q = ev.a;
+            self.worker_mut(ev.thread, ev.worker).local_q = ev.a;
         }
     }
+    #[inline]
     fn life(&mut self, rec: &Life<'_>, _: &Model) {
         match *rec {
             Life::PollStart(p) => {
-                let w = self.workers.entry((p.thread, p.worker)).or_default();
+                let w = self.worker_mut(p.thread, p.worker);
                 w.polling = Some((p.task, p.loc, p.start));
                 w.local_q = p.local_q;
             }
             Life::PollEnd(p) => {
-                let w = self.workers.entry((p.thread, p.worker)).or_default();
+                let w = self.worker_mut(p.thread, p.worker);
                 w.polls += 1;
                 if w.polling.is_some_and(|(t, ..)| t == p.task) {
                     w.polling = None;
                 }
-                let r = self.recent.entry(p.loc).or_default();
-                if r.len() == RECENT {
-                    r.pop_front();
+                let li = p.loc as usize;
+                if li >= self.recent.len() {
+                    self.recent.resize(
+                        li + 1,
+                        Recent {
+                            ring: [NO_POLL; RECENT],
+                            n: 0,
+                        },
+                    );
                 }
-                r.push_back(RecentPoll {
+                let r = &mut self.recent[li];
+                r.ring[r.n % RECENT] = RecentPoll {
                     task: p.task,
                     worker: p.worker,
                     start: p.start,
                     ticks: p.ticks(),
                     delay: p.delay_ticks(),
-                });
+                };
+                r.n += 1;
             }
             Life::PollLost(p) => {
-                if let Some(w) = self.workers.get_mut(&(p.thread, p.worker)) {
-                    w.polling = None;
+                if let Some(ws) = self.workers.get_mut(p.thread as usize) {
+                    if let Some((_, w)) = ws.iter_mut().find(|(w, _)| *w == p.worker) {
+                        w.polling = None;
+                    }
                 }
             }
             _ => {}
