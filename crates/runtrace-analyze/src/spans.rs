@@ -76,10 +76,11 @@ pub struct SpanPass {
 }
 
 impl SpanPass {
-    /// A lifecycle record (span records and poll ends). A span enter
-    /// inside a poll needs that poll's spawn location: `poll_loc` gives it
-    /// for the thread's innermost open poll of a task (the caller's view
-    /// of the open polls), asked only then.
+    /// A span record (poll ends come through [`SpanPass::poll_end`]; other
+    /// records are ignored). A span enter inside a poll needs that poll's
+    /// spawn location: `poll_loc` gives it for the thread's innermost open
+    /// poll of a task (the caller's view of the open polls), asked only
+    /// then.
     #[inline]
     pub fn life(
         &mut self,
@@ -126,14 +127,12 @@ impl SpanPass {
                     _ => st.open += 1,
                 }
             }
-            Life::PollEnd(p) => self.poll_end(p, m),
             _ => {}
         }
     }
 
-    /// A poll ended: if it entered a span, it served that span. (Also
-    /// taken as [`Life::PollEnd`] by [`SpanPass::life`]; this is the
-    /// inlined way, one test for a trace without spans.)
+    /// A poll ended: if it entered a span, it served that span. Inlined:
+    /// one test per poll for a trace without spans.
     #[inline(always)]
     pub fn poll_end(&mut self, p: &Poll, m: &Model) {
         if !self.current.is_empty() {
