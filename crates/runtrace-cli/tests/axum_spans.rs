@@ -4,7 +4,7 @@
 //! its own so axum and tower-http stay out of the workspace), with a
 //! planted slow route (`/slow` blocks its worker for 60 ms, every tenth
 //! request). Its request spans must be in the trace, in `runtrace
-//! analyze`'s span table, and in Perfetto (decoded with Perfetto's own
+//! analyze`'s span table, in `runtrace top`'s window, and in Perfetto (decoded with Perfetto's own
 //! protos, tools/check_perfetto.py); the long poll's finding must name the
 //! slow route by its span.
 
@@ -105,6 +105,51 @@ fn axum_request_spans_in_the_trace_analyze_and_perfetto() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("=== Spans"), "{text}");
     assert!(text.contains("spans: GET /slow (p99 "), "{text}");
+
+    // top's window over the whole recording (a few seconds, inside the
+    // 60 s window): the same span table, the routes by the locations
+    // that served them, and the long poll's finding naming its route.
+    let t = runtrace(&["top", "--once", "--json", "--window", "60", &trace]);
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let w: serde_json::Value = serde_json::from_slice(&t.stdout).unwrap();
+    let rows = w["spans"].as_array().expect("top's span table");
+    let row = |label: &str| {
+        rows.iter()
+            .find(|s| s["span"] == label)
+            .unwrap_or_else(|| panic!("{label} in top's {rows:?}"))
+    };
+    assert_eq!(rows[0]["span"], "GET /slow", "slowest first: {rows:?}");
+    assert!(row("GET /slow")["wall_p99_ns"].as_u64().unwrap() >= 60_000_000);
+    let served_by = row("GET /item")["spawn_locations"].as_array().unwrap();
+    assert!(!served_by.is_empty(), "{rows:?}");
+    let loc = served_by[0].as_str().unwrap();
+    let loc_row = w["spawn_locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["location"] == loc)
+        .unwrap_or_else(|| panic!("{loc} in {}", w["spawn_locations"]));
+    assert!(
+        loc_row["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with("GET /item")),
+        "{loc_row}"
+    );
+    let long = w["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "long_poll")
+        .unwrap_or_else(|| panic!("top's long_poll: {}", w["findings"]));
+    assert!(
+        long["spans"][0]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("GET /slow (p99 "),
+        "{long}"
+    );
 
     // Perfetto, decoded with Perfetto's protos.
     let ok = Command::new("python3")

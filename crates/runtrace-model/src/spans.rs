@@ -114,17 +114,23 @@ pub struct Span {
 }
 
 impl Span {
-    /// Span `ev.x` as first seen at `ev` in process `proc`: no name,
-    /// fields or parent, never entered.
-    fn unnamed(ev: &Ev, proc: u32) -> Span {
+    /// Span `id` of recording `proc` as first seen at `ticks` (on thread
+    /// index 0): no name, fields or parent, never entered. A start for
+    /// [`SpanTracker::seed`].
+    ///
+    /// ```
+    /// let s = runtrace_model::spans::Span::seen(42, 0, 1_000);
+    /// assert_eq!((s.id, s.name, s.new, s.first_enter), (42, 0, 1_000, None));
+    /// ```
+    pub fn seen(id: u64, proc: u32, ticks: u64) -> Span {
         Span {
-            id: ev.x,
+            id,
             proc,
             name: 0,
             fields: 0,
             parent: 0,
-            new: ev.ticks,
-            thread: ev.thread,
+            new: ticks,
+            thread: 0,
             first_enter: None,
             close: None,
             enters: 0,
@@ -132,7 +138,17 @@ impl Span {
             delay_ticks: 0,
             task: 0,
             worker: runtrace_format::NO_WORKER,
+            enter_thread: 0,
+        }
+    }
+
+    /// Span `ev.x` as first seen at `ev` in process `proc`: no name,
+    /// fields or parent, never entered.
+    fn unnamed(ev: &Ev, proc: u32) -> Span {
+        Span {
+            thread: ev.thread,
             enter_thread: ev.thread,
+            ..Span::seen(ev.x, proc, ev.ticks)
         }
     }
 
@@ -220,6 +236,57 @@ impl SpanTracker {
         }
         let (_, live) = self.live(m, thread);
         live.insert(st.span.id, st);
+    }
+
+    /// Makes span `span` known as created before the tracker started, with
+    /// its name, fields, creation and first enter, but no busy time, enters
+    /// or delay yet: for a tracker that starts in the middle of a recording
+    /// (`runtrace top`'s windows), so a span created before the window
+    /// keeps its name (not rule 5's nameless one) and its wall time still
+    /// runs from its first enter. Emits no record.
+    ///
+    /// ```
+    /// use runtrace_model::{event::{kind, Ev}, lifecycle::{Life, Tracker}, model::Model};
+    /// use runtrace_model::spans::Span;
+    /// let mut m = Model::new();
+    /// # let h = runtrace_format::frame::Header { version_major: 1, version_minor: 2,
+    /// #     ticks_per_sec: 1_000_000_000, anchor_ticks: 0, anchor_wall_ns: 0, pid: 1,
+    /// #     process_name: "p".into(), recording_id: 1, file_index: 0, schemas: vec![] };
+    /// m.add_proc(runtrace_model::model::Process::new(&h));
+    /// let th = m.thread(0, 1);
+    /// // Created (name 5) and first entered before the tracker starts.
+    /// let mut t = Tracker::default();
+    /// t.spans.seed(Span { name: 5, first_enter: Some(2_000), ..Span::seen(42, 0, 1_000) });
+    /// let close = Ev { ticks: 9_000, x: 42, a: 0, thread: th, worker: 0, kind: kind::SPAN_CLOSE, flag: 0 };
+    /// let mut seen = Vec::new();
+    /// t.step(&close, &m, &mut |r: &Life<'_>| {
+    ///     if let Life::SpanClose(s) = r { seen.push((s.name, s.wall_ticks())) }
+    /// });
+    /// assert_eq!(seen, [(5, Some(7_000))]);
+    /// ```
+    pub fn seed(&mut self, span: Span) {
+        let p = span.proc as usize;
+        if p >= self.live.len() {
+            self.live.resize_with(p + 1, FxHashMap::default);
+        }
+        let live = &mut self.live[p];
+        if live.len() >= MAX_LIVE {
+            return;
+        }
+        let span = Span {
+            enters: 0,
+            busy_ticks: 0,
+            delay_ticks: 0,
+            close: None,
+            ..span
+        };
+        live.insert(
+            span.id,
+            State {
+                span,
+                last_poll: NONE,
+            },
+        );
     }
 
     fn new_span(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {

@@ -6,13 +6,16 @@
 //! through runtrace-analyze's runtime engine (its pass and its findings'
 //! rules) over the window's events; this crate only chooses the windows
 //! and shows them. Modules, data first:
+//! - [`lives`] keeps what was alive when: task lives (their spawn
+//!   locations) and the application's span lives (their names);
 //! - [`window`] analyses one window (the engine, plus [`window::Now`]:
-//!   what each worker polls at the window's end), seeding the tasks alive
-//!   at its start with their spawn locations;
+//!   what each worker polls at the window's end, and the CPU samples of
+//!   each location's polls when the recording has a CPU profile), seeding
+//!   the tasks and spans alive at its start;
 //! - [`heap`] follows the memory profile (sampled heap bytes live and
 //!   allocated in a window), when the trace has one;
 //! - [`snapshot`] turns a window into rows (header, workers, locations,
-//!   findings with their age) and into text or JSON (`--once`);
+//!   spans, findings with their age) and into text or JSON (`--once`);
 //! - [`source`] gives the windows: [`source::Live`] follows a recording
 //!   as it is written (runtrace-model's `input::follow`), in memory
 //!   bounded by the window; [`source::Replay`] reads a finished one into
@@ -39,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod heap;
+pub mod lives;
 pub mod snapshot;
 pub mod source;
 #[cfg(feature = "ui")]

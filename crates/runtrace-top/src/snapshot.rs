@@ -12,6 +12,7 @@
 //! ```
 
 use crate::window::{Analysed, RecentPoll};
+use runtrace_analyze::runtime::FunctionShare;
 use runtrace_analyze::{fmt_ns, Finding};
 use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::model::Model;
@@ -94,6 +95,39 @@ pub struct LocRow {
     /// Its last polls (details pane): (task, worker, start s, length ns,
     /// delay ns).
     pub recent: Vec<(u64, u32, f64, u64, Option<u64>)>,
+    /// The spans its polls served, most poll time first, as findings
+    /// name them (`GET /item (p99 120 ms)`; empty without spans).
+    pub spans: Vec<String>,
+    /// The functions its polls ran in (on-CPU samples) or blocked in
+    /// (off-CPU), the verdict's kind first (empty without a CPU profile).
+    pub functions: Vec<FunctionShare>,
+}
+
+/// An application span's row (one per span label: name and the fields
+/// that tell requests apart, `GET /item`).
+#[derive(Debug, Clone)]
+pub struct SpanRow {
+    /// Its label.
+    pub label: String,
+    /// Spans of it open at the window's end.
+    pub open: u64,
+    /// Spans of it closed per second.
+    pub closed_per_s: f64,
+    /// Share of all poll time in the window spent in polls serving it
+    /// (0..1).
+    pub time_share: f64,
+    /// Time entered per span, p50 and p99 (closed spans).
+    pub busy_p50_ns: u64,
+    /// See `busy_p50_ns`.
+    pub busy_p99_ns: u64,
+    /// First enter to close, p50 and p99 (closed spans).
+    pub wall_p50_ns: u64,
+    /// See `wall_p50_ns`.
+    pub wall_p99_ns: u64,
+    /// Wake-to-poll delay its spans suffered, in all.
+    pub delay_total_ns: u64,
+    /// The spawn locations whose polls served it, most poll time first.
+    pub locations: Vec<String>,
 }
 
 /// A live finding's row.
@@ -113,6 +147,9 @@ pub struct FindingRow {
     pub victims: Vec<String>,
     /// Every location it names.
     pub locations: Vec<String>,
+    /// The spans the blamed location's polls served (`GET /item (p99
+    /// 120 ms)`).
+    pub spans: Vec<String>,
 }
 
 /// One window of the recording, ready to show.
@@ -132,6 +169,9 @@ pub struct Snapshot {
     pub workers: Vec<WorkerRow>,
     /// Spawn locations, most poll time first.
     pub locations: Vec<LocRow>,
+    /// The application's spans, the slowest (wall p99) first (empty when
+    /// the trace has none).
+    pub spans: Vec<SpanRow>,
     /// Findings, critical first, cause first.
     pub findings: Vec<FindingRow>,
     /// The memory profile over the window (None: the trace has no
@@ -263,8 +303,11 @@ pub fn build(
             wake_p99_ns: l.wake_to_poll_ns.p99,
             long_polls: l.long_polls,
             recent,
+            spans: r.spans.serving(&l.location),
+            functions: w.functions.get(&l.location).cloned().unwrap_or_default(),
         });
     }
+    let spans = span_rows(r, total_ns, secs);
     ages.update(r.findings.iter().map(Key::of), at_ns, contiguous);
     let findings = r
         .findings
@@ -281,6 +324,7 @@ pub fn build(
             age_ns: ages.age(&Key::of(f), at_ns),
             victims: f.victims.iter().map(|v| v.location.clone()).collect(),
             locations: f.spawn_locs.clone(),
+            spans: f.spans.clone(),
         })
         .collect();
     Snapshot {
@@ -291,9 +335,48 @@ pub fn build(
         header,
         workers,
         locations,
+        spans,
         findings,
         heap: None,
     }
+}
+
+/// The span table's rows: `runtrace analyze`'s over the window, with the
+/// poll time that served each label (of `total_ns`, over `secs`).
+fn span_rows(r: &runtrace_analyze::Report, total_ns: u64, secs: f64) -> Vec<SpanRow> {
+    r.spans
+        .spans
+        .iter()
+        .map(|x| {
+            let served = r.spans.served.iter().filter(|s| s.label == x.label);
+            let mut locs: Vec<(&str, u64)> =
+                served.map(|s| (s.location.as_str(), s.poll_ns)).collect();
+            locs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            let ns: u64 = locs.iter().map(|l| l.1).sum();
+            SpanRow {
+                label: x.label.clone(),
+                open: x.open,
+                closed_per_s: x.count as f64 / secs,
+                time_share: ns as f64 / total_ns.max(1) as f64,
+                busy_p50_ns: x.busy_ns.p50,
+                busy_p99_ns: x.busy_ns.p99,
+                wall_p50_ns: x.wall_ns.p50,
+                wall_p99_ns: x.wall_ns.p99,
+                delay_total_ns: x.delay_ns_total,
+                locations: locs.into_iter().map(|l| l.0.to_string()).collect(),
+            }
+        })
+        .collect()
+}
+
+/// `parse 62%`, `blocked in read_file 80%`: a function of a location.
+pub fn fmt_function(f: &FunctionShare) -> String {
+    format!(
+        "{}{} {:.0}%",
+        if f.off_cpu { "blocked in " } else { "" },
+        f.function,
+        f.share * 100.0
+    )
 }
 
 fn recent_row(rp: &RecentPoll, model: &Model, proc: u32) -> (u64, u32, f64, u64, Option<u64>) {
@@ -321,6 +404,16 @@ pub fn fmt_age(ns: u64) -> String {
         format!("{s:.0} s")
     } else {
         format!("{:.1} min", s / 60.0)
+    }
+}
+
+/// `5`, `0.7`: a window's length in seconds (tenths below 10 s).
+fn fmt_secs(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    if s < 10.0 && s.fract() > 0.05 {
+        format!("{s:.1}")
+    } else {
+        format!("{s:.0}")
     }
 }
 
@@ -377,6 +470,7 @@ impl Snapshot {
                 "detail": f.detail,
                 "victims": f.victims,
                 "spawn_locations": f.locations,
+                "spans": f.spans,
             })).collect::<Vec<_>>(),
             "workers": self.workers.iter().map(|w| json!({
                 "worker": w.name,
@@ -397,6 +491,27 @@ impl Snapshot {
                 "wake_to_poll_p50_ns": l.wake_p50_ns,
                 "wake_to_poll_p99_ns": l.wake_p99_ns,
                 "long_polls": l.long_polls,
+                "spans": l.spans,
+                "functions": l.functions.iter().map(|f| json!({
+                    "function": f.function,
+                    "file": f.file,
+                    "line": f.line,
+                    "share": f.share,
+                    "off_cpu": f.off_cpu,
+                    "samples": f.samples,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "spans": self.spans.iter().map(|x| json!({
+                "span": x.label,
+                "open": x.open,
+                "closed_per_s": x.closed_per_s,
+                "poll_time_share": x.time_share,
+                "busy_p50_ns": x.busy_p50_ns,
+                "busy_p99_ns": x.busy_p99_ns,
+                "wall_p50_ns": x.wall_p50_ns,
+                "wall_p99_ns": x.wall_p99_ns,
+                "delay_total_ns": x.delay_total_ns,
+                "spawn_locations": x.locations,
             })).collect::<Vec<_>>(),
         });
         self.heap_json(&mut out);
@@ -446,12 +561,12 @@ impl Snapshot {
     pub fn header_line(&self) -> String {
         let h = &self.header;
         format!(
-            "{} | {} | at {:.1} s of {:.1} s | window {:.0} s | {} events/s | dropped {} | {} files, {}",
+            "{} | {} | at {:.1} s of {:.1} s | window {} s | {} events/s | dropped {} | {} files, {}",
             h.process,
             h.state,
             self.at_ns as f64 / 1e9,
             self.length_ns as f64 / 1e9,
-            self.window_ns as f64 / 1e9,
+            fmt_secs(self.window_ns),
             fmt_rate(h.events_per_s),
             h.dropped,
             h.files,
@@ -475,10 +590,11 @@ impl Snapshot {
         for f in &self.findings {
             let _ = writeln!(
                 s,
-                "  {:8} {:20} {}  since {}\n           {}",
+                "  {:8} {:20} {}{}  since {}\n           {}",
                 f.severity,
                 f.kind,
                 f.cause,
+                serving(&f.spans),
                 fmt_age(f.age_ns),
                 f.detail
             );
@@ -530,7 +646,52 @@ impl Snapshot {
                 fmt_ns(l.wake_p99_ns),
                 l.long_polls
             );
+            if !l.spans.is_empty() {
+                let _ = writeln!(s, "    serving: {}", l.spans.join(", "));
+            }
+            if !l.functions.is_empty() {
+                let f: Vec<String> = l.functions.iter().map(fmt_function).collect();
+                let _ = writeln!(s, "    functions: {}", f.join(", "));
+            }
+        }
+        if !self.spans.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nspans:\n  {:40} {:>6} {:>8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                "span",
+                "open",
+                "closed/s",
+                "time",
+                "busy p50",
+                "busy p99",
+                "wall p50",
+                "wall p99",
+                "delay"
+            );
+            for x in &self.spans {
+                let _ = writeln!(
+                    s,
+                    "  {:40} {:>6} {:>8} {:>5.1}% {:>9} {:>9} {:>9} {:>9} {:>9}",
+                    x.label,
+                    x.open,
+                    fmt_rate(x.closed_per_s),
+                    x.time_share * 100.0,
+                    fmt_ns(x.busy_p50_ns),
+                    fmt_ns(x.busy_p99_ns),
+                    fmt_ns(x.wall_p50_ns),
+                    fmt_ns(x.wall_p99_ns),
+                    fmt_ns(x.delay_total_ns)
+                );
+            }
         }
         s
+    }
+}
+
+/// ` (serving GET /item (p99 120 ms))`, or nothing without spans.
+fn serving(spans: &[String]) -> String {
+    match spans.first() {
+        Some(first) => format!(" (serving {first})"),
+        None => String::new(),
     }
 }

@@ -23,8 +23,10 @@
 //! assert_eq!(s.locations[0].polls_per_s, 2.0); // 10 polls in 5 s
 //! ```
 
+use crate::lives::Lives;
 use crate::snapshot::{self, Ages, Header, Key, Mode, Snapshot};
-use crate::window::{self, Collector, Lives};
+use crate::window::{self, Collector};
+use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::Thresholds;
 use runtrace_format::files;
 use runtrace_model::event::Ev;
@@ -122,6 +124,30 @@ fn process_name(model: &Model, proc: u32, others: usize) -> String {
     s
 }
 
+/// The names of the CPU samples' stacks, kept from window to window
+/// (stacks repeat; the symbolizer caches per address), made again when
+/// the recording adds executable mappings.
+#[derive(Default)]
+struct Names(Option<(usize, StackNames)>);
+
+impl Names {
+    fn get(&mut self, model: &Model) -> &mut StackNames {
+        let n = model.mappings.len();
+        if self.0.as_ref().is_some_and(|(k, _)| *k != n) {
+            self.0 = None;
+        }
+        &mut self
+            .0
+            .get_or_insert_with(|| {
+                (
+                    n,
+                    StackNames::for_mappings(&model.mappings, Default::default()),
+                )
+            })
+            .1
+    }
+}
+
 /// A recording being written, followed.
 pub struct Live {
     source: PathBuf,
@@ -133,6 +159,7 @@ pub struct Live {
     history: VecDeque<(Instant, u64, u64)>,
     flushed: bool,
     problem: Option<String>,
+    names: Names,
 }
 
 impl Live {
@@ -148,6 +175,7 @@ impl Live {
             history: VecDeque::new(),
             flushed: false,
             problem: None,
+            names: Names::default(),
         };
         l.follow.poll(&mut l.coll)?;
         let st = l.follow.status();
@@ -190,15 +218,21 @@ impl Live {
         let proc = main_proc(model)?;
         let c = &mut self.coll.pass;
         let t1 = c.evs.back()?.ticks;
-        let tps = model.procs[proc as usize].ticks_per_sec as f64;
-        let t0 = t1.saturating_sub((self.opts.window_s * tps) as u64);
+        let p = &model.procs[proc as usize];
+        // Not before the recording's start: rates are over the time the
+        // window holds.
+        let start = p.anchor_ticks.min(p.first_ticks);
+        let t0 = t1
+            .saturating_sub((self.opts.window_s * p.ticks_per_sec as f64) as u64)
+            .max(start)
+            .min(t1);
         // Memory bounded by the window.
         while c.evs.front().is_some_and(|e| e.ticks < t0) {
             c.evs.pop_front();
         }
         c.lives.forget_before(t0);
         c.heap.forget_before(t0);
-        let w = window::analyze(
+        let mut w = window::analyze(
             model,
             proc,
             c.evs.iter(),
@@ -207,6 +241,9 @@ impl Live {
             t1,
             self.opts.thresholds,
         );
+        if w.profile.is_some() {
+            w.add_functions(self.names.get(model));
+        }
         let (h0, h1) = (self.history.front()?, self.history.back()?);
         let dt = h1.0.duration_since(h0.0).as_secs_f64();
         let events_per_s = if dt > 0.5 {
@@ -285,6 +322,7 @@ pub struct Replay {
     pub paused: bool,
     ages: Ages,
     contiguous: bool,
+    names: Names,
 }
 
 /// Replay speeds allowed.
@@ -345,6 +383,7 @@ impl Replay {
             paused: false,
             ages: Ages::default(),
             contiguous: false,
+            names: Names::default(),
         };
         r.pos = r.clamp(first as f64 + opts.window_s * tps);
         Ok(r)
@@ -434,11 +473,11 @@ impl Replay {
         false
     }
 
+    /// The window ending at `t1`: not before the recording's start (rates
+    /// are over the time the window holds).
     fn window(&self, t1: u64) -> (u64, u64) {
-        (
-            t1.saturating_sub((self.opts.window_s * self.tps) as u64),
-            t1,
-        )
+        let t0 = t1.saturating_sub((self.opts.window_s * self.tps) as u64);
+        (t0.max(self.first).min(t1), t1)
     }
 
     fn analyse(&mut self, t1: u64) -> window::Analysed {
@@ -459,7 +498,10 @@ impl Replay {
     /// The window at the current position.
     pub fn snapshot(&mut self) -> Snapshot {
         let (t0, t1) = self.window(self.pos);
-        let w = self.analyse(self.pos);
+        let mut w = self.analyse(self.pos);
+        if w.profile.is_some() {
+            w.add_functions(self.names.get(&self.model));
+        }
         let secs = (t1 - t0) as f64 / self.tps.max(1.0);
         let state = if self.at_end() {
             "end of recording".to_string()

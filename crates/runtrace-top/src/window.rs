@@ -2,9 +2,10 @@
 //! [`Engine`] (the pass and the findings' rules of `runtrace analyze`)
 //! run over the events of `[t0, t1]`, beside [`Now`], a small pass for
 //! what only a live view asks (what each worker polls at `t1`, the recent
-//! polls of each location). Tasks alive at `t0` are seeded into the
-//! window's lifecycle with their spawn location ([`Lives`]), so a task
-//! spawned before the window is not `<unknown>` in it.
+//! polls of each location) and [`Functions`] (what the CPU samples of
+//! each location's polls ran). Tasks and spans alive at `t0` are seeded
+//! into the window's lifecycle ([`Lives`]), so a task spawned before the
+//! window is not `<unknown>` in it, nor a span created before it nameless.
 //!
 //! Nothing here knows the terminal: [`crate::snapshot`] turns the result
 //! into rows, `crate::ui` draws them.
@@ -28,7 +29,9 @@
 //! assert!(w.report.findings.iter().any(|f| f.kind.as_str() == "long_poll"));
 //! ```
 
-use runtrace_analyze::runtime::Engine;
+use crate::lives::Lives;
+use runtrace_analyze::functions::StackNames;
+use runtrace_analyze::runtime::{location_functions, Engine, FunctionShare};
 use runtrace_analyze::{Report, Thresholds};
 use runtrace_model::event::Ev;
 use runtrace_model::fxhash::FxHashMap;
@@ -36,134 +39,21 @@ use runtrace_model::input::ReadStats;
 use runtrace_model::lifecycle::{Life, Tracked};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Pass, Wants};
-use std::collections::VecDeque;
+use runtrace_model::profile::{Profile, ProfilePass};
+use std::collections::{HashMap, VecDeque};
 
 /// Recent polls kept per spawn location for the details pane.
 pub const RECENT: usize = 12;
 
-/// One task life: where and when it began and ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LifeSpan {
-    /// Its recording ([`Model::procs`] index).
-    pub proc: u32,
-    /// Task id.
-    pub task: u64,
-    /// Spawn location ([`Model::locs`] index).
-    pub loc: u32,
-    /// Ticks of its spawn, or of its first sight.
-    pub from: u64,
-    /// Ticks of its end (`u64::MAX`: alive).
-    pub end: u64,
-}
-
-/// Task lives by the lifecycle's serial number: what a window needs to
-/// seed (tasks alive at its start) and to count tasks alive per location.
-///
-/// Kept as a vector in serial order (serials grow with each new life):
-/// an append per life and a binary search per end. A hash map by serial
-/// cost a quarter of opening a 9M-event recording (cache misses on a
-/// table of a million lives); the vector is written in order. An end
-/// finds its life through the live task's slot (a direct index), else by
-/// binary search.
-#[derive(Debug, Default, Clone)]
-pub struct Lives {
-    by_serial: Vec<(u32, LifeSpan)>,
-    /// By live task slot ([`Task::slot`](runtrace_model::lifecycle::Task)):
-    /// its life's position in `by_serial`, plus one (0: not known).
-    at_slot: Vec<u32>,
-}
-
-impl Lives {
-    /// Takes one lifecycle record.
-    pub fn record(&mut self, rec: &Life<'_>) {
-        match *rec {
-            Life::Spawn(t) | Life::Seen(t) => {
-                let from = t.spawn.or(t.first_poll).unwrap_or(0);
-                let life = LifeSpan {
-                    proc: t.proc,
-                    task: t.task,
-                    loc: t.loc,
-                    from,
-                    end: u64::MAX,
-                };
-                match self.by_serial.last() {
-                    Some(&(last, _)) if last >= t.serial => {
-                        match self.by_serial.binary_search_by_key(&t.serial, |e| e.0) {
-                            Ok(i) => self.by_serial[i].1 = life,
-                            Err(i) => {
-                                // Positions after `i` move: forget them all.
-                                self.by_serial.insert(i, (t.serial, life));
-                                self.at_slot.clear();
-                            }
-                        }
-                    }
-                    _ => {
-                        self.by_serial.push((t.serial, life));
-                        let slot = t.slot as usize;
-                        if slot < (1 << 24) {
-                            if self.at_slot.len() <= slot {
-                                self.at_slot.resize(slot + 1, 0);
-                            }
-                            self.at_slot[slot] = self.by_serial.len().min(u32::MAX as usize) as u32;
-                        }
-                    }
-                }
-            }
-            Life::End(t) => {
-                let by_slot = match self.at_slot.get(t.slot as usize) {
-                    Some(&p) if p > 0 => Some(p as usize - 1)
-                        .filter(|&i| self.by_serial.get(i).is_some_and(|e| e.0 == t.serial)),
-                    _ => None,
-                };
-                let found = by_slot.map_or_else(
-                    || self.by_serial.binary_search_by_key(&t.serial, |e| e.0),
-                    Ok,
-                );
-                if let Ok(i) = found {
-                    let l = &mut self.by_serial[i].1;
-                    // Replaced by a new spawn of its id (`end: None`): over
-                    // now, at the latest time known, its last event.
-                    l.end = t.end.unwrap_or(l.from.max(t.first_poll.unwrap_or(0)));
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Forgets lives that ended before `t` (a live view's window moved on).
-    pub fn forget_before(&mut self, t: u64) {
-        self.by_serial.retain(|(_, l)| l.end >= t);
-        // Positions moved: ends of older lives take the binary search.
-        self.at_slot.clear();
-    }
-
-    /// Lives alive at `t` (began at or before, not ended before) of
-    /// recording `proc`.
-    pub fn alive_at(&self, proc: u32, t: u64) -> impl Iterator<Item = &LifeSpan> {
-        self.by_serial
-            .iter()
-            .map(|(_, l)| l)
-            .filter(move |l| l.proc == proc && l.from <= t && l.end > t)
-    }
-
-    /// How many lives are kept.
-    pub fn len(&self) -> usize {
-        self.by_serial.len()
-    }
-
-    /// None kept.
-    pub fn is_empty(&self) -> bool {
-        self.by_serial.is_empty()
-    }
-}
-
-/// The pass that collects a recording for windows: the runtime events in
-/// time order, the task lives, and the memory profile's changes.
+/// The pass that collects a recording for windows: the events a window
+/// analyses in time order (the runtime's, the application's, its spans'
+/// and CPU samples), the task and span lives, and the memory profile's
+/// changes.
 #[derive(Default)]
 pub struct Collector {
-    /// Runtime events, in time order.
+    /// The window's events, in time order.
     pub evs: VecDeque<Ev>,
-    /// Task lives.
+    /// Task and span lives.
     pub lives: Lives,
     /// The sampled heap (profile events go there, not to `evs`).
     pub heap: crate::heap::Heap,
@@ -172,17 +62,29 @@ pub struct Collector {
 impl Pass for Collector {
     #[inline]
     fn wants(&self) -> Wants {
-        Wants::LIFECYCLE.or(Wants::PROFILE)
+        // The engine's groups (the application's events for the waiting
+        // analyses, spans for the span table), and the profile's.
+        Wants::LIFECYCLE
+            .or(Wants::APP)
+            .or(Wants::SPANS)
+            .or(Wants::PROFILE)
     }
     fn event(&mut self, ev: &Ev, model: &Model) {
-        if Wants::PROFILE.has(ev.kind) {
+        use runtrace_model::event::kind;
+        if Wants::PROFILE.has(ev.kind) && !matches!(ev.kind, kind::CPU_SAMPLE | kind::OFF_CPU) {
             self.heap.event(ev, model);
             return;
         }
         self.evs.push_back(*ev);
     }
-    fn life(&mut self, rec: &Life<'_>, _: &Model) {
-        self.lives.record(rec);
+    fn life(&mut self, rec: &Life<'_>, model: &Model) {
+        match rec {
+            Life::SpanNew(_) | Life::SpanEnter(_) | Life::SpanClose(_) => self
+                .lives
+                .spans
+                .record(rec, |t| model.threads[t as usize].proc),
+            _ => self.lives.record(rec),
+        }
     }
 }
 
@@ -383,13 +285,36 @@ pub struct Analysed {
     pub alive: FxHashMap<u32, u64>,
     /// Events in the window.
     pub events: u64,
+    /// The window's CPU samples, attributed to the polls they were taken
+    /// in (None: the recording has no CPU profile).
+    pub profile: Option<Profile>,
+    /// The functions each location's polls ran or blocked in, by location
+    /// text (empty until [`Analysed::add_functions`]).
+    pub functions: HashMap<String, Vec<FunctionShare>>,
+}
+
+impl Analysed {
+    /// Names the window's CPU samples with `names` (kept by the caller
+    /// from window to window: stacks repeat) and adds what they say, as
+    /// `runtrace analyze` does: each finding's functions and verdict
+    /// (burning CPU, or blocked, in which function), and every location's
+    /// functions ([`Analysed::functions`]). Nothing without a CPU profile.
+    pub fn add_functions(&mut self, names: &mut StackNames) {
+        let Some(p) = &self.profile else {
+            return;
+        };
+        self.report.add_functions(p, names);
+        self.functions = location_functions(p, names);
+    }
 }
 
 /// Analyses the events of recording `proc` in `[t0, t1]` (ticks) of
 /// `evs` (in time order; others are skipped) with the engine of
-/// `runtrace analyze` and thresholds `th`, seeding the tasks `lives` says
-/// were alive at `t0`. The model's extent of `proc` is set to the window
-/// while the report is built, and restored.
+/// `runtrace analyze` and thresholds `th`, seeding the tasks and spans
+/// `lives` says were alive at `t0`. The model's extent of `proc` is set to
+/// the window while the report is built, and restored. A recording with a
+/// CPU profile also has its window's samples attributed to polls
+/// ([`Analysed::profile`]; named by [`Analysed::add_functions`]).
 pub fn analyze<'a>(
     model: &mut Model,
     proc: u32,
@@ -399,50 +324,27 @@ pub fn analyze<'a>(
     t1: u64,
     th: Thresholds,
 ) -> Analysed {
-    let mut passes = Tracked::new((Engine::new(th), Now::default()));
-    for l in lives.alive_at(proc, t0) {
-        passes.tracker().seed(proc, l.task, l.loc, l.from);
-    }
-    let mut n = 0u64;
-    for ev in evs {
-        if ev.ticks < t0 || ev.ticks > t1 {
-            continue;
-        }
-        let Some(th) = model.threads.get(ev.thread as usize) else {
-            continue;
-        };
-        if th.proc != proc {
-            continue;
-        }
-        passes.event(ev, model);
-        n += 1;
-    }
-    // The report sees the window as the recording's extent; the other
-    // recordings as empty.
-    let saved: Vec<(u64, u64, u64)> = model
-        .procs
-        .iter()
-        .map(|p| (p.first_ticks, p.last_ticks, p.events))
-        .collect();
-    for (i, p) in model.procs.iter_mut().enumerate() {
-        if i as u32 == proc {
-            p.first_ticks = t0;
-            p.last_ticks = t1;
-            p.events = n;
-        } else {
-            p.events = 0;
-        }
-    }
-    passes.finish(model);
-    let stats = ReadStats {
-        events: n,
-        ..ReadStats::default()
+    let w = Window {
+        proc,
+        lives,
+        t0,
+        t1,
     };
-    let (engine, now) = passes.pass;
-    let report = engine.report(model, stats);
-    for (p, s) in model.procs.iter_mut().zip(saved) {
-        (p.first_ticks, p.last_ticks, p.events) = s;
-    }
+    let passes = (Engine::new(th), Now::default());
+    // The profile's pass costs a poll's bookkeeping per poll: only for a
+    // recording with a CPU profile, and then as a pass of its own type
+    // (a disabled pass beside the engine made a 5 s window 50-55 ms
+    // instead of 47-48, `replay_cost` on the demo's 12 s recording).
+    let ((report, now, profile), n) = if model.profiles.is_empty() {
+        w.run(model, evs, passes, |(e, now), m, st| {
+            (e.report(m, st), now, None)
+        })
+    } else {
+        let passes = (passes, ProfilePass::default());
+        w.run(model, evs, passes, |((e, now), p), m, st| {
+            (e.report(m, st.clone()), now, Some(p.profile(m, st)))
+        })
+    };
     let mut alive: FxHashMap<u32, u64> = FxHashMap::default();
     for l in lives.alive_at(proc, t1) {
         *alive.entry(l.loc).or_default() += 1;
@@ -453,59 +355,78 @@ pub fn analyze<'a>(
         now,
         alive,
         events: n,
+        profile,
+        functions: HashMap::new(),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use runtrace_model::lifecycle::Task;
+/// Where a window is: recording `proc` over `[t0, t1]`, seeded from
+/// `lives`.
+struct Window<'l> {
+    proc: u32,
+    lives: &'l Lives,
+    t0: u64,
+    t1: u64,
+}
 
-    fn task(task: u64, serial: u32, slot: u32, from: u64, end: Option<u64>) -> Task {
-        Task {
-            task,
-            serial,
-            slot,
-            proc: 0,
-            loc: task as u32,
-            parent: 0,
-            queue: 0,
-            spawn: Some(from),
-            spawn_thread: 0,
-            first_poll: None,
-            end,
+impl Window<'_> {
+    /// Runs `pass` (through a lifecycle tracker seeded with the tasks and
+    /// spans alive at `t0`) over the window's events of `evs`, and `take`s
+    /// its results with the model's extent of the recording set to the
+    /// window (the others empty), then restored. Also returns the events
+    /// run.
+    fn run<'a, P: Pass, R>(
+        &self,
+        model: &mut Model,
+        evs: impl Iterator<Item = &'a Ev>,
+        pass: P,
+        take: impl FnOnce(P, &Model, ReadStats) -> R,
+    ) -> (R, u64) {
+        let (proc, t0, t1) = (self.proc, self.t0, self.t1);
+        let mut passes = Tracked::new(pass);
+        for l in self.lives.alive_at(proc, t0) {
+            passes.tracker().seed(proc, l.task, l.loc, l.from);
         }
-    }
-
-    fn alive(l: &Lives, t: u64) -> Vec<u64> {
-        let mut v: Vec<u64> = l.alive_at(0, t).map(|x| x.task).collect();
-        v.sort();
-        v
-    }
-
-    /// Ends find their lives by slot (a reused slot ends the life that
-    /// holds it now), by binary search after a forget or an out-of-order
-    /// serial.
-    #[test]
-    fn ends_find_their_lives_by_slot_or_search() {
-        let mut l = Lives::default();
-        l.record(&Life::Spawn(&task(1, 0, 0, 10, None)));
-        l.record(&Life::Spawn(&task(2, 1, 1, 20, None)));
-        l.record(&Life::End(&task(1, 0, 0, 10, Some(30))));
-        // Slot 0 reused by a new life.
-        l.record(&Life::Spawn(&task(3, 2, 0, 40, None)));
-        assert_eq!(alive(&l, 35), vec![2]);
-        assert_eq!(alive(&l, 45), vec![2, 3]);
-        l.forget_before(35);
-        assert_eq!(l.len(), 2);
-        // After the forget: found by search.
-        l.record(&Life::End(&task(2, 1, 1, 20, Some(60))));
-        assert_eq!(alive(&l, 65), vec![3]);
-        // An out-of-order serial is inserted in place.
-        l.record(&Life::Seen(&task(9, 1, 5, 70, None)));
-        l.record(&Life::End(&task(3, 2, 0, 40, Some(80))));
-        l.record(&Life::End(&task(9, 1, 5, 70, Some(90))));
-        assert_eq!(alive(&l, 75), vec![3, 9]);
-        assert!(alive(&l, 95).is_empty());
+        for s in self.lives.spans.alive_at(proc, t0) {
+            passes.tracker().spans.seed(s.span());
+        }
+        let mut n = 0u64;
+        for ev in evs {
+            if ev.ticks < t0 || ev.ticks > t1 {
+                continue;
+            }
+            let Some(th) = model.threads.get(ev.thread as usize) else {
+                continue;
+            };
+            if th.proc != proc {
+                continue;
+            }
+            passes.event(ev, model);
+            n += 1;
+        }
+        let saved: Vec<(u64, u64, u64)> = model
+            .procs
+            .iter()
+            .map(|p| (p.first_ticks, p.last_ticks, p.events))
+            .collect();
+        for (i, p) in model.procs.iter_mut().enumerate() {
+            if i as u32 == proc {
+                p.first_ticks = t0;
+                p.last_ticks = t1;
+                p.events = n;
+            } else {
+                p.events = 0;
+            }
+        }
+        passes.finish(model);
+        let stats = ReadStats {
+            events: n,
+            ..ReadStats::default()
+        };
+        let r = take(passes.pass, model, stats);
+        for (p, s) in model.procs.iter_mut().zip(saved) {
+            (p.first_ticks, p.last_ticks, p.events) = s;
+        }
+        (r, n)
     }
 }

@@ -122,6 +122,68 @@ pub fn analyze_files_profiled<P: AsRef<Path>>(paths: &[P], opts: Options<'_>) ->
     (report, passes.1.pass.profile(&model, stats))
 }
 
+/// The functions each spawn location's polls ran in (on-CPU samples) or
+/// blocked in (off-CPU switch-outs), as the findings list them: the
+/// verdict's kind first (blocked first when the polls were mostly off
+/// CPU), at most 5 on-CPU and 3 off-CPU functions. What `runtrace top`
+/// shows for a selected location, whether or not a finding blames it.
+///
+/// ```
+/// use runtrace_analyze::functions::StackNames;
+/// use runtrace_analyze::runtime::location_functions;
+/// use runtrace_model::profile::{Profile, Sample, SampleKind};
+/// let s = Sample {
+///     ts_ns: 5_000, tid: 1, thread: String::new(), stack: vec![0x10u64].into(),
+///     kind: SampleKind::OnCpu, task: Some(7), location: Some("src/a.rs:1:1".into()),
+///     worker: Some(0), poll_start_ns: Some(1_000), poll_end_ns: None,
+/// };
+/// let p = Profile { samples: vec![s], ..Default::default() };
+/// let f = location_functions(&p, &mut StackNames::recorded(&p));
+/// assert_eq!(f["src/a.rs:1:1"][0].function, "[unknown] 0x10");
+/// assert_eq!(f["src/a.rs:1:1"][0].share, 1.0);
+/// ```
+pub fn location_functions(
+    profile: &Profile,
+    names: &mut StackNames,
+) -> HashMap<String, Vec<FunctionShare>> {
+    let period = period_ns(profile);
+    let mut locs: HashMap<&str, LocCpu> = HashMap::new();
+    for s in &profile.samples {
+        let Some(l) = s.location.as_deref() else {
+            continue;
+        };
+        if s.is_runtrace() {
+            continue;
+        }
+        let frames = names.frames(&s.stack);
+        locs.entry(l).or_default().add(&frames, s.kind);
+    }
+    locs.into_iter()
+        .map(|(l, lc)| {
+            let j = judge(&lc, period);
+            let on = j.on.iter().map(|x| share(x, false));
+            let off = j.off.iter().map(|x| share(x, true));
+            let v = if j.mostly_off_cpu {
+                off.chain(on).collect()
+            } else {
+                on.chain(off).collect()
+            };
+            (l.to_string(), v)
+        })
+        .collect()
+}
+
+/// The sampling period: from the first PROFILE frame that gives a rate.
+fn period_ns(profile: &Profile) -> u64 {
+    let hz = profile
+        .info
+        .iter()
+        .map(|(_, i)| i.hz)
+        .find(|&h| h > 0)
+        .unwrap_or(DEFAULT_HZ);
+    1_000_000_000 / hz.max(1)
+}
+
 #[derive(Default)]
 struct LocCpu {
     on: Tally,
@@ -235,13 +297,7 @@ impl Report {
         if profile.samples.is_empty() {
             return;
         }
-        let hz = profile
-            .info
-            .iter()
-            .map(|(_, i)| i.hz)
-            .find(|&h| h > 0)
-            .unwrap_or(DEFAULT_HZ);
-        let period_ns = 1_000_000_000 / hz.max(1);
+        let period_ns = period_ns(profile);
         let th = self.thresholds;
         let mut locs: HashMap<&str, LocSets> = HashMap::new();
         for s in &profile.samples {

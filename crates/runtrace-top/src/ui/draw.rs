@@ -10,8 +10,8 @@
 //! assert!(text.contains("too small"));
 //! ```
 
-use super::state::{App, Column, Editing};
-use crate::snapshot::{fmt_age, fmt_rate, Mode, Snapshot};
+use super::state::{App, Column, Editing, Table as Shown};
+use crate::snapshot::{fmt_age, fmt_function, fmt_rate, Mode, Snapshot};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -54,13 +54,21 @@ pub fn draw(f: &mut Frame<'_>, app: &App, snap: Option<&Snapshot>, waiting: &str
     header(f, s, head);
     findings(f, s, find);
     workers(f, s, work);
-    if app.details {
-        let [locs, det] =
+    let (table, det) = if app.details {
+        let [t, d] =
             Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(rest);
-        locations(f, app, s, locs);
-        details(f, app, s, det);
+        (t, Some(d))
     } else {
-        locations(f, app, s, rest);
+        (rest, None)
+    };
+    match app.table {
+        Shown::Locations => locations(f, app, s, table),
+        Shown::Spans => spans(f, app, s, table),
+    }
+    match (det, app.table) {
+        (Some(d), Shown::Locations) => details(f, app, s, d),
+        (Some(d), Shown::Spans) => span_details(f, app, s, d),
+        (None, _) => {}
     }
     footer(f, app, s, foot);
     if app.help {
@@ -173,18 +181,12 @@ fn workers(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
 fn locations(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     let rows = app.rows(s);
     let sel = app.selected.min(rows.len().saturating_sub(1));
-    let head = Row::new(Column::ALL.iter().enumerate().map(|(i, c)| {
-        let mark = if app.sort.0 == *c {
-            if app.sort.1 {
-                "▼"
-            } else {
-                "▲"
-            }
-        } else {
-            ""
-        };
-        format!("{}{}{mark}", i + 1, c.title())
-    }))
+    let head = Row::new(
+        Column::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, c)| heading(app, i, *c, c.title())),
+    )
     .style(Style::default().add_modifier(Modifier::BOLD));
     // Keep the selected row in view.
     let visible = area.height.saturating_sub(3) as usize;
@@ -235,6 +237,111 @@ fn locations(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     f.render_widget(t, area);
 }
 
+/// The sort column's heading mark.
+fn heading(app: &App, i: usize, c: Column, title: &str) -> String {
+    let mark = match (app.sort.0 == c, app.sort.1) {
+        (true, true) => "▼",
+        (true, false) => "▲",
+        (false, _) => "",
+    };
+    format!("{}{title}{mark}", i + 1)
+}
+
+fn spans(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
+    let rows = app.span_rows(s);
+    let sel = app.selected.min(rows.len().saturating_sub(1));
+    let head = Row::new(
+        Column::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, c)| heading(app, i, *c, c.span_title())),
+    )
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let visible = area.height.saturating_sub(3) as usize;
+    let skip = sel.saturating_sub(visible.saturating_sub(1));
+    let body = rows.iter().enumerate().skip(skip).map(|(i, x)| {
+        let r = Row::new(vec![
+            x.label.clone(),
+            x.open.to_string(),
+            fmt_rate(x.closed_per_s),
+            format!("{:.1}%", x.time_share * 100.0),
+            fmt_ns(x.busy_p50_ns),
+            fmt_ns(x.busy_p99_ns),
+            fmt_ns(x.wall_p50_ns),
+            fmt_ns(x.wall_p99_ns),
+            fmt_ns(x.delay_total_ns),
+        ]);
+        if i == sel {
+            r.style(Style::default().add_modifier(Modifier::REVERSED))
+        } else {
+            r
+        }
+    });
+    let filter = if app.filter.is_empty() {
+        String::new()
+    } else {
+        format!(" filter \"{}\"", app.filter)
+    };
+    let title = if s.spans.is_empty() {
+        " spans: none in this window (the application records none, or none ran) ".to_string()
+    } else {
+        format!(" spans ({} of {}){filter} ", rows.len(), s.spans.len())
+    };
+    let t = Table::new(
+        body,
+        [
+            Constraint::Min(24),
+            Constraint::Length(6),
+            Constraint::Length(9),
+            Constraint::Length(7),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+        ],
+    )
+    .header(head)
+    .block(Block::bordered().title(title));
+    f.render_widget(t, area);
+}
+
+fn span_details(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
+    let rows = app.span_rows(s);
+    let Some(x) = rows.get(app.selected.min(rows.len().saturating_sub(1))) else {
+        f.render_widget(
+            Paragraph::new("no span selected").block(Block::bordered().title(" details ")),
+            area,
+        );
+        return;
+    };
+    let mut lines = Vec::new();
+    for fd in &s.findings {
+        if fd.spans.iter().any(|l| l.starts_with(&x.label)) {
+            lines.push(Line::styled(
+                format!(
+                    "{} ({}) at {}: {}",
+                    fd.kind, fd.severity, fd.cause, fd.detail
+                ),
+                Style::default().fg(Color::Red),
+            ));
+        }
+    }
+    lines.push(Line::styled(
+        "served by (spawn locations, most poll time first):",
+        Style::default().add_modifier(Modifier::BOLD),
+    ));
+    for l in &x.locations {
+        lines.push(Line::raw(format!("  {l}")));
+    }
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(format!(" {} ", x.label))),
+        area,
+    );
+}
+
 fn details(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     let rows = app.rows(s);
     let Some(l) = rows.get(app.selected.min(rows.len().saturating_sub(1))) else {
@@ -257,6 +364,16 @@ fn details(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
                 Style::default().fg(Color::Yellow),
             ));
         }
+    }
+    if !l.spans.is_empty() {
+        lines.push(Line::raw(format!("serving: {}", l.spans.join(", "))));
+    }
+    if !l.functions.is_empty() {
+        let fs: Vec<String> = l.functions.iter().map(fmt_function).collect();
+        lines.push(Line::styled(
+            format!("functions: {}", fs.join(", ")),
+            Style::default().fg(Color::Cyan),
+        ));
     }
     lines.push(Line::styled(
         format!(
@@ -289,12 +406,15 @@ fn details(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
 
 fn footer(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     let text = match (&app.editing, &app.message) {
-        (Some(Editing::Filter(b)), _) => format!("filter locations: {b}_  (Enter apply, Esc cancel)"),
+        (Some(Editing::Filter(b)), _) => format!("filter {}: {b}_  (Enter apply, Esc cancel)", match app.table {
+            Shown::Locations => "locations",
+            Shown::Spans => "spans",
+        }),
         (Some(Editing::Seek(b)), _) => format!("seek to (seconds or M:SS): {b}_  (Enter go, Esc cancel)"),
         (None, Some(m)) => m.clone(),
         (None, None) => match s.mode {
-            Mode::Live => "q quit  1-9/s sort  r reverse  / filter  ↑↓ select  Enter details  ? help".into(),
-            Mode::Replay => "q quit  space pause  ←→ step  g seek  n next finding  +- speed  1-9 sort  / filter  Enter details  ? help".into(),
+            Mode::Live => "q quit  1-9/s sort  r reverse  / filter  t spans  ↑↓ select  Enter details  ? help".into(),
+            Mode::Replay => "q quit  space pause  ←→ step  g seek  n next finding  +- speed  1-9 sort  / filter  t spans  Enter details  ? help".into(),
         },
     };
     f.render_widget(
@@ -305,7 +425,7 @@ fn footer(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
 
 fn help(f: &mut Frame<'_>, area: Rect) {
     let w = area.width.min(64);
-    let h = area.height.min(18);
+    let h = area.height.min(19);
     let r = Rect::new(
         area.x + (area.width - w) / 2,
         area.y + (area.height - h) / 2,
@@ -321,9 +441,10 @@ n            next window with a new finding
 + -          replay faster / slower (0.1x to 100x)
 1-9          sort by that column (again: reverse)
 s, r         next sort column, reverse
-/            filter locations by text
-↑ ↓, k j     select a location
-Enter, d     details: recent polls, what held it
+/            filter the table by text
+t            spawn locations <-> the application's spans
+↑ ↓, k j     select a row
+Enter, d     details: recent polls, what held it, functions
 ?            this help";
     f.render_widget(Clear, r);
     f.render_widget(

@@ -13,9 +13,11 @@
 //! app.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
 //! assert_eq!(app.filter, "db");
 //! assert_eq!(app.key(key(' ')), Action::TogglePause);
+//! app.key(key('t'));
+//! assert_eq!(app.table, runtrace_top::ui::state::Table::Spans);
 //! ```
 
-use crate::snapshot::{LocRow, Snapshot};
+use crate::snapshot::{LocRow, Snapshot, SpanRow};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// A column of the spawn-location table (sortable).
@@ -70,6 +72,36 @@ impl Column {
         }
     }
 
+    /// Its heading in the span table, whose columns the same keys sort.
+    pub fn span_title(self) -> &'static str {
+        match self {
+            Column::Location => "span",
+            Column::Tasks => "open",
+            Column::PollsPerS => "closed/s",
+            Column::Time => "time",
+            Column::Mean => "busy p50",
+            Column::Max => "busy p99",
+            Column::WakeP50 => "wall p50",
+            Column::WakeP99 => "wall p99",
+            Column::Long => "delay",
+        }
+    }
+
+    fn cmp_span(self, a: &SpanRow, b: &SpanRow) -> std::cmp::Ordering {
+        let f = |x: f64, y: f64| x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal);
+        match self {
+            Column::Location => a.label.cmp(&b.label),
+            Column::Tasks => a.open.cmp(&b.open),
+            Column::PollsPerS => f(a.closed_per_s, b.closed_per_s),
+            Column::Time => f(a.time_share, b.time_share),
+            Column::Mean => a.busy_p50_ns.cmp(&b.busy_p50_ns),
+            Column::Max => a.busy_p99_ns.cmp(&b.busy_p99_ns),
+            Column::WakeP50 => a.wall_p50_ns.cmp(&b.wall_p50_ns),
+            Column::WakeP99 => a.wall_p99_ns.cmp(&b.wall_p99_ns),
+            Column::Long => a.delay_total_ns.cmp(&b.delay_total_ns),
+        }
+    }
+
     fn cmp(self, a: &LocRow, b: &LocRow) -> std::cmp::Ordering {
         let f = |x: f64, y: f64| x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal);
         match self {
@@ -84,6 +116,15 @@ impl Column {
             Column::Long => a.long_polls.cmp(&b.long_polls),
         }
     }
+}
+
+/// The table the screen shows under the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    /// Spawn locations.
+    Locations,
+    /// The application's spans, by label.
+    Spans,
 }
 
 /// What is being typed on the bottom line.
@@ -117,6 +158,8 @@ pub enum Action {
 /// The screen's state.
 #[derive(Debug, Clone)]
 pub struct App {
+    /// The table shown (`t` switches).
+    pub table: Table,
     /// Sort column, and descending.
     pub sort: (Column, bool),
     /// Locations shown contain this text.
@@ -136,6 +179,7 @@ pub struct App {
 impl Default for App {
     fn default() -> Self {
         App {
+            table: Table::Locations,
             sort: (Column::Time, true),
             filter: String::new(),
             selected: 0,
@@ -159,6 +203,27 @@ impl App {
         let (col, desc) = self.sort;
         v.sort_by(|a, b| {
             let o = col.cmp(a, b);
+            if desc {
+                o.reverse()
+            } else {
+                o
+            }
+        });
+        v
+    }
+
+    /// The spans of `s` as shown: filtered by label, sorted by the same
+    /// keys as the locations.
+    pub fn span_rows<'a>(&self, s: &'a Snapshot) -> Vec<&'a SpanRow> {
+        let f = self.filter.to_lowercase();
+        let mut v: Vec<&SpanRow> = s
+            .spans
+            .iter()
+            .filter(|x| f.is_empty() || x.label.to_lowercase().contains(&f))
+            .collect();
+        let (col, desc) = self.sort;
+        v.sort_by(|a, b| {
+            let o = col.cmp_span(a, b);
             if desc {
                 o.reverse()
             } else {
@@ -233,6 +298,13 @@ impl App {
                 self.sort = (Column::ALL[(i + 1) % Column::ALL.len()], true);
             }
             KeyCode::Char('r') => self.sort.1 = !self.sort.1,
+            KeyCode::Char('t') => {
+                self.table = match self.table {
+                    Table::Locations => Table::Spans,
+                    Table::Spans => Table::Locations,
+                };
+                self.selected = 0;
+            }
             KeyCode::Char(c @ '1'..='9') => {
                 let col = Column::ALL[(c as u8 - b'1') as usize];
                 self.sort = if self.sort.0 == col {
