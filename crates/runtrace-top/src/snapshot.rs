@@ -688,8 +688,9 @@ impl Snapshot {
     }
 }
 
-/// ` (serving GET /item (p99 120 ms))`, or nothing without spans.
-fn serving(spans: &[String]) -> String {
+/// ` (serving GET /item (p99 120 ms))`: what a finding's cause was
+/// serving, or nothing without spans.
+pub fn serving(spans: &[String]) -> String {
     match spans.first() {
         Some(first) => format!(" (serving {first})"),
         None => String::new(),

@@ -11,7 +11,7 @@
 //! ```
 
 use super::state::{App, Column, Editing, Table as Shown};
-use crate::snapshot::{fmt_age, fmt_function, fmt_rate, Mode, Snapshot};
+use crate::snapshot::{fmt_age, fmt_function, fmt_rate, serving, Mode, Snapshot};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -126,7 +126,12 @@ fn findings(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
                 format!("{:20} ", x.kind),
                 Style::default().add_modifier(Modifier::BOLD),
             ),
-            Span::raw(format!("{}  since {}", x.cause, fmt_age(x.age_ns))),
+            Span::raw(format!(
+                "{}{}  since {}",
+                x.cause,
+                serving(&x.spans),
+                fmt_age(x.age_ns)
+            )),
         ]));
         lines.push(Line::raw(format!("    {}", x.detail)));
     }
