@@ -5,7 +5,7 @@
 
 use runtrace_analyze::{analyze_bytes, Finding, Options, Report, Severity};
 use runtrace_format::schema::catalog;
-use runtrace_model::synth::TraceBuilder;
+use runtrace_model::synth::{self, TraceBuilder};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
@@ -214,33 +214,10 @@ fn long_lived_idle_tasks_are_not_stuck() {
 
 /// A `runtrace::sync` lock "db" held 25 ms by tasks of `src/flush.rs` on
 /// worker 0 (a long poll), waited on by tasks of `src/req.rs` on worker 1,
-/// whose polls then block their worker.
+/// whose polls then block their worker (`synth::named_lock_convoy`).
 #[test]
 fn a_named_lock_convoy_blames_the_holder_and_names_the_lock() {
-    let mut b = TraceBuilder::new();
-    b.location(1, "src/flush.rs", 7, 9);
-    b.location(2, "src/req.rs", 30, 13);
-    b.string(5, "db");
-    let mut task = 100;
-    for i in 0..20u64 {
-        let at = i * 50 * MS;
-        // The holder: one 25 ms poll holding the lock.
-        b.spawn(1, at, task, 0, 1, 0);
-        b.poll_start(1, 0, at + 100 * US, task, 0, 0);
-        b.lock_hold(1, at + 25 * MS + 100 * US, 5, 25 * MS, true);
-        b.poll_end(1, 0, at + 25 * MS + 150 * US, task, true);
-        b.terminate(1, at + 25 * MS + 200 * US, task);
-        // A waiter on worker 1: tries at +5 ms, gets it at the release.
-        let w = task + 1;
-        b.spawn(2, at + MS, w, 0, 2, 0);
-        b.poll_start(2, 1, at + 5 * MS, w, 0, 0);
-        b.lock_wait(2, at + 25 * MS + 120 * US, 5, 20 * MS + 120 * US, true);
-        b.lock_hold(2, at + 25 * MS + 200 * US, 5, 80 * US, true);
-        b.poll_end(2, 1, at + 25 * MS + 210 * US, w, true);
-        b.terminate(2, at + 25 * MS + 220 * US, w);
-        task += 2;
-    }
-    let r = analyze_bytes(&b.finish(), Options::default());
+    let r = analyze_bytes(&synth::named_lock_convoy(), Options::default());
     let f = first(&r);
     assert_eq!(f.kind.as_str(), "lock_convoy", "{r}");
     assert_eq!(f.spawn_loc.as_deref(), Some("src/flush.rs:7:9"));

@@ -893,6 +893,46 @@ pub fn workload(w: &Workload) -> (Vec<u8>, u64) {
     (b.finish(), n)
 }
 
+/// A `runtrace::sync` lock "db" (name 5) held 25 ms by a task of
+/// `src/flush.rs:7:9` in one poll on worker 0 (thread 1), every 50 ms for
+/// 20 rounds; meanwhile a task of `src/req.rs:30:13` on worker 1 (thread
+/// 2) waits for it 20 ms inside its poll, blocking its worker, then holds
+/// it 80 us. The convoy's tests share it (`lock_convoy` in analyze and in
+/// `top`'s windows).
+///
+/// ```
+/// let bytes = runtrace_model::synth::named_lock_convoy();
+/// assert!(bytes.len() > 500);
+/// ```
+pub fn named_lock_convoy() -> Vec<u8> {
+    const US: u64 = 1_000;
+    const MS: u64 = 1_000_000;
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/flush.rs", 7, 9);
+    b.location(2, "src/req.rs", 30, 13);
+    b.string(5, "db");
+    let mut task = 100;
+    for i in 0..20u64 {
+        let at = i * 50 * MS;
+        // The holder: one 25 ms poll holding the lock.
+        b.spawn(1, at, task, 0, 1, 0);
+        b.poll_start(1, 0, at + 100 * US, task, 0, 0);
+        b.lock_hold(1, at + 25 * MS + 100 * US, 5, 25 * MS, true);
+        b.poll_end(1, 0, at + 25 * MS + 150 * US, task, true);
+        b.terminate(1, at + 25 * MS + 200 * US, task);
+        // A waiter on worker 1: tries at +5 ms, gets it at the release.
+        let w = task + 1;
+        b.spawn(2, at + MS, w, 0, 2, 0);
+        b.poll_start(2, 1, at + 5 * MS, w, 0, 0);
+        b.lock_wait(2, at + 25 * MS + 120 * US, 5, 20 * MS + 120 * US, true);
+        b.lock_hold(2, at + 25 * MS + 200 * US, 5, 80 * US, true);
+        b.poll_end(2, 1, at + 25 * MS + 210 * US, w, true);
+        b.terminate(2, at + 25 * MS + 220 * US, w);
+        task += 2;
+    }
+    b.finish()
+}
+
 /// A tokio Mutex held across an await (resource 1, created at
 /// `src/state.rs:4:17`): every 50 ms for 20 rounds, a task of
 /// `src/sync.rs:12:5` (thread 1) locks it and awaits 40 ms holding it;

@@ -6,7 +6,7 @@
 
 use ratatui::{backend::TestBackend, Terminal};
 use runtrace_format::frame::ProfileInfo;
-use runtrace_model::synth::TraceBuilder;
+use runtrace_model::synth::{self, TraceBuilder};
 use runtrace_top::snapshot::Snapshot;
 use runtrace_top::source::{Options, Replay};
 use runtrace_top::ui::draw::draw;
@@ -46,32 +46,12 @@ fn screen(app: &App, s: &Snapshot) -> String {
 }
 
 /// A `runtrace::sync` lock "db" held 25 ms by tasks of `src/flush.rs`,
-/// waited on by tasks of `src/req.rs` (the scenario of runtrace-analyze's
-/// tests/waiting.rs): an application event, which the window must see.
+/// waited on by tasks of `src/req.rs` (`synth::named_lock_convoy`, as
+/// runtrace-analyze's tests/waiting.rs): application events, which the
+/// window must see.
 #[test]
 fn a_named_lock_convoy_is_a_live_finding() {
-    let mut b = TraceBuilder::new();
-    b.location(1, "src/flush.rs", 7, 9);
-    b.location(2, "src/req.rs", 30, 13);
-    b.string(5, "db");
-    let mut task = 100;
-    for i in 0..20u64 {
-        let at = i * 50 * MS;
-        b.spawn(1, at, task, 0, 1, 0);
-        b.poll_start(1, 0, at + 100 * US, task, 0, 0);
-        b.lock_hold(1, at + 25 * MS + 100 * US, 5, 25 * MS, true);
-        b.poll_end(1, 0, at + 25 * MS + 150 * US, task, true);
-        b.terminate(1, at + 25 * MS + 200 * US, task);
-        let w = task + 1;
-        b.spawn(2, at + MS, w, 0, 2, 0);
-        b.poll_start(2, 1, at + 5 * MS, w, 0, 0);
-        b.lock_wait(2, at + 25 * MS + 120 * US, 5, 20 * MS + 120 * US, true);
-        b.lock_hold(2, at + 25 * MS + 200 * US, 5, 80 * US, true);
-        b.poll_end(2, 1, at + 25 * MS + 210 * US, w, true);
-        b.terminate(2, at + 25 * MS + 220 * US, w);
-        task += 2;
-    }
-    let s = window(b.finish(), 1.0);
+    let s = window(synth::named_lock_convoy(), 1.0);
     let f = s
         .findings
         .iter()

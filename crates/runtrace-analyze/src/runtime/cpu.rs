@@ -15,11 +15,12 @@ use runtrace_model::input;
 use runtrace_model::lifecycle::Life;
 use runtrace_model::model::Model;
 use runtrace_model::pass::{Pass, Wants};
-use runtrace_model::profile::{Profile, ProfilePass, SampleKind};
+use runtrace_model::profile::{Profile, ProfilePass, Sample, SampleKind};
 use serde_json::json;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// On-CPU functions listed per finding.
 const TOP_ON: usize = 5;
@@ -148,14 +149,7 @@ pub fn location_functions(
 ) -> HashMap<String, Vec<FunctionShare>> {
     let period = period_ns(profile);
     let mut locs: HashMap<&str, LocCpu> = HashMap::new();
-    for s in &profile.samples {
-        let Some(l) = s.location.as_deref() else {
-            continue;
-        };
-        if s.is_runtrace() {
-            continue;
-        }
-        let frames = names.frames(&s.stack);
+    for (l, s, frames) in located(profile, names) {
         locs.entry(l).or_default().add(&frames, s.kind);
     }
     locs.into_iter()
@@ -170,6 +164,20 @@ pub fn location_functions(
             };
             (l.to_string(), v)
         })
+        .collect()
+}
+
+/// The samples of `profile` taken in polls of a known location (not on
+/// runtrace's own threads), with their location and their stack's frames.
+fn located<'p>(
+    profile: &'p Profile,
+    names: &mut StackNames,
+) -> Vec<(&'p str, &'p Sample, Arc<[runtrace_symbolize::Frame]>)> {
+    profile
+        .samples
+        .iter()
+        .filter(|s| !s.is_runtrace())
+        .filter_map(|s| Some((s.location.as_deref()?, s, names.frames(&s.stack))))
         .collect()
 }
 
@@ -300,14 +308,7 @@ impl Report {
         let period_ns = period_ns(profile);
         let th = self.thresholds;
         let mut locs: HashMap<&str, LocSets> = HashMap::new();
-        for s in &profile.samples {
-            let Some(l) = s.location.as_deref() else {
-                continue;
-            };
-            if s.is_runtrace() {
-                continue;
-            }
-            let frames = names.frames(&s.stack);
+        for (l, s, frames) in located(profile, names) {
             let sets = locs.entry(l).or_default();
             sets.all.add(&frames, s.kind);
             let poll_ns = s.poll_ns().unwrap_or(0);

@@ -185,19 +185,8 @@ fn workers(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
 
 fn locations(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     let rows = app.rows(s);
-    let sel = app.selected.min(rows.len().saturating_sub(1));
-    let head = Row::new(
-        Column::ALL
-            .iter()
-            .enumerate()
-            .map(|(i, c)| heading(app, i, *c, c.title())),
-    )
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    // Keep the selected row in view.
-    let visible = area.height.saturating_sub(3) as usize;
-    let skip = sel.saturating_sub(visible.saturating_sub(1));
-    let body = rows.iter().enumerate().skip(skip).map(|(i, l)| {
-        let r = Row::new(vec![
+    let cells = rows.iter().map(|l| {
+        [
             l.location.clone(),
             l.tasks.to_string(),
             fmt_rate(l.polls_per_s),
@@ -207,18 +196,57 @@ fn locations(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
             fmt_ns(l.wake_p50_ns),
             fmt_ns(l.wake_p99_ns),
             l.long_polls.to_string(),
-        ]);
+        ]
+    });
+    let title = format!(
+        " spawn locations ({} of {}){} ",
+        rows.len(),
+        s.locations.len(),
+        filter_note(app)
+    );
+    sorted(f, app, area, (Column::title, 6), cells, title);
+}
+
+/// ` filter "db"`, or nothing.
+fn filter_note(app: &App) -> String {
+    if app.filter.is_empty() {
+        String::new()
+    } else {
+        format!(" filter \"{}\"", app.filter)
+    }
+}
+
+/// A table sorted by [`Column`] keys: headings `titles` (and the last
+/// column's width), rows `cells` (in the order shown), the selected row
+/// reversed and kept in view.
+fn sorted(
+    f: &mut Frame<'_>,
+    app: &App,
+    area: Rect,
+    (titles, last): (fn(Column) -> &'static str, u16),
+    cells: impl Iterator<Item = [String; 9]>,
+    title: String,
+) {
+    let head = Row::new(
+        Column::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, c)| heading(app, i, *c, titles(*c))),
+    )
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let rows: Vec<[String; 9]> = cells.collect();
+    let sel = app.selected.min(rows.len().saturating_sub(1));
+    // Keep the selected row in view.
+    let visible = area.height.saturating_sub(3) as usize;
+    let skip = sel.saturating_sub(visible.saturating_sub(1));
+    let body = rows.into_iter().enumerate().skip(skip).map(|(i, c)| {
+        let r = Row::new(c);
         if i == sel {
             r.style(Style::default().add_modifier(Modifier::REVERSED))
         } else {
             r
         }
     });
-    let filter = if app.filter.is_empty() {
-        String::new()
-    } else {
-        format!(" filter \"{}\"", app.filter)
-    };
     let t = Table::new(
         body,
         [
@@ -230,15 +258,11 @@ fn locations(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
             Constraint::Length(10),
             Constraint::Length(10),
             Constraint::Length(10),
-            Constraint::Length(6),
+            Constraint::Length(last),
         ],
     )
     .header(head)
-    .block(Block::bordered().title(format!(
-        " spawn locations ({} of {}){filter} ",
-        rows.len(),
-        s.locations.len()
-    )));
+    .block(Block::bordered().title(title));
     f.render_widget(t, area);
 }
 
@@ -254,18 +278,8 @@ fn heading(app: &App, i: usize, c: Column, title: &str) -> String {
 
 fn spans(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     let rows = app.span_rows(s);
-    let sel = app.selected.min(rows.len().saturating_sub(1));
-    let head = Row::new(
-        Column::ALL
-            .iter()
-            .enumerate()
-            .map(|(i, c)| heading(app, i, *c, c.span_title())),
-    )
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    let visible = area.height.saturating_sub(3) as usize;
-    let skip = sel.saturating_sub(visible.saturating_sub(1));
-    let body = rows.iter().enumerate().skip(skip).map(|(i, x)| {
-        let r = Row::new(vec![
+    let cells = rows.iter().map(|x| {
+        [
             x.label.clone(),
             x.open.to_string(),
             fmt_rate(x.closed_per_s),
@@ -275,40 +289,19 @@ fn spans(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
             fmt_ns(x.wall_p50_ns),
             fmt_ns(x.wall_p99_ns),
             fmt_ns(x.delay_total_ns),
-        ]);
-        if i == sel {
-            r.style(Style::default().add_modifier(Modifier::REVERSED))
-        } else {
-            r
-        }
+        ]
     });
-    let filter = if app.filter.is_empty() {
-        String::new()
-    } else {
-        format!(" filter \"{}\"", app.filter)
-    };
     let title = if s.spans.is_empty() {
         " spans: none in this window (the application records none, or none ran) ".to_string()
     } else {
-        format!(" spans ({} of {}){filter} ", rows.len(), s.spans.len())
+        format!(
+            " spans ({} of {}){} ",
+            rows.len(),
+            s.spans.len(),
+            filter_note(app)
+        )
     };
-    let t = Table::new(
-        body,
-        [
-            Constraint::Min(24),
-            Constraint::Length(6),
-            Constraint::Length(9),
-            Constraint::Length(7),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(10),
-        ],
-    )
-    .header(head)
-    .block(Block::bordered().title(title));
-    f.render_widget(t, area);
+    sorted(f, app, area, (Column::span_title, 10), cells, title);
 }
 
 fn span_details(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {

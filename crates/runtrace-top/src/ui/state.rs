@@ -194,36 +194,30 @@ impl Default for App {
 impl App {
     /// The locations of `s` as shown: filtered and sorted.
     pub fn rows<'a>(&self, s: &'a Snapshot) -> Vec<&'a LocRow> {
-        let f = self.filter.to_lowercase();
-        let mut v: Vec<&LocRow> = s
-            .locations
-            .iter()
-            .filter(|l| f.is_empty() || l.location.to_lowercase().contains(&f))
-            .collect();
-        let (col, desc) = self.sort;
-        v.sort_by(|a, b| {
-            let o = col.cmp(a, b);
-            if desc {
-                o.reverse()
-            } else {
-                o
-            }
-        });
-        v
+        self.shown(&s.locations, |l| &l.location, Column::cmp)
     }
 
     /// The spans of `s` as shown: filtered by label, sorted by the same
     /// keys as the locations.
     pub fn span_rows<'a>(&self, s: &'a Snapshot) -> Vec<&'a SpanRow> {
+        self.shown(&s.spans, |x| &x.label, Column::cmp_span)
+    }
+
+    /// `rows` whose `text` contains the filter, sorted by the sort column.
+    fn shown<'a, T>(
+        &self,
+        rows: &'a [T],
+        text: fn(&T) -> &str,
+        cmp: fn(Column, &T, &T) -> std::cmp::Ordering,
+    ) -> Vec<&'a T> {
         let f = self.filter.to_lowercase();
-        let mut v: Vec<&SpanRow> = s
-            .spans
+        let mut v: Vec<&T> = rows
             .iter()
-            .filter(|x| f.is_empty() || x.label.to_lowercase().contains(&f))
+            .filter(|r| f.is_empty() || text(r).to_lowercase().contains(&f))
             .collect();
         let (col, desc) = self.sort;
         v.sort_by(|a, b| {
-            let o = col.cmp_span(a, b);
+            let o = cmp(col, a, b);
             if desc {
                 o.reverse()
             } else {
