@@ -290,14 +290,7 @@ impl SpanTracker {
     }
 
     fn new_span(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
-        let (parent, fields) = match ev.a {
-            0 => (0, 0),
-            i => {
-                let i = i as usize - 1;
-                let side = |j: usize| m.side.get(i + j).copied().unwrap_or(0);
-                (side(0), side(1).min(u32::MAX as u64) as u32)
-            }
-        };
+        let (parent, fields) = parent_and_fields(ev, m);
         let proc = m.threads[ev.thread as usize].proc;
         let span = Span {
             name: ev.worker,
@@ -426,6 +419,27 @@ impl SpanTracker {
             }
         }
         self.open.iter_mut().for_each(Vec::clear);
+    }
+}
+
+/// A `span_new` event's parent span id (0: none) and the name index of
+/// its fields' text (0: none), kept in [`Model::side`] (the event's `a`:
+/// their position plus one; 0: neither).
+///
+/// ```
+/// use runtrace_model::{event::{kind, Ev}, model::Model};
+/// let m = Model::new();
+/// let ev = Ev { ticks: 1, x: 7, a: 0, thread: 0, worker: 3, kind: kind::SPAN_NEW, flag: 0 };
+/// assert_eq!(runtrace_model::spans::parent_and_fields(&ev, &m), (0, 0));
+/// ```
+pub fn parent_and_fields(ev: &Ev, m: &Model) -> (u64, u32) {
+    match ev.a {
+        0 => (0, 0),
+        i => {
+            let i = i as usize - 1;
+            let side = |j: usize| m.side.get(i + j).copied().unwrap_or(0);
+            (side(0), side(1).min(u32::MAX as u64) as u32)
+        }
     }
 }
 

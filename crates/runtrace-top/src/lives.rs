@@ -3,20 +3,35 @@
 //! task spawned, or a span created, before the window keeps its location
 //! or its name in it) and counts (tasks alive per location).
 //!
+//! Both are read from the raw events (spawns and terminates; span
+//! creations, enters and closes), not from the lifecycle's records: the
+//! windows pair polls and wakes themselves, and pairing every poll and wake
+//! of the recording once more only to learn when tasks began and ended
+//! cost `top` a hash lookup per poll and wake followed.
+//!
 //! ```
-//! use runtrace_model::lifecycle::Life;
-//! use runtrace_model::spans::Span;
+//! use runtrace_model::{event::{kind, Ev}, model::Model};
 //! use runtrace_top::lives::Lives;
+//! let mut m = Model::new();
+//! # let h = runtrace_format::frame::Header { version_major: 1, version_minor: 2,
+//! #     ticks_per_sec: 1_000_000_000, anchor_ticks: 0, anchor_wall_ns: 0, pid: 1,
+//! #     process_name: "p".into(), recording_id: 1, file_index: 0, schemas: vec![] };
+//! m.add_proc(runtrace_model::model::Process::new(&h));
+//! let th = m.thread(0, 1);
+//! let ev = |ticks, kind, x| Ev { ticks, x, a: 0, thread: th, worker: 3, kind, flag: 0 };
 //! let mut l = Lives::default();
-//! let s = Span { name: 3, ..Span::seen(42, 0, 1_000) };
-//! l.spans.record(&Life::SpanNew(&s), |_| 0);
-//! l.spans.record(&Life::SpanClose(&Span { close: Some(9_000), ..s }), |_| 0);
-//! assert_eq!(l.spans.alive_at(0, 5_000).map(|s| s.id).collect::<Vec<_>>(), [42]);
+//! l.event(&ev(1_000, kind::SPAN_NEW, 42), &m); // span 42, name index 3
+//! l.event(&ev(2_000, kind::SPAWN, 7), &m); // task 7 (location index 0)
+//! l.event(&ev(9_000, kind::SPAN_CLOSE, 42), &m);
+//! let spans: Vec<u64> = l.spans.alive_at(0, 5_000).map(|s| s.id).collect();
+//! assert_eq!(spans, [42]);
 //! assert_eq!(l.spans.alive_at(0, 9_500).count(), 0);
+//! assert_eq!(l.alive_at(0, 5_000).map(|t| t.task).collect::<Vec<_>>(), [7]);
 //! ```
 
+use runtrace_model::event::{kind, Ev};
 use runtrace_model::fxhash::FxHashMap;
-use runtrace_model::lifecycle::Life;
+use runtrace_model::model::Model;
 use runtrace_model::spans::Span;
 
 /// One task life: where and when it began and ended.
@@ -34,102 +49,91 @@ pub struct LifeSpan {
     pub end: u64,
 }
 
-/// Task lives by the lifecycle's serial number: what a window needs to
-/// seed (tasks alive at its start) and to count tasks alive per location.
+/// Task lives in order of spawn: what a window needs to seed (tasks
+/// alive at its start) and to count tasks alive per location. Tasks first
+/// seen by a poll (spawned before the recording began) are not kept: a
+/// window meets them as the lifecycle does, at `<unknown>`.
 ///
-/// Kept as a vector in serial order (serials grow with each new life):
-/// an append per life and a binary search per end. A hash map by serial
-/// cost a quarter of opening a 9M-event recording (cache misses on a
-/// table of a million lives); the vector is written in order. An end
-/// finds its life through the live task's slot (a direct index), else by
-/// binary search.
+/// Kept as a vector in spawn order (an append per spawn) and a map of the
+/// live tasks to their life's position in it (an end is a direct index:
+/// a binary search over a million lives per terminate was a tenth of
+/// opening a recording). A hash map holding every life cost a quarter of
+/// opening a 9M-event recording (cache misses on a table of a million
+/// lives); the map holds the live tasks only.
 #[derive(Debug, Default, Clone)]
 pub struct Lives {
-    by_serial: Vec<(u32, LifeSpan)>,
-    /// By live task slot ([`Task::slot`](runtrace_model::lifecycle::Task)):
-    /// its life's position in `by_serial`, plus one (0: not known).
-    at_slot: Vec<u32>,
+    lives: Vec<LifeSpan>,
+    /// (recording, task id) of the live tasks: their life's position.
+    live: FxHashMap<(u32, u64), usize>,
     /// The application's span lives.
     pub spans: SpanLives,
 }
 
 impl Lives {
-    /// Takes one task record (span records go to [`SpanLives::record`]).
-    pub fn record(&mut self, rec: &Life<'_>) {
-        match *rec {
-            Life::Spawn(t) | Life::Seen(t) => {
-                let from = t.spawn.or(t.first_poll).unwrap_or(0);
-                let life = LifeSpan {
-                    proc: t.proc,
-                    task: t.task,
-                    loc: t.loc,
-                    from,
-                    end: u64::MAX,
-                };
-                match self.by_serial.last() {
-                    Some(&(last, _)) if last >= t.serial => {
-                        match self.by_serial.binary_search_by_key(&t.serial, |e| e.0) {
-                            Ok(i) => self.by_serial[i].1 = life,
-                            Err(i) => {
-                                // Positions after `i` move: forget them all.
-                                self.by_serial.insert(i, (t.serial, life));
-                                self.at_slot.clear();
-                            }
-                        }
-                    }
-                    _ => {
-                        self.by_serial.push((t.serial, life));
-                        let slot = t.slot as usize;
-                        if slot < (1 << 24) {
-                            if self.at_slot.len() <= slot {
-                                self.at_slot.resize(slot + 1, 0);
-                            }
-                            self.at_slot[slot] = self.by_serial.len().min(u32::MAX as usize) as u32;
-                        }
-                    }
-                }
-            }
-            Life::End(t) => {
-                let by_slot = match self.at_slot.get(t.slot as usize) {
-                    Some(&p) if p > 0 => Some(p as usize - 1)
-                        .filter(|&i| self.by_serial.get(i).is_some_and(|e| e.0 == t.serial)),
-                    _ => None,
-                };
-                let found = by_slot.map_or_else(
-                    || self.by_serial.binary_search_by_key(&t.serial, |e| e.0),
-                    Ok,
-                );
-                if let Ok(i) = found {
-                    let l = &mut self.by_serial[i].1;
-                    // Replaced by a new spawn of its id (`end: None`): over
-                    // now, at the latest time known, its last event.
-                    l.end = t.end.unwrap_or(l.from.max(t.first_poll.unwrap_or(0)));
-                }
-            }
+    /// Takes one raw event: a task's spawn or terminate, a span's creation,
+    /// enter or close (other kinds are ignored).
+    #[inline]
+    pub fn event(&mut self, ev: &Ev, model: &Model) {
+        let proc = || model.threads[ev.thread as usize].proc;
+        match ev.kind {
+            kind::SPAWN => self.spawned(proc(), ev.x, ev.a, ev.ticks),
+            kind::TERMINATE => self.ended(proc(), ev.x, ev.ticks),
+            k if kind::is_span(k) => self.spans.event(ev, model, proc()),
             _ => {}
+        }
+    }
+
+    /// Task `task` of recording `proc` was spawned at location `loc` at
+    /// `ticks` (a live task of that id ends there: its id was reused).
+    pub fn spawned(&mut self, proc: u32, task: u64, loc: u32, ticks: u64) {
+        if let Some(old) = self.live.insert((proc, task), self.lives.len()) {
+            self.end(old, ticks);
+        }
+        self.lives.push(LifeSpan {
+            proc,
+            task,
+            loc,
+            from: ticks,
+            end: u64::MAX,
+        });
+    }
+
+    /// Task `task` of recording `proc` terminated at `ticks`.
+    pub fn ended(&mut self, proc: u32, task: u64, ticks: u64) {
+        if let Some(i) = self.live.remove(&(proc, task)) {
+            self.end(i, ticks);
+        }
+    }
+
+    fn end(&mut self, i: usize, ticks: u64) {
+        if let Some(l) = self.lives.get_mut(i) {
+            l.end = ticks.max(l.from);
         }
     }
 
     /// Forgets lives that ended before `t` (a live view's window moved on).
     pub fn forget_before(&mut self, t: u64) {
-        self.by_serial.retain(|(_, l)| l.end >= t);
-        // Positions moved: ends of older lives take the binary search.
-        self.at_slot.clear();
+        self.lives.retain(|l| l.end >= t);
+        // Positions moved: the live tasks' again.
+        for (i, l) in self.lives.iter().enumerate() {
+            if l.end == u64::MAX {
+                self.live.insert((l.proc, l.task), i);
+            }
+        }
         self.spans.forget_before(t);
     }
 
     /// Lives alive at `t` (began at or before, not ended before) of
     /// recording `proc`.
     pub fn alive_at(&self, proc: u32, t: u64) -> impl Iterator<Item = &LifeSpan> {
-        self.by_serial
+        self.lives
             .iter()
-            .map(|(_, l)| l)
             .filter(move |l| l.proc == proc && l.from <= t && l.end > t)
     }
 
     /// How many lives are kept (tasks and spans).
     pub fn len(&self) -> usize {
-        self.by_serial.len() + self.spans.len()
+        self.lives.len() + self.spans.len()
     }
 
     /// None kept.
@@ -183,33 +187,33 @@ pub struct SpanLives {
 }
 
 impl SpanLives {
-    /// Takes one span record (others are ignored); `proc_of` gives a
-    /// thread index's recording (an enter's record names its thread).
-    pub fn record(&mut self, rec: &Life<'_>, proc_of: impl FnOnce(u32) -> u32) {
-        match *rec {
-            Life::SpanNew(s) => {
+    /// Takes one raw span event of recording `proc` (others are ignored).
+    pub fn event(&mut self, ev: &Ev, model: &Model, proc: u32) {
+        match ev.kind {
+            kind::SPAN_NEW => {
                 // An id still live lost its close: its life ends here.
-                if let Some(i) = self.live.insert((s.proc, s.id), self.spans.len()) {
-                    self.spans[i].close.get_or_insert(s.new);
+                if let Some(i) = self.live.insert((proc, ev.x), self.spans.len()) {
+                    self.spans[i].close.get_or_insert(ev.ticks);
                 }
+                let (_, fields) = runtrace_model::spans::parent_and_fields(ev, model);
                 self.spans.push(SpanLife {
-                    id: s.id,
-                    proc: s.proc,
-                    name: s.name,
-                    fields: s.fields,
-                    new: s.new,
-                    first_enter: s.first_enter,
+                    id: ev.x,
+                    proc,
+                    name: ev.worker,
+                    fields,
+                    new: ev.ticks,
+                    first_enter: None,
                     close: None,
                 });
             }
-            Life::SpanEnter(e) => {
-                if let Some(&i) = self.live.get(&(proc_of(e.thread), e.span)) {
-                    self.spans[i].first_enter.get_or_insert(e.start);
+            kind::SPAN_ENTER => {
+                if let Some(&i) = self.live.get(&(proc, ev.x)) {
+                    self.spans[i].first_enter.get_or_insert(ev.ticks);
                 }
             }
-            Life::SpanClose(s) => {
-                if let Some(i) = self.live.remove(&(s.proc, s.id)) {
-                    self.spans[i].close = s.close;
+            kind::SPAN_CLOSE => {
+                if let Some(i) = self.live.remove(&(proc, ev.x)) {
+                    self.spans[i].close = Some(ev.ticks);
                 }
             }
             _ => {}
@@ -248,23 +252,6 @@ impl SpanLives {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runtrace_model::lifecycle::Task;
-
-    fn task(task: u64, serial: u32, slot: u32, from: u64, end: Option<u64>) -> Task {
-        Task {
-            task,
-            serial,
-            slot,
-            proc: 0,
-            loc: task as u32,
-            parent: 0,
-            queue: 0,
-            spawn: Some(from),
-            spawn_thread: 0,
-            first_poll: None,
-            end,
-        }
-    }
 
     fn alive(l: &Lives, t: u64) -> Vec<u64> {
         let mut v: Vec<u64> = l.alive_at(0, t).map(|x| x.task).collect();
@@ -272,29 +259,34 @@ mod tests {
         v
     }
 
-    /// Ends find their lives by slot (a reused slot ends the life that
-    /// holds it now), by binary search after a forget or an out-of-order
-    /// serial.
+    /// Ends find their lives after a forget; a reused id ends the life
+    /// that holds it.
     #[test]
-    fn ends_find_their_lives_by_slot_or_search() {
+    fn ends_find_their_lives_and_a_reused_id_ends_the_old_one() {
         let mut l = Lives::default();
-        l.record(&Life::Spawn(&task(1, 0, 0, 10, None)));
-        l.record(&Life::Spawn(&task(2, 1, 1, 20, None)));
-        l.record(&Life::End(&task(1, 0, 0, 10, Some(30))));
-        // Slot 0 reused by a new life.
-        l.record(&Life::Spawn(&task(3, 2, 0, 40, None)));
+        l.spawned(0, 1, 1, 10);
+        l.spawned(0, 2, 2, 20);
+        l.ended(0, 1, 30);
+        l.spawned(0, 3, 3, 40);
         assert_eq!(alive(&l, 35), vec![2]);
         assert_eq!(alive(&l, 45), vec![2, 3]);
         l.forget_before(35);
         assert_eq!(l.len(), 2);
-        // After the forget: found by search.
-        l.record(&Life::End(&task(2, 1, 1, 20, Some(60))));
+        l.ended(0, 2, 60);
         assert_eq!(alive(&l, 65), vec![3]);
-        // An out-of-order serial is inserted in place.
-        l.record(&Life::Seen(&task(9, 1, 5, 70, None)));
-        l.record(&Life::End(&task(3, 2, 0, 40, Some(80))));
-        l.record(&Life::End(&task(9, 1, 5, 70, Some(90))));
-        assert_eq!(alive(&l, 75), vec![3, 9]);
+        // Task 3 spawned again: the first life ends there.
+        l.spawned(0, 3, 9, 70);
+        let at = |t| l.alive_at(0, t).map(|x| x.loc).collect::<Vec<_>>();
+        assert_eq!(at(65), [3]);
+        assert_eq!(at(75), [9]);
+        l.ended(0, 3, 80);
+        assert!(alive(&l, 85).is_empty());
+        // Another recording's task of the same id is another life.
+        l.spawned(1, 3, 4, 90);
         assert!(alive(&l, 95).is_empty());
+        assert_eq!(l.alive_at(1, 95).count(), 1);
+        // An end of a task never seen spawned changes nothing.
+        l.ended(0, 77, 100);
+        assert_eq!(l.alive_at(1, 101).count(), 1);
     }
 }

@@ -409,11 +409,11 @@ pub fn fmt_age(ns: u64) -> String {
 
 /// `5`, `0.7`: a window's length in seconds (tenths below 10 s).
 fn fmt_secs(ns: u64) -> String {
-    let s = ns as f64 / 1e9;
-    if s < 10.0 && s.fract() > 0.05 {
-        format!("{s:.1}")
+    let tenths = (ns as f64 / 1e8).round();
+    if tenths < 100.0 && tenths % 10.0 != 0.0 {
+        format!("{:.1}", tenths / 10.0)
     } else {
-        format!("{s:.0}")
+        format!("{:.0}", tenths / 10.0)
     }
 }
 
@@ -694,5 +694,19 @@ pub fn serving(spans: &[String]) -> String {
     match spans.first() {
         Some(first) => format!(" (serving {first})"),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_secs;
+
+    #[test]
+    fn window_lengths_in_tenths_below_ten_seconds() {
+        assert_eq!(fmt_secs(4_999_999_999), "5");
+        assert_eq!(fmt_secs(5_000_000_000), "5");
+        assert_eq!(fmt_secs(300_000_000), "0.3");
+        assert_eq!(fmt_secs(7_500_000_000), "7.5");
+        assert_eq!(fmt_secs(12_340_000_000), "12");
     }
 }

@@ -31,7 +31,6 @@ use runtrace_analyze::Thresholds;
 use runtrace_format::files;
 use runtrace_model::event::Ev;
 use runtrace_model::input::{self, follow::Follow, ReadStats};
-use runtrace_model::lifecycle::Tracked;
 use runtrace_model::model::Model;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -152,7 +151,7 @@ impl Names {
 pub struct Live {
     source: PathBuf,
     follow: Follow,
-    coll: Tracked<Collector>,
+    coll: Collector,
     opts: Options,
     ages: Ages,
     /// (when, events read, dropped) over the last window.
@@ -169,7 +168,7 @@ impl Live {
         let mut l = Live {
             source: path.to_path_buf(),
             follow: Follow::new(path),
-            coll: Collector::tracked(),
+            coll: Collector::default(),
             opts,
             ages: Ages::default(),
             history: VecDeque::new(),
@@ -216,7 +215,7 @@ impl Live {
         }
         let model = self.follow.model_mut();
         let proc = main_proc(model)?;
-        let c = &mut self.coll.pass;
+        let c = &mut self.coll;
         let t1 = c.evs.back()?.ticks;
         let p = &model.procs[proc as usize];
         // Not before the recording's start: rates are over the time the
@@ -285,7 +284,7 @@ impl Live {
             &mut self.ages,
             true,
         );
-        snap.heap = self.coll.pass.heap.window(proc, t0, t1);
+        snap.heap = self.coll.heap.window(proc, t0, t1);
         Some(snap)
     }
 
@@ -299,7 +298,7 @@ impl Live {
 
     /// Events and lives held (the memory bound's witnesses).
     pub fn held(&self) -> (usize, usize) {
-        (self.coll.pass.evs.len(), self.coll.pass.lives.len())
+        (self.coll.evs.len(), self.coll.lives.len())
     }
 }
 

@@ -62,11 +62,13 @@ pub struct Collector {
 impl Pass for Collector {
     #[inline]
     fn wants(&self) -> Wants {
-        // The engine's groups (the application's events for the waiting
-        // analyses, spans for the span table), and the profile's.
-        Wants::LIFECYCLE
+        // The raw events a window's engine pairs and reads (the runtime's,
+        // the application's, spans'), and the profile's. No lifecycle
+        // records: the windows pair their own, and the lives need the
+        // spawns and terminates only ([`Lives`]).
+        Wants::RUNTIME
             .or(Wants::APP)
-            .or(Wants::SPANS)
+            .or(Wants::SPAN_EVENTS)
             .or(Wants::PROFILE)
     }
     fn event(&mut self, ev: &Ev, model: &Model) {
@@ -75,23 +77,8 @@ impl Pass for Collector {
             self.heap.event(ev, model);
             return;
         }
+        self.lives.event(ev, model);
         self.evs.push_back(*ev);
-    }
-    fn life(&mut self, rec: &Life<'_>, model: &Model) {
-        match rec {
-            Life::SpanNew(_) | Life::SpanEnter(_) | Life::SpanClose(_) => self
-                .lives
-                .spans
-                .record(rec, |t| model.threads[t as usize].proc),
-            _ => self.lives.record(rec),
-        }
-    }
-}
-
-impl Collector {
-    /// A collector fed through the lifecycle (what [`runtrace_model::input::follow`] needs).
-    pub fn tracked() -> Tracked<Collector> {
-        Tracked::new(Collector::default())
     }
 }
 
