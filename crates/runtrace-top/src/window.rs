@@ -2,8 +2,9 @@
 //! [`Engine`] (the pass and the findings' rules of `runtrace analyze`)
 //! run over the events of `[t0, t1]`, beside [`Now`], a small pass for
 //! what only a live view asks (what each worker polls at `t1`, the recent
-//! polls of each location) and [`Functions`] (what the CPU samples of
-//! each location's polls ran). Tasks and spans alive at `t0` are seeded
+//! polls of each location) and, for a recording with a CPU profile, the
+//! profile's pass (its samples attributed to the polls they were taken
+//! in: [`Analysed::add_functions`]). Tasks and spans alive at `t0` are seeded
 //! into the window's lifecycle ([`Lives`]), so a task spawned before the
 //! window is not `<unknown>` in it, nor a span created before it nameless.
 //!
