@@ -11,8 +11,8 @@ call shows within 3 s of the service saying it started blocking, then
 kills the service and checks the screen says the data stopped.
 
 replay: DIR holds a finished recording of the demo (blocking from 4 s
-on); pause, step back, seek, next finding and sort must change the screen
-as they should.
+on); pause, step back, seek, next finding, sort, filter, details and the
+span table's key must change the screen as they should.
 
 Exits non-zero with the last screen on any failure.
 """
@@ -195,6 +195,11 @@ def replay(runtrace, d, test_bin, handle_line, planted_line):
     t.key("\r")
     t.wait_for(r"recent polls", 3, "the details pane")
     t.wait_for(r"cause of long_poll", 3, "the details: the location is the cause")
+    # `t`: the span table (the demo records no spans: it says so), and back.
+    t.key("t")
+    t.wait_for(r"spans: none in this window", 3, "the span table")
+    t.key("t")
+    t.wait_for(r"spawn locations \(1 of", 3, "back to the locations, filter kept")
     t.quit()
     print("replay: ok")
 
