@@ -7,7 +7,7 @@
 //! per task and [`CPU_WINDOW_NS`] window in which the task ran (its share
 //! of that window spent in polls). [`Outliers::report`] groups the samples
 //! by spawn location and by task, and flags in each group of at least
-//! [`MIN_SAMPLES`] the samples beyond the [bounds](bounds) of the chosen
+//! [`MIN_SAMPLES`] the samples beyond the [bounds] of the chosen
 //! [`Method`]:
 //! - `iqr`: below Q1 - 1.5 IQR or above Q3 + 1.5 IQR (quartiles by linear
 //!   interpolation between order statistics);

@@ -352,8 +352,8 @@ pub struct Report {
     pub tasks_terminated: u64,
     /// Workers, by process, kind and index.
     pub workers: Vec<WorkerReport>,
-    /// Workers left out of `workers` ([`super::build::MAX_REPORTED_WORKERS`]
-    /// at most are listed: the busiest).
+    /// Workers left out of `workers` (at most 10,000 are listed, the
+    /// busiest: `runtime::build::MAX_REPORTED_WORKERS`).
     pub workers_omitted: u64,
     /// Poll durations.
     pub poll_ns: Summary,
