@@ -51,6 +51,7 @@
 pub mod event;
 pub mod fxhash;
 pub mod hist;
+pub mod idmap;
 pub mod input;
 pub mod kinds;
 pub mod lifecycle;

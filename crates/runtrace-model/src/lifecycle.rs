@@ -69,6 +69,7 @@
 
 use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
+use crate::idmap::IdMap;
 use crate::model::{Model, UNKNOWN_LOC};
 use crate::pass::{Kinds, Pass, Wants};
 use crate::spans::{Entered, Span, SpanTracker};
@@ -270,7 +271,9 @@ struct Ended {
 /// The live tasks of one recording.
 #[derive(Default)]
 struct Tasks {
-    live: FxHashMap<u64, TaskState>,
+    /// By task id: tokio's ids come from one counter, so an [`IdMap`]
+    /// finds them without hashing (a lookup per poll start, end and wake).
+    live: IdMap<TaskState>,
     orphan_wakes: FxHashMap<u64, u64>,
     /// Tasks that terminated recently (rule 4): [`ENDED_ENTRIES`] entries
     /// once one has, indexed by [`ended_entry`].
@@ -476,7 +479,7 @@ impl Tracker {
         if !t.orphan_wakes.is_empty() {
             t.orphan_wakes.remove(&ev.x);
         }
-        let st = match t.live.remove(&ev.x) {
+        let st = match t.live.remove(ev.x) {
             Some(st) => {
                 if t.ended.is_empty() {
                     t.ended = vec![None; ENDED_ENTRIES];
@@ -504,7 +507,7 @@ impl Tracker {
     #[inline(always)]
     fn wake(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let (_, t) = self.tasks(m, ev.thread);
-        let (first, slot) = match t.live.get_mut(&ev.x) {
+        let (first, slot) = match t.live.get_mut(ev.x) {
             Some(st) => {
                 let first = st.pending == NONE;
                 if first {
@@ -541,7 +544,7 @@ impl Tracker {
     fn poll_start(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let next_serial = self.serials;
         let (p, t) = self.tasks(m, ev.thread);
-        let (serial, slot, loc, queue, pending) = match t.live.get_mut(&ev.x) {
+        let (serial, slot, loc, queue, pending) = match t.live.get_mut(ev.x) {
             Some(st) => {
                 let r = (st.serial, st.slot, st.loc, st.queue, st.pending);
                 st.pending = NONE;
@@ -644,9 +647,7 @@ impl Tracker {
     /// cleared.
     pub fn close(&mut self, out: &mut impl LifeSink) {
         for (p, t) in self.procs.iter_mut().enumerate() {
-            let mut live: Vec<(u64, TaskState)> = t.live.drain().collect();
-            live.sort_unstable_by_key(|&(id, _)| id);
-            for (id, st) in live {
+            for (id, st) in t.live.drain_sorted() {
                 out.life(&Life::Alive(&st.life(id, p as u32, None)));
             }
             *t = Tasks::default();
