@@ -272,7 +272,10 @@ pub fn decode<'s>(
     out: &mut Vec<u8>,
 ) -> Result<(), DecodeError> {
     let mut c = Cursor::new(body);
-    let mut usable: [Option<bool>; 15] = [None; 15];
+    // Each slot's schema, looked up and checked to have the slot's fields
+    // once per call (the schemas do not change within a chunk): a lookup
+    // through `schema` per record was a tenth of expanding a chunk.
+    let mut slot_schema: [Option<&'s Schema>; 15] = [None; 15];
     while c.pos() < body.len() {
         let start = c.pos();
         let at =
@@ -302,40 +305,53 @@ pub fn decode<'s>(
             out.extend_from_slice(&body[fields_at..c.pos()]);
             continue;
         }
-        let slot = &SLOTS[n as usize - 1];
-        let s = schema(slot.id).ok_or_else(|| {
-            DecodeError::new(
-                start,
-                format!(
-                    "record at +{start}: slot {n}'s event type {} has no schema",
-                    slot.id
-                ),
-            )
-        })?;
-        // Checked once per call per slot: the schemas do not change
-        // within a chunk.
-        if !*usable[n as usize - 1].get_or_insert_with(|| fits(slot, s)) {
-            return Err(DecodeError::new(
-                start,
-                format!(
-                    "record at +{start}: the schema of type {} does not have slot {n}'s fields",
-                    slot.id
-                ),
-            ));
-        }
+        let k = n as usize - 1;
+        let slot = &SLOTS[k];
+        let s = match slot_schema[k] {
+            Some(s) => s,
+            None => {
+                let s = schema(slot.id).ok_or_else(|| {
+                    DecodeError::new(
+                        start,
+                        format!(
+                            "record at +{start}: slot {n}'s event type {} has no schema",
+                            slot.id
+                        ),
+                    )
+                })?;
+                if !fits(slot, s) {
+                    return Err(DecodeError::new(
+                        start,
+                        format!(
+                            "record at +{start}: the schema of type {} does not have slot {n}'s fields",
+                            slot.id
+                        ),
+                    ));
+                }
+                slot_schema[k] = Some(s);
+                s
+            }
+        };
         put_tag(out, slot.id);
         varint::put(out, dt);
-        let mut fixed = slot.fixed.iter().peekable();
+        // The fields between two fixed ones lie side by side in both
+        // encodings: one copy per run of them, not one per field.
+        let mut fixed = slot.fixed.iter();
+        let mut next_fixed = fixed.next();
+        let mut run = c.pos();
         for (i, f) in s.fields.iter().enumerate() {
-            if let Some(&&(_, v)) = fixed.peek().filter(|x| x.0 == i) {
-                fixed.next();
-                out.push(v);
-                continue;
+            if let Some(&(fi, v)) = next_fixed {
+                if fi == i {
+                    out.extend_from_slice(&body[run..c.pos()]);
+                    out.push(v);
+                    next_fixed = fixed.next();
+                    run = c.pos();
+                    continue;
+                }
             }
-            let from = c.pos();
             skip(&mut c, f.ty).map_err(at)?;
-            out.extend_from_slice(&body[from..c.pos()]);
         }
+        out.extend_from_slice(&body[run..c.pos()]);
     }
     Ok(())
 }

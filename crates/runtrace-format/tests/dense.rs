@@ -300,6 +300,41 @@ fn a_record_whose_slot_has_no_schema_is_corruption_at_its_frame() {
 }
 
 #[test]
+fn a_slot_whose_type_has_other_fields_is_refused() {
+    // task_poll_start (slot 1 fixes its queue and local_q) defined by the
+    // file with one field of another type: the slot cannot stand for it.
+    let odd = Schema {
+        id: SLOTS[0].id,
+        provider: "runtrace".into(),
+        name: "task_poll_start".into(),
+        fields: vec![SchemaField {
+            name: "task_id".into(),
+            ty: FieldType::Str,
+        }],
+    };
+    let look = |id: u32| (id == odd.id).then_some(&odd);
+    // A plain record first (slot 0, so no check), then slot 1 twice: the
+    // first use of the slot is refused, at its own offset.
+    let mut d = Vec::new();
+    varint::put(&mut d, 7 << 4);
+    varint::put(&mut d, odd.id as u64);
+    d.extend_from_slice(&[1, b'x']);
+    let bad_at = d.len();
+    d.extend_from_slice(&[(5 << 4) | 1, 2, (5 << 4) | 1, 2]);
+    let e = dense::decode(&d, &look, &mut Vec::new()).unwrap_err();
+    assert_eq!(e.pos, bad_at, "{e:?}");
+    assert!(e.what.contains("does not have slot 1's fields"), "{e:?}");
+    // With the built-in schema the same records expand.
+    let s = schemas();
+    let look = |id: u32| s.iter().find(|x| x.id == id);
+    let ok = [(5u8 << 4) | 1, 2, (5 << 4) | 1, 2];
+    let mut out = Vec::new();
+    dense::decode(&ok, &look, &mut out).unwrap();
+    // Each: tag, dt, task delta, then the fixed queue and local_q (0, 0).
+    assert_eq!(out, [SLOTS[0].id as u8, 5, 2, 0, 0, SLOTS[0].id as u8, 5, 2, 0, 0]);
+}
+
+#[test]
 fn files_of_earlier_versions_still_read() {
     // The golden quickstart recording: version 1.2 (or older), plain
     // chunks only, every event read, as its END frames say.
