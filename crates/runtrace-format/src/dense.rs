@@ -151,7 +151,16 @@ fn slots_of(id: u32) -> impl Iterator<Item = (u64, &'static Slot)> {
 /// Whether `schema` has, at each of `slot`'s fixed positions, the catalog
 /// field (same name and type): a slot is only used, and only read, with
 /// the built-in layout of its type.
-fn fits(slot: &Slot, schema: &Schema) -> bool {
+///
+/// ```
+/// use runtrace_format::dense::{fits, SLOTS};
+/// use runtrace_format::schema::builtin_schemas;
+/// let all = builtin_schemas();
+/// let schema = |id: u32| all.iter().find(|s| s.id == id).unwrap();
+/// assert!(fits(&SLOTS[0], schema(SLOTS[0].id))); // task_poll_start's
+/// assert!(!fits(&SLOTS[0], schema(SLOTS[3].id))); // task_poll_end's
+/// ```
+pub fn fits(slot: &Slot, schema: &Schema) -> bool {
     let Some(b) = crate::schema::builtin(slot.id) else {
         return false;
     };

@@ -209,8 +209,14 @@ pub struct RawChunk<'a> {
     /// File offset of `body[0]`.
     pub body_offset: u64,
     /// The event records, to walk with [`crate::chunk::walk`] from
-    /// `header.state`.
+    /// `header.state`; or, when [`RawChunk::dense`], a `DCHUNK`'s dense
+    /// records (docs/format.md section 6.1).
     pub body: &'a [u8],
+    /// `body` holds a `DCHUNK`'s records as the file has them: only from
+    /// a reader asked to keep them ([`FileReader::keep_dense`]), for a
+    /// caller that decodes them itself ([`crate::dense::SLOTS`],
+    /// [`crate::dense::fits`]); [`crate::dense::decode`] expands them.
+    pub dense: bool,
     /// The file's definitions so far (schemas to walk with, strings and
     /// locations to resolve ids).
     pub tables: &'a Tables,
@@ -234,6 +240,7 @@ enum Step {
         offset: u64,
         header: ChunkHeader,
         body_at: usize,
+        dense: bool,
     },
 }
 
@@ -367,6 +374,8 @@ pub struct FileReader<R> {
     /// A chunk whose events are being handed out in parts; its payload is
     /// still in `payload`.
     part: Option<ChunkPart>,
+    /// [`FileReader::next_raw`] hands `DCHUNK`s out unexpanded.
+    keep_dense: bool,
 }
 
 /// A trace file as [`FileReader::open`] reads it.
@@ -415,6 +424,7 @@ impl<R: Read> FileReader<R> {
             end: None,
             finish: None,
             part: None,
+            keep_dense: false,
         }
     }
 
@@ -560,6 +570,21 @@ impl<R: Read> FileReader<R> {
         }
     }
 
+    /// Whether [`FileReader::next_raw`] hands a `DCHUNK` out as it is
+    /// ([`RawChunk::dense`]) instead of expanded into plain records: for a
+    /// caller that decodes dense records itself, which saves expanding
+    /// every chunk and walking it again (off by default).
+    ///
+    /// ```
+    /// use runtrace_format::FileReader;
+    /// let mut r = FileReader::new(&[][..], "empty.bin");
+    /// r.keep_dense(true);
+    /// assert!(r.next_raw().is_some_and(|x| x.is_err())); // no magic
+    /// ```
+    pub fn keep_dense(&mut self, yes: bool) {
+        self.keep_dense = yes;
+    }
+
     /// Like [`Iterator::next`], but an intact `CHUNK` frame comes back
     /// undecoded, as [`RawRecord::Chunk`]: its header and event bytes,
     /// borrowed from the reader's buffer until the next call. Every other
@@ -584,6 +609,7 @@ impl<R: Read> FileReader<R> {
                 offset,
                 header,
                 body_at,
+                dense,
             }) => Some(Ok(RawRecord::Chunk(RawChunk {
                 file: &self.path,
                 offset,
@@ -593,6 +619,7 @@ impl<R: Read> FileReader<R> {
                 header,
                 body_offset: offset + (FRAME_HEADER_LEN + body_at) as u64,
                 body: &self.payload[body_at..],
+                dense,
                 tables: &self.tables,
             }))),
             Err(e) => Some(Err(e)),
@@ -705,8 +732,10 @@ impl<R: Read> FileReader<R> {
                 continue; // Unknown frame types are skipped (rule 4).
             };
             // A dense chunk (1.3) is expanded into the plain one it
-            // stands for: from here on both are read alike.
-            let ft = if ft == FrameType::DChunk {
+            // stands for: from here on both are read alike. Unless the
+            // caller of `next_raw` decodes dense records itself.
+            let dense = raw && self.keep_dense && ft == FrameType::DChunk;
+            let ft = if ft == FrameType::DChunk && !dense {
                 if let Err(e) = self.expand_dense() {
                     return Some(Err(
                         self.err(at, ErrorKind::Corrupt(format!("dense chunk: {e}")))
@@ -716,13 +745,14 @@ impl<R: Read> FileReader<R> {
             } else {
                 ft
             };
-            if raw && ft == FrameType::Chunk {
+            if raw && (ft == FrameType::Chunk || dense) {
                 let mut c = Cursor::new(&self.payload);
                 return Some(match ChunkHeader::decode(&mut c) {
                     Ok(header) => Ok(Step::RawChunk {
                         offset: at,
                         header,
                         body_at: c.pos(),
+                        dense,
                     }),
                     Err(e) => Err(self.err(at, ErrorKind::Corrupt(e.to_string()))),
                 });

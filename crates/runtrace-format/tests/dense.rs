@@ -331,7 +331,10 @@ fn a_slot_whose_type_has_other_fields_is_refused() {
     let mut out = Vec::new();
     dense::decode(&ok, &look, &mut out).unwrap();
     // Each: tag, dt, task delta, then the fixed queue and local_q (0, 0).
-    assert_eq!(out, [SLOTS[0].id as u8, 5, 2, 0, 0, SLOTS[0].id as u8, 5, 2, 0, 0]);
+    assert_eq!(
+        out,
+        [SLOTS[0].id as u8, 5, 2, 0, 0, SLOTS[0].id as u8, 5, 2, 0, 0]
+    );
 }
 
 #[test]

@@ -11,7 +11,9 @@ use super::roles::{Plans, NO_FIELD};
 use crate::event::{kind, Ev};
 use crate::model::{Location, Model, UNKNOWN_LOC};
 use runtrace_format::chunk::ChunkState;
+use runtrace_format::dense;
 use runtrace_format::reader::{RawChunk, Tables};
+use runtrace_format::schema::catalog as cat;
 use runtrace_format::schema::FieldType;
 use runtrace_format::varint::{self, Cursor, DecodeError};
 use std::collections::HashMap;
@@ -135,9 +137,15 @@ pub(crate) fn decode_chunk(
     let mut state = c.header.state;
     let out = order.queue(thread);
     let before = out.len;
-    let res = decode_events(
-        c.body, c.tables, &mut state, cache, names, model, thread, out,
-    );
+    let res = if c.dense {
+        decode_events::<true>(
+            c.body, c.tables, &mut state, cache, names, model, thread, out,
+        )
+    } else {
+        decode_events::<false>(
+            c.body, c.tables, &mut state, cache, names, model, thread, out,
+        )
+    };
     let n = (out.len - before) as u64;
     order.pending += n as usize;
     let (walked, lo, hi) = match &res {
@@ -162,11 +170,29 @@ pub(crate) fn decode_chunk(
 
 type Walked = (u64, u64, u64);
 
+/// The encoded value a dense record's slot fixes for field `i` (a varint
+/// or zigzag below 128, or a bool: one byte), if it fixes it. `fixed` is
+/// empty for plain records, so this is one test of its length for them.
+#[inline(always)]
+fn fixed_at(fixed: &[(usize, u8)], i: usize) -> Option<u64> {
+    if fixed.is_empty() {
+        return None;
+    }
+    fixed.iter().find(|f| f.0 == i).map(|f| f.1 as u64)
+}
+
 /// The event loop of [`decode_chunk`]: returns (events, first event's
 /// ticks, last event's ticks), with the damage if any.
+///
+/// `DENSE`: `body` holds a `DCHUNK`'s records (docs/format.md section
+/// 6.1), decoded as they are: a record's head gives its delta and slot,
+/// and the fields its slot fixes are taken from [`dense::SLOTS`] instead
+/// of the body. Expanding them into plain records first and decoding those
+/// (what the reader does for its other callers) was a third of
+/// `runtrace analyze` on a recorder's files (docs/measurements/density.md).
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
-pub(crate) fn decode_events(
+pub(crate) fn decode_events<const DENSE: bool>(
     body: &[u8],
     tables: &Tables,
     state: &mut ChunkState,
@@ -182,6 +208,9 @@ pub(crate) fn decode_events(
         plans, ids: cache, ..
     } = cache;
     let mut c = Cur { b: body, pos: 0 };
+    // Dense: the slots whose type's schema was checked to have the slot's
+    // fields, once per chunk (as `dense::decode` does).
+    let mut slot_ok = [false; dense::SLOTS.len()];
     // One more than the fields: `roles::ZERO_FIELD`, always 0.
     let mut vals = [0u64; runtrace_format::MAX_FIELDS + 1];
     let (mut n, mut lo, mut hi) = (0u64, u64::MAX, 0u64);
@@ -204,18 +233,64 @@ pub(crate) fn decode_events(
                 }
             };
         }
-        let tag = body[c.pos];
-        c.pos += 1;
-        let id = if tag == runtrace_format::TAG_ESCAPE {
-            let v = get!(c.varint());
-            match u32::try_from(v) {
-                Ok(v) => v,
-                Err(_) => fail!(DecodeError::new(start, format!("type id {v} out of range"))),
+        // The record's type, delta and (dense) the fields its slot fixes:
+        // (catalog position, encoded byte), in field order.
+        let (id, dt, fixed): (u32, u64, &'static [(usize, u8)]) = if DENSE {
+            let head = get!(c.varint());
+            let (dt, n) = (
+                head >> dense::SLOT_BITS,
+                head & ((1 << dense::SLOT_BITS) - 1),
+            );
+            if n == 0 {
+                let v = get!(c.varint());
+                match u32::try_from(v) {
+                    Ok(v) => (v, dt, &[]),
+                    Err(_) => fail!(DecodeError::new(start, format!("type id {v} out of range"))),
+                }
+            } else {
+                let k = n as usize - 1;
+                let slot = &dense::SLOTS[k];
+                if !slot_ok[k] {
+                    match tables.schema(slot.id) {
+                        None => fail!(DecodeError::new(
+                            start,
+                            format!("slot {n}'s event type {} has no schema", slot.id)
+                        )),
+                        Some(s) if !dense::fits(slot, s) => fail!(DecodeError::new(
+                            start,
+                            format!(
+                                "the schema of type {} does not have slot {n}'s fields",
+                                slot.id
+                            )
+                        )),
+                        Some(_) => slot_ok[k] = true,
+                    }
+                }
+                (slot.id, dt, slot.fixed)
             }
         } else {
-            tag as u32
+            let tag = body[c.pos];
+            c.pos += 1;
+            let id = if tag == runtrace_format::TAG_ESCAPE {
+                let v = get!(c.varint());
+                match u32::try_from(v) {
+                    Ok(v) => v,
+                    Err(_) => fail!(DecodeError::new(start, format!("type id {v} out of range"))),
+                }
+            } else {
+                tag as u32
+            };
+            (id, get!(c.varint()), &[])
         };
-        let dt = get!(c.varint());
+        // A field's encoded value: fixed by the record's slot, or read.
+        macro_rules! enc {
+            ($i:expr) => {
+                match fixed_at(fixed, $i) {
+                    Some(v) => v,
+                    None => get!(c.varint()),
+                }
+            };
+        }
         let ticks = st.ticks.wrapping_add(dt);
         if id == runtrace_format::SET_WORKER {
             let w = get!(c.varint());
@@ -235,7 +310,7 @@ pub(crate) fn decode_events(
         let mut task_reg = st.task_reg;
         if plan.fast {
             // Built-in layouts: task first, then by role.
-            let z = get!(c.varint());
+            let z = enc!(0);
             task_reg = task_reg.wrapping_add(varint::unzigzag(z) as u64);
             vals[0] = task_reg;
             // The common events go straight to the queue.
@@ -262,8 +337,8 @@ pub(crate) fn decode_events(
             }
             match plan.role.kind {
                 kind::POLL_START => {
-                    let q = get!(c.varint());
-                    let local_q = get!(c.varint());
+                    let q = enc!(cat::task_poll_start::QUEUE);
+                    let local_q = enc!(cat::task_poll_start::LOCAL_Q);
                     if q != 0 {
                         if let Err(x) = check_string(cache, tables, q, start) {
                             fail!(x);
@@ -276,30 +351,44 @@ pub(crate) fn decode_events(
                     );
                 }
                 kind::POLL_END => {
-                    let ready = match c.b.get(c.pos) {
-                        Some(&b @ (0 | 1)) => {
-                            c.pos += 1;
-                            b
-                        }
-                        Some(&b) => fail!(DecodeError::new(start, format!("bool byte {b}"))),
-                        None => fail!(at(DecodeError::new(c.pos, "unexpected end of data"))),
+                    let ready = match fixed_at(fixed, cat::task_poll_end::READY) {
+                        Some(v) => v as u8,
+                        None => match c.b.get(c.pos) {
+                            Some(&b @ (0 | 1)) => {
+                                c.pos += 1;
+                                b
+                            }
+                            Some(&b) => fail!(DecodeError::new(start, format!("bool byte {b}"))),
+                            None => fail!(at(DecodeError::new(c.pos, "unexpected end of data"))),
+                        },
                     };
                     done!(kind::POLL_END, 0, ready);
                 }
                 kind::WAKE => {
-                    get!(c.varint()); // waker_task_id
+                    enc!(cat::task_wake::WAKER_TASK_ID);
                     done!(kind::WAKE, 0, 0);
                 }
                 kind::TERMINATE => done!(kind::TERMINATE, 0, 0),
                 kind::SPAWN => {
-                    vals[1] = get!(c.varint());
-                    vals[2] = get!(c.varint());
-                    vals[3] = get!(c.varint());
+                    vals[1] = enc!(1);
+                    vals[2] = enc!(2);
+                    vals[3] = enc!(3);
                 }
                 _ => {}
             }
         } else {
             for (i, ty) in plan.types.iter().enumerate() {
+                if let Some(v) = fixed_at(fixed, i) {
+                    // A slot fixes only varints, zigzags and bools.
+                    vals[i] = match ty {
+                        FieldType::Task => {
+                            task_reg = task_reg.wrapping_add(varint::unzigzag(v) as u64);
+                            task_reg
+                        }
+                        _ => v,
+                    };
+                    continue;
+                }
                 let v = match ty {
                     FieldType::U64
                     | FieldType::U32

@@ -1,6 +1,7 @@
 //! The specialised decoder against `runtrace_format::chunk::walk` (plus
 //! the reader's id checks): same events, same damage at the same place
-//! with the same message, on random records and garbage.
+//! with the same message, on random records and garbage. And its dense
+//! mode against its plain one on the expansion of the same records.
 
 use super::*;
 use crate::event::kind;
@@ -332,7 +333,7 @@ proptest! {
                 let mut names = Names::default();
                 let mut q = ThreadQueue::default();
                 let mut state = c.header.state;
-                let got = decode_events(c.body, tables, &mut state, &mut cache, &mut names, &mut model, t, &mut q);
+                let got = decode_events::<false>(c.body, tables, &mut state, &mut cache, &mut names, &mut model, t, &mut q);
                 let mut evs = Vec::new();
                 let mut app = Vec::new();
                 let mut profile = Vec::new();
@@ -373,4 +374,147 @@ proptest! {
         }
         prop_assert!(seen);
     }
+}
+
+/// Decodes `body` (dense or plain) with `tables` into events, with the
+/// result of the loop.
+fn decode_all<const DENSE: bool>(
+    body: &[u8],
+    tables: &runtrace_format::reader::Tables,
+    header: &[u8],
+    state: runtrace_format::chunk::ChunkState,
+    wants: Wants,
+) -> (
+    Vec<Ev>,
+    Result<u64, String>,
+    runtrace_format::chunk::ChunkState,
+) {
+    let mut model = Model::new();
+    let p = model.add_proc(Process::new(
+        &Header::decode(header).unwrap_or_else(|_| unreachable!()),
+    ));
+    let t = model.add_thread(p, 9);
+    let mut cache = FileCache::default();
+    cache.plans.wants = wants;
+    let mut names = Names::default();
+    let mut q = ThreadQueue::default();
+    let mut st = state;
+    let got = decode_events::<DENSE>(
+        body, tables, &mut st, &mut cache, &mut names, &mut model, t, &mut q,
+    );
+    let mut evs = Vec::new();
+    while let Some(ev) = q.front() {
+        evs.push(*ev);
+        q.pop();
+    }
+    // Damage is compared by what it says, not where: a dense record's
+    // offset is not its expansion's.
+    let res = got.map(|(n, _, _)| n).map_err(|((n, _, _), e)| {
+        let what = e.what.split_once(": ").map_or(e.what.as_str(), |(_, w)| w);
+        format!("after {n} events: {what}")
+    });
+    (evs, res, st)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn dense_records_decode_as_their_expansion(
+        recs in proptest::collection::vec(rec(), 0..40),
+        dts in proptest::collection::vec(prop_oneof![0u64..130, 0u64..20_000, 0u64..1 << 40], 1..4),
+        worker in prop_oneof![Just(u32::MAX), 0u32..3],
+    ) {
+        let recs: Vec<Rec> = recs.into_iter().filter(|r| !matches!(r, Rec::Garbage(_))).collect();
+        let body = encode(&recs, &dts);
+        let bytes = file(&body, worker);
+        let mut r = FileReader::new(&bytes[..], "mem.bin");
+        let mut seen = false;
+        while let Some(item) = r.next_raw() {
+            let Ok(RawRecord::Chunk(c)) = item else { continue };
+            seen = true;
+            let tables = c.tables;
+            let look = |id: u32| tables.schema(id).map(|s| &**s);
+            let mut d = Vec::new();
+            prop_assert!(runtrace_format::dense::encode(c.body, &look, &mut d).is_ok());
+            for wants in [Wants::RUNTIME.or(Wants::LIFECYCLE), Wants::APP, Wants::PROFILE] {
+                let plain = decode_all::<false>(c.body, tables, &bytes[17..], c.header.state, wants);
+                let dense = decode_all::<true>(&d, tables, &bytes[17..], c.header.state, wants);
+                prop_assert_eq!(&dense.0, &plain.0);
+                prop_assert_eq!(&dense.1, &plain.1);
+                if plain.1.is_ok() {
+                    prop_assert_eq!(dense.2, plain.2);
+                }
+            }
+        }
+        prop_assert!(seen);
+    }
+}
+
+#[test]
+fn a_dense_slot_whose_type_has_other_fields_is_damage() {
+    // task_poll_start defined with one string field: slot 1 cannot stand
+    // for it. A file of one dense chunk: a task_terminate by its slot (11:
+    // task delta 0), then a slot-1 record.
+    let mut schemas = builtin_schemas();
+    let ps = schemas
+        .iter_mut()
+        .find(|s| s.id == ids::TASK_POLL_START)
+        .unwrap();
+    ps.fields = vec![SchemaField {
+        name: "task_id".into(),
+        ty: FieldType::Str,
+    }];
+    let h = Header {
+        version_major: 1,
+        version_minor: runtrace_format::VERSION_MINOR,
+        ticks_per_sec: 1_000_000_000,
+        anchor_ticks: 0,
+        anchor_wall_ns: 0,
+        pid: 1,
+        process_name: "t".into(),
+        recording_id: 1,
+        file_index: 0,
+        schemas,
+    };
+    let mut out = runtrace_format::MAGIC.to_vec();
+    frame::write(&mut out, FrameType::Header, &h.encode());
+    let mut p = Vec::new();
+    ChunkHeader {
+        tid: 9,
+        state: runtrace_format::chunk::ChunkState {
+            ticks: 0,
+            task_reg: 7,
+            worker_reg: 0,
+        },
+        count: 2,
+    }
+    .encode(&mut p);
+    p.extend_from_slice(&[(5u8 << 4) | 11, (5 << 4) | 1, 2]);
+    frame::write(&mut out, FrameType::DChunk, &p);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.0.bin");
+    std::fs::write(&path, &out).unwrap();
+    #[derive(Default)]
+    struct Kinds(Vec<(u8, u64)>);
+    impl crate::pass::Pass for Kinds {
+        fn wants(&self) -> Wants {
+            Wants::RUNTIME
+        }
+        fn event(&mut self, ev: &Ev, _: &Model) {
+            self.0.push((ev.kind, ev.x));
+        }
+    }
+    let mut k = Kinds::default();
+    let (_, stats) = crate::input::read(&[path], &mut k, None);
+    // The terminate before it is kept, as any event before damage.
+    assert_eq!(k.0, [(kind::TERMINATE, 7)]);
+    assert!(
+        stats
+            .errors
+            .iter()
+            .any(|e| e.contains("does not have slot 1's fields")),
+        "{:?}",
+        stats.errors
+    );
 }

@@ -406,12 +406,15 @@ fn open(path: &Path, key: PathBuf) -> io::Result<Followed> {
         buf: Vec::new(),
         pos: 0,
     };
+    let mut reader = FileReader::new(src, path);
+    // Dense chunks are decoded as they are (decode.rs).
+    reader.keep_dense(true);
     Ok(Followed {
         key,
         limit,
         scanned: 0,
         file,
-        reader: FileReader::new(src, path),
+        reader,
         state: None,
         last_len: 0,
         stopped: None,

@@ -187,7 +187,11 @@ impl Reading {
             Err(err) => format!("{}: cannot open: {err}", path.display()),
             Ok(m) if m.is_dir() => format!("{}: is a directory, not a trace file", path.display()),
             Ok(_) => match FileReader::open(path) {
-                Ok(r) => return Some(r),
+                Ok(mut r) => {
+                    // Dense chunks are decoded as they are (decode.rs).
+                    r.keep_dense(true);
+                    return Some(r);
+                }
                 Err(err) => format!("{}: cannot open: {err}", path.display()),
             },
         };
