@@ -179,6 +179,22 @@ fn encode(recs: &[Rec], dts: &[u64]) -> Vec<u8> {
     b
 }
 
+/// The header of the tests' files: format 1.`minor`, pid 1, 1 GHz ticks.
+fn header(minor: u64, schemas: Vec<Schema>) -> Header {
+    Header {
+        version_major: 1,
+        version_minor: minor,
+        ticks_per_sec: 1_000_000_000,
+        anchor_ticks: 0,
+        anchor_wall_ns: 0,
+        pid: 1,
+        process_name: "t".into(),
+        recording_id: 1,
+        file_index: 0,
+        schemas,
+    }
+}
+
 /// The stacks [`file`] defines (3 is not).
 const STACKS: [(u64, [u64; 2]); 2] = [(1, [0x40_1000, 0x40_0100]), (2, [0x7f00_0000_0010, 0x10])];
 
@@ -206,20 +222,8 @@ fn file(body: &[u8], worker: u32) -> Vec<u8> {
         })
         .collect(),
     });
-    let h = Header {
-        version_major: 1,
-        version_minor: 0,
-        ticks_per_sec: 1_000_000_000,
-        anchor_ticks: 0,
-        anchor_wall_ns: 0,
-        pid: 1,
-        process_name: "t".into(),
-        recording_id: 1,
-        file_index: 0,
-        schemas,
-    };
     let mut out = runtrace_format::MAGIC.to_vec();
-    frame::write(&mut out, FrameType::Header, &h.encode());
+    frame::write(&mut out, FrameType::Header, &header(0, schemas).encode());
     frame::write(
         &mut out,
         FrameType::Strings,
@@ -465,19 +469,8 @@ fn a_dense_slot_whose_type_has_other_fields_is_damage() {
         name: "task_id".into(),
         ty: FieldType::Str,
     }];
-    let h = Header {
-        version_major: 1,
-        version_minor: runtrace_format::VERSION_MINOR,
-        ticks_per_sec: 1_000_000_000,
-        anchor_ticks: 0,
-        anchor_wall_ns: 0,
-        pid: 1,
-        process_name: "t".into(),
-        recording_id: 1,
-        file_index: 0,
-        schemas,
-    };
     let mut out = runtrace_format::MAGIC.to_vec();
+    let h = header(runtrace_format::VERSION_MINOR, schemas);
     frame::write(&mut out, FrameType::Header, &h.encode());
     let mut p = Vec::new();
     ChunkHeader {
