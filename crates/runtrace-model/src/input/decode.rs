@@ -237,29 +237,30 @@ pub(crate) fn decode_events<const DENSE: bool>(
         // (catalog position, encoded byte), in field order.
         let (id, dt, fixed): (u32, u64, &'static [(usize, u8)]) = if DENSE {
             let head = get!(c.varint());
-            let (dt, n) = (
+            // `sn`: the slot's number (not `n`, the events so far).
+            let (dt, sn) = (
                 head >> dense::SLOT_BITS,
                 head & ((1 << dense::SLOT_BITS) - 1),
             );
-            if n == 0 {
+            if sn == 0 {
                 let v = get!(c.varint());
                 match u32::try_from(v) {
                     Ok(v) => (v, dt, &[]),
                     Err(_) => fail!(DecodeError::new(start, format!("type id {v} out of range"))),
                 }
             } else {
-                let k = n as usize - 1;
+                let k = sn as usize - 1;
                 let slot = &dense::SLOTS[k];
                 if !slot_ok[k] {
                     match tables.schema(slot.id) {
                         None => fail!(DecodeError::new(
                             start,
-                            format!("slot {n}'s event type {} has no schema", slot.id)
+                            format!("slot {sn}'s event type {} has no schema", slot.id)
                         )),
                         Some(s) if !dense::fits(slot, s) => fail!(DecodeError::new(
                             start,
                             format!(
-                                "the schema of type {} does not have slot {n}'s fields",
+                                "the schema of type {} does not have slot {sn}'s fields",
                                 slot.id
                             )
                         )),

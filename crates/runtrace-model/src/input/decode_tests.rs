@@ -458,8 +458,8 @@ proptest! {
 #[test]
 fn a_dense_slot_whose_type_has_other_fields_is_damage() {
     // task_poll_start defined with one string field: slot 1 cannot stand
-    // for it. A file of one dense chunk: a task_terminate by its slot (11:
-    // task delta 0), then a slot-1 record.
+    // for it. A file of one dense chunk: two task_terminates by their slot
+    // (11: task delta 0), then a slot-1 record.
     let mut schemas = builtin_schemas();
     let ps = schemas
         .iter_mut()
@@ -480,10 +480,10 @@ fn a_dense_slot_whose_type_has_other_fields_is_damage() {
             task_reg: 7,
             worker_reg: 0,
         },
-        count: 2,
+        count: 3,
     }
     .encode(&mut p);
-    p.extend_from_slice(&[(5u8 << 4) | 11, (5 << 4) | 1, 2]);
+    p.extend_from_slice(&[(5u8 << 4) | 11, (5 << 4) | 11, (5 << 4) | 1, 2]);
     frame::write(&mut out, FrameType::DChunk, &p);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.0.bin");
@@ -499,9 +499,10 @@ fn a_dense_slot_whose_type_has_other_fields_is_damage() {
         }
     }
     let mut k = Kinds::default();
-    let (_, stats) = crate::input::read(&[path], &mut k, None);
-    // The terminate before it is kept, as any event before damage.
-    assert_eq!(k.0, [(kind::TERMINATE, 7)]);
+    let (model, stats) = crate::input::read(&[path], &mut k, None);
+    // The events before it are kept and counted, as before any damage.
+    assert_eq!(k.0, [(kind::TERMINATE, 7), (kind::TERMINATE, 7)]);
+    assert_eq!(model.procs[0].events, 2);
     assert!(
         stats
             .errors
