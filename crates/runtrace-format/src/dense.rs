@@ -151,16 +151,7 @@ fn slots_of(id: u32) -> impl Iterator<Item = (u64, &'static Slot)> {
 /// Whether `schema` has, at each of `slot`'s fixed positions, the catalog
 /// field (same name and type): a slot is only used, and only read, with
 /// the built-in layout of its type.
-///
-/// ```
-/// use runtrace_format::dense::{fits, SLOTS};
-/// use runtrace_format::schema::builtin_schemas;
-/// let all = builtin_schemas();
-/// let schema = |id: u32| all.iter().find(|s| s.id == id).unwrap();
-/// assert!(fits(&SLOTS[0], schema(SLOTS[0].id))); // task_poll_start's
-/// assert!(!fits(&SLOTS[0], schema(SLOTS[3].id))); // task_poll_end's
-/// ```
-pub fn fits(slot: &Slot, schema: &Schema) -> bool {
+fn fits(slot: &Slot, schema: &Schema) -> bool {
     let Some(b) = crate::schema::builtin(slot.id) else {
         return false;
     };
@@ -168,6 +159,39 @@ pub fn fits(slot: &Slot, schema: &Schema) -> bool {
         matches!((b.fields.get(i), schema.fields.get(i)), (Some(x), Some(y))
             if x.name == y.name && x.ty.code() == y.ty.code())
     })
+}
+
+/// The schema the records of slot `n` (1 to 15) are read with, given
+/// `schema`, the file's schema of the slot's type (None: the file defines
+/// none); `Err` says why the slot cannot stand for that type (no schema,
+/// or one without the fields the slot fixes). Readers check it once per
+/// chunk and slot: the schemas do not change within a chunk.
+///
+/// # Panics
+///
+/// When `n` is not 1 to 15 (a record's head gives 0 to 15; 0 is no slot).
+///
+/// ```
+/// use runtrace_format::dense::{slot_schema, SLOTS};
+/// use runtrace_format::schema::builtin_schemas;
+/// let all = builtin_schemas();
+/// let of = |id: u32| all.iter().find(|s| s.id == id);
+/// assert!(slot_schema(1, of(SLOTS[0].id)).is_ok()); // task_poll_start's
+/// let e = slot_schema(1, of(SLOTS[3].id)).unwrap_err(); // task_poll_end's
+/// assert!(e.contains("does not have slot 1's fields"));
+/// assert!(slot_schema(1, None).unwrap_err().contains("has no schema"));
+/// ```
+pub fn slot_schema(n: usize, schema: Option<&Schema>) -> Result<&Schema, String> {
+    let slot = &SLOTS[n - 1];
+    let s = schema.ok_or_else(|| format!("slot {n}'s event type {} has no schema", slot.id))?;
+    if fits(slot, s) {
+        Ok(s)
+    } else {
+        Err(format!(
+            "the schema of type {} does not have slot {n}'s fields",
+            slot.id
+        ))
+    }
 }
 
 /// Skips one field of type `ty` (as `chunk::walk` reads it).
@@ -284,7 +308,7 @@ pub fn decode<'s>(
     // Each slot's schema, looked up and checked to have the slot's fields
     // once per call (the schemas do not change within a chunk): a lookup
     // through `schema` per record was a tenth of expanding a chunk.
-    let mut slot_schema: [Option<&'s Schema>; 15] = [None; 15];
+    let mut schemas: [Option<&'s Schema>; 15] = [None; 15];
     while c.pos() < body.len() {
         let start = c.pos();
         let at =
@@ -316,28 +340,13 @@ pub fn decode<'s>(
         }
         let k = n as usize - 1;
         let slot = &SLOTS[k];
-        let s = match slot_schema[k] {
+        let s = match schemas[k] {
             Some(s) => s,
             None => {
-                let s = schema(slot.id).ok_or_else(|| {
-                    DecodeError::new(
-                        start,
-                        format!(
-                            "record at +{start}: slot {n}'s event type {} has no schema",
-                            slot.id
-                        ),
-                    )
+                let s = slot_schema(n as usize, schema(slot.id)).map_err(|what| {
+                    DecodeError::new(start, format!("record at +{start}: {what}"))
                 })?;
-                if !fits(slot, s) {
-                    return Err(DecodeError::new(
-                        start,
-                        format!(
-                            "record at +{start}: the schema of type {} does not have slot {n}'s fields",
-                            slot.id
-                        ),
-                    ));
-                }
-                slot_schema[k] = Some(s);
+                schemas[k] = Some(s);
                 s
             }
         };

@@ -215,7 +215,7 @@ pub struct RawChunk<'a> {
     /// `body` holds a `DCHUNK`'s records as the file has them: only from
     /// a reader asked to keep them ([`FileReader::keep_dense`]), for a
     /// caller that decodes them itself ([`crate::dense::SLOTS`],
-    /// [`crate::dense::fits`]); [`crate::dense::decode`] expands them.
+    /// [`crate::dense::slot_schema`]); [`crate::dense::decode`] expands them.
     pub dense: bool,
     /// The file's definitions so far (schemas to walk with, strings and
     /// locations to resolve ids).

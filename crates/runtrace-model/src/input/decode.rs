@@ -252,20 +252,11 @@ pub(crate) fn decode_events<const DENSE: bool>(
                 let k = sn as usize - 1;
                 let slot = &dense::SLOTS[k];
                 if !slot_ok[k] {
-                    match tables.schema(slot.id) {
-                        None => fail!(DecodeError::new(
-                            start,
-                            format!("slot {sn}'s event type {} has no schema", slot.id)
-                        )),
-                        Some(s) if !dense::fits(slot, s) => fail!(DecodeError::new(
-                            start,
-                            format!(
-                                "the schema of type {} does not have slot {sn}'s fields",
-                                slot.id
-                            )
-                        )),
-                        Some(_) => slot_ok[k] = true,
+                    let s = tables.schema(slot.id).map(|s| &**s);
+                    if let Err(what) = dense::slot_schema(k + 1, s) {
+                        fail!(DecodeError::new(start, what));
                     }
+                    slot_ok[k] = true;
                 }
                 (slot.id, dt, slot.fixed)
             }
