@@ -54,25 +54,7 @@ fn quick(b: &mut TraceBuilder, tid: u64, task: u64, loc: u64, at: u64) {
 
 #[test]
 fn leaked_tasks_are_a_task_leak_at_their_location() {
-    let mut b = TraceBuilder::new();
-    b.location(1, "src/handler.rs", 10, 5);
-    b.location(2, "src/handler.rs", 20, 9);
-    // Each request (location 1) completes and leaves a watcher (location
-    // 2) pending forever; the runtime's shutdown cancels the watchers.
-    let mut task = 1000;
-    for i in 0..200u64 {
-        let at = i * 5 * MS;
-        quick(&mut b, 1, task, 1, at);
-        b.spawn(1, at + 200 * US, task + 1, task, 2, 0);
-        b.poll_start(1, 0, at + 300 * US, task + 1, 0, 0);
-        b.poll_end(1, 0, at + 310 * US, task + 1, false);
-        task += 2;
-    }
-    let end = 1_000 * MS + 1;
-    for t in (1001..task).step_by(2) {
-        b.terminate(1, end, t);
-    }
-    let r = analyze_bytes(&b.finish(), Options::default());
+    let r = analyze_bytes(&leak_trace(0), Options::default());
     let f = first(&r);
     assert_eq!(f.kind.as_str(), "task_leak", "{r}");
     assert_eq!(f.spawn_loc.as_deref(), Some("src/handler.rs:20:9"));
@@ -83,6 +65,93 @@ fn leaked_tasks_are_a_task_leak_at_their_location() {
     assert!(
         !kinds(&r).contains(&"stuck_task"),
         "a leak is not also stuck tasks: {r}"
+    );
+}
+
+/// Each request (location 1) completes and leaves a watcher (location 2)
+/// pending forever; the runtime's shutdown cancels the watchers. With
+/// `dropped`, the recorder reports that many events lost (0: none).
+fn leak_trace(dropped: u64) -> Vec<u8> {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/handler.rs", 10, 5);
+    b.location(2, "src/handler.rs", 20, 9);
+    let mut task = 1000;
+    for i in 0..200u64 {
+        let at = i * 5 * MS;
+        quick(&mut b, 1, task, 1, at);
+        b.spawn(1, at + 200 * US, task + 1, task, 2, 0);
+        b.poll_start(1, 0, at + 300 * US, task + 1, 0, 0);
+        b.poll_end(1, 0, at + 310 * US, task + 1, false);
+        task += 2;
+        if i % 20 == 19 {
+            // A chunk per 20 requests: a damaged one loses those only.
+            b.flush();
+        }
+    }
+    for t in (1001..task).step_by(2) {
+        b.terminate(1, 1_000 * MS + 1, t);
+    }
+    if dropped > 0 {
+        b.dropped(1, dropped, 400 * MS, 401 * MS);
+    }
+    b.finish()
+}
+
+/// A leak or stuck tasks are judged from wakes that never came: on a read
+/// that lost events (dropped by the recorder, or in a damaged frame) the
+/// finding stays, capped at warning, saying so in its detail, headline
+/// and evidence; on a read that lost nothing it is unchanged.
+#[test]
+fn a_leak_judged_on_a_read_that_lost_events_says_so() {
+    let clean = analyze_bytes(&leak_trace(0), Options::default());
+    let f = first(&clean);
+    assert_eq!(
+        (f.kind.as_str(), f.severity),
+        ("task_leak", Severity::Critical),
+        "{clean}"
+    );
+    assert!(f.evidence.get("lost_events").is_none(), "{:#}", f.evidence);
+    assert!(!f.headline().contains("unconfirmed"), "{}", f.headline());
+
+    let r = analyze_bytes(&leak_trace(7), Options::default());
+    assert_eq!(r.dropped_events, 7);
+    let f = first(&r);
+    assert_eq!(
+        (f.kind.as_str(), f.severity),
+        ("task_leak", Severity::Warning),
+        "{r}"
+    );
+    assert_eq!(f.evidence["lost_events"]["dropped"], 7, "{:#}", f.evidence);
+    assert_eq!(f.evidence["lost_events"]["damaged"], false);
+    assert!(
+        f.detail.contains("the recorder dropped 7 events"),
+        "{}",
+        f.detail
+    );
+    assert!(
+        f.headline()
+            .ends_with("; unconfirmed: the read lost events"),
+        "{}",
+        f.headline()
+    );
+
+    // A damaged frame in the middle of the file: the same caveat.
+    let mut bytes = leak_trace(0);
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    let r = analyze_bytes(&bytes, Options::default());
+    assert!(r.damaged, "{r}");
+    let leak = r
+        .findings
+        .iter()
+        .find(|f| f.kind.as_str() == "task_leak")
+        .unwrap_or_else(|| panic!("no task_leak: {r}"));
+    assert_eq!(leak.severity, Severity::Warning, "{r}");
+    assert_eq!(leak.evidence["lost_events"]["damaged"], true);
+    assert!(
+        leak.detail.contains("damaged or cut short"),
+        "{}",
+        leak.detail
     );
 }
 

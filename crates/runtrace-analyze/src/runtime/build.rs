@@ -112,7 +112,11 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             .then(b.1.polls.cmp(&a.1.polls))
             .then(a.1.location.cmp(&b.1.location))
     });
-    let mut findings = findings::all(&c, &th, duration_ns);
+    let lost = findings::Lost {
+        dropped: rs.dropped,
+        damaged: rs.damaged,
+    };
+    let mut findings = findings::all(&c, &th, duration_ns, lost);
     let spans = e.spans.report(m);
     name_spans(&mut findings, &spans);
     let mut notes = Vec::new();

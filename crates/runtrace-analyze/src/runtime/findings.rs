@@ -20,7 +20,7 @@ pub(crate) const NO_CPU_TIME: &str =
 
 /// Every finding, causes first, symptoms attached to the cause that
 /// explains them ([`blame::arrange`], docs/analysis.md has the rules).
-pub(crate) fn all(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64) -> Vec<Finding> {
+pub(crate) fn all(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64, lost: Lost) -> Vec<Finding> {
     let mut out = Vec::new();
     slow_locations(c, th, &mut out);
     wake_delay(c, th, &mut out);
@@ -29,7 +29,50 @@ pub(crate) fn all(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64) -> Vec<Finding
     idle_while_queued(c, th, duration_ns, &mut out);
     host_starvation(c, th, &mut out);
     super::waiting::findings(c, th, &mut out);
+    caveat_lost(&mut out, lost);
     blame::arrange(out)
+}
+
+/// What a read lost: events the recorder reported dropped, and whether a
+/// file was damaged or cut short (its unreadable frames' events missing).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Lost {
+    pub dropped: u64,
+    pub damaged: bool,
+}
+
+/// `task_leak` and `stuck_task` say that no wake came: a wake, poll or
+/// terminate lost with a dropped event or a damaged frame makes a task
+/// look exactly like that (a file with a dozen damaged frames showed a
+/// critical leak of thousands of tasks that had completed). When the read
+/// lost events, they are kept but capped at warning, say why in their
+/// detail and headline, and carry `lost_events` in their evidence.
+fn caveat_lost(out: &mut [Finding], lost: Lost) {
+    if lost.dropped == 0 && !lost.damaged {
+        return;
+    }
+    let what = match (lost.dropped, lost.damaged) {
+        (0, _) => "a file was damaged or cut short (see the errors)".to_string(),
+        (n, false) => format!("the recorder dropped {n} events"),
+        (n, true) => format!(
+            "the recorder dropped {n} events and a file was damaged or cut short (see the errors)"
+        ),
+    };
+    for f in out
+        .iter_mut()
+        .filter(|f| matches!(f.kind, FindingKind::TaskLeak | FindingKind::StuckTask))
+    {
+        f.severity = Severity::Warning;
+        f.detail.push_str(&format!(
+            "; but this read lost events ({what}), and a lost wake or terminate leaves a task looking never woken: confirm it with a recording that lost none"
+        ));
+        if let Some(o) = f.evidence.as_object_mut() {
+            o.insert(
+                "lost_events".into(),
+                json!({"dropped": lost.dropped, "damaged": lost.damaged}),
+            );
+        }
+    }
 }
 
 /// The victims of location `l` as a cause: the locations whose delayed

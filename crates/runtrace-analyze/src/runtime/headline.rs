@@ -70,6 +70,10 @@ impl Finding {
         if let Some(i) = self.impact() {
             let _ = write!(h, "; {i}");
         }
+        if self.evidence.get("lost_events").is_some() {
+            // Judged on a read that lost events (findings::caveat_lost).
+            h.push_str("; unconfirmed: the read lost events");
+        }
         h
     }
 
