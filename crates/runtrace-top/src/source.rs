@@ -231,6 +231,15 @@ impl Live {
         }
         c.lives.forget_before(t0);
         c.heap.forget_before(t0);
+        let (h0, h1) = (self.history.front()?, self.history.back()?);
+        let dt = h1.0.duration_since(h0.0).as_secs_f64();
+        // The drops of the window's time when this view has watched that
+        // long, else every drop so far (when they happened is not known).
+        let dropped = if dt >= self.opts.window_s * 0.9 {
+            h1.2 - h0.2
+        } else {
+            st.dropped
+        };
         let mut w = window::analyze(
             model,
             proc,
@@ -239,12 +248,16 @@ impl Live {
             t0,
             t1,
             self.opts.thresholds,
+            // A followed file's damage comes as notes (the header shows
+            // them), not as a flag this view can date.
+            window::Losses {
+                dropped,
+                damaged: false,
+            },
         );
         if w.profile.is_some() {
             w.add_functions(self.names.get(model));
         }
-        let (h0, h1) = (self.history.front()?, self.history.back()?);
-        let dt = h1.0.duration_since(h0.0).as_secs_f64();
         let events_per_s = if dt > 0.5 {
             (h1.1 - h0.1) as f64 / dt
         } else {
@@ -496,6 +509,10 @@ impl Replay {
             t0,
             t1,
             self.opts.thresholds,
+            window::Losses {
+                dropped: self.stats.dropped,
+                damaged: self.stats.damaged,
+            },
         )
     }
 

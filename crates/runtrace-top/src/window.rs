@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use runtrace_model::{input, lifecycle::Tracked, synth::TraceBuilder};
-//! use runtrace_top::window::{analyze, Collector};
+//! use runtrace_top::window::{analyze, Collector, Losses};
 //! let mut b = TraceBuilder::new();
 //! b.location(1, "src/main.rs", 3, 1);
 //! b.spawn(7, 1_000, 1, 0, 1, 0);
@@ -25,7 +25,7 @@
 //! let mut c = Collector::default();
 //! let (mut model, _) = input::read(&[path], &mut c, None);
 //! // The window [1.5 s, 2.1 s] holds the poll, not the spawn.
-//! let w = analyze(&mut model, 0, c.evs.iter(), &c.lives, 1_500_000_000, 2_100_000_000, Default::default());
+//! let w = analyze(&mut model, 0, c.evs.iter(), &c.lives, 1_500_000_000, 2_100_000_000, Default::default(), Losses::default());
 //! assert_eq!(w.report.spawn_locations[0].location, "src/main.rs:3:1");
 //! assert!(w.report.findings.iter().any(|f| f.kind.as_str() == "long_poll"));
 //! ```
@@ -296,6 +296,33 @@ impl Analysed {
     }
 }
 
+/// What the events a window analyses lost: events the recorder reported
+/// dropped (over the window, when known), and whether a file they came
+/// from was damaged. `runtrace analyze` judges `task_leak` and
+/// `stuck_task` (wakes that never came) with a caveat on such a read, and
+/// a window does the same.
+///
+/// ```
+/// use runtrace_top::window::Losses;
+/// let none = Losses::default();
+/// assert!(!none.any());
+/// assert!(Losses { dropped: 3, damaged: false }.any());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// Events the recorder reported dropped.
+    pub dropped: u64,
+    /// A file was damaged or cut short.
+    pub damaged: bool,
+}
+
+impl Losses {
+    /// Whether anything was lost.
+    pub fn any(&self) -> bool {
+        self.dropped > 0 || self.damaged
+    }
+}
+
 /// Analyses the events of recording `proc` in `[t0, t1]` (ticks) of
 /// `evs` (in time order; others are skipped) with the engine of
 /// `runtrace analyze` and thresholds `th`, seeding the tasks and spans
@@ -303,6 +330,8 @@ impl Analysed {
 /// the window while the report is built, and restored. A recording with a
 /// CPU profile also has its window's samples attributed to polls
 /// ([`Analysed::profile`]; named by [`Analysed::add_functions`]).
+/// `lost`: what the events lost ([`Losses`]).
+#[allow(clippy::too_many_arguments)]
 pub fn analyze<'a>(
     model: &mut Model,
     proc: u32,
@@ -311,12 +340,14 @@ pub fn analyze<'a>(
     t0: u64,
     t1: u64,
     th: Thresholds,
+    lost: Losses,
 ) -> Analysed {
     let w = Window {
         proc,
         lives,
         t0,
         t1,
+        lost,
     };
     let passes = (Engine::new(th), Now::default());
     // The profile's pass costs a poll's bookkeeping per poll: only for a
@@ -355,6 +386,7 @@ struct Window<'l> {
     lives: &'l Lives,
     t0: u64,
     t1: u64,
+    lost: Losses,
 }
 
 impl Window<'_> {
@@ -409,6 +441,8 @@ impl Window<'_> {
         passes.finish(model);
         let stats = ReadStats {
             events: n,
+            dropped: self.lost.dropped,
+            damaged: self.lost.damaged,
             ..ReadStats::default()
         };
         let r = take(passes.pass, model, stats);

@@ -243,3 +243,44 @@ fn a_location_shows_the_functions_its_polls_ran() {
     let text = screen(&app, &s);
     assert!(text.contains("functions: "), "{text}");
 }
+
+/// 100 tasks of `src/watch.rs`, one every 20 ms, each polled once
+/// (Pending) and never woken: a `task_leak`. With `dropped`, the recorder
+/// also reports that many events lost.
+fn unwoken(dropped: u64) -> Vec<u8> {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/watch.rs", 4, 2);
+    for i in 0..100u64 {
+        let at = i * 20 * MS + MS;
+        b.spawn(1, at, i + 1, 0, 1, 0);
+        b.poll_start(1, 0, at + 50 * US, i + 1, 0, 0);
+        b.poll_end(1, 0, at + 60 * US, i + 1, false);
+    }
+    if dropped > 0 {
+        b.dropped(1, dropped, MS, 2 * MS);
+    }
+    b.finish()
+}
+
+/// A window judges wakes that never came as `runtrace analyze` does: on a
+/// recording that lost events, `task_leak` is a warning saying so.
+#[test]
+fn a_leak_in_a_window_of_a_recording_that_lost_events_says_so() {
+    let leak = |s: &Snapshot| {
+        s.findings
+            .iter()
+            .find(|f| f.kind == "task_leak")
+            .cloned()
+            .unwrap_or_else(|| panic!("a task_leak:\n{}", s.to_text()))
+    };
+    let clean = leak(&window(unwoken(0), 2.5));
+    assert_eq!(clean.severity, "critical", "{}", clean.detail);
+    assert!(!clean.detail.contains("lost events"), "{}", clean.detail);
+    let lossy = leak(&window(unwoken(5), 2.5));
+    assert_eq!(lossy.severity, "warning", "{}", lossy.detail);
+    assert!(
+        lossy.detail.contains("the recorder dropped 5 events"),
+        "{}",
+        lossy.detail
+    );
+}
