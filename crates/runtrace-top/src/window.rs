@@ -304,9 +304,9 @@ impl Analysed {
 ///
 /// ```
 /// use runtrace_top::window::Losses;
-/// let none = Losses::default();
-/// assert!(!none.any());
-/// assert!(Losses { dropped: 3, damaged: false }.any());
+/// // A replay of a recording whose recorder reported 3 events dropped.
+/// let lost = Losses { dropped: 3, ..Losses::default() };
+/// assert!(!lost.damaged);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Losses {
@@ -314,13 +314,6 @@ pub struct Losses {
     pub dropped: u64,
     /// A file was damaged or cut short.
     pub damaged: bool,
-}
-
-impl Losses {
-    /// Whether anything was lost.
-    pub fn any(&self) -> bool {
-        self.dropped > 0 || self.damaged
-    }
 }
 
 /// Analyses the events of recording `proc` in `[t0, t1]` (ticks) of
