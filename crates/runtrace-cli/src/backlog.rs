@@ -67,7 +67,10 @@ pub fn run(args: &Args) -> ExitCode {
         lookback_ns: args.lookback,
         ..BacklogOptions::default()
     };
-    let files = args.traces.expand();
+    let files = match args.traces.readable() {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     let r = with_progress("backlog", &files, |progress| {
         analyze_files_with_progress(&files, &opts, progress)
     });

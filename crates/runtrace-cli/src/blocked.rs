@@ -75,7 +75,10 @@ pub fn folded(r: &BlockedReport, profile: &Profile, names: &mut StackNames) -> S
 /// [--folded-out FILE]`: exit 0, or 1 when the input is damaged (the
 /// report covers what was readable) or FILE cannot be written.
 pub fn run(args: &Args) -> ExitCode {
-    let files = args.traces.expand();
+    let files = match args.traces.readable() {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     let opts = BlockedOptions {
         threshold_ns: (args.threshold_ms * 1e6) as u64,
         ..BlockedOptions::default()

@@ -56,7 +56,10 @@ fn parquet(a: &ParquetArgs) -> ExitCode {
         host: a.host.clone(),
         replace: a.replace,
     };
-    let files = a.traces.expand();
+    let files = match a.traces.readable() {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     if let Err(e) = runtrace_format::output::refuse_input(&a.output, &files) {
         return fail(&e);
     }

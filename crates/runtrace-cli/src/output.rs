@@ -30,6 +30,33 @@ impl Traces {
     pub fn expand(&self) -> Vec<PathBuf> {
         runtrace_format::files::expand_lenient(self.files.clone())
     }
+
+    /// The files named ([`Traces::expand`]) when at least one of them can
+    /// be read. When none can (a typo, an empty directory), the reasons
+    /// are printed on standard error and the command ends with exit code
+    /// 1 at once, rather than printing a report of nothing above them.
+    /// (`check` lists every path's state and does not use this.)
+    ///
+    /// ```
+    /// let t = runtrace_cli::output::Traces { files: vec!["/nonexistent/x.0.bin".into()] };
+    /// assert!(t.readable().is_err());
+    /// ```
+    pub fn readable(&self) -> Result<Vec<PathBuf>, ExitCode> {
+        let files = self.expand();
+        let why: Vec<String> = files
+            .iter()
+            .map_while(|p| runtrace_format::files::unreadable(p))
+            .collect();
+        if why.len() < files.len() {
+            return Ok(files);
+        }
+        let mut err = std::io::stderr().lock();
+        for w in &why {
+            let _ = writeln!(err, "error: {w}");
+        }
+        let _ = writeln!(err, "error: no trace file to read");
+        Err(ExitCode::FAILURE)
+    }
 }
 
 /// Inputs smaller than this get no progress bar (they take well under a

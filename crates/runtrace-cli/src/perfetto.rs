@@ -20,7 +20,11 @@ pub struct Args {
 /// cannot be written or the input is damaged (what was readable is
 /// converted; the damage is on standard error).
 pub fn run(args: &Args) -> ExitCode {
-    let converted = runtrace_export::perfetto::convert(&args.traces.expand(), &args.output);
+    let files = match args.traces.readable() {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let converted = runtrace_export::perfetto::convert(&files, &args.output);
     if let Ok(c) = &converted {
         print_notes(&c.notes);
     }

@@ -892,6 +892,59 @@ fn bad_paths_are_named() {
     assert!(out.stdout.is_empty());
 }
 
+/// Nothing readable among the paths (an empty directory, a typo): each
+/// command that reads says why and stops, exit 1, with no report of
+/// nothing on standard output and no output file written.
+#[test]
+fn no_readable_input_is_an_error_not_an_empty_report() {
+    let dir = test_dir("nothing-readable");
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let missing = dir.join("trace.0.bin");
+    let out_file = dir.join("out");
+    let o = out_file.display().to_string();
+    let commands: [&[&str]; 10] = [
+        &["analyze"],
+        &["analyze", "--all"],
+        &["summary"],
+        &["outliers"],
+        &["backlog"],
+        &["blocked"],
+        &["flamegraph", "--folded"],
+        &["perfetto", "-o", &o],
+        &["report", "-o", &o],
+        &["export", "parquet", "-o", &o],
+    ];
+    for cmd in commands {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = cmd.iter().map(|a| a as _).collect();
+        args.push(&empty);
+        args.push(&missing);
+        let out = runtrace(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(out.stdout.is_empty(), "{cmd:?}: {}", text(&out.stdout));
+        assert!(
+            err.contains(&format!(
+                "{}: is a directory without trace files (trace.N.bin or trace.N.bin.active)",
+                empty.display()
+            )),
+            "{cmd:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!("{}: cannot open", missing.display())),
+            "{cmd:?}: {err}"
+        );
+        assert!(err.contains("no trace file to read"), "{cmd:?}: {err}");
+        assert!(!out_file.exists(), "{cmd:?} wrote {o}");
+    }
+    // One readable path among them: the command runs and names the others.
+    let (p0, _, _) = sample_recording(&dir);
+    let out = runtrace(&[&"summary", &p0, &empty]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("tasks:"), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("without trace files"));
+}
+
 #[test]
 fn usage_errors_exit_2() {
     assert_eq!(runtrace(&[&"check"]).status.code(), Some(2));

@@ -69,13 +69,18 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             }
         }
         if out.len() == before {
-            return Err(format!(
-                "{}: is a directory without trace files (trace.N.bin or trace.N.bin.active)",
-                p.display()
-            ));
+            return Err(no_trace_files(p));
         }
     }
     Ok(dedup(out))
+}
+
+/// What is wrong with directory `dir` given as a recording.
+fn no_trace_files(dir: &Path) -> String {
+    format!(
+        "{}: is a directory without trace files (trace.N.bin or trace.N.bin.active)",
+        dir.display()
+    )
 }
 
 /// The trace files of the recording made with path prefix `prefix`
@@ -242,15 +247,16 @@ pub fn sort_trace_paths(paths: &mut [PathBuf]) {
 /// let why = runtrace_format::files::unreadable(Path::new("/nonexistent/trace.0.bin")).unwrap();
 /// assert!(why.starts_with("/nonexistent/trace.0.bin: cannot open: "), "{why}");
 /// let dir = std::env::temp_dir();
-/// assert!(runtrace_format::files::unreadable(&dir).unwrap().ends_with(": is a directory, not a trace file"));
+/// assert!(runtrace_format::files::unreadable(&dir).unwrap().ends_with(
+///     ": is a directory without trace files (trace.N.bin or trace.N.bin.active)"
+/// ));
 /// ```
 pub fn unreadable(path: &Path) -> Option<String> {
     match std::fs::metadata(path) {
         Err(e) => Some(format!("{}: cannot open: {e}", path.display())),
-        Ok(m) if m.is_dir() => Some(format!(
-            "{}: is a directory, not a trace file",
-            path.display()
-        )),
+        // A directory with trace files stands for them ([`expand`]): one
+        // that reaches a reader has none.
+        Ok(m) if m.is_dir() => Some(no_trace_files(path)),
         // A FIFO or device would block or never end: refused, as `doctor`
         // refuses non-regular binaries.
         Ok(m) if !m.is_file() => Some(format!(

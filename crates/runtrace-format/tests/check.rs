@@ -93,7 +93,7 @@ fn s2_cut_file_is_truncated_and_unreadable_paths_are_errors() {
     assert!(r
         .errors
         .iter()
-        .any(|e| e.ends_with("is a directory, not a trace file")));
+        .any(|e| e.ends_with("is a directory without trace files (trace.N.bin or trace.N.bin.active)")));
     assert!(r
         .errors
         .iter()

@@ -183,10 +183,9 @@ impl Reading {
     /// Opens `path` (listed in the stats), or notes why it cannot be.
     fn open(&mut self, path: &Path) -> Option<FileReader<runtrace_format::reader::OpenFile>> {
         self.st.files.push(path.to_path_buf());
-        let err = match std::fs::metadata(path) {
-            Err(err) => format!("{}: cannot open: {err}", path.display()),
-            Ok(m) if m.is_dir() => format!("{}: is a directory, not a trace file", path.display()),
-            Ok(_) => match FileReader::open(path) {
+        let err = match runtrace_format::files::unreadable(path) {
+            Some(why) => why,
+            None => match FileReader::open(path) {
                 Ok(mut r) => {
                     // Dense chunks are decoded as they are (decode.rs).
                     r.keep_dense(true);
