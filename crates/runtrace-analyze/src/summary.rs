@@ -157,6 +157,7 @@ pub fn summary(r: &dyn Reports) -> Value {
         "dropped_events": stats.dropped,
         "tasks_spawned": report.tasks_spawned,
         "tasks_terminated": report.tasks_terminated,
+        "tasks_terminated_unseen": report.tasks_terminated_unseen,
         "workers": report.workers.len(),
         "spawn_locations": report.spawn_locations.len(),
         "threads": model.threads.len(),
@@ -251,8 +252,14 @@ pub fn text(s: &Value) -> String {
     );
     let _ = writeln!(
         t,
-        "tasks:        {} spawned, {} terminated; {} workers, {} spawn locations",
-        s["tasks_spawned"], s["tasks_terminated"], s["workers"], s["spawn_locations"]
+        "tasks:        {}; {} workers, {} spawn locations",
+        crate::runtime::tasks_text(
+            s["tasks_spawned"].as_u64().unwrap_or(0),
+            s["tasks_terminated"].as_u64().unwrap_or(0),
+            s["tasks_terminated_unseen"].as_u64().unwrap_or(0)
+        ),
+        s["workers"],
+        s["spawn_locations"]
     );
     for n in s["notes"].as_array().into_iter().flatten() {
         let _ = writeln!(t, "note:         {}", n.as_str().unwrap_or(""));

@@ -309,3 +309,37 @@ fn recorder_trace_matches_the_reference() {
     let refs: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
     check_against_reference(&rep, &reference(&refs));
 }
+
+/// Terminated tasks that were never spawned or polled in the trace (tokio's
+/// blocking tasks: its worker launches, `spawn_blocking`) are counted and
+/// named, so "2 spawned, 4 terminated" is not left unexplained; a task
+/// spawned before the trace but polled in it is not among them.
+#[test]
+fn terminated_tasks_never_seen_are_counted_and_named() {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/a.rs", 1, 1);
+    for task in [10, 11] {
+        b.spawn(1, task * 100, task, 0, 1, 0);
+        b.poll_start(1, 0, task * 100 + 10, task, 0, 0);
+        b.poll_end(1, 0, task * 100 + 20, task, true);
+        b.terminate(1, task * 100 + 30, task);
+    }
+    // Polled, never spawned here: seen.
+    b.poll_start(1, 0, 2_000, 7, 0, 0);
+    b.poll_end(1, 0, 2_010, 7, true);
+    b.terminate(1, 2_020, 7);
+    // Blocking tasks: a terminate alone.
+    b.terminate(2, 3_000, 1);
+    b.terminate(3, 3_010, 2);
+    let r = analyze_bytes(&b.finish(), Options::default());
+    assert_eq!(
+        (r.tasks_spawned, r.tasks_terminated, r.tasks_terminated_unseen),
+        (2, 5, 2)
+    );
+    assert_eq!(r.to_json()["tasks"]["terminated_unseen"], 2);
+    let text = r.to_string();
+    assert!(
+        text.contains("tasks:          2 spawned, 5 terminated (2 with no spawn or poll in the trace: tokio's blocking tasks"),
+        "{text}"
+    );
+}

@@ -191,6 +191,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         processes,
         tasks_spawned: e.spawns,
         tasks_terminated: e.terminated,
+        tasks_terminated_unseen: e.terminated_unseen,
         workers,
         workers_omitted,
         poll_ns: e.poll.summary(),

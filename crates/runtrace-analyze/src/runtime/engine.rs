@@ -50,6 +50,8 @@ pub struct Engine {
     pub(crate) queues: Vec<QueueStats>,
     pub(crate) spawns: u64,
     pub(crate) terminated: u64,
+    /// Of those, tasks with no spawn or poll in the trace.
+    pub(crate) terminated_unseen: u64,
     pub(crate) unmatched_poll_ends: u64,
     pub(crate) unmatched_poll_starts: u64,
     pub(crate) late_events: u64,
@@ -121,7 +123,11 @@ impl Pass for Engine {
                 self.locs[t.loc as usize].tasks += 1;
             }
             Life::Seen(_) => self.locs[UNKNOWN_LOC as usize].tasks += 1,
-            Life::End(t) => self.terminated += t.end.is_some() as u64,
+            Life::End(t) => {
+                self.terminated += t.end.is_some() as u64;
+                self.terminated_unseen +=
+                    (t.end.is_some() && t.spawn.is_none() && t.first_poll.is_none()) as u64;
+            }
             Life::Alive(t) => {
                 if t.proc as usize >= self.procs.len() {
                     self.sync(model);
@@ -173,6 +179,7 @@ impl Engine {
             queues: Vec::new(),
             spawns: 0,
             terminated: 0,
+            terminated_unseen: 0,
             unmatched_poll_ends: 0,
             unmatched_poll_starts: 0,
             late_events: 0,

@@ -33,6 +33,7 @@ mod waiting;
 mod waits;
 
 pub(crate) use cpu::in_syscall;
+pub use render::tasks_text;
 pub use cpu::{analyze_files_profiled, location_functions, WhenProfiled};
 pub use engine::Engine;
 pub use headline::FIX_FIRST;

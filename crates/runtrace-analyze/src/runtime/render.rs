@@ -7,6 +7,26 @@ use runtrace_model::hist::Summary;
 use serde_json::{json, Value};
 use std::fmt;
 
+/// `N spawned, M terminated`, saying which terminated tasks were never
+/// spawned or polled in the trace (`unseen`, [`Report::tasks_terminated_unseen`])
+/// when there are any: without it, a trace of tokio's multi-thread runtime
+/// counts more tasks terminated than spawned, unexplained.
+///
+/// ```
+/// use runtrace_analyze::runtime::tasks_text;
+/// assert_eq!(tasks_text(5, 5, 0), "5 spawned, 5 terminated");
+/// assert!(tasks_text(5, 7, 2).starts_with("5 spawned, 7 terminated (2 with no spawn or poll"));
+/// ```
+pub fn tasks_text(spawned: u64, terminated: u64, unseen: u64) -> String {
+    let mut s = format!("{spawned} spawned, {terminated} terminated");
+    if unseen > 0 {
+        s += &format!(
+            " ({unseen} with no spawn or poll in the trace: tokio's blocking tasks, such as its worker launches, or tasks from before the recording)"
+        );
+    }
+    s
+}
+
 impl Report {
     /// True when a file was damaged or cut short (`runtrace analyze` then
     /// exits with 1).
@@ -88,7 +108,11 @@ impl Report {
                 "pid": p.pid, "name": p.name, "recording_id": p.recording_id,
                 "events": p.events, "duration_ns": p.duration_ns, "live_tasks": p.live_tasks,
             })).collect::<Vec<_>>(),
-            "tasks": {"spawned": self.tasks_spawned, "terminated": self.tasks_terminated},
+            "tasks": {
+                "spawned": self.tasks_spawned,
+                "terminated": self.tasks_terminated,
+                "terminated_unseen": self.tasks_terminated_unseen,
+            },
             "poll_ns_mean": self.poll_ns_mean,
             "global_queue": q(&self.global_queue),
             "queues": self.queues.iter().map(q).collect::<Vec<_>>(),
@@ -241,11 +265,12 @@ impl fmt::Display for Report {
             "events:         {} ({} dropped by the recorder)",
             self.events, self.dropped_events
         )?;
-        writeln!(
-            f,
-            "tasks:          {} spawned, {} terminated",
-            self.tasks_spawned, self.tasks_terminated
-        )?;
+        let (s, t, u) = (
+            self.tasks_spawned,
+            self.tasks_terminated,
+            self.tasks_terminated_unseen,
+        );
+        writeln!(f, "tasks:          {}", tasks_text(s, t, u))?;
         for p in &self.processes {
             writeln!(
                 f,

@@ -350,6 +350,12 @@ pub struct Report {
     pub tasks_spawned: u64,
     /// TaskTerminate events.
     pub tasks_terminated: u64,
+    /// Of those, tasks with no spawn and no poll in the trace: tokio's
+    /// blocking tasks (its worker launches, `spawn_blocking`), for which
+    /// tokio calls no spawn or poll hook, or tasks spawned before the
+    /// recording began and not polled in it. They are why a trace can
+    /// count more terminated tasks than spawned ones.
+    pub tasks_terminated_unseen: u64,
     /// Workers, by process, kind and index.
     pub workers: Vec<WorkerReport>,
     /// Workers left out of `workers` (at most 10,000 are listed, the

@@ -174,7 +174,7 @@ fn summary(h: &mut String, r: &Report, b: &BacklogReport) {
         "<section id=\"summary\"><table>\
          <tr><th>Files</th><td>{}</td></tr><tr><th>Events</th><td>{}</td></tr>\
          <tr><th>Duration</th><td>{}</td></tr><tr><th>Recordings</th><td>{}</td></tr>\
-         <tr><th>Tasks</th><td>{} spawned, {} terminated</td></tr>\
+         <tr><th>Tasks</th><td>{}</td></tr>\
          <tr><th>Polls</th><td>{} (p50 {}, p99 {}, max {})</td></tr>\
          <tr><th>Wake → poll</th><td>p50 {}, p99 {}, max {}</td></tr>\
          <tr><th>Dropped events</th><td>{}</td></tr></table>",
@@ -187,8 +187,11 @@ fn summary(h: &mut String, r: &Report, b: &BacklogReport) {
             .map(|p| format!("{} (pid {})", p.name, p.pid))
             .collect::<Vec<_>>()
             .join(", ")),
-        r.tasks_spawned,
-        r.tasks_terminated,
+        esc(&runtrace_analyze::runtime::tasks_text(
+            r.tasks_spawned,
+            r.tasks_terminated,
+            r.tasks_terminated_unseen
+        )),
         r.poll_ns.count,
         fmt_ns(r.poll_ns.p50),
         fmt_ns(r.poll_ns.p99),
