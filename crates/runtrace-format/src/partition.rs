@@ -131,6 +131,61 @@ pub fn parse_stamp(s: &str) -> Option<u64> {
     civil::epoch_ns(d)?.checked_add(ms * 1_000_000)
 }
 
+/// Parses a UTC time as a person types one (`runtrace fetch --from/--to`):
+/// `2026-11-28`, `2026-11-28T04:00:00Z` (seconds and `Z` optional, a space
+/// for the `T`) or [`stamp_ms`]'s `20261128T040000Z`: ns since the Unix
+/// epoch. A date alone is its first nanosecond, or with `end` its last; a
+/// time without fractions, with `end`, its last nanosecond.
+///
+/// ```
+/// use runtrace_format::partition::parse_time;
+/// let day = 1_795_824_000_000_000_000; // 2026-11-28T00:00:00Z
+/// assert_eq!(parse_time("2026-11-28", false), Some(day));
+/// assert_eq!(parse_time("2026-11-28", true), Some(day + 86_400_000_000_000 - 1));
+/// assert_eq!(parse_time("yesterday", false), None);
+/// ```
+pub fn parse_time(s: &str, end: bool) -> Option<u64> {
+    let s = s.trim();
+    if let Some(ns) = parse_stamp(s) {
+        return Some(ns);
+    }
+    let (date, time) = match s.split_once(['T', ' ']) {
+        Some((d, t)) => (d, Some(t.strip_suffix('Z').unwrap_or(t))),
+        None => (s, None),
+    };
+    let mut dp = date.split('-');
+    let (y, m, d) = (dp.next()?, dp.next()?, dp.next()?);
+    if dp.next().is_some() || y.len() != 4 || m.len() != 2 || d.len() != 2 {
+        return None;
+    }
+    let (mut hh, mut mm, mut ss) = (0, 0, 0);
+    if let Some(t) = time {
+        let mut tp = t.split(':');
+        hh = tp.next()?.parse().ok()?;
+        mm = tp.next()?.parse().ok()?;
+        ss = match tp.next() {
+            Some(x) => x.parse().ok()?,
+            None => 0,
+        };
+        if tp.next().is_some() {
+            return None;
+        }
+    }
+    let ns = civil::epoch_ns(Date {
+        year: y.parse().ok()?,
+        month: m.parse().ok()?,
+        day: d.parse().ok()?,
+        hour: hh,
+        minute: mm,
+        second: ss,
+    })?;
+    Some(match (time, end) {
+        (None, true) => ns + 86_400_000_000_000 - 1,
+        (Some(_), true) => ns + 999_999_999,
+        _ => ns,
+    })
+}
+
 /// The object-store key of sealed segment `index` (the file index of
 /// `PATH.N.bin`) of a service on a host, sealed at `wall_ns`:
 /// `service=<s>/host=<h>/date=<yyyy-mm-dd>/trace-<ts>-<n>.bin`. The
@@ -233,5 +288,36 @@ mod tests {
             parse_stamp("20261128T011620Z"),
             Some(1_795_828_580_000_000_000)
         );
+    }
+
+    #[test]
+    fn times() {
+        let day = 1_795_824_000_000_000_000; // 2026-11-28T00:00:00Z
+        assert_eq!(parse_time("2026-11-28", false), Some(day));
+        assert_eq!(
+            parse_time("2026-11-28", true),
+            Some(day + 86_400_000_000_000 - 1)
+        );
+        assert_eq!(
+            parse_time("2026-11-28T01:16:20Z", false),
+            Some(day + 4_580_000_000_000)
+        );
+        assert_eq!(
+            parse_time("2026-11-28T01:16", false),
+            Some(day + 4_560_000_000_000)
+        );
+        assert_eq!(
+            parse_time("20261128T011620Z", false),
+            Some(day + 4_580_000_000_000)
+        );
+        for bad in [
+            "yesterday",
+            "2026-13-01",
+            "2026-11-28T25:00",
+            "26-11-28",
+            "",
+        ] {
+            assert_eq!(parse_time(bad, false), None, "{bad}");
+        }
     }
 }

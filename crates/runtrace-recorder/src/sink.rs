@@ -217,7 +217,7 @@ impl ObjectStoreSink {
     /// `AZURE_*` variables, by their names in lower case
     /// (`AWS_REGION` is the option `aws_region`).
     pub fn from_url(url: &str) -> Result<ObjectStoreSink, crate::RecordError> {
-        let (store, prefix) = open_url(url).map_err(crate::RecordError::Config)?;
+        let (store, prefix) = runtrace_store::open_url(url).map_err(crate::RecordError::Config)?;
         Ok(ObjectStoreSink {
             store: Arc::from(store),
             prefix,
@@ -237,23 +237,6 @@ impl ObjectStoreSink {
             rt: None,
         }
     }
-}
-
-/// The store and the key prefix a URL names; an error message names the
-/// URL. Store options come from `AWS_*`, `GOOGLE_*` and `AZURE_*`
-/// variables (lower-cased names).
-#[cfg(feature = "object-store")]
-#[doc(hidden)]
-pub fn open_url(
-    url: &str,
-) -> Result<(Box<dyn object_store::ObjectStore>, object_store::path::Path), String> {
-    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?}: not a URL: {e}"))?;
-    let opts = std::env::vars().filter_map(|(k, v)| {
-        let lk = k.to_ascii_lowercase();
-        (lk.starts_with("aws_") || lk.starts_with("google_") || lk.starts_with("azure_"))
-            .then_some((lk, v))
-    });
-    object_store::parse_url_opts(&parsed, opts).map_err(|e| format!("{url:?}: {e}"))
 }
 
 #[cfg(feature = "object-store")]
