@@ -73,6 +73,26 @@ fn files_in(dir: &str) -> Vec<String> {
     v
 }
 
+/// The CLI is argument definitions and calls into the libraries (issue 33:
+/// at most 1,200 lines); logic that grows there belongs in a library.
+#[test]
+fn the_cli_stays_thin() {
+    let dir = root().join("crates/runtrace-cli/src");
+    let lines: usize = files_in("crates/runtrace-cli/src")
+        .iter()
+        .map(|f| {
+            fs::read_to_string(dir.join(format!("{f}.rs")))
+                .unwrap()
+                .lines()
+                .count()
+        })
+        .sum();
+    assert!(
+        lines <= 1_200,
+        "crates/runtrace-cli/src holds {lines} lines (at most 1,200): move logic into a library crate"
+    );
+}
+
 #[test]
 fn architecture_page_names_every_crate_module_bench_and_example() {
     let doc = fs::read_to_string(root().join("docs/architecture.md")).unwrap();

@@ -515,6 +515,32 @@ fn blocked_in_place(
 }
 
 impl BlockedReport {
+    /// The folded stacks of the blamed samples (inferno's `a;b;c N`), each
+    /// under its culprit spawn location as the root frame, for a flame
+    /// graph (`runtrace blocked --folded-out`).
+    ///
+    /// ```no_run
+    /// use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
+    /// let files = ["traces/".into()];
+    /// let (r, profile, mut names) = analyze_files(&files, &BlockedOptions::default(), Default::default());
+    /// print!("{}", r.folded(&profile, &mut names));
+    /// ```
+    pub fn folded(&self, profile: &Profile, names: &mut StackNames) -> String {
+        let mut all = Vec::new();
+        for c in &self.culprits {
+            let stacks = self
+                .selected
+                .iter()
+                .filter(|(_, culprit)| *culprit == c.location)
+                .map(|&(i, _)| (&profile.samples[i].stack, 1));
+            for (mut frames, n) in crate::folded::named(stacks, names) {
+                frames.insert(0, c.location.clone());
+                all.push((frames, n));
+            }
+        }
+        crate::folded::fold(all)
+    }
+
     /// The JSON `runtrace blocked --json` prints (keys in
     /// docs/analysis.md).
     pub fn to_json(&self) -> Value {

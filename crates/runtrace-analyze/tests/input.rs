@@ -333,7 +333,11 @@ fn terminated_tasks_never_seen_are_counted_and_named() {
     b.terminate(3, 3_010, 2);
     let r = analyze_bytes(&b.finish(), Options::default());
     assert_eq!(
-        (r.tasks_spawned, r.tasks_terminated, r.tasks_terminated_unseen),
+        (
+            r.tasks_spawned,
+            r.tasks_terminated,
+            r.tasks_terminated_unseen
+        ),
         (2, 5, 2)
     );
     assert_eq!(r.to_json()["tasks"]["terminated_unseen"], 2);

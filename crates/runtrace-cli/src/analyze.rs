@@ -33,10 +33,7 @@ pub struct Args {
 /// 0, or 1 when a file was damaged or cut short (the report still covers
 /// what was readable).
 pub fn run(args: &Args) -> ExitCode {
-    let files = match args.traces.readable() {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
+    let files = args.traces.expand();
     if args.all {
         let r = with_progress("analyzing", &files, |p| OneRead::read(&files, p));
         let text = registry::run_all(&r).to_string();

@@ -13,11 +13,8 @@
 //! ```
 
 use crate::output::{fail, print_report, Traces};
-use runtrace_analyze::blocked::{analyze_files, BlockedOptions, BlockedReport};
-use runtrace_analyze::functions::StackNames;
-use runtrace_export::flamegraph::{fold, named};
+use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
 use runtrace_format::output::{refuse_input, write_atomic};
-use runtrace_model::profile::Profile;
 use runtrace_symbolize::SymbolizeOptions;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,32 +50,11 @@ pub fn parse_ms(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The folded stacks of a report's blamed samples, each under its
-/// culprit location as root frame.
-pub fn folded(r: &BlockedReport, profile: &Profile, names: &mut StackNames) -> String {
-    let mut all = Vec::new();
-    for c in &r.culprits {
-        let stacks = r
-            .selected
-            .iter()
-            .filter(|(_, culprit)| *culprit == c.location)
-            .map(|&(i, _)| (&profile.samples[i].stack, 1));
-        for (mut frames, n) in named(stacks, names) {
-            frames.insert(0, c.location.clone());
-            all.push((frames, n));
-        }
-    }
-    fold(all)
-}
-
 /// `runtrace blocked DIR|FILE... [--threshold-ms 10] [--json]
 /// [--folded-out FILE]`: exit 0, or 1 when the input is damaged (the
 /// report covers what was readable) or FILE cannot be written.
 pub fn run(args: &Args) -> ExitCode {
-    let files = match args.traces.readable() {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
+    let files = args.traces.expand();
     let opts = BlockedOptions {
         threshold_ns: (args.threshold_ms * 1e6) as u64,
         ..BlockedOptions::default()
@@ -88,7 +64,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let (r, profile, mut names) = analyze_files(&files, &opts, sym);
     if let Some(out) = &args.folded_out {
-        let text = folded(&r, &profile, &mut names);
+        let text = r.folded(&profile, &mut names);
         if let Err(e) = refuse_input(out, &files).and_then(|()| write_atomic(out, text.as_bytes()))
         {
             return fail(&e);

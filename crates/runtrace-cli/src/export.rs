@@ -56,10 +56,7 @@ fn parquet(a: &ParquetArgs) -> ExitCode {
         host: a.host.clone(),
         replace: a.replace,
     };
-    let files = match a.traces.readable() {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
+    let files = a.traces.expand();
     if let Err(e) = runtrace_format::output::refuse_input(&a.output, &files) {
         return fail(&e);
     }
@@ -67,23 +64,7 @@ fn parquet(a: &ParquetArgs) -> ExitCode {
         // The message says what, if anything, was written.
         Err(e) => fail(&e),
         Ok(s) => {
-            let files = s.files.len();
-            let rows: u64 = s.files.iter().map(|f| f.2).sum();
-            let _ = writeln!(
-                std::io::stdout().lock(),
-                "exported {} recording(s), {} events, {rows} rows in {files} files to {}{}",
-                s.recordings.len(),
-                s.events,
-                a.output.display(),
-                if s.replaced.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " (replaced {} files of an earlier export)",
-                        s.replaced.len()
-                    )
-                }
-            );
+            let _ = writeln!(std::io::stdout().lock(), "{}", s.line(&a.output));
             print_errors(&s.errors, true);
             print_notes(&s.notes);
             if s.damaged {

@@ -88,10 +88,7 @@ pub fn run(args: &Args) -> ExitCode {
     if let Some((a, b)) = args.from.zip(args.to).filter(|(a, b)| a > b) {
         return fail(&format!("--from {a} is after --to {b}"));
     }
-    let files = match args.traces.readable() {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
+    let files = args.traces.expand();
     let profile = match runtrace_model::profile::load(&files) {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string()),

@@ -124,6 +124,23 @@ pub enum Command {
 /// file cannot be read or written.
 /// (Usage errors never get here: clap exits with 2 while parsing.)
 pub fn run(cli: Cli) -> ExitCode {
+    let c = &cli.command;
+    let reads = match c {
+        Command::Analyze(analyze::Args { traces, .. })
+        | Command::Backlog(backlog::Args { traces, .. })
+        | Command::Perfetto(perfetto::Args { traces, .. })
+        | Command::Report(report::Args { traces, .. })
+        | Command::Summary(summary::Args { traces, .. })
+        | Command::Outliers(outliers::Args { traces, .. })
+        | Command::Flamegraph(flamegraph::Args { traces, .. })
+        | Command::Blocked(blocked::Args { traces, .. }) => Some(traces),
+        #[cfg(feature = "parquet")]
+        Command::Export(export::Format::Parquet(a)) => Some(&a.traces),
+        _ => None,
+    };
+    if let Some(Err(code)) = reads.map(output::Traces::readable) {
+        return code;
+    }
     match cli.command {
         Command::Check(a) => check::run(&a),
         Command::Jsonl(a) => jsonl::run(&a),

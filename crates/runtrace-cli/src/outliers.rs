@@ -32,10 +32,7 @@ pub struct Args {
 
 /// `runtrace outliers FILE... [--method M] [--category C] [--limit N] [--json]`.
 pub fn run(args: &Args) -> ExitCode {
-    let files = match args.traces.readable() {
-        Ok(f) => input::sorted(&f),
-        Err(code) => return code,
-    };
+    let files = input::sorted(&args.traces.expand());
     let (r, stats) = with_progress("reading", &files, |progress| {
         let mut o = Outliers::default();
         let (model, stats) = input::read(&files, &mut o, progress);

@@ -7,7 +7,6 @@ use clap::Args;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 /// The trace files of a command line: files in any order, or
 /// directories holding them (`runtrace_format::files`).
@@ -31,24 +30,25 @@ impl Traces {
         runtrace_format::files::expand_lenient(self.files.clone())
     }
 
-    /// The files named ([`Traces::expand`]) when at least one of them can
-    /// be read. When none can (a typo, an empty directory), the reasons
-    /// are printed on standard error and the command ends with exit code
-    /// 1 at once, rather than printing a report of nothing above them.
-    /// (`check` lists every path's state and does not use this.)
+    /// Ok when at least one of the files named ([`Traces::expand`]) can be
+    /// read. When none can (a typo, an empty directory), the reasons are
+    /// printed on standard error and the exit code to end with is returned,
+    /// so that the command does not print a report of nothing above them
+    /// ([`crate::run`] asks before every command that reads traces but
+    /// `check` and `jsonl`, which report every path themselves).
     ///
     /// ```
     /// let t = runtrace_cli::output::Traces { files: vec!["/nonexistent/x.0.bin".into()] };
     /// assert!(t.readable().is_err());
     /// ```
-    pub fn readable(&self) -> Result<Vec<PathBuf>, ExitCode> {
+    pub fn readable(&self) -> Result<(), ExitCode> {
         let files = self.expand();
         let why: Vec<String> = files
             .iter()
             .map_while(|p| runtrace_format::files::unreadable(p))
             .collect();
         if why.len() < files.len() {
-            return Ok(files);
+            return Ok(());
         }
         let mut err = std::io::stderr().lock();
         for w in &why {
@@ -63,77 +63,38 @@ impl Traces {
 /// second).
 const PROGRESS_MIN_BYTES: u64 = 64 << 20;
 
-/// Draws `LABEL [#####.....] 42% 120/300 MB` on standard error, at most
-/// ten times a second.
-pub(crate) struct ProgressBar {
-    label: &'static str,
-    last: Option<Instant>,
-    drawn: bool,
-}
-
-impl ProgressBar {
-    /// A bar for reading `files`, when they are large and standard error is
-    /// a terminal (None otherwise).
-    pub(crate) fn for_files(label: &'static str, files: &[PathBuf]) -> Option<ProgressBar> {
-        let total: u64 = files
-            .iter()
-            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-            .sum();
-        (total >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal()).then_some(ProgressBar {
-            label,
-            last: None,
-            drawn: false,
-        })
-    }
-
-    pub(crate) fn draw(&mut self, done: u64, total: u64) {
-        if self
-            .last
-            .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
-            && done < total
-        {
-            return;
-        }
-        self.last = Some(Instant::now());
-        let frac = done as f64 / total.max(1) as f64;
-        let width = 30;
-        let full = ((frac * width as f64) as usize).min(width);
-        let bar: String = "#".repeat(full) + &".".repeat(width - full);
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "\r{} [{bar}] {:>3.0}% {}/{} MB",
-            self.label,
-            frac * 100.0,
-            done >> 20,
-            total >> 20
-        );
-        let _ = err.flush();
-        self.drawn = true;
-    }
-
-    pub(crate) fn clear(&self) {
-        if self.drawn {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r{:70}\r", "");
-            let _ = err.flush();
-        }
-    }
-}
-
-/// Runs `read` with a progress callback that draws a bar labelled `label`
-/// while it reads `files`, when they are large and standard error is a
-/// terminal (with `None` otherwise); clears the bar after.
+/// Runs `read` with a progress callback that draws `LABEL [###...] 42%
+/// 120 MiB/300 MiB` on standard error while it reads `files`, when they are
+/// large and standard error is a terminal (with `None` otherwise); clears
+/// the bar after. The bar is indicatif's: the field's crate for it, with
+/// its rate limit and terminal handling.
 pub(crate) fn with_progress<R>(
     label: &'static str,
     files: &[PathBuf],
     read: impl FnOnce(Option<&mut dyn FnMut(u64, u64)>) -> R,
 ) -> R {
-    let Some(mut bar) = ProgressBar::for_files(label, files) else {
+    let total: u64 = files
+        .iter()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    if total < PROGRESS_MIN_BYTES || !std::io::stderr().is_terminal() {
         return read(None);
-    };
-    let r = read(Some(&mut |done: u64, total: u64| bar.draw(done, total)));
-    bar.clear();
+    }
+    let style = indicatif::ProgressStyle::with_template(
+        "{msg} [{bar:30}] {percent:>3}% {bytes}/{total_bytes}",
+    )
+    .map_or_else(
+        |_| indicatif::ProgressStyle::default_bar(),
+        |s| s.progress_chars("#>."),
+    );
+    let bar = indicatif::ProgressBar::new(total)
+        .with_style(style)
+        .with_message(label);
+    let r = read(Some(&mut |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    }));
+    bar.finish_and_clear();
     r
 }
 

@@ -20,11 +20,7 @@ pub struct Args {
 /// cannot be written or the input is damaged (what was readable is
 /// converted; the damage is on standard error).
 pub fn run(args: &Args) -> ExitCode {
-    let files = match args.traces.readable() {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let converted = runtrace_export::perfetto::convert(&files, &args.output);
+    let converted = runtrace_export::perfetto::convert(&args.traces.expand(), &args.output);
     if let Ok(c) = &converted {
         print_notes(&c.notes);
     }

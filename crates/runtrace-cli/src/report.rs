@@ -20,11 +20,7 @@ pub struct Args {
 /// cannot be written or the input is damaged (the page covers what was
 /// readable; the damage is on standard error).
 pub fn run(args: &Args) -> ExitCode {
-    let files = match args.traces.readable() {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let written = runtrace_export::report::write(&files, &args.output);
+    let written = runtrace_export::report::write(&args.traces.expand(), &args.output);
     wrote_file(written.map(|w| {
         let line = format!(
             "{}: {} events, {} findings, {} bytes",

@@ -21,10 +21,7 @@ pub struct Args {
 /// `runtrace summary FILE... [--json]`: exit code 1 when a file was
 /// damaged (the summary covers what was readable).
 pub fn run(args: &Args) -> ExitCode {
-    let files = match args.traces.readable() {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
+    let files = args.traces.expand();
     let r = with_progress("reading", &files, |p| OneRead::read(&files, p));
     let s = summary(&r);
     let out = if args.json { s.to_string() } else { text(&s) };

@@ -2,7 +2,7 @@
 //! replay of a finished one (runtrace-top); `--once` (and any run without
 //! a terminal) prints one window as text or JSON instead.
 
-use runtrace_top::source::{self, Options, SPEEDS};
+use runtrace_top::source::{self, Options};
 use runtrace_top::ui::{self, View};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -15,10 +15,10 @@ pub struct Args {
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
     /// The sliding window, in seconds.
-    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = parse_window)]
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS", value_parser = source::parse_window)]
     pub window: f64,
     /// Replay speed, 0.1 to 100 (1: real time).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    #[arg(long, default_value_t = 1.0, value_parser = source::parse_speed)]
     pub speed: f64,
     /// Print one window and exit (also what `top` does without a terminal).
     #[arg(long)]
@@ -28,7 +28,7 @@ pub struct Args {
     pub json: bool,
     /// With --once: the window ending at this time of the recording
     /// (seconds since it started, or M:SS) instead of its end.
-    #[arg(long, value_name = "T", value_parser = parse_at)]
+    #[arg(long, value_name = "T", value_parser = ui::state::parse_at)]
     pub at: Option<f64>,
     /// Replay even when a file is still being written (`.active`).
     #[arg(long, conflicts_with = "follow")]
@@ -36,29 +36,6 @@ pub struct Args {
     /// Follow the files as they grow even when none is `.active`.
     #[arg(long)]
     pub follow: bool,
-}
-
-/// `--window`: 0.1 to 3600 seconds.
-fn parse_window(s: &str) -> Result<f64, String> {
-    let w = s.trim().parse::<f64>().unwrap_or(f64::NAN);
-    (0.1..=3600.0)
-        .contains(&w)
-        .then_some(w)
-        .ok_or_else(|| format!("{s:?}: expected 0.1 to 3600 seconds"))
-}
-
-/// `--speed`: one of [`SPEEDS`].
-fn parse_speed(s: &str) -> Result<f64, String> {
-    let x = s.trim().parse::<f64>().unwrap_or(f64::NAN);
-    SPEEDS
-        .contains(&x)
-        .then_some(x)
-        .ok_or_else(|| format!("{s:?}: expected 0.1 to 100"))
-}
-
-/// `--at`: seconds or M:SS.
-fn parse_at(s: &str) -> Result<f64, String> {
-    ui::state::parse_time(s).ok_or_else(|| format!("{s:?}: expected seconds or M:SS"))
 }
 
 fn fail(msg: &str) -> ExitCode {

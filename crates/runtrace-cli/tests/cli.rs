@@ -941,7 +941,11 @@ fn no_readable_input_is_an_error_not_an_empty_report() {
     let (p0, _, _) = sample_recording(&dir);
     let out = runtrace(&[&"summary", &p0, &empty]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stdout).contains("tasks:"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("tasks:"),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(text(&out.stderr).contains("without trace files"));
 }
 

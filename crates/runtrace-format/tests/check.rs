@@ -93,7 +93,8 @@ fn s2_cut_file_is_truncated_and_unreadable_paths_are_errors() {
     assert!(r
         .errors
         .iter()
-        .any(|e| e.ends_with("is a directory without trace files (trace.N.bin or trace.N.bin.active)")));
+        .any(|e| e
+            .ends_with("is a directory without trace files (trace.N.bin or trace.N.bin.active)")));
     assert!(r
         .errors
         .iter()

@@ -63,4 +63,4 @@ pub mod synth;
 mod units;
 pub mod waits;
 
-pub use units::{fmt_ns, parse_seconds, shown_name, MAX_SHOWN_NAME};
+pub use units::{fmt_ns, parse_duration, parse_seconds, shown_name, MAX_SHOWN_NAME};

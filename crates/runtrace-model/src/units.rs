@@ -21,6 +21,45 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses a duration: a number with a unit (`ns`, `us`, `µs`, `ms`, `s`,
+/// `m`), or a bare number of seconds; must be positive (`runtrace
+/// backlog`'s `--window` and `--lookback`): ns.
+///
+/// ```
+/// assert_eq!(runtrace_model::parse_duration("500ms"), Ok(500_000_000));
+/// assert!(runtrace_model::parse_duration("3 parsecs").is_err());
+/// ```
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("\"{s}\" is not a duration (like 500ms, 2s)"));
+    }
+    let scale = match unit.trim() {
+        "" | "s" => 1e9,
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "m" | "min" => 60e9,
+        u => {
+            return Err(format!(
+                "unknown unit \"{u}\" in \"{s}\" (use ns, us, ms, s or m)"
+            ))
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a duration (like 500ms, 2s)"))?;
+    let ns = v * scale;
+    if !ns.is_finite() || !(1.0..=1e18).contains(&ns) {
+        return Err(format!("\"{s}\" is out of range (1 ns to 31 years)"));
+    }
+    Ok(ns.round() as u64)
+}
+
 /// Human-readable duration.
 pub fn fmt_ns(ns: u64) -> String {
     let f = ns as f64;
@@ -61,4 +100,25 @@ pub fn shown_name(name: &str) -> std::borrow::Cow<'_, str> {
         end -= 1;
     }
     format!("{}… ({} bytes)", &name[..end], name.len()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1s"), Ok(1_000_000_000));
+        assert_eq!(parse_duration("2"), Ok(2_000_000_000));
+        assert_eq!(parse_duration("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("250us"), Ok(250_000));
+        assert_eq!(parse_duration("250µs"), Ok(250_000));
+        assert_eq!(parse_duration("1m"), Ok(60_000_000_000));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("3 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
 }

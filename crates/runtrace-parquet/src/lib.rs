@@ -81,6 +81,30 @@ impl Summary {
             .map(|(_, _, n)| n)
             .sum()
     }
+
+    /// The line `runtrace export parquet` prints: what was exported where.
+    ///
+    /// ```
+    /// let s = runtrace_parquet::Summary { recordings: vec![7], events: 10, ..Default::default() };
+    /// assert_eq!(s.line("ds".as_ref()), "exported 1 recording(s), 10 events, 0 rows in 0 files to ds");
+    /// ```
+    pub fn line(&self, root: &Path) -> String {
+        let rows: u64 = self.files.iter().map(|f| f.2).sum();
+        let mut s = format!(
+            "exported {} recording(s), {} events, {rows} rows in {} files to {}",
+            self.recordings.len(),
+            self.events,
+            self.files.len(),
+            root.display()
+        );
+        if !self.replaced.is_empty() {
+            s += &format!(
+                " (replaced {} files of an earlier export)",
+                self.replaced.len()
+            );
+        }
+        s
+    }
 }
 
 /// Exports the trace files `paths` (any order) into the dataset `root`.

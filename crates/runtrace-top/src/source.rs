@@ -340,6 +340,37 @@ pub struct Replay {
 /// Replay speeds allowed.
 pub const SPEEDS: std::ops::RangeInclusive<f64> = 0.1..=100.0;
 
+/// Parses a sliding window's length (`runtrace top --window`): 0.1 to
+/// 3600 seconds; the error says what was expected.
+///
+/// ```
+/// use runtrace_top::source::parse_window;
+/// assert_eq!(parse_window("5"), Ok(5.0));
+/// assert!(parse_window("0").is_err());
+/// ```
+pub fn parse_window(s: &str) -> Result<f64, String> {
+    let w = s.trim().parse::<f64>().unwrap_or(f64::NAN);
+    (0.1..=3600.0)
+        .contains(&w)
+        .then_some(w)
+        .ok_or_else(|| format!("{s:?}: expected 0.1 to 3600 seconds"))
+}
+
+/// Parses a replay speed (`runtrace top --speed`): one of [`SPEEDS`].
+///
+/// ```
+/// use runtrace_top::source::parse_speed;
+/// assert_eq!(parse_speed("10"), Ok(10.0));
+/// assert!(parse_speed("1000").is_err());
+/// ```
+pub fn parse_speed(s: &str) -> Result<f64, String> {
+    let x = s.trim().parse::<f64>().unwrap_or(f64::NAN);
+    SPEEDS
+        .contains(&x)
+        .then_some(x)
+        .ok_or_else(|| format!("{s:?}: expected 0.1 to 100"))
+}
+
 impl Replay {
     /// Reads `path` (a directory, files' prefix, or a file) once and
     /// stands at the first window. Errors name the files: no trace, or

@@ -33,10 +33,10 @@ mod waiting;
 mod waits;
 
 pub(crate) use cpu::in_syscall;
-pub use render::tasks_text;
 pub use cpu::{analyze_files_profiled, location_functions, WhenProfiled};
 pub use engine::Engine;
 pub use headline::FIX_FIRST;
+pub use render::tasks_text;
 pub use report::{
     CpuFunctions, Finding, FindingKind, FunctionShare, LocationCpu, LocationReport, ProcessReport,
     QueueReport, Report, Severity, SnapshotTrigger, Victim, WorkerId, WorkerReport, WAKES_HINT,

@@ -334,3 +334,15 @@ pub fn parse_time(s: &str) -> Option<f64> {
     };
     (t.is_finite() && t >= 0.0).then_some(t)
 }
+
+/// [`parse_time`] for a command line (`runtrace top --at`): the error says
+/// what was expected.
+///
+/// ```
+/// use runtrace_top::ui::state::parse_at;
+/// assert_eq!(parse_at("1:05"), Ok(65.0));
+/// assert!(parse_at("soon").is_err());
+/// ```
+pub fn parse_at(s: &str) -> Result<f64, String> {
+    parse_time(s).ok_or_else(|| format!("{s:?}: expected seconds or M:SS"))
+}
