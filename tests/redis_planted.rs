@@ -172,7 +172,12 @@ fn mini_redis_with_planted_problems() {
         // frame pointer there) end the kernel's walk at the leaf; the
         // BPF program then copies the stack, which the writer unwinds
         // (issue 35 item 2): the handler's switch-outs reach their
-        // thread's start, and no orphan outweighs the sleep.
+        // thread's start, and no orphan outweighs the sleep. At least
+        // three in four, not all: the program copies only while its ring
+        // is under half full, so a host that starves the writer sheds
+        // copies by design (a CI run here with the test slowed from 24 s
+        // to 66 s by the host had 1,556 of 1,823 whole, 85%; quiet runs
+        // 100%; without the copies 120 of 4,194).
         let off: Vec<_> = p
             .samples
             .iter()
@@ -188,7 +193,7 @@ fn mini_redis_with_planted_problems() {
             off.len()
         );
         assert!(
-            !off.is_empty() && whole_off * 10 >= off.len() * 9,
+            !off.is_empty() && whole_off * 4 >= off.len() * 3,
             "{whole_off} of {} off-CPU samples in the handler's polls are whole stacks",
             off.len()
         );
