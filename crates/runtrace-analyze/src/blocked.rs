@@ -521,7 +521,7 @@ impl BlockedReport {
     ///
     /// ```no_run
     /// use runtrace_analyze::blocked::{analyze_files, BlockedOptions};
-    /// let files = ["traces/".into()];
+    /// let files = ["traces/"];
     /// let (r, profile, mut names) = analyze_files(&files, &BlockedOptions::default(), Default::default());
     /// print!("{}", r.folded(&profile, &mut names));
     /// ```
