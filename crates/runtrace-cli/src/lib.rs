@@ -124,8 +124,7 @@ pub enum Command {
 /// file cannot be read or written.
 /// (Usage errors never get here: clap exits with 2 while parsing.)
 pub fn run(cli: Cli) -> ExitCode {
-    let c = &cli.command;
-    let reads = match c {
+    let reads = match &cli.command {
         Command::Analyze(analyze::Args { traces, .. })
         | Command::Backlog(backlog::Args { traces, .. })
         | Command::Perfetto(perfetto::Args { traces, .. })
