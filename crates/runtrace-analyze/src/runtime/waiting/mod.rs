@@ -121,13 +121,13 @@ impl Waiting {
                 if deferred == p.task {
                     self.tasks.self_woken(p.slot);
                 }
-                self.tasks.poll_start(p);
+                self.tasks.poll_start(p, m);
             }
             Life::PollEnd(p) => {
                 let t = self.thread(p.thread);
                 close(&mut t.open, p);
                 t.last_ended = if p.ready || p.depth > 0 { NONE } else { p.task };
-                self.tasks.poll_end(p);
+                self.tasks.poll_end(p, m);
                 self.resources.poll_end(p, m);
             }
             Life::PollLost(p) => close(&mut self.thread(p.thread).open, p),

@@ -76,11 +76,8 @@ struct TaskW {
     /// poll, before the poll's end).
     polling: bool,
     polls: u32,
-    /// Its polls' time and its wake-to-poll delays, in its recording's
-    /// ticks: converted once at its end, not at every poll (a task's
-    /// polls are all in its recording).
-    run_ticks: u64,
-    sched_ticks: u64,
+    run_ns: u64,
+    sched_ns: u64,
     resource_ns: u64,
 }
 
@@ -195,8 +192,8 @@ impl Tasks {
                 last_ready: false,
                 polling: false,
                 polls: 0,
-                run_ticks: 0,
-                sched_ticks: 0,
+                run_ns: 0,
+                sched_ns: 0,
                 resource_ns: 0,
             },
         );
@@ -227,7 +224,7 @@ impl Tasks {
 
     /// A poll started.
     #[inline(always)]
-    pub(crate) fn poll_start(&mut self, p: &Poll) {
+    pub(crate) fn poll_start(&mut self, p: &Poll, m: &Model) {
         if let Some(t) = self.live.get_mut(p.slot) {
             // A dump's poll whose wake was not recorded.
             hold(t, &mut self.dumps, p.slot, p.start, false);
@@ -238,18 +235,18 @@ impl Tasks {
             t.polling = true;
             t.last_poll = p.start;
             if let Some(d) = p.delay_ticks() {
-                t.sched_ticks = t.sched_ticks.saturating_add(d);
+                t.sched_ns += m.proc_of(p.thread).scale.ns(d);
             }
         }
     }
 
     /// A poll ended.
     #[inline(always)]
-    pub(crate) fn poll_end(&mut self, p: &Poll) {
+    pub(crate) fn poll_end(&mut self, p: &Poll, m: &Model) {
         if let Some(t) = self.live.get_mut(p.slot) {
             t.polls = t.polls.saturating_add(1);
             t.polling = false;
-            t.run_ticks = t.run_ticks.saturating_add(p.ticks());
+            t.run_ns += m.proc_of(p.thread).scale.ns(p.ticks());
             t.last_ready = p.ready;
             // A wake during the poll (the task woke itself, or was
             // woken meanwhile) means it will be polled again.
@@ -337,8 +334,8 @@ impl Tasks {
         if t.spawned {
             l.tasks += 1;
             l.life_ns += life_ns;
-            l.run_ns += p.scale.ns(t.run_ticks);
-            l.sched_ns += p.scale.ns(t.sched_ticks);
+            l.run_ns += t.run_ns;
+            l.sched_ns += t.sched_ns;
             l.resource_ns += t.resource_ns;
         }
         if !completed && t.pending_since != NONE {
