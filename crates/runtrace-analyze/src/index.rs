@@ -23,12 +23,12 @@
 
 use crate::backlog::{Backlog, BacklogOptions, BacklogReport};
 use crate::blocked::{self, BlockedOptions, BlockedReport};
+use crate::counts::Counts;
 use crate::functions::StackNames;
 use crate::outliers::{Category, Method, Outliers};
 use crate::registry;
 use crate::reports::Reports;
 use crate::runtime::{Engine, Report, Thresholds, WhenProfiled};
-use crate::summary::{self, Counts};
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::input::{self, ReadStats};
@@ -194,7 +194,7 @@ impl TraceIndex {
 
     /// `runtrace summary --json` (keys in docs/mcp.md).
     pub fn summary(&self) -> Value {
-        summary::summary(self)
+        registry::summary(self)
     }
 
     /// `runtrace outliers --json`.

@@ -16,9 +16,13 @@
 //!   pass.
 //! - [`backlog`] is the pass of `runtrace backlog`: queues, locks, I/O and
 //!   a root-cause verdict for every backlog trigger.
-//! - [`summary`] (event counts, which analyses apply) and [`outliers`]
+//! - [`counts`] (events by kind, beside every read) and [`outliers`]
 //!   (IQR, MAD, stddev, percentile over wake->poll delays, poll durations
-//!   and CPU shares) are passes too.
+//!   and CPU shares) are passes too; [`summary`] joins the counts with the
+//!   model (`runtrace summary`).
+//! - [`reports`] holds one trace's reports from one read; [`params`] and
+//!   [`views`] are the MCP tools' parameters and answers over them, and
+//!   [`registry`], above them all, lists every analysis once.
 //! - [`folded`] selects CPU-profile samples and folds their stacks
 //!   (`runtrace flamegraph`, the MCP `get_flamegraph`).
 //! - [`functions`] names CPU-profile stacks (runtrace-symbolize) and tallies top functions, which
@@ -51,11 +55,13 @@
 
 pub mod backlog;
 pub mod blocked;
+pub mod counts;
 pub mod folded;
 pub mod functions;
 pub mod index;
 pub mod memory;
 pub mod outliers;
+pub mod params;
 pub mod query;
 pub mod registry;
 pub mod reports;

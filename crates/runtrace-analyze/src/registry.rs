@@ -23,9 +23,11 @@
 //! ```
 
 use crate::blocked::BlockedOptions;
+use crate::counts::Counts;
 use crate::outliers::{Category, Method};
+pub use crate::params::{Param, Params};
 use crate::reports::Reports;
-use crate::summary::{self, Counts};
+use crate::summary;
 use crate::views;
 use runtrace_model::event::kind;
 use runtrace_model::kinds;
@@ -52,83 +54,6 @@ pub struct Answer {
     pub run: fn(&dyn Reports) -> Value,
 }
 
-/// A parameter an MCP tool takes (besides `trace_id`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Param {
-    /// `limit`: at most this many entries per list (the default), the
-    /// answer saying what it cut; `what` names the lists.
-    Limit(usize, &'static str),
-    /// `threshold_ms`: a wait longer than this many milliseconds counts
-    /// (default 10).
-    ThresholdMs,
-    /// `method` of `detect_outliers` (default IQR).
-    Method,
-    /// `category` of `detect_outliers` (default all).
-    Category,
-    /// `kind` of `get_flamegraph`: `cpu` (default), `off_cpu`, `alloc`
-    /// (bytes allocated) or `live` (bytes live at `to`, default the end).
-    ProfileKind,
-    /// `location`: only samples in polls of tasks whose spawn location
-    /// contains this text.
-    Location,
-    /// `from` and `to`: only samples in this time range (ns since the
-    /// recording started, either end optional).
-    TimeRange,
-    /// `resource`: only resource sites whose kind or creation site
-    /// contains this text.
-    Resource,
-}
-
-/// The parameters of one tool call, parsed (defaults filled in).
-#[derive(Debug, Clone)]
-pub struct Params {
-    /// `limit`.
-    pub limit: usize,
-    /// `threshold_ms`, in ns.
-    pub threshold_ns: u64,
-    /// `method`.
-    pub method: Method,
-    /// `category`.
-    pub category: Category,
-    /// `kind` is `off_cpu`.
-    pub off_cpu: bool,
-    /// `kind` is `alloc` or `live` (`live` at `to`, default the end).
-    pub memory: Option<crate::folded::MemoryView>,
-    /// `location`.
-    pub location: Option<String>,
-    /// `from` (ns since the recording started).
-    pub from_ns: Option<i64>,
-    /// `to` (ns since the recording started).
-    pub to_ns: Option<i64>,
-    /// `resource`.
-    pub resource: Option<String>,
-}
-
-impl Params {
-    /// The defaults of a tool taking `params`.
-    pub fn defaults(params: &[Param]) -> Params {
-        let limit = params
-            .iter()
-            .find_map(|p| match p {
-                Param::Limit(n, _) => Some(*n),
-                _ => None,
-            })
-            .unwrap_or(usize::MAX);
-        Params {
-            limit,
-            threshold_ns: BlockedOptions::default().threshold_ns,
-            method: Method::Iqr,
-            category: Category::All,
-            off_cpu: false,
-            memory: None,
-            location: None,
-            from_ns: None,
-            to_ns: None,
-            resource: None,
-        }
-    }
-}
-
 /// An analysis's MCP tool.
 #[derive(Clone, Copy)]
 pub struct Tool {
@@ -138,8 +63,48 @@ pub struct Tool {
     pub description: &'static str,
     /// Its parameters besides `trace_id`.
     pub params: &'static [Param],
-    /// Its answer.
+    /// Its answer ([`Tool::answer`] calls it).
     pub view: fn(&dyn Reports, &Params) -> Value,
+    /// Its answer also says whether its analysis applies (`applicable`,
+    /// and `reason` when it does not): for analyses whose events many
+    /// traces lack.
+    pub applicability: bool,
+}
+
+impl Tool {
+    /// Its answer for the trace of `r`: its view, with whether its
+    /// analysis applies when [`Tool::applicability`] is set.
+    ///
+    /// ```
+    /// use runtrace_analyze::registry::{self, Params};
+    /// use runtrace_analyze::reports::OneRead;
+    /// use runtrace_model::synth::TraceBuilder;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("trace.0.bin");
+    /// std::fs::write(&path, TraceBuilder::new().finish()).unwrap();
+    /// let r = OneRead::read(&[path], None);
+    /// let t = registry::tool("analyze_backlog").unwrap();
+    /// let v = t.answer(&r, &Params::defaults(t.params));
+    /// assert_eq!(v["applicable"], false);
+    /// ```
+    pub fn answer(&self, r: &dyn Reports, p: &Params) -> Value {
+        let mut v = (self.view)(r, p);
+        let analysis = ANALYSES
+            .iter()
+            .find(|a| a.tool.is_some_and(|t| t.name == self.name));
+        if let (true, Some(a), Value::Object(out)) = (self.applicability, analysis, &mut v) {
+            match a.applies(r) {
+                Ok(()) => {
+                    out.insert("applicable".into(), json!(true));
+                }
+                Err(reason) => {
+                    out.insert("applicable".into(), json!(false));
+                    out.insert("reason".into(), json!(reason));
+                }
+            }
+        }
+        v
+    }
 }
 
 /// One analysis.
@@ -179,6 +144,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "Poll durations overall and by spawn location (most poll time first), and long_poll / slow_poll findings.",
             params: &[Param::Limit(LIST, "spawn locations and findings")],
             view: views::poll_times,
+            applicability: false,
         }),
     },
     Analysis {
@@ -192,6 +158,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "Wake->poll delays overall and by spawn location (worst p99 first), and wake_delay findings.",
             params: &[Param::Limit(LIST, "spawn locations and findings")],
             view: views::wakeup_latency,
+            applicability: false,
         }),
     },
     Analysis {
@@ -205,6 +172,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "Per worker: polls, busy ratio, parks, local queue depth, scheduler wait; queues; worker findings.",
             params: &[Param::Limit(LIST, "workers and findings")],
             view: views::workers,
+            applicability: false,
         }),
     },
     Analysis {
@@ -218,6 +186,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "Per spawn location: tasks, polls, poll time, poll and wake->poll percentiles, long polls.",
             params: &[Param::Limit(LIST, "spawn locations")],
             view: views::spawn_locations,
+            applicability: false,
         }),
     },
     Analysis {
@@ -231,6 +200,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "The findings: long polls, wake delays, local queue buildup, worker imbalance, idle workers while work is queued, CPU-bound spawn locations; each names the spawn locations and evidence.",
             params: &[Param::Limit(LIST, "findings")],
             view: views::bottlenecks,
+            applicability: false,
         }),
     },
     Analysis {
@@ -247,6 +217,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "Statistical outliers of wake->poll delay (latency), poll duration (poll) and CPU share (cpu), judged within each spawn location and each task: task, location, worker, window, value, threshold.",
             params: &[Param::Method, Param::Category, Param::Limit(100, "outliers per category")],
             view: |r, p| r.outliers().report(r.model(), p.method, p.category, p.limit),
+            applicability: false,
         }),
     },
     Analysis {
@@ -263,6 +234,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "Queues, locks, I/O, heartbeats and the ranked root causes of every backlog trigger (needs runtrace-sync events).",
             params: &[Param::Limit(LIST, "entries per list")],
             view: views::backlog,
+            applicability: true,
         }),
     },
     // The application's spans (runtrace-tokio's layer, opt-in).
@@ -280,6 +252,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "The application's tracing spans by label (`GET /item` for an HTTP request span): count, wall time first enter to close (p50/p99), busy time inside polls, wake->poll delay suffered while open, slowest p99 first; and which spans each spawn location's polls served.",
             params: &[Param::Limit(LIST, "span labels and served locations")],
             view: views::spans,
+            applicability: true,
         }),
     },
     // tokio's async resources (runtrace-tokio's layer).
@@ -294,6 +267,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "What tasks waited on: tokio's Mutexes, RwLocks, Semaphores, channels and oneshots, per resource site (kind, creation site, internal or not), most total waiting first: wait count, p50/p99/max/total; per waiting spawn location; the holders charged with the waiting (location, holds, hold p99, holds across an await, wait ns overlapped); the locations whose wakes ended the waits; and the longest waits (task, location, start, ns, released_by location). Optionally only sites whose kind or creation site contains `resource`.",
             params: &[Param::Resource, Param::Limit(LIST, "resource sites and entries per list")],
             view: views::resource_waits,
+            applicability: true,
         }),
     },
     // A wait is from a task's wake, or its spawn, to its poll.
@@ -311,6 +285,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "What ran while tasks waited: every wait from wake (or spawn) to poll longer than threshold_ms, the CPU samples of the worker that finally polled the task during it, blamed on the spawn locations whose polls held that worker, with their top functions (self and inclusive) and their victims (needs CPU samples: a recording made with RUNTRACE_CPU_HZ).",
             params: &[Param::ThresholdMs, Param::Limit(LIST, "culprits and worst waits")],
             view: views::blocked,
+            applicability: true,
         }),
     },
     // Either kind of sample draws a flame graph (`--off-cpu` the second).
@@ -330,6 +305,7 @@ pub static ANALYSES: &[Analysis] = &[
                 Param::Limit(LIST, "stacks"),
             ],
             view: views::flamegraph,
+            applicability: false,
         }),
     },
     // The memory profile per location and the growth rule.
@@ -347,6 +323,7 @@ pub static ANALYSES: &[Analysis] = &[
             description: "Heap memory per spawn location from the sampled allocations: bytes allocated and per second, bytes live at the end, and `growth`: the locations whose live bytes grow steadily over the recording (least-squares slope over 10 time buckets with R² >= 0.8, growth >= 1 MiB and >= 25% of the end's live bytes), each with the function holding most of its live bytes, slope (bytes/s), R², live bytes at start and end. Needs RUNTRACE_ALLOC_SAMPLE_BYTES (and RUNTRACE_ALLOC_LIVE=on for live bytes and growth).",
             params: &[Param::Limit(LIST, "locations and growth")],
             view: views::memory_growth,
+            applicability: true,
         }),
     },
 ];
@@ -409,6 +386,19 @@ impl Analysis {
     }
 }
 
+/// The analyses and whether each applies to a trace with event counts
+/// `c`: `{name, applicable, needs, reason}` (`reason` only when it does
+/// not apply), for `summary`'s `capabilities.analyzers`.
+pub fn analyzers(c: &Counts) -> Vec<Value> {
+    ANALYSES.iter().map(|a| a.summary_entry(c)).collect()
+}
+
+/// `runtrace summary`'s JSON ([`summary::summary`]) with the registry's
+/// [`analyzers`].
+pub fn summary(r: &dyn Reports) -> Value {
+    summary::summary(r, analyzers(r.counts()))
+}
+
 /// The analysis with MCP tool `name`.
 pub fn tool(name: &str) -> Option<&'static Tool> {
     ANALYSES
@@ -450,6 +440,6 @@ pub fn run_all(r: &dyn Reports) -> Value {
     }
     out.insert("skipped".into(), Value::Array(skipped));
     out.insert("elsewhere".into(), Value::Array(elsewhere));
-    out.insert("summary".into(), summary::summary(r));
+    out.insert("summary".into(), summary(r));
     Value::Object(out)
 }

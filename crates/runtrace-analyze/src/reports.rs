@@ -23,10 +23,10 @@
 
 use crate::backlog::{Backlog, BacklogOptions, BacklogReport};
 use crate::blocked::{self, BlockedOptions, BlockedReport, MAX_WAITS};
+use crate::counts::Counts;
 use crate::functions::StackNames;
 use crate::outliers::Outliers;
 use crate::runtime::{Engine, Report, Thresholds, Wait, WhenProfiled};
-use crate::summary::Counts;
 use runtrace_model::input::{self, Progress, ReadStats};
 use runtrace_model::model::Model;
 use runtrace_model::profile::Profile;

@@ -1,11 +1,11 @@
 //! `runtrace summary`: what a trace holds and which analyses apply to it.
-//! The [`Counts`] pass counts events by kind; [`summary`] joins those
+//! The [`crate::counts::Counts`] pass counts events by kind; [`summary`] joins those
 //! counts with the model, the read statistics and the runtime report
 //! into one JSON object (keys in docs/mcp.md); [`text`] renders it.
 //!
 //! ```
-//! use runtrace_analyze::reports::OneRead;
-//! use runtrace_analyze::summary::summary;
+//! use runtrace_analyze::reports::{OneRead, Reports};
+//! use runtrace_analyze::{registry, summary::summary};
 //! use runtrace_model::synth::TraceBuilder;
 //! let mut b = TraceBuilder::new();
 //! b.spawn(7, 1_000, 1, 0, 0, 0);
@@ -14,96 +14,27 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("trace.0.bin");
 //! std::fs::write(&path, b.finish()).unwrap();
-//! let s = summary(&OneRead::read(&[path], None));
+//! let r = OneRead::read(&[path], None);
+//! let s = summary(&r, registry::analyzers(r.counts()));
 //! assert_eq!(s["event_counts"]["task_poll_start"], 1);
 //! let backlog = &s["capabilities"]["analyzers"].as_array().unwrap()
 //!     .iter().find(|a| a["name"] == "backlog").unwrap().clone();
 //! assert_eq!(backlog["applicable"], false);
 //! ```
 
-use crate::registry::ANALYSES;
 use crate::reports::Reports;
-use runtrace_model::event::{kind, Ev};
 use runtrace_model::fmt_ns;
 use runtrace_model::kinds;
-use runtrace_model::model::Model;
-use runtrace_model::pass::{Pass, Wants};
 use runtrace_model::profile::{Profile, SampleKind};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
-/// Events by kind (the pass of `runtrace summary`).
-#[derive(Debug, Clone)]
-pub struct Counts {
-    /// Events of each kind, by kind.
-    pub by_kind: [u64; 256],
-}
-
-impl Default for Counts {
-    fn default() -> Self {
-        Counts { by_kind: [0; 256] }
-    }
-}
-
-impl Counts {
-    /// Events of kind `k`.
-    pub fn of(&self, k: u8) -> u64 {
-        self.by_kind[k as usize]
-    }
-
-    /// Counts the samples of `profile` (one per `cpu_sample` or `off_cpu`
-    /// event), for a read whose CPU samples went to the profile pass
-    /// instead of this one.
-    ///
-    /// ```
-    /// use runtrace_analyze::summary::Counts;
-    /// use runtrace_model::profile::Profile;
-    /// use runtrace_model::event::kind;
-    /// let mut c = Counts::default();
-    /// c.add_samples(&Profile::default());
-    /// assert_eq!(c.of(kind::CPU_SAMPLE), 0);
-    /// ```
-    pub fn add_samples(&mut self, profile: &Profile) {
-        for s in &profile.samples {
-            let k = match s.kind {
-                SampleKind::OnCpu => kind::CPU_SAMPLE,
-                SampleKind::OffCpu { .. } => kind::OFF_CPU,
-            };
-            self.by_kind[k as usize] += 1;
-        }
-        self.by_kind[kind::ALLOC_SAMPLE as usize] += profile.allocs.len() as u64;
-    }
-
-    /// Events of all built-in kinds.
-    pub fn total(&self) -> u64 {
-        self.by_kind.iter().sum()
-    }
-}
-
-impl Pass for Counts {
-    #[inline]
-    fn wants(&self) -> Wants {
-        Wants::RUNTIME
-            .or(Wants::APP)
-            .or(Wants::PROFILE)
-            .or(Wants::SPAN_EVENTS)
-    }
-
-    #[inline(always)]
-    fn event(&mut self, ev: &Ev, _model: &Model) {
-        self.by_kind[ev.kind as usize] += 1;
-    }
-}
-
-/// The analyses and whether each applies: `{name, applicable, needs,
-/// reason}` (`reason` only when it does not apply), from the registry.
-pub fn analyzers(c: &Counts) -> Vec<Value> {
-    ANALYSES.iter().map(|a| a.summary_entry(c)).collect()
-}
-
 /// The summary of a trace as one JSON object: files, recordings, duration,
-/// event counts, and `capabilities` (`available_events`, `analyzers`).
-pub fn summary(r: &dyn Reports) -> Value {
+/// event counts, and `capabilities` (`available_events`, and `analyzers`:
+/// the registry's analyses and whether each applies, as
+/// [`crate::registry::analyzers`] gives them; the registry is above this
+/// module, so its caller passes them).
+pub fn summary(r: &dyn Reports, analyzers: Vec<Value>) -> Value {
     let (model, stats, counts, report) = (r.model(), r.stats(), r.counts(), r.runtime());
     let mut event_counts = serde_json::Map::new();
     let mut available = Vec::new();
@@ -167,7 +98,7 @@ pub fn summary(r: &dyn Reports) -> Value {
         "notes": if report.wakes_missing() { vec![crate::runtime::WAKES_HINT] } else { vec![] },
         "capabilities": {
             "available_events": available,
-            "analyzers": analyzers(counts),
+            "analyzers": analyzers,
         },
     });
     if let Some(cost) = runtrace_cost(r.profile()) {

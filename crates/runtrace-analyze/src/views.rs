@@ -13,7 +13,7 @@
 
 use crate::folded;
 use crate::functions::StackNames;
-use crate::registry::{self, Params};
+use crate::params::Params;
 use crate::reports::Reports;
 use serde_json::{json, Map, Value};
 
@@ -170,25 +170,7 @@ pub fn backlog(ix: &dyn Reports, p: &Params) -> Value {
             put_list(&mut out, key, a.clone(), limit);
         }
     }
-    applicability(ix, "backlog", &mut out);
     Value::Object(out)
-}
-
-/// Adds whether analysis `name` applies (`applicable`, and `reason` when
-/// it does not) to `out`.
-fn applicability(ix: &dyn Reports, name: &str, out: &mut Map<String, Value>) {
-    let Some(a) = registry::analysis(name) else {
-        return;
-    };
-    match a.applies(ix) {
-        Ok(()) => {
-            out.insert("applicable".into(), json!(true));
-        }
-        Err(reason) => {
-            out.insert("applicable".into(), json!(false));
-            out.insert("reason".into(), json!(reason));
-        }
-    }
 }
 
 /// `get_resource_waits`: [`crate::runtime::Report::resource_waits`], the
@@ -220,7 +202,6 @@ pub fn resource_waits(ix: &dyn Reports, p: &Params) -> Value {
         "resource_events".into(),
         ix.runtime().waiting["resources"]["events"].clone(),
     );
-    applicability(ix, "resource_waits", &mut out);
     Value::Object(out)
 }
 
@@ -290,7 +271,6 @@ pub fn blocked(ix: &dyn Reports, p: &Params) -> Value {
             put_list(&mut out, key, a.clone(), limit);
         }
     }
-    applicability(ix, "blocked", &mut out);
     Value::Object(out)
 }
 
@@ -331,7 +311,7 @@ pub fn bottlenecks(ix: &dyn Reports, p: &Params) -> Value {
 /// std::fs::write(&path, b.finish()).unwrap();
 /// let r = OneRead::read(&[path], None);
 /// let tool = registry::tool("get_span_latencies").unwrap();
-/// let v = (tool.view)(&r, &Params::defaults(tool.params));
+/// let v = tool.answer(&r, &Params::defaults(tool.params));
 /// assert_eq!(v["applicable"], true);
 /// assert_eq!(v["spans"][0]["label"], "GET /item");
 /// assert_eq!(v["spans"][0]["wall_ns"]["max"], 1_900);
@@ -342,7 +322,6 @@ pub fn spans(ix: &dyn Reports, p: &Params) -> Value {
     put_list(&mut out, "spans", array(&v, "spans"), p.limit);
     put_list(&mut out, "served", array(&v, "served"), p.limit);
     out.insert("omitted".into(), v["omitted"].clone());
-    applicability(ix, "spans", &mut out);
     Value::Object(out)
 }
 
@@ -376,7 +355,6 @@ pub fn memory_growth(ix: &dyn Reports, p: &Params) -> Value {
         .map(|f| f.evidence.clone())
         .collect();
     put_list(&mut out, "growth", growth, p.limit);
-    applicability(ix, "memory", &mut out);
     if !profile.memory.live_set && !profile.allocs.is_empty() {
         out.insert(
             "note".into(),

@@ -3,9 +3,10 @@
 //! gets a note saying why and the one line that fixes it, in `analyze`'s
 //! notes and in `summary`; a trace with the wakes gets none.
 
+use runtrace_analyze::registry::summary;
 use runtrace_analyze::reports::OneRead;
 use runtrace_analyze::runtime::WAKES_HINT;
-use runtrace_analyze::summary::{summary, text};
+use runtrace_analyze::summary::text;
 use runtrace_analyze::{analyze_files, Options};
 use runtrace_model::synth::TraceBuilder;
 

@@ -1,10 +1,11 @@
 //! `runtrace summary`: recordings, duration, event counts, and which
 //! analyses apply to the trace (and why not), as text or JSON
-//! (`runtrace_analyze::summary`).
+//! (`runtrace_analyze::summary`, with the registry's analyses).
 
 use crate::output::{print_report, with_progress, Traces};
+use runtrace_analyze::registry::summary;
 use runtrace_analyze::reports::{OneRead, Reports};
-use runtrace_analyze::summary::{summary, text};
+use runtrace_analyze::summary::text;
 use std::process::ExitCode;
 
 /// Arguments of `runtrace summary`.

@@ -258,7 +258,7 @@ pub fn call(traces: &Traces, name: &str, arguments: &Value) -> Result<Value, Str
     let loaded = || traces.get(a.str("trace_id")?);
     if let Some(t) = registry::tool(name) {
         let p = parse_params(t.params, &a)?;
-        return Ok((t.view)(&loaded()?.index, &p));
+        return Ok(t.answer(&loaded()?.index, &p));
     }
     match name {
         "load_trace" => {

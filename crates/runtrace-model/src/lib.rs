@@ -14,6 +14,9 @@
 //! - [`event`] is the compact event and its kinds; [`kinds`] names them.
 //! - [`model`] is a recording's identity (processes, threads, locations,
 //!   names, stacks, mappings).
+//! - [`records`] is what the lifecycle layer hands a pass ([`records::Life`]
+//!   and the polls, tasks, wakes and spans it carries), data only, below
+//!   the pass trait and the trackers.
 //! - [`pass`] is the trait every analysis and exporter implements, and
 //!   [`lifecycle`] pairs the task lifecycle once for all of them (a poll
 //!   with its task, location, worker and the wake it answers; a task's
@@ -58,6 +61,7 @@ pub mod lifecycle;
 pub mod model;
 pub mod pass;
 pub mod profile;
+pub mod records;
 pub mod spans;
 pub mod synth;
 mod units;

@@ -72,7 +72,8 @@ use crate::fxhash::FxHashMap;
 use crate::idmap::IdMap;
 use crate::model::{Model, UNKNOWN_LOC};
 use crate::pass::{Kinds, Pass, Wants};
-use crate::spans::{Entered, Span, SpanTracker};
+pub use crate::records::{Life, LifeSink, Poll, Task, Wake, NO_SLOT};
+use crate::spans::SpanTracker;
 
 /// Polls one thread may have open at once (nested executors); more means
 /// lost poll ends.
@@ -85,147 +86,7 @@ pub const MAX_ORPHAN_WAKES: usize = 1 << 16;
 /// is a store rather than a hash-map insert for every task; a task whose
 /// entry a later one took is forgotten.
 pub const ENDED_ENTRIES: usize = 1 << 12;
-/// The slot of no live task ([`Poll::slot`], [`Wake::slot`]).
-pub const NO_SLOT: u32 = u32::MAX;
-
 const NONE: u64 = u64::MAX;
-
-/// A poll as the lifecycle pairs it: at its start (`end == start`,
-/// `ready == false`) and at its end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Poll {
-    /// The polled task.
-    pub task: u64,
-    /// Its life's serial number ([`Task::serial`]).
-    pub serial: u32,
-    /// Its live task's slot ([`Task::slot`]; [`NO_SLOT`] for a poll after
-    /// the task's end, rule 4).
-    pub slot: u32,
-    /// Thread index ([`Model::threads`]).
-    pub thread: u32,
-    /// Worker index from the trace (`runtrace_format::NO_WORKER`: none).
-    pub worker: u32,
-    /// The task's spawn location ([`Model::locs`] index).
-    pub loc: u32,
-    /// Ticks of the poll's start.
-    pub start: u64,
-    /// Ticks of its end (the start, at the start).
-    pub end: u64,
-    /// Local queue depth at the start.
-    pub local_q: u32,
-    /// The poll came from a named queue (the runtrace executor).
-    pub executor: bool,
-    /// The name index of the queue the task was spawned on (0: none).
-    pub queue: u32,
-    /// The poll returned Ready (at its end).
-    pub ready: bool,
-    /// Ticks of the wake (or spawn) this poll answers, if seen (rule 2).
-    pub wake: Option<u64>,
-    /// Polls of this thread still open around this one (0: outermost).
-    pub depth: u32,
-}
-
-impl Poll {
-    /// The wake -> poll delay, in ticks, when the wake was seen.
-    #[inline]
-    pub fn delay_ticks(&self) -> Option<u64> {
-        self.wake.map(|w| self.start.saturating_sub(w))
-    }
-
-    /// The poll's length in ticks.
-    #[inline]
-    pub fn ticks(&self) -> u64 {
-        self.end.saturating_sub(self.start)
-    }
-}
-
-/// A task's life: what the trace says of it so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Task {
-    /// The task id.
-    pub task: u64,
-    /// A dense number for this life of the task, unique within the read
-    /// (0, 1, 2, ... in order of spawn or first sight; a task id spawned
-    /// again is a new life): group by it where a map of task ids would
-    /// cost a lookup per event.
-    pub serial: u32,
-    /// A dense index of the live task, below the most tasks alive at once
-    /// in the read: given at its spawn or first sight, free again after
-    /// its [`Life::End`] or [`Life::Alive`]. A pass keeps per-task state
-    /// in a [`Slots`] by it (a Vec index, not a hash lookup per record).
-    pub slot: u32,
-    /// Its recording ([`Model::procs`] index).
-    pub proc: u32,
-    /// Its spawn location (rule 1).
-    pub loc: u32,
-    /// The task that spawned it (0: none, or not spawned in the trace).
-    pub parent: u64,
-    /// Name index of the queue it was spawned on (0: none).
-    pub queue: u32,
-    /// Ticks of its spawn (None: not spawned in the trace).
-    pub spawn: Option<u64>,
-    /// Thread index of its spawn, or of its first sight.
-    pub spawn_thread: u32,
-    /// Ticks of its first poll.
-    pub first_poll: Option<u64>,
-    /// Ticks of its terminate (None: alive when its recording ended, or
-    /// replaced by a new spawn of its id).
-    pub end: Option<u64>,
-}
-
-/// A wake, with what the lifecycle knows of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Wake {
-    /// The woken task.
-    pub task: u64,
-    /// Ticks of the wake.
-    pub ticks: u64,
-    /// Thread index of the waker.
-    pub thread: u32,
-    /// The woken task's slot ([`Task::slot`]; [`NO_SLOT`]: a task not
-    /// seen yet, or ended).
-    pub slot: u32,
-    /// The first wake since the task's last poll start (or spawn): the one
-    /// its next poll answers (rule 2).
-    pub first: bool,
-}
-
-/// A derived record of the lifecycle layer.
-#[derive(Debug, Clone, Copy)]
-pub enum Life<'a> {
-    /// A task was spawned.
-    Spawn(&'a Task),
-    /// A task not spawned in the trace was first seen, by a poll.
-    Seen(&'a Task),
-    /// A task was woken.
-    Wake(&'a Wake),
-    /// A poll started.
-    PollStart(&'a Poll),
-    /// A poll ended.
-    PollEnd(&'a Poll),
-    /// A poll whose end was lost (rule 5); `end` is its start.
-    PollLost(&'a Poll),
-    /// A poll end with no open poll of its task on its thread.
-    EndUnmatched(&'a Ev),
-    /// Wakes of unseen tasks forgotten to bound memory (rule 3).
-    WakesForgotten(u64),
-    /// A task's life is over: terminated, or its id spawned again (rule 6).
-    End(&'a Task),
-    /// A task still alive when its recording's events are over (rule 6).
-    Alive(&'a Task),
-    /// A span was created ([`crate::spans`]; for passes that want spans,
-    /// as the four below).
-    SpanNew(&'a Span),
-    /// A thread entered a span (`end` is its start).
-    SpanEnter(&'a Entered),
-    /// A thread left a span.
-    SpanExit(&'a Entered),
-    /// A span was closed.
-    SpanClose(&'a Span),
-    /// A span still open when its recording's events are over (or whose
-    /// id was created again: its close was lost).
-    SpanAlive(&'a Span),
-}
 
 #[derive(Clone, Copy)]
 struct TaskState {
@@ -295,30 +156,6 @@ impl Tasks {
             Some(Some(e)) if e.task == task => Some((e.loc, e.serial)),
             _ => None,
         }
-    }
-}
-
-/// Where the lifecycle's records go: a closure `FnMut(&Life)`, or (in
-/// [`Tracked`]) a pass, called directly so that a pass whose
-/// [`Pass::life`] is inlined is specialized for each kind of record (one
-/// branch on the event's kind per event, not one more per pass).
-///
-/// ```
-/// use runtrace_model::lifecycle::{Life, LifeSink};
-/// let mut n = 0;
-/// let mut count = |_: &Life<'_>| n += 1;
-/// count.life(&Life::WakesForgotten(3));
-/// assert_eq!(n, 1);
-/// ```
-pub trait LifeSink {
-    /// One record.
-    fn life(&mut self, rec: &Life<'_>);
-}
-
-impl<F: FnMut(&Life<'_>)> LifeSink for F {
-    #[inline(always)]
-    fn life(&mut self, rec: &Life<'_>) {
-        self(rec)
     }
 }
 

@@ -44,8 +44,8 @@
 //! ```
 
 use crate::event::{kind, Ev};
-use crate::lifecycle::Life;
 use crate::model::Model;
+use crate::records::Life;
 use runtrace_format::schema::Group;
 
 /// The event groups a pass reads (the catalog's `group`s; no pass reads

@@ -65,8 +65,9 @@
 
 use crate::event::{kind, Ev};
 use crate::fxhash::FxHashMap;
-use crate::lifecycle::{Life, LifeSink, Poll};
 use crate::model::Model;
+pub use crate::records::{Entered, Span};
+use crate::records::{Life, LifeSink, Poll};
 
 /// Spans one thread may have entered at once; deeper enters are counted
 /// in [`SpanTracker::too_deep`] and not paired.
@@ -77,111 +78,6 @@ pub const MAX_DEPTH: usize = 64;
 pub const MAX_LIVE: usize = 1 << 20;
 
 const NONE: u64 = u64::MAX;
-
-/// A span's life, as far as the trace says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    /// Its id (rule 1).
-    pub id: u64,
-    /// Its recording ([`Model::procs`] index).
-    pub proc: u32,
-    /// Name index ([`Model::names`]) of its name (0: not seen created).
-    pub name: u32,
-    /// Name index of its recorded fields' text (`key=value ...`; 0: none).
-    pub fields: u32,
-    /// Its parent's id (0: a root span, or unknown).
-    pub parent: u64,
-    /// Ticks of its creation (or first sight, rule 5).
-    pub new: u64,
-    /// Thread index of its creation.
-    pub thread: u32,
-    /// Ticks of its first enter.
-    pub first_enter: Option<u64>,
-    /// Ticks of its close (None: still open).
-    pub close: Option<u64>,
-    /// Enters seen.
-    pub enters: u32,
-    /// Ticks spent entered (rule 3).
-    pub busy_ticks: u64,
-    /// Wake-to-poll delay suffered, in ticks (rule 4).
-    pub delay_ticks: u64,
-    /// The task of its first enter (0: none, rule 2).
-    pub task: u64,
-    /// The worker of its first enter (`runtrace_format::NO_WORKER`: none).
-    pub worker: u32,
-    /// The thread of its first enter (its creation's until entered).
-    pub enter_thread: u32,
-}
-
-impl Span {
-    /// Span `id` of recording `proc` as first seen at `ticks` (on thread
-    /// index 0): no name, fields or parent, never entered. A start for
-    /// [`SpanTracker::seed`].
-    ///
-    /// ```
-    /// let s = runtrace_model::spans::Span::seen(42, 0, 1_000);
-    /// assert_eq!((s.id, s.name, s.new, s.first_enter), (42, 0, 1_000, None));
-    /// ```
-    pub fn seen(id: u64, proc: u32, ticks: u64) -> Span {
-        Span {
-            id,
-            proc,
-            name: 0,
-            fields: 0,
-            parent: 0,
-            new: ticks,
-            thread: 0,
-            first_enter: None,
-            close: None,
-            enters: 0,
-            busy_ticks: 0,
-            delay_ticks: 0,
-            task: 0,
-            worker: runtrace_format::NO_WORKER,
-            enter_thread: 0,
-        }
-    }
-
-    /// Span `ev.x` as first seen at `ev` in process `proc`: no name,
-    /// fields or parent, never entered.
-    fn unnamed(ev: &Ev, proc: u32) -> Span {
-        Span {
-            thread: ev.thread,
-            enter_thread: ev.thread,
-            ..Span::seen(ev.x, proc, ev.ticks)
-        }
-    }
-
-    /// Ticks from its first enter to its close (rule 3), when both are known.
-    pub fn wall_ticks(&self) -> Option<u64> {
-        Some(self.close?.saturating_sub(self.first_enter?))
-    }
-}
-
-/// One enter of a span on a thread, to its exit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entered {
-    /// The span's id.
-    pub span: u64,
-    /// Its name and fields' name indexes ([`Span::name`], [`Span::fields`]).
-    pub name: u32,
-    /// See [`Span::fields`].
-    pub fields: u32,
-    /// Thread index.
-    pub thread: u32,
-    /// Worker of the poll it ran in (`runtrace_format::NO_WORKER`: none).
-    pub worker: u32,
-    /// Task of the poll it ran in (0: none, rule 2).
-    pub task: u64,
-    /// Ticks of the start of the poll it ran in (None: no poll).
-    pub poll_start: Option<u64>,
-    /// Ticks of the enter.
-    pub start: u64,
-    /// Ticks of the exit (the enter, at the enter).
-    pub end: u64,
-    /// Spans entered on this thread around this one (0: outermost).
-    pub depth: u32,
-}
 
 #[derive(Clone, Copy)]
 struct State {

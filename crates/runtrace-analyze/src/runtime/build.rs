@@ -1,6 +1,5 @@
 //! The [`Report`] from a finished [`Engine`] and the [`Model`].
 
-use super::ctx::Ctx;
 use super::engine::Engine;
 use super::findings;
 use super::report::{LocationReport, ProcessReport, QueueReport, Report, WorkerReport};
@@ -10,7 +9,7 @@ use runtrace_model::model::Model;
 
 /// Builds the report from the finished engine.
 pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
-    let c = Ctx { e, m };
+    let c = e.ctx(m);
     let th = e.th;
     // Duration: wall clock of the first and last event over recordings.
     let mut first = i128::MAX;
@@ -116,7 +115,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         dropped: rs.dropped,
         damaged: rs.damaged,
     };
-    let mut findings = findings::all(&c, &th, duration_ns, lost);
+    let mut findings = findings::all(&c, e, &th, duration_ns, lost);
     let spans = e.spans.report(m);
     name_spans(&mut findings, &spans);
     let mut notes = Vec::new();
@@ -219,8 +218,8 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         spans,
         notes,
         thresholds: th,
-        waiting: super::waiting::report_json(&c),
-        resource_waits: super::waiting::resource_sites(&c),
+        waiting: super::waiting::report_json(&c, &e.waiting),
+        resource_waits: super::waiting::resource_sites(&c, &e.waiting),
         memory: Vec::new(),
         memory_spans: Vec::new(),
         snapshots: snapshots(m),

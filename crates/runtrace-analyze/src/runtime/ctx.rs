@@ -2,22 +2,25 @@
 //! (pid, tid, worker, kind), locations by text, ticks as ns since the
 //! recording started, and the [`Finding`] constructor.
 
-use super::engine::Engine;
 use super::report::{Finding, FindingKind, Severity, WorkerId};
-use super::state::Window;
+use super::state::{LocStats, Window, Worker};
 use runtrace_format::NO_WORKER;
 use runtrace_model::fmt_ns;
 use runtrace_model::model::Model;
 use serde_json::{json, Value};
 
+/// Made by [`super::engine::Engine::ctx`]: the engine's workers and
+/// locations, not the engine itself, so that the analyses the engine runs
+/// (the waiting ones) can name things without importing it.
 pub(crate) struct Ctx<'a> {
-    pub e: &'a Engine,
     pub m: &'a Model,
+    pub workers: &'a [Worker],
+    pub locs: &'a [LocStats],
 }
 
 impl Ctx<'_> {
     pub fn worker_id(&self, wi: u32) -> WorkerId {
-        let w = &self.e.workers[wi as usize];
+        let w = &self.workers[wi as usize];
         WorkerId {
             pid: self.m.procs[w.proc as usize].pid,
             tid: self.m.threads[w.thread as usize].tid,
@@ -43,7 +46,7 @@ impl Ctx<'_> {
     }
 
     pub fn window(&self, wi: u32, a: u64, b: u64) -> (i64, i64) {
-        let p = self.e.workers[wi as usize].proc;
+        let p = self.workers[wi as usize].proc;
         (self.ns_at(p, a), self.ns_at(p, b))
     }
 

@@ -3,6 +3,7 @@
 //! and spawn location, fixed-size histograms and per-worker rings of recent
 //! polls).
 
+use super::ctx::Ctx;
 use super::state::*;
 use super::thresholds::Thresholds;
 use super::waiting::Waiting;
@@ -165,6 +166,15 @@ impl Pass for Engine {
 }
 
 impl Engine {
+    /// What findings need to name workers and locations.
+    pub(crate) fn ctx<'a>(&'a self, m: &'a Model) -> Ctx<'a> {
+        Ctx {
+            m,
+            workers: &self.workers,
+            locs: &self.locs,
+        }
+    }
+
     /// An engine judging findings by `th`.
     pub fn new(th: Thresholds) -> Engine {
         Engine {

@@ -3,6 +3,7 @@
 
 use super::blame;
 use super::ctx::{finding, Ctx};
+use super::engine::Engine;
 use super::report::{fmt_at, times, Finding, FindingKind, Severity, Victim};
 use super::state::LocStats;
 use super::thresholds::Thresholds;
@@ -20,15 +21,21 @@ pub(crate) const NO_CPU_TIME: &str =
 
 /// Every finding, causes first, symptoms attached to the cause that
 /// explains them ([`blame::arrange`], docs/analysis.md has the rules).
-pub(crate) fn all(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64, lost: Lost) -> Vec<Finding> {
+pub(crate) fn all(
+    c: &Ctx<'_>,
+    e: &Engine,
+    th: &Thresholds,
+    duration_ns: u64,
+    lost: Lost,
+) -> Vec<Finding> {
     let mut out = Vec::new();
-    slow_locations(c, th, &mut out);
-    wake_delay(c, th, &mut out);
-    local_queue_buildup(c, th, &mut out);
-    worker_imbalance(c, th, &mut out);
-    idle_while_queued(c, th, duration_ns, &mut out);
-    host_starvation(c, th, &mut out);
-    super::waiting::findings(c, th, &mut out);
+    slow_locations(c, e, th, &mut out);
+    wake_delay(c, e, th, &mut out);
+    local_queue_buildup(c, e, th, &mut out);
+    worker_imbalance(c, e, th, &mut out);
+    idle_while_queued(c, e, th, duration_ns, &mut out);
+    host_starvation(c, e, th, &mut out);
+    super::waiting::findings(c, &e.waiting, th, &mut out);
     caveat_lost(&mut out, lost);
     blame::arrange(out)
 }
@@ -78,19 +85,19 @@ fn caveat_lost(out: &mut [Finding], lost: Lost) {
 /// The victims of location `l` as a cause: the locations whose delayed
 /// polls had `l` occupying their worker longest in the delayed window.
 fn victims_of(c: &Ctx<'_>, l: u32) -> Vec<Victim> {
-    let mut v: Vec<Victim> =
-        c.e.locs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let &(n, worst) = s.delayed.by_culprit.get(l as usize)?;
-                (n > 0).then(|| Victim {
-                    location: c.loc(i as u32),
-                    delayed_polls: n,
-                    worst_delay_ns: worst,
-                })
+    let mut v: Vec<Victim> = c
+        .locs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let &(n, worst) = s.delayed.by_culprit.get(l as usize)?;
+            (n > 0).then(|| Victim {
+                location: c.loc(i as u32),
+                delayed_polls: n,
+                worst_delay_ns: worst,
             })
-            .collect();
+        })
+        .collect();
     blame::sort_victims(&mut v);
     v
 }
@@ -135,8 +142,7 @@ fn spread(loc: &LocStats) -> (String, Value) {
 /// their worker: `long_poll` when some polls exceed `long_poll_ns`, else
 /// `slow_poll` when the mean poll exceeds `cpu_bound_mean_ns`. The trace
 /// has no per-poll CPU time, so neither says CPU-bound or blocked.
-fn slow_locations(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let e = c.e;
+fn slow_locations(c: &Ctx<'_>, e: &Engine, th: &Thresholds, out: &mut Vec<Finding>) {
     let slow_mean = |l: &LocStats| {
         l.poll.count() >= th.cpu_bound_min_polls && l.poll.mean() > th.cpu_bound_mean_ns
     };
@@ -243,8 +249,7 @@ fn slow_locations(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
 
 /// `wake_delay`: locations whose wake->poll p99 is over the threshold,
 /// with what their worker ran meanwhile.
-fn wake_delay(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let e = c.e;
+fn wake_delay(c: &Ctx<'_>, e: &Engine, th: &Thresholds, out: &mut Vec<Finding>) {
     let global_p99 = e.wake.quantile_permille(990);
     let mut victims: Vec<(u32, u64)> = (0..e.locs.len() as u32)
         .map(|l| (l, e.locs[l as usize].wake.quantile_permille(990)))
@@ -367,8 +372,7 @@ fn wake_delay(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
 
 /// `local_queue_buildup`: workers whose local queue was deep while polls
 /// waited.
-fn local_queue_buildup(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let e = c.e;
+fn local_queue_buildup(c: &Ctx<'_>, e: &Engine, th: &Thresholds, out: &mut Vec<Finding>) {
     let mut bu: Vec<u32> = (0..e.workers.len() as u32)
         .filter(|&w| e.workers[w as usize].buildup.count > 0)
         .collect();
@@ -441,8 +445,7 @@ fn local_queue_buildup(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
 
 /// `worker_imbalance`: per (process, kind) group of workers, poll counts
 /// differing by more than the ratio.
-fn worker_imbalance(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let e = c.e;
+fn worker_imbalance(c: &Ctx<'_>, e: &Engine, th: &Thresholds, out: &mut Vec<Finding>) {
     let mut groups: std::collections::BTreeMap<(u32, &'static str), Vec<u32>> = Default::default();
     for (wi, w) in e.workers.iter().enumerate() {
         if w.worker == NO_WORKER {
@@ -565,8 +568,13 @@ fn worker_imbalance(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
 }
 
 /// `idle_while_queued`: per process, workers parked while work was queued.
-fn idle_while_queued(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64, out: &mut Vec<Finding>) {
-    let e = c.e;
+fn idle_while_queued(
+    c: &Ctx<'_>,
+    e: &Engine,
+    th: &Thresholds,
+    duration_ns: u64,
+    out: &mut Vec<Finding>,
+) {
     for (pi, ps) in e.procs.iter().enumerate() {
         let p = &c.m.procs[pi];
         let idle = &ps.idle;
@@ -637,8 +645,7 @@ fn idle_while_queued(c: &Ctx<'_>, th: &Thresholds, duration_ns: u64, out: &mut V
 /// critical only when some worker got less than a third of the CPU it
 /// wanted (waited at least twice as long as it ran). A load generator
 /// sharing the host is a benchmark's normal situation: a warning.
-fn host_starvation(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let e = c.e;
+fn host_starvation(c: &Ctx<'_>, e: &Engine, th: &Thresholds, out: &mut Vec<Finding>) {
     for (pi, p) in c.m.procs.iter().enumerate() {
         let dur = p.scale.ns(p.last_ticks.saturating_sub(p.first_ticks));
         let mut ws: Vec<u32> = (0..e.workers.len() as u32)

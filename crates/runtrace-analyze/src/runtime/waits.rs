@@ -2,7 +2,6 @@
 //! [`Wait`]s: which task waited from its wake to its poll, on which
 //! worker, when. `runtrace blocked` looks at what that worker ran then.
 
-use super::ctx::Ctx;
 use super::engine::Engine;
 use super::report::WorkerId;
 use runtrace_model::model::Model;
@@ -51,7 +50,7 @@ impl Engine {
     /// assert_eq!(waits[0].location, "src/main.rs:3:1");
     /// ```
     pub fn waits(&self, m: &Model) -> (Vec<Wait>, u64) {
-        let c = Ctx { e: self, m };
+        let c = self.ctx(m);
         let waits = self
             .waits
             .iter()

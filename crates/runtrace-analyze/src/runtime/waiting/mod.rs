@@ -221,23 +221,21 @@ fn close(open: &mut Vec<Open>, p: &Poll) {
 }
 
 /// Every waiting finding (the caller arranges them with the others).
-pub(crate) fn findings(c: &Ctx<'_>, th: &Thresholds, out: &mut Vec<Finding>) {
-    let w = &c.e.waiting;
+pub(crate) fn findings(c: &Ctx<'_>, w: &Waiting, th: &Thresholds, out: &mut Vec<Finding>) {
     tasks::findings(c, &w.tasks, &w.resources, th, out);
     locks::findings(c, &w.locks, th, out);
     resources::findings(c, &w.resources, th, out);
 }
 
 /// Every resource site waited on ([`crate::runtime::ResourceSite`]).
-pub(crate) fn resource_sites(c: &Ctx<'_>) -> Vec<crate::runtime::ResourceSite> {
-    resources::sites(c, &c.e.waiting.resources)
+pub(crate) fn resource_sites(c: &Ctx<'_>, w: &Waiting) -> Vec<crate::runtime::ResourceSite> {
+    resources::sites(c, &w.resources)
 }
 
 /// The report's `waiting`: `task_life` (per location: running, waiting
 /// for a worker, waiting on resources, other) and `resources` (events
 /// read, resources tracked and forgotten, events naming an unknown one).
-pub(crate) fn report_json(c: &Ctx<'_>) -> Value {
-    let w = &c.e.waiting;
+pub(crate) fn report_json(c: &Ctx<'_>, w: &Waiting) -> Value {
     let r = &w.resources;
     serde_json::json!({
         "task_life": w.tasks.breakdown_json(c),

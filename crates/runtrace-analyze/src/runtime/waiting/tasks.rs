@@ -528,7 +528,7 @@ fn self_wakes(c: &Ctx<'_>, t: &Tasks, out: &mut Vec<super::Finding>) {
         .max()
         .unwrap_or(0);
     for (l, lw) in t.locs.iter().enumerate() {
-        let Some(ls) = c.e.locs.get(l) else {
+        let Some(ls) = c.locs.get(l) else {
             continue;
         };
         let polls = ls.poll.count();
