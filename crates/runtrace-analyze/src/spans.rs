@@ -77,17 +77,10 @@ pub struct SpanPass {
 
 impl SpanPass {
     /// A span record (poll ends come through [`SpanPass::poll_end`]; other
-    /// records are ignored). A span enter inside a poll needs that poll's
-    /// spawn location: `poll_loc` gives it for the thread's innermost open
-    /// poll of a task (the caller's view of the open polls), asked only
-    /// then.
+    /// records are ignored). A span enter inside a poll is charged to that
+    /// poll's spawn location ([`Entered::loc`](runtrace_model::spans::Entered::loc)).
     #[inline]
-    pub fn life(
-        &mut self,
-        rec: &Life<'_>,
-        m: &Model,
-        poll_loc: impl FnOnce(u32, u64) -> Option<u32>,
-    ) {
+    pub fn life(&mut self, rec: &Life<'_>, m: &Model) {
         match *rec {
             Life::SpanEnter(e) => {
                 let l = self.label(m, e.name, e.fields);
@@ -105,13 +98,11 @@ impl SpanPass {
                 if matches!(self.current[th], Some(c) if c.start == start) {
                     return;
                 }
-                if let Some(loc) = poll_loc(e.thread, e.task) {
-                    self.current[th] = Some(Current {
-                        start,
-                        loc,
-                        label: l,
-                    });
-                }
+                self.current[th] = Some(Current {
+                    start,
+                    loc: e.loc,
+                    label: l,
+                });
             }
             Life::SpanClose(s) | Life::SpanAlive(s) => {
                 let l = self.label(m, s.name, s.fields);

@@ -72,7 +72,7 @@ use crate::fxhash::FxHashMap;
 use crate::idmap::IdMap;
 use crate::model::{Model, UNKNOWN_LOC};
 use crate::pass::{Kinds, Pass, Wants};
-pub use crate::records::{Life, LifeSink, Poll, Task, Wake, NO_SLOT};
+pub use crate::records::{Life, LifeSink, Poll, Running, Task, Wake, NO_SLOT};
 use crate::spans::SpanTracker;
 
 /// Polls one thread may have open at once (nested executors); more means
@@ -129,6 +129,29 @@ struct Ended {
     serial: u32,
 }
 
+/// One thread's polls.
+struct ThreadPolls {
+    /// Open, innermost last (nested executors).
+    open: Vec<Poll>,
+    /// The task whose poll ended last here, Pending and outermost, while
+    /// no poll has started and the worker has not parked since (NONE:
+    /// none).
+    last_ended: u64,
+    /// That task, when this thread then woke it: confirmed a self-wake
+    /// ([`Poll::self_woken`]) if the thread's next poll is that task's.
+    deferred: u64,
+}
+
+impl ThreadPolls {
+    fn new() -> ThreadPolls {
+        ThreadPolls {
+            open: Vec::new(),
+            last_ended: NONE,
+            deferred: NONE,
+        }
+    }
+}
+
 /// The live tasks of one recording.
 #[derive(Default)]
 struct Tasks {
@@ -177,7 +200,8 @@ impl<P: Pass> LifeSink for ToPass<'_, P> {
 #[derive(Default)]
 pub struct Tracker {
     procs: Vec<Tasks>,
-    open: Vec<Vec<Poll>>,
+    /// By thread index.
+    threads: Vec<ThreadPolls>,
     /// The next task life's serial.
     serials: u32,
     /// Slots free for the next live task ([`Task::slot`]) and the next
@@ -240,15 +264,30 @@ impl Tracker {
             kind::WAKE => self.wake(ev, m, out),
             kind::SPAWN => self.spawn(ev, m, out),
             kind::TERMINATE => self.terminate(ev, m, out),
+            kind::PARK => {
+                // A wake from a parked worker is the driver's (I/O,
+                // timers), not its last task's own.
+                if let Some(t) = self.threads.get_mut(ev.thread as usize) {
+                    t.last_ended = NONE;
+                    t.deferred = NONE;
+                }
+            }
             k if kind::is_span(k) => {
                 let polls = self
-                    .open
+                    .threads
                     .get(ev.thread as usize)
-                    .map_or(&[][..], |v| &v[..]);
+                    .map_or(&[][..], |t| &t.open[..]);
                 self.spans.step(ev, m, polls, out)
             }
             _ => {}
         }
+    }
+
+    /// The poll open on thread `thread` now (the innermost), if any: what
+    /// an event there happened in.
+    #[inline(always)]
+    pub fn open_on(&self, thread: u32) -> Option<&Poll> {
+        self.threads.get(thread as usize)?.open.last()
     }
 
     #[inline(always)]
@@ -368,12 +407,23 @@ impl Tracker {
                 (first, NO_SLOT)
             }
         };
+        let by = match self.threads.get_mut(ev.thread as usize) {
+            Some(t) => {
+                let by = t.open.last().map(Running::of);
+                if by.is_none() && t.last_ended == ev.x {
+                    t.deferred = ev.x;
+                }
+                by
+            }
+            None => None,
+        };
         out.life(&Life::Wake(&Wake {
             task: ev.x,
             ticks: ev.ticks,
             thread: ev.thread,
             slot,
             first,
+            by,
         }));
     }
 
@@ -415,10 +465,14 @@ impl Tracker {
             },
         };
         let th = ev.thread as usize;
-        if th >= self.open.len() {
-            self.open.resize_with(th + 1, Vec::new);
+        if th >= self.threads.len() {
+            self.threads.resize_with(th + 1, ThreadPolls::new);
         }
-        let open = &mut self.open[th];
+        let t = &mut self.threads[th];
+        let self_woken = t.deferred == ev.x;
+        t.deferred = NONE;
+        t.last_ended = NONE;
+        let open = &mut t.open;
         if open.capacity() == 0 {
             // One poll open per thread is the rule (nesting is rare): a
             // trace of 600k threads must not cost four slots each.
@@ -445,6 +499,7 @@ impl Tracker {
             ready: false,
             wake: (pending != NONE).then_some(pending),
             depth: open.len() as u32,
+            self_woken,
         };
         // Handed out before it is copied onto the stack: the copy right
         // after the fields' stores stalled on store forwarding (~2% of a
@@ -455,10 +510,11 @@ impl Tracker {
 
     #[inline(always)]
     fn poll_end(&mut self, ev: &Ev, out: &mut impl LifeSink) {
-        let Some(open) = self.open.get_mut(ev.thread as usize) else {
+        let Some(t) = self.threads.get_mut(ev.thread as usize) else {
             out.life(&Life::EndUnmatched(ev));
             return;
         };
+        let open = &mut t.open;
         // The open poll of this task: normally the innermost, ended in
         // place (no copy of the record out of the stack first).
         let i = match open.last() {
@@ -472,11 +528,13 @@ impl Tracker {
         poll.end = ev.ticks;
         poll.ready = ev.flag != 0;
         out.life(&Life::PollEnd(poll));
+        let pending_outermost = !poll.ready && poll.depth == 0;
         if i + 1 == open.len() {
             open.pop();
         } else {
             open.remove(i);
         }
+        t.last_ended = if pending_outermost { ev.x } else { NONE };
     }
 
     /// The end of a recording's events (or of the read): every live task's
@@ -491,7 +549,11 @@ impl Tracker {
         }
         self.free_slots.clear();
         self.slots = 0;
-        self.open.iter_mut().for_each(Vec::clear);
+        for t in &mut self.threads {
+            t.open.clear();
+            t.last_ended = NONE;
+            t.deferred = NONE;
+        }
         self.spans.close(out);
     }
 }
@@ -642,7 +704,8 @@ impl<P: Pass> Pass for Tracked<P> {
         };
         self.tracker.step(ev, model, &mut to);
         if self.kinds.has(ev.kind) {
-            self.pass.event(ev, model);
+            let open = self.tracker.open_on(ev.thread);
+            self.pass.event_in(ev, open, model);
         }
     }
 

@@ -45,7 +45,7 @@
 
 use crate::event::{kind, Ev};
 use crate::model::Model;
-use crate::records::Life;
+use crate::records::{Life, Poll};
 use runtrace_format::schema::Group;
 
 /// The event groups a pass reads (the catalog's `group`s; no pass reads
@@ -189,6 +189,15 @@ pub trait Pass {
     /// `model`.
     fn event(&mut self, ev: &Ev, model: &Model);
 
+    /// [`Pass::event`] for a pass run with its lifecycle
+    /// ([`crate::lifecycle::Tracked`]), with the poll open on the event's
+    /// thread (the innermost; None: none), for a pass that asks what an
+    /// event happened in. The default forgets it.
+    #[inline(always)]
+    fn event_in(&mut self, ev: &Ev, _open: Option<&Poll>, model: &Model) {
+        self.event(ev, model)
+    }
+
     /// A record of the task lifecycle ([`crate::lifecycle`]), for passes
     /// that [want](Wants::lifecycle) them; for one raw event, before
     /// [`Pass::event`].
@@ -214,6 +223,16 @@ impl<A: Pass, B: Pass> Pass for (A, B) {
         }
         if self.1.wants().has(ev.kind) {
             self.1.event(ev, model);
+        }
+    }
+
+    #[inline(always)]
+    fn event_in(&mut self, ev: &Ev, open: Option<&Poll>, model: &Model) {
+        if self.0.wants().has(ev.kind) {
+            self.0.event_in(ev, open, model);
+        }
+        if self.1.wants().has(ev.kind) {
+            self.1.event_in(ev, open, model);
         }
     }
 
@@ -247,6 +266,11 @@ impl<P: Pass + ?Sized> Pass for &mut P {
     #[inline(always)]
     fn event(&mut self, ev: &Ev, model: &Model) {
         (**self).event(ev, model)
+    }
+
+    #[inline(always)]
+    fn event_in(&mut self, ev: &Ev, open: Option<&Poll>, model: &Model) {
+        (**self).event_in(ev, open, model)
     }
 
     #[inline(always)]

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use runtrace_model::records::{Life, Wake, NO_SLOT};
-//! let w = Wake { task: 7, ticks: 100, thread: 0, slot: NO_SLOT, first: true };
+//! let w = Wake { task: 7, ticks: 100, thread: 0, slot: NO_SLOT, first: true, by: None };
 //! assert!(matches!(Life::Wake(&w), Life::Wake(x) if x.task == 7));
 //! ```
 
@@ -50,6 +50,11 @@ pub struct Poll {
     pub wake: Option<u64>,
     /// Polls of this thread still open around this one (0: outermost).
     pub depth: u32,
+    /// This thread woke the task after the task's previous poll here
+    /// returned Pending, with no poll or park on the thread since, and
+    /// polls it now: a wake the task deferred to after its own poll
+    /// (tokio's `yield_now`), so a wake by itself.
+    pub self_woken: bool,
 }
 
 impl Poll {
@@ -115,6 +120,44 @@ pub struct Wake {
     /// The first wake since the task's last poll start (or spawn): the one
     /// its next poll answers (rule 2).
     pub first: bool,
+    /// The poll the wake came from: the innermost poll open on the waking
+    /// thread (None: no poll, as the I/O driver's or a timer's wakes).
+    pub by: Option<Running>,
+}
+
+/// A poll running on a thread, as much of it as a wake or an event there
+/// needs to say who it came from.
+///
+/// ```
+/// use runtrace_model::records::{Poll, Running};
+/// let p = Poll { task: 3, serial: 0, slot: 1, thread: 0, worker: 2, loc: 5, start: 10,
+///     end: 10, local_q: 0, executor: false, queue: 0, ready: false, wake: None, depth: 0,
+///     self_woken: false };
+/// assert_eq!(Running::of(&p), Running { task: 3, slot: 1, loc: 5, worker: 2 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Running {
+    /// Its task.
+    pub task: u64,
+    /// Its task's slot ([`Task::slot`]).
+    pub slot: u32,
+    /// Its task's spawn location.
+    pub loc: u32,
+    /// Its worker (`runtrace_format::NO_WORKER`: none).
+    pub worker: u32,
+}
+
+impl Running {
+    /// What of poll `p` this keeps.
+    #[inline(always)]
+    pub fn of(p: &Poll) -> Running {
+        Running {
+            task: p.task,
+            slot: p.slot,
+            loc: p.loc,
+            worker: p.worker,
+        }
+    }
 }
 
 /// A derived record of the lifecycle layer.
@@ -281,4 +324,7 @@ pub struct Entered {
     pub end: u64,
     /// Spans entered on this thread around this one (0: outermost).
     pub depth: u32,
+    /// The spawn location of the task of the poll it ran in
+    /// ([`UNKNOWN_LOC`](crate::model::UNKNOWN_LOC) when no poll).
+    pub loc: u32,
 }

@@ -266,6 +266,7 @@ impl SpanTracker {
             start: ev.ticks,
             end: ev.ticks,
             depth: open.len() as u32,
+            loc: poll.map_or(crate::model::UNKNOWN_LOC, |p| p.loc),
         };
         open.push(e);
         out.life(&Life::SpanEnter(&e));

@@ -85,6 +85,11 @@ impl Pass for Engine {
 
     #[inline(always)]
     fn event(&mut self, ev: &Ev, model: &Model) {
+        self.event_in(ev, None, model)
+    }
+
+    #[inline(always)]
+    fn event_in(&mut self, ev: &Ev, open: Option<&Poll>, model: &Model) {
         // Counted for every event, without a branch (most events are in
         // order, but which are not is not predictable).
         self.late_events += (ev.ticks < self.last_ticks_seen) as u64;
@@ -99,7 +104,7 @@ impl Pass for Engine {
         if ev.thread as usize >= self.threads.len() {
             self.sync(model);
         }
-        self.step(ev, model);
+        self.step(ev, model, open);
     }
 
     #[inline(always)]
@@ -143,13 +148,7 @@ impl Pass for Engine {
             | Life::SpanEnter(_)
             | Life::SpanExit(_)
             | Life::SpanClose(_)
-            | Life::SpanAlive(_) => {
-                let waiting = &self.waiting;
-                self.spans.life(rec, model, |thread, task| {
-                    let open = waiting.open_on(thread)?;
-                    (open.task == task).then_some(open.loc)
-                })
-            }
+            | Life::SpanAlive(_) => self.spans.life(rec, model),
         }
     }
 
@@ -292,12 +291,9 @@ impl Engine {
     /// records). Events must come in timestamp order; a late one is still
     /// processed (counted in `late_events` by [`Pass::event`]).
     #[inline(always)]
-    fn step(&mut self, ev: &Ev, m: &Model) {
+    fn step(&mut self, ev: &Ev, m: &Model, open: Option<&Poll>) {
         match ev.kind {
-            kind::PARK => {
-                self.waiting.parked(ev.thread);
-                self.park(ev)
-            }
+            kind::PARK => self.park(ev),
             kind::UNPARK => self.unpark(ev),
             kind::QUEUE_SAMPLE => self.queue_sample(ev, m),
             kind::WORKER_START | kind::WORKER_STOP => {
@@ -308,7 +304,7 @@ impl Engine {
                 let proc = self.proc_of(ev.thread);
                 self.runtime_names.insert((proc, ev.x as u32), ev.worker);
             }
-            _ => self.waiting.event(ev, m),
+            _ => self.waiting.event(ev, open, m),
         }
     }
 
