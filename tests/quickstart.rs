@@ -185,7 +185,7 @@ fn quickstart_findings_name_the_planted_problems() {
         .iter()
         .filter(|f| f["spawn_loc"].is_string())
         .take(n)
-        .any(|f| names_the_lock(f));
+        .any(&names_the_lock);
     for (what, locs) in [
         ("blocking sleep", vec![&blocking]),
         ("cpu heavy", vec![&cpu]),
