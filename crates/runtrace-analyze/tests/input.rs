@@ -347,3 +347,35 @@ fn terminated_tasks_never_seen_are_counted_and_named() {
         "{text}"
     );
 }
+
+/// Every event older than one read before it is counted once as late,
+/// whether the lifecycle pairs it (a spawn, wake, poll start and end, a
+/// terminate: counted at its record) or the engine reads it raw (a park).
+#[test]
+fn late_events_are_each_counted_once() {
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/a.rs", 1, 1);
+    b.spawn(10, 1_000, 1, 0, 1, 0);
+    b.poll_start(10, 0, 2_000, 1, 0, 0);
+    b.poll_end(10, 0, 3_000, 1, false);
+    b.park(10, 0, 4_000, 0, 5);
+    // The watermark promises nothing older comes later; the next round
+    // releases thread 10's events, then thread 11's older ones arrive.
+    b.round(5_000);
+    b.round(6_000);
+    b.spawn(11, 1_500, 2, 0, 1, 0);
+    b.wake(11, 1, 1_600, 1, 2);
+    b.poll_start(11, 1, 1_700, 2, 0, 0);
+    b.poll_end(11, 1, 1_800, 2, true);
+    b.terminate(11, 1_900, 2);
+    b.park(11, 1, 1_950, 0, 5);
+    b.round(10_000);
+    let r = analyze_bytes(&b.finish(), Options::default());
+    let late: Vec<&String> = r.notes.iter().filter(|n| n.contains("late")).collect();
+    assert_eq!(
+        late,
+        ["6 events arrived more than one writer round late and were analysed out of order"],
+        "{:?}",
+        r.notes
+    );
+}

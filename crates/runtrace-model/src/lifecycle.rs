@@ -668,7 +668,8 @@ pub struct Tracked<P> {
     /// The pass's groups, asked once (a pass's wants do not change during
     /// a read; the reader decodes by them too).
     wants: Wants,
-    /// Their kinds, checked for every event.
+    /// The kinds the pass takes raw ([`Pass::raw_kinds`]), checked for
+    /// every event.
     kinds: Kinds,
 }
 
@@ -678,7 +679,7 @@ impl<P: Pass> Tracked<P> {
         let wants = pass.wants();
         Tracked {
             wants,
-            kinds: wants.kinds(),
+            kinds: pass.raw_kinds(),
             pass,
             tracker: Tracker::default(),
         }
@@ -694,6 +695,10 @@ impl<P: Pass> Pass for Tracked<P> {
     #[inline]
     fn wants(&self) -> Wants {
         self.wants
+    }
+
+    fn raw_kinds(&self) -> Kinds {
+        self.kinds
     }
 
     #[inline(always)]

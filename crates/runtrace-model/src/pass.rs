@@ -172,10 +172,59 @@ impl Wants {
 pub struct Kinds([u64; 4]);
 
 impl Kinds {
+    /// The kinds the lifecycle layer pairs into records (tasks, polls and
+    /// wakes): what [`Kinds::without_lifecycle`] takes out.
+    pub const LIFECYCLE: [u8; 5] = [
+        kind::SPAWN,
+        kind::TERMINATE,
+        kind::WAKE,
+        kind::POLL_START,
+        kind::POLL_END,
+    ];
+
     /// Whether kind `k` is in the set.
     #[inline(always)]
     pub const fn has(&self, k: u8) -> bool {
         self.0[(k >> 6) as usize] >> (k & 63) & 1 != 0
+    }
+
+    /// The kinds in either set.
+    ///
+    /// ```
+    /// use runtrace_model::event::kind;
+    /// use runtrace_model::pass::Wants;
+    /// let k = Wants::SPAN_EVENTS.kinds().or(Wants::LIFECYCLE.kinds());
+    /// assert!(k.has(kind::POLL_START));
+    /// ```
+    pub const fn or(self, o: Kinds) -> Kinds {
+        let mut bits = self.0;
+        let mut i = 0;
+        while i < bits.len() {
+            bits[i] |= o.0[i];
+            i += 1;
+        }
+        Kinds(bits)
+    }
+
+    /// These kinds without the [lifecycle's](Kinds::LIFECYCLE): for a pass
+    /// that reads tasks, polls and wakes only as records
+    /// ([`Pass::raw_kinds`]).
+    ///
+    /// ```
+    /// use runtrace_model::event::kind;
+    /// use runtrace_model::pass::Wants;
+    /// let k = Wants::LIFECYCLE.kinds().without_lifecycle();
+    /// assert!(!k.has(kind::POLL_START) && k.has(kind::PARK));
+    /// ```
+    pub const fn without_lifecycle(self) -> Kinds {
+        let mut bits = self.0;
+        let mut i = 0;
+        while i < Kinds::LIFECYCLE.len() {
+            let k = Kinds::LIFECYCLE[i];
+            bits[(k >> 6) as usize] &= !(1 << (k & 63));
+            i += 1;
+        }
+        Kinds(bits)
     }
 }
 
@@ -198,6 +247,18 @@ pub trait Pass {
         self.event(ev, model)
     }
 
+    /// The kinds this pass takes as raw events ([`Pass::event_in`]) when
+    /// it runs with its lifecycle ([`crate::lifecycle::Tracked`]): by
+    /// default every kind it [wants](Pass::wants). A pass that reads
+    /// tasks, polls and wakes only as [records](Pass::life) leaves their
+    /// kinds out ([`Kinds::without_lifecycle`]): the tracker still pairs
+    /// them, and the pass is not called for most events of a runtime
+    /// trace. A pass inside a tuple may still get them (a sibling
+    /// wanting them raw), so it must tolerate them.
+    fn raw_kinds(&self) -> Kinds {
+        self.wants().kinds()
+    }
+
     /// A record of the task lifecycle ([`crate::lifecycle`]), for passes
     /// that [want](Wants::lifecycle) them; for one raw event, before
     /// [`Pass::event`].
@@ -214,6 +275,10 @@ impl<A: Pass, B: Pass> Pass for (A, B) {
     #[inline]
     fn wants(&self) -> Wants {
         self.0.wants().or(self.1.wants())
+    }
+
+    fn raw_kinds(&self) -> Kinds {
+        self.0.raw_kinds().or(self.1.raw_kinds())
     }
 
     #[inline(always)]
@@ -261,6 +326,10 @@ impl<P: Pass + ?Sized> Pass for &mut P {
     #[inline]
     fn wants(&self) -> Wants {
         (**self).wants()
+    }
+
+    fn raw_kinds(&self) -> Kinds {
+        (**self).raw_kinds()
     }
 
     #[inline(always)]

@@ -11,7 +11,7 @@ use runtrace_model::event::{kind, Ev};
 use runtrace_model::hist::Histogram;
 use runtrace_model::lifecycle::{Life, Poll};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
-use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::pass::{Kinds, Pass, Wants};
 
 /// How stale a sampled schedstat read may be (docs/analysis.md: read at
 /// most every 10 ms per worker by the tokio hooks, SCHED_SAMPLE_HZ in
@@ -88,19 +88,23 @@ impl Pass for Engine {
         self.event_in(ev, None, model)
     }
 
+    /// Tasks, polls and wakes come as records only (and are counted as
+    /// events there: see [`Engine::seen`]).
+    fn raw_kinds(&self) -> Kinds {
+        self.wants().kinds().without_lifecycle()
+    }
+
     #[inline(always)]
     fn event_in(&mut self, ev: &Ev, open: Option<&Poll>, model: &Model) {
-        // Counted for every event, without a branch (most events are in
-        // order, but which are not is not predictable).
-        self.late_events += (ev.ticks < self.last_ticks_seen) as u64;
-        self.last_ticks_seen = self.last_ticks_seen.max(ev.ticks);
         if matches!(
             ev.kind,
-            // Tasks and polls come paired, as lifecycle records.
+            // Tasks and polls come paired, as lifecycle records (a pass run
+            // beside this one may still want them raw).
             kind::POLL_START | kind::POLL_END | kind::WAKE | kind::SPAWN | kind::TERMINATE
         ) {
             return;
         }
+        self.seen(ev.ticks);
         if ev.thread as usize >= self.threads.len() {
             self.sync(model);
         }
@@ -109,41 +113,62 @@ impl Pass for Engine {
 
     #[inline(always)]
     fn life(&mut self, rec: &Life<'_>, model: &Model) {
-        self.waiting.life(rec, model);
         match *rec {
             Life::PollStart(p) => {
+                self.seen(p.start);
                 if p.thread as usize >= self.threads.len() {
                     self.sync(model);
                 }
-                self.poll_start(p)
+                let delay = self.poll_start(p);
+                self.waiting.poll_start(p, delay);
             }
             Life::PollEnd(p) => {
+                self.seen(p.end);
                 self.spans.poll_end(p, model);
-                self.poll_end(p)
+                let ns = self.poll_end(p);
+                self.waiting.poll_end(p, ns, model);
+            }
+            Life::Wake(w) => {
+                self.seen(w.ticks);
+                self.waiting.wake(w, model);
             }
             Life::Spawn(t) => {
+                self.seen(t.spawn.unwrap_or(0));
                 self.spawns += 1;
                 if t.loc as usize >= self.locs.len() {
                     self.sync(model);
                 }
                 self.locs[t.loc as usize].tasks += 1;
+                self.waiting.born(t);
             }
-            Life::Seen(_) => self.locs[UNKNOWN_LOC as usize].tasks += 1,
+            Life::Seen(t) => {
+                self.locs[UNKNOWN_LOC as usize].tasks += 1;
+                self.waiting.born(t);
+            }
             Life::End(t) => {
+                // Its terminate (None: its id spawned again, and that
+                // spawn's record is counted).
+                if let Some(end) = t.end {
+                    self.seen(end);
+                }
                 self.terminated += t.end.is_some() as u64;
                 self.terminated_unseen +=
                     (t.end.is_some() && t.spawn.is_none() && t.first_poll.is_none()) as u64;
+                self.waiting.end(t, t.end, model);
             }
             Life::Alive(t) => {
                 if t.proc as usize >= self.procs.len() {
                     self.sync(model);
                 }
                 self.procs[t.proc as usize].live_tasks += 1;
+                self.waiting.end(t, None, model);
             }
             Life::PollLost(_) => self.unmatched_poll_starts += 1,
-            Life::EndUnmatched(_) => self.unmatched_poll_ends += 1,
+            Life::EndUnmatched(ev) => {
+                self.seen(ev.ticks);
+                self.unmatched_poll_ends += 1;
+            }
             Life::WakesForgotten(n) => self.dropped_orphan_wakes += n,
-            Life::Wake(_) => {}
             Life::SpanNew(_)
             | Life::SpanEnter(_)
             | Life::SpanExit(_)
@@ -209,6 +234,20 @@ impl Engine {
     /// [`Engine::waits`]. Off by default (the report needs only counts).
     pub fn keep_waits(&mut self, cap: usize) {
         self.waits_cap = cap;
+    }
+
+    /// An event at `ticks`, in the order read: counted in `late_events`
+    /// when older than one before it. Every event comes here once: the
+    /// lifecycle's kinds as their records (one [`Life::Spawn`],
+    /// [`Life::Wake`], [`Life::PollStart`], [`Life::PollEnd`] or
+    /// [`Life::EndUnmatched`], or [`Life::End`] with its terminate, per
+    /// event), the others raw.
+    #[inline(always)]
+    fn seen(&mut self, ticks: u64) {
+        // Without a branch (most events are in order, but which are not
+        // is not predictable).
+        self.late_events += (ticks < self.last_ticks_seen) as u64;
+        self.last_ticks_seen = self.last_ticks_seen.max(ticks);
     }
 
     /// Grows the per-process, per-thread, per-location and per-queue state
@@ -313,7 +352,8 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn poll_start(&mut self, p: &Poll) {
+    /// Returns the wake -> poll delay in ns, when the wake was seen.
+    fn poll_start(&mut self, p: &Poll) -> Option<u64> {
         let wi = self.worker_idx(p.thread, p.worker);
         let pi = self.threads[p.thread as usize].proc as usize;
         let loc = p.loc;
@@ -339,7 +379,10 @@ impl Engine {
         }
         // Wake -> poll delay.
         match p.wake {
-            None => self.locs[loc as usize].uncovered_polls += 1,
+            None => {
+                self.locs[loc as usize].uncovered_polls += 1;
+                None
+            }
             Some(wake) => {
                 let scale = self.procs[pi].scale;
                 let delay = scale.ns(p.start.saturating_sub(wake));
@@ -347,12 +390,14 @@ impl Engine {
                 if delay > self.th.wake_delay_ns {
                     self.delayed_window(wi, loc, wake, p.start, delay, p.task, local_q);
                 }
+                Some(delay)
             }
         }
     }
 
     #[inline(always)]
-    fn poll_end(&mut self, o: &Poll) {
+    /// Returns the poll's length in ns.
+    fn poll_end(&mut self, o: &Poll) -> u64 {
         let wi = self.worker_idx(o.thread, o.worker);
         let w = &mut self.workers[wi as usize];
         let ns = w.scale.ns(o.ticks());
@@ -412,6 +457,7 @@ impl Engine {
                     idle.cur_locs[o.loc as usize].saturating_add(n.max(1));
             }
         }
+        ns
     }
 
     fn park(&mut self, ev: &Ev) {

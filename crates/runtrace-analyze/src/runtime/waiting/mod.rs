@@ -38,7 +38,7 @@ use super::ctx::Ctx;
 use super::report::Finding;
 use super::thresholds::Thresholds;
 use runtrace_model::event::{kind, Ev};
-use runtrace_model::lifecycle::{Life, Poll, Running};
+use runtrace_model::lifecycle::{Poll, Running, Task, Wake};
 use runtrace_model::model::Model;
 use serde_json::Value;
 
@@ -55,42 +55,44 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
+    /// A poll started; `delay_ns`: its wake -> poll delay, when the wake
+    /// was seen (the engine converts it once for both).
     #[inline(always)]
-    pub(crate) fn life(&mut self, rec: &Life<'_>, m: &Model) {
-        match *rec {
-            Life::PollStart(p) => {
-                // Woken by itself right after its previous poll on this
-                // thread (tokio's `yield_now`), confirmed now.
-                if p.self_woken {
-                    self.tasks.self_woken(p.slot);
-                }
-                self.tasks.poll_start(p, m);
-            }
-            Life::PollEnd(p) => {
-                self.tasks.poll_end(p, m);
-                self.resources.poll_end(p, m);
-            }
-            Life::Wake(w) => {
-                // Woken by itself: inside its own poll (wake_by_ref, then
-                // Pending); right after it is `Poll::self_woken`.
-                let own = w.by.is_some_and(|o| o.task == w.task);
-                if self.resources.waiting() {
-                    self.resources.wake(w, w.by, m);
-                }
-                self.tasks.woken(w, own);
-            }
-            Life::Spawn(t) | Life::Seen(t) => self.tasks.born(t),
-            Life::End(t) | Life::Alive(t) => {
-                let on = self.resources.task_end(t.proc, t.task);
-                let terminated = if matches!(rec, Life::End(_)) {
-                    t.end
-                } else {
-                    None
-                };
-                self.tasks.end(t, terminated, on, m);
-            }
-            _ => {}
+    pub(crate) fn poll_start(&mut self, p: &Poll, delay_ns: Option<u64>) {
+        self.tasks.poll_start(p, delay_ns);
+    }
+
+    /// A poll ended, after `ns` (converted once by the engine).
+    #[inline(always)]
+    pub(crate) fn poll_end(&mut self, p: &Poll, ns: u64, m: &Model) {
+        self.tasks.poll_end(p, ns);
+        self.resources.poll_end(p, m);
+    }
+
+    /// A task was woken.
+    #[inline(always)]
+    pub(crate) fn wake(&mut self, w: &Wake, m: &Model) {
+        // Woken by itself: inside its own poll (wake_by_ref, then
+        // Pending); right after it is `Poll::self_woken`.
+        let own = w.by.is_some_and(|o| o.task == w.task);
+        if self.resources.waiting() {
+            self.resources.wake(w, w.by, m);
         }
+        self.tasks.woken(w, own);
+    }
+
+    /// A task was spawned, or first seen.
+    #[inline(always)]
+    pub(crate) fn born(&mut self, t: &Task) {
+        self.tasks.born(t);
+    }
+
+    /// A task's life is over: `terminated` at that tick, or alive at the
+    /// recording's end (None).
+    #[inline]
+    pub(crate) fn end(&mut self, t: &Task, terminated: Option<u64>, m: &Model) {
+        let on = self.resources.task_end(t.proc, t.task);
+        self.tasks.end(t, terminated, on, m);
     }
 
     /// Application and resource events (the lifecycle comes through

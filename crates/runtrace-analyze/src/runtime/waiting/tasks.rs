@@ -166,10 +166,7 @@ pub(crate) struct Tasks {
 
 impl Tasks {
     fn loc_mut(&mut self, l: u32) -> &mut LocW {
-        if l as usize >= self.locs.len() {
-            self.locs.resize_with(l as usize + 1, LocW::default);
-        }
-        &mut self.locs[l as usize]
+        loc_in(&mut self.locs, l)
     }
 
     /// Task `t` was spawned, or first seen.
@@ -215,16 +212,9 @@ impl Tasks {
         }
     }
 
-    /// The task in `slot` woke itself (a deferred wake, confirmed).
-    pub(crate) fn self_woken(&mut self, slot: u32) {
-        if let Some(l) = self.live.get(slot).map(|t| t.loc) {
-            self.loc_mut(l).self_wakes += 1;
-        }
-    }
-
-    /// A poll started.
+    /// A poll started; `delay_ns`: its wake -> poll delay, when seen.
     #[inline(always)]
-    pub(crate) fn poll_start(&mut self, p: &Poll, m: &Model) {
+    pub(crate) fn poll_start(&mut self, p: &Poll, delay_ns: Option<u64>) {
         if let Some(t) = self.live.get_mut(p.slot) {
             // A dump's poll whose wake was not recorded.
             hold(t, &mut self.dumps, p.slot, p.start, false);
@@ -234,19 +224,24 @@ impl Tasks {
             t.woken = NONE;
             t.polling = true;
             t.last_poll = p.start;
-            if let Some(d) = p.delay_ticks() {
-                t.sched_ns += m.proc_of(p.thread).scale.ns(d);
+            if let Some(d) = delay_ns {
+                t.sched_ns += d;
+            }
+            // Woken by itself right after its previous poll on this
+            // thread (tokio's `yield_now`), confirmed now.
+            if p.self_woken {
+                loc_in(&mut self.locs, t.loc).self_wakes += 1;
             }
         }
     }
 
-    /// A poll ended.
+    /// A poll ended, after `ns`.
     #[inline(always)]
-    pub(crate) fn poll_end(&mut self, p: &Poll, m: &Model) {
+    pub(crate) fn poll_end(&mut self, p: &Poll, ns: u64) {
         if let Some(t) = self.live.get_mut(p.slot) {
             t.polls = t.polls.saturating_add(1);
             t.polling = false;
-            t.run_ns += m.proc_of(p.thread).scale.ns(p.ticks());
+            t.run_ns += ns;
             t.last_ready = p.ready;
             // A wake during the poll (the task woke itself, or was
             // woken meanwhile) means it will be polled again.
@@ -390,6 +385,15 @@ impl Tasks {
                 .collect(),
         )
     }
+}
+
+/// Location `l`'s state, grown to it.
+#[inline(always)]
+fn loc_in(locs: &mut Vec<LocW>, l: u32) -> &mut LocW {
+    if l as usize >= locs.len() {
+        locs.resize_with(l as usize + 1, LocW::default);
+    }
+    &mut locs[l as usize]
 }
 
 /// Task `t` (in `slot`) is woken or polled at `ticks`: the first time
