@@ -116,6 +116,20 @@ impl Cur<'_> {
     }
 }
 
+/// Type ids remembered per chunk by [`decode_events`] (the catalog's
+/// built-in events have the smallest ids).
+const QUICK_IDS: usize = 32;
+
+/// The kinds [`decode_events`] pushes straight to the queue from their
+/// built-in layout, with nothing resolved.
+#[inline(always)]
+fn is_quick(k: u8) -> bool {
+    matches!(
+        k,
+        kind::POLL_START | kind::POLL_END | kind::WAKE | kind::TERMINATE
+    )
+}
+
 /// Decodes one chunk, appending the events of interest to its thread's
 /// queue. Returns the number of events decoded and the damage found, if any
 /// (the events before it are kept, as the reader keeps them).
@@ -211,6 +225,11 @@ pub(crate) fn decode_events<const DENSE: bool>(
     // Dense: the slots whose type's schema was checked to have the slot's
     // fields, once per chunk (as `dense::decode` does).
     let mut slot_ok = [false; dense::SLOTS.len()];
+    // By type id, for this chunk: the kind of a type whose checked plan
+    // is a built-in layout that goes straight to the queue ([`is_quick`];
+    // 0: not known yet). A chunk's tables do not change while it is
+    // decoded, so the plan lookup per event is skipped for those.
+    let mut quick_kinds = [0u8; QUICK_IDS];
     // One more than the fields: `roles::ZERO_FIELD`, always 0.
     let mut vals = [0u64; runtrace_format::MAX_FIELDS + 1];
     let (mut n, mut lo, mut hi) = (0u64, u64::MAX, 0u64);
@@ -293,81 +312,102 @@ pub(crate) fn decode_events<const DENSE: bool>(
             st.worker_reg = reg;
             continue;
         }
+        let mut task_reg = st.task_reg;
+        // The common events go straight to the queue.
+        macro_rules! done {
+            ($kind:expr, $a:expr, $flag:expr) => {{
+                out.push(Ev {
+                    ticks,
+                    x: task_reg,
+                    a: $a,
+                    thread,
+                    worker: st.worker_reg,
+                    kind: $kind,
+                    flag: $flag,
+                });
+                st.ticks = ticks;
+                st.task_reg = task_reg;
+                if n == 0 {
+                    lo = ticks;
+                }
+                n += 1;
+                hi = ticks;
+                continue;
+            }};
+        }
+        // The built-in layouts: task first, then by role. The common
+        // events go straight to the queue (and `continue`).
+        macro_rules! fast {
+            ($kind:expr) => {{
+                let z = enc!(0);
+                task_reg = task_reg.wrapping_add(varint::unzigzag(z) as u64);
+                vals[0] = task_reg;
+                match $kind {
+                    kind::POLL_START => {
+                        let q = enc!(cat::task_poll_start::QUEUE);
+                        let local_q = enc!(cat::task_poll_start::LOCAL_Q);
+                        if q != 0 {
+                            if let Err(x) = check_string(cache, tables, q, start) {
+                                fail!(x);
+                            }
+                        }
+                        done!(
+                            kind::POLL_START,
+                            local_q.min(u32::MAX as u64) as u32,
+                            (q != 0) as u8
+                        );
+                    }
+                    kind::POLL_END => {
+                        let ready = match fixed_at(fixed, cat::task_poll_end::READY) {
+                            Some(v) => v as u8,
+                            None => match c.b.get(c.pos) {
+                                Some(&b @ (0 | 1)) => {
+                                    c.pos += 1;
+                                    b
+                                }
+                                Some(&b) => {
+                                    fail!(DecodeError::new(start, format!("bool byte {b}")))
+                                }
+                                None => {
+                                    fail!(at(DecodeError::new(c.pos, "unexpected end of data")))
+                                }
+                            },
+                        };
+                        done!(kind::POLL_END, 0, ready);
+                    }
+                    kind::WAKE => {
+                        enc!(cat::task_wake::WAKER_TASK_ID);
+                        done!(kind::WAKE, 0, 0);
+                    }
+                    kind::TERMINATE => done!(kind::TERMINATE, 0, 0),
+                    kind::SPAWN => {
+                        vals[1] = enc!(1);
+                        vals[2] = enc!(2);
+                        vals[3] = enc!(3);
+                    }
+                    _ => {}
+                }
+            }};
+        }
+        // A kind that always goes straight to the queue, its plan checked
+        // in this chunk: no plan lookup.
+        let quick = quick_kinds.get(id as usize).copied().unwrap_or(0);
+        if quick != 0 {
+            fast!(quick);
+        }
         let Some(plan) = plans.plan(id, tables, epoch) else {
             fail!(DecodeError::new(
                 start,
                 format!("event type {id} has no schema")
             ));
         };
-        let mut task_reg = st.task_reg;
         if plan.fast {
-            // Built-in layouts: task first, then by role.
-            let z = enc!(0);
-            task_reg = task_reg.wrapping_add(varint::unzigzag(z) as u64);
-            vals[0] = task_reg;
-            // The common events go straight to the queue.
-            macro_rules! done {
-                ($kind:expr, $a:expr, $flag:expr) => {{
-                    out.push(Ev {
-                        ticks,
-                        x: task_reg,
-                        a: $a,
-                        thread,
-                        worker: st.worker_reg,
-                        kind: $kind,
-                        flag: $flag,
-                    });
-                    st.ticks = ticks;
-                    st.task_reg = task_reg;
-                    if n == 0 {
-                        lo = ticks;
-                    }
-                    n += 1;
-                    hi = ticks;
-                    continue;
-                }};
+            if is_quick(plan.role.kind) {
+                if let Some(q) = quick_kinds.get_mut(id as usize) {
+                    *q = plan.role.kind;
+                }
             }
-            match plan.role.kind {
-                kind::POLL_START => {
-                    let q = enc!(cat::task_poll_start::QUEUE);
-                    let local_q = enc!(cat::task_poll_start::LOCAL_Q);
-                    if q != 0 {
-                        if let Err(x) = check_string(cache, tables, q, start) {
-                            fail!(x);
-                        }
-                    }
-                    done!(
-                        kind::POLL_START,
-                        local_q.min(u32::MAX as u64) as u32,
-                        (q != 0) as u8
-                    );
-                }
-                kind::POLL_END => {
-                    let ready = match fixed_at(fixed, cat::task_poll_end::READY) {
-                        Some(v) => v as u8,
-                        None => match c.b.get(c.pos) {
-                            Some(&b @ (0 | 1)) => {
-                                c.pos += 1;
-                                b
-                            }
-                            Some(&b) => fail!(DecodeError::new(start, format!("bool byte {b}"))),
-                            None => fail!(at(DecodeError::new(c.pos, "unexpected end of data"))),
-                        },
-                    };
-                    done!(kind::POLL_END, 0, ready);
-                }
-                kind::WAKE => {
-                    enc!(cat::task_wake::WAKER_TASK_ID);
-                    done!(kind::WAKE, 0, 0);
-                }
-                kind::TERMINATE => done!(kind::TERMINATE, 0, 0),
-                kind::SPAWN => {
-                    vals[1] = enc!(1);
-                    vals[2] = enc!(2);
-                    vals[3] = enc!(3);
-                }
-                _ => {}
-            }
+            fast!(plan.role.kind);
         } else {
             for (i, ty) in plan.types.iter().enumerate() {
                 if let Some(v) = fixed_at(fixed, i) {
