@@ -89,7 +89,7 @@ impl Pass for Engine {
     }
 
     /// Tasks, polls and wakes come as records only (and are counted as
-    /// events there: see [`Engine::seen`]).
+    /// events there: see `Engine::seen`).
     fn raw_kinds(&self) -> Kinds {
         self.wants().kinds().without_lifecycle()
     }
