@@ -39,7 +39,7 @@ use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::input::ReadStats;
 use runtrace_model::lifecycle::{Life, Tracked};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
-use runtrace_model::pass::{Pass, Wants};
+use runtrace_model::pass::{Kinds, Pass, Wants};
 use runtrace_model::profile::{Profile, ProfilePass};
 use std::collections::{HashMap, VecDeque};
 
@@ -209,6 +209,11 @@ impl Pass for Now {
     #[inline]
     fn wants(&self) -> Wants {
         Wants::LIFECYCLE
+    }
+    /// Tasks, polls and wakes as records only (of the raw events, it
+    /// reads parks).
+    fn raw_kinds(&self) -> Kinds {
+        Wants::LIFECYCLE.kinds().without_lifecycle()
     }
     #[inline]
     fn event(&mut self, ev: &Ev, _: &Model) {
