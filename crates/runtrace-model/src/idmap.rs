@@ -35,6 +35,10 @@ const REACH: u64 = 1 << 16;
 /// outlives a million younger ones must not keep a million empty slots.
 const SLACK: usize = 1 << 12;
 
+/// At most this many values in the ring, an id far past its end moves the
+/// ring there ([`IdMap::insert`]); more, and the id goes aside.
+const JUMP: usize = 64;
+
 /// A map from ids to values, fast when the ids in it are close together
 /// (see the module docs).
 #[derive(Debug, Clone)]
@@ -46,6 +50,11 @@ pub struct IdMap<V> {
     in_ring: usize,
     /// Values whose ids are outside the ring.
     aside: FxHashMap<u64, V>,
+    /// No id above this was ever put aside: a new task's id (above it,
+    /// once the long-lived ones are aside) is not looked for there. The
+    /// probe cost a hash lookup per spawn whenever any task was aside, a
+    /// third of `insert`'s instructions following the demo service.
+    aside_hi: u64,
 }
 
 impl<V> Default for IdMap<V> {
@@ -55,6 +64,7 @@ impl<V> Default for IdMap<V> {
             ring: VecDeque::new(),
             in_ring: 0,
             aside: FxHashMap::default(),
+            aside_hi: 0,
         }
     }
 }
@@ -67,17 +77,29 @@ impl<V> IdMap<V> {
         if i < self.ring.len() as u64 && self.ring[i as usize].is_some() {
             return self.ring[i as usize].as_mut();
         }
-        if self.aside.is_empty() {
+        if !self.maybe_aside(id) {
             return None;
         }
         self.aside.get_mut(&id)
+    }
+
+    /// Whether `id` may be aside.
+    #[inline(always)]
+    fn maybe_aside(&self, id: u64) -> bool {
+        id <= self.aside_hi && !self.aside.is_empty()
+    }
+
+    /// Puts `id` aside.
+    fn put_aside(&mut self, id: u64, v: V) -> Option<V> {
+        self.aside_hi = self.aside_hi.max(id);
+        self.aside.insert(id, v)
     }
 
     /// Sets the value of `id`, returning the one it replaces.
     #[inline]
     pub fn insert(&mut self, id: u64, v: V) -> Option<V> {
         if self.ring.is_empty() {
-            if !self.aside.is_empty() {
+            if self.maybe_aside(id) {
                 if let Some(old) = self.aside.remove(&id) {
                     self.aside.insert(id, v);
                     return Some(old);
@@ -88,28 +110,35 @@ impl<V> IdMap<V> {
         let i = id.wrapping_sub(self.base);
         let len = self.ring.len() as u64;
         if i < len {
+            let may = self.maybe_aside(id);
             let slot = &mut self.ring[i as usize];
             if slot.is_some() {
                 return slot.replace(v);
             }
             // An id put aside before the ring reached it moves in.
-            let old = if self.aside.is_empty() {
-                None
-            } else {
-                self.aside.remove(&id)
-            };
+            let old = if may { self.aside.remove(&id) } else { None };
             *slot = Some(v);
             self.in_ring += 1;
             return old;
         }
         if id < self.base || i - len >= REACH {
-            return self.aside.insert(id, v);
+            if id < self.base || self.in_ring > JUMP {
+                return self.put_aside(id, v);
+            }
+            // Far past the end, with few values in the ring: the ring
+            // moves to the new id, its values aside. A window seeded with
+            // a long-lived task (an id from the recording's start) and
+            // then the young ones (ids far above it) otherwise put every
+            // task spawned after them aside, in the hash map: more than
+            // half of a window's spawns following the demo service.
+            self.restart(id);
+            return self.insert(id, v);
         }
         // Just past the end (new tasks): extend the ring to it.
-        let old = if self.aside.is_empty() {
-            None
-        } else {
+        let old = if self.maybe_aside(id) {
             self.aside.remove(&id)
+        } else {
+            None
         };
         while (self.ring.len() as u64) < i {
             self.ring.push_back(None);
@@ -133,10 +162,14 @@ impl<V> IdMap<V> {
                 return Some(old);
             }
         }
-        if self.aside.is_empty() {
+        if !self.maybe_aside(id) {
             return None;
         }
-        self.aside.remove(&id)
+        let old = self.aside.remove(&id);
+        if self.aside.is_empty() {
+            self.aside_hi = 0;
+        }
+        old
     }
 
     /// Values held.
@@ -159,9 +192,25 @@ impl<V> IdMap<V> {
             .filter_map(|(i, v)| Some((base.wrapping_add(i as u64), v?)))
             .collect();
         all.extend(self.aside.drain());
+        self.aside_hi = 0;
         all.sort_unstable_by_key(|e| e.0);
         self.in_ring = 0;
         all
+    }
+
+    /// Moves the ring's values aside and empties it; the next insert
+    /// starts it at its id.
+    #[cold]
+    fn restart(&mut self, id: u64) {
+        let base = self.base;
+        let ring = std::mem::take(&mut self.ring);
+        for (k, v) in ring.into_iter().enumerate() {
+            if let Some(v) = v {
+                self.put_aside(base.wrapping_add(k as u64), v);
+            }
+        }
+        self.in_ring = 0;
+        self.base = id;
     }
 
     /// Drops empty slots at the ring's front (the oldest ids, gone).
@@ -179,7 +228,7 @@ impl<V> IdMap<V> {
     fn shrink(&mut self) {
         while self.ring.len() > 2 * self.in_ring + SLACK / 2 {
             if let Some(Some(v)) = self.ring.pop_front() {
-                self.aside.insert(self.base, v);
+                self.put_aside(self.base, v);
                 self.in_ring -= 1;
             }
             self.base = self.base.wrapping_add(1);
@@ -217,6 +266,26 @@ mod tests {
             prop_assert_eq!(all, b.into_iter().collect::<Vec<_>>());
             prop_assert!(m.is_empty());
         }
+    }
+
+    /// A long-lived id and then young ones far above it (a window seeded
+    /// with the tasks alive at its start): the young ones are in the
+    /// ring, not aside, and a spawn does not probe the hash map.
+    #[test]
+    fn young_ids_far_above_an_old_one_stay_in_the_ring() {
+        let mut m = IdMap::default();
+        m.insert(4, 0u32);
+        for id in 700_000..700_100u64 {
+            m.insert(id, 1);
+        }
+        assert_eq!(m.aside.len(), 1, "only the old id aside");
+        assert_eq!(m.in_ring, 100);
+        assert!(!m.maybe_aside(700_100), "a new id is not looked for aside");
+        // Many values in the ring: a far id goes aside, the ring stays.
+        m.insert(9_000_000, 2);
+        assert_eq!((m.aside.len(), m.in_ring), (2, 100));
+        assert_eq!(m.remove(4), Some(0));
+        assert_eq!(m.get_mut(9_000_000).copied(), Some(2));
     }
 
     /// One task that outlives a million younger ones does not keep a

@@ -31,6 +31,7 @@
 
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::fxhash::FxHashMap;
+use runtrace_model::idmap::IdMap;
 use runtrace_model::model::Model;
 use runtrace_model::spans::Span;
 
@@ -59,12 +60,15 @@ pub struct LifeSpan {
 /// a binary search over a million lives per terminate was a tenth of
 /// opening a recording). A hash map holding every life cost a quarter of
 /// opening a 9M-event recording (cache misses on a table of a million
-/// lives); the map holds the live tasks only.
+/// lives); the map holds the live tasks only. It is an [`IdMap`] per
+/// recording, as the lifecycle keeps its live tasks: a hash map by
+/// (recording, task) was about a tenth of following the demo service
+/// (one insert per spawn, one remove per terminate).
 #[derive(Debug, Default, Clone)]
 pub struct Lives {
     lives: Vec<LifeSpan>,
-    /// (recording, task id) of the live tasks: their life's position.
-    live: FxHashMap<(u32, u64), usize>,
+    /// By recording, task id of the live tasks: their life's position.
+    live: Vec<IdMap<usize>>,
     /// The application's span lives.
     pub spans: SpanLives,
 }
@@ -86,7 +90,8 @@ impl Lives {
     /// Task `task` of recording `proc` was spawned at location `loc` at
     /// `ticks` (a live task of that id ends there: its id was reused).
     pub fn spawned(&mut self, proc: u32, task: u64, loc: u32, ticks: u64) {
-        if let Some(old) = self.live.insert((proc, task), self.lives.len()) {
+        let at = self.lives.len();
+        if let Some(old) = self.live_of(proc).insert(task, at) {
             self.end(old, ticks);
         }
         self.lives.push(LifeSpan {
@@ -100,9 +105,23 @@ impl Lives {
 
     /// Task `task` of recording `proc` terminated at `ticks`.
     pub fn ended(&mut self, proc: u32, task: u64, ticks: u64) {
-        if let Some(i) = self.live.remove(&(proc, task)) {
+        if let Some(i) = self
+            .live
+            .get_mut(proc as usize)
+            .and_then(|m| m.remove(task))
+        {
             self.end(i, ticks);
         }
+    }
+
+    /// The live tasks of recording `proc`.
+    #[inline]
+    fn live_of(&mut self, proc: u32) -> &mut IdMap<usize> {
+        let p = proc as usize;
+        if p >= self.live.len() {
+            self.live.resize_with(p + 1, IdMap::default);
+        }
+        &mut self.live[p]
     }
 
     fn end(&mut self, i: usize, ticks: u64) {
@@ -115,9 +134,10 @@ impl Lives {
     pub fn forget_before(&mut self, t: u64) {
         self.lives.retain(|l| l.end >= t);
         // Positions moved: the live tasks' again.
-        for (i, l) in self.lives.iter().enumerate() {
+        for i in 0..self.lives.len() {
+            let l = self.lives[i];
             if l.end == u64::MAX {
-                self.live.insert((l.proc, l.task), i);
+                self.live_of(l.proc).insert(l.task, i);
             }
         }
         self.spans.forget_before(t);

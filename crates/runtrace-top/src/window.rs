@@ -113,7 +113,12 @@ pub struct WorkerNow {
 #[derive(Debug, Clone, Copy)]
 struct Recent {
     ring: [RecentPoll; RECENT],
-    /// Polls written (the newest is at `(n - 1) % RECENT`).
+    /// The slot the next poll goes to (the oldest once the ring is full).
+    /// A wrapping index, not a count taken modulo [`RECENT`]: that was a
+    /// division per poll end, a tenth of the pass's instructions with the
+    /// call around it (callgrind of `replay_cost`).
+    next: usize,
+    /// Polls held (at most [`RECENT`]).
     n: usize,
 }
 
@@ -179,12 +184,12 @@ impl Now {
     /// The last [`RECENT`] polls of location `loc` in the window, oldest
     /// first.
     pub fn recent(&self, loc: u32) -> impl DoubleEndedIterator<Item = &RecentPoll> {
-        let (ring, n) = match self.recent.get(loc as usize) {
-            Some(r) => (&r.ring[..], r.n),
-            None => (&[][..], 0),
+        let (ring, first, n) = match self.recent.get(loc as usize) {
+            Some(r) if r.n == RECENT => (&r.ring[..], r.next, r.n),
+            Some(r) => (&r.ring[..], 0, r.n),
+            None => (&[][..], 0, 0),
         };
-        let first = n.saturating_sub(RECENT);
-        (first..n).map(move |i| &ring[i % RECENT])
+        (0..n).map(move |i| &ring[(first + i) % RECENT])
     }
 
     #[inline(always)]
@@ -222,7 +227,10 @@ impl Pass for Now {
             self.worker_mut(ev.thread, ev.worker).local_q = ev.a;
         }
     }
-    #[inline]
+    // Inlined into the tracker's step: most records (spawns, wakes, ends)
+    // are no-ops here, and the call's prologue and epilogue were as costly
+    // as the work (callgrind of `replay_cost`).
+    #[inline(always)]
     fn life(&mut self, rec: &Life<'_>, _: &Model) {
         match *rec {
             Life::PollStart(p) => {
@@ -242,19 +250,21 @@ impl Pass for Now {
                         li + 1,
                         Recent {
                             ring: [NO_POLL; RECENT],
+                            next: 0,
                             n: 0,
                         },
                     );
                 }
                 let r = &mut self.recent[li];
-                r.ring[r.n % RECENT] = RecentPoll {
+                r.ring[r.next] = RecentPoll {
                     task: p.task,
                     worker: p.worker,
                     start: p.start,
                     ticks: p.ticks(),
                     delay: p.delay_ticks(),
                 };
-                r.n += 1;
+                r.next = if r.next + 1 == RECENT { 0 } else { r.next + 1 };
+                r.n = (r.n + 1).min(RECENT);
             }
             Life::PollLost(p) => {
                 if let Some(ws) = self.workers.get_mut(p.thread as usize) {
