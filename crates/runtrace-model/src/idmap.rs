@@ -182,6 +182,51 @@ impl<V> IdMap<V> {
         self.len() == 0
     }
 
+    /// Every (id, value), in no order.
+    ///
+    /// ```
+    /// use runtrace_model::idmap::IdMap;
+    /// let mut m = IdMap::default();
+    /// m.insert(9, 'b');
+    /// m.insert(1 << 40, 'c');
+    /// let mut all: Vec<(u64, char)> = m.iter().map(|(k, v)| (k, *v)).collect();
+    /// all.sort();
+    /// assert_eq!(all, [(9, 'b'), (1 << 40, 'c')]);
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
+        let base = self.base;
+        self.ring
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, v)| Some((base.wrapping_add(i as u64), v.as_ref()?)))
+            .chain(self.aside.iter().map(|(k, v)| (*k, v)))
+    }
+
+    /// Every (id, value), in id order, the map left as it is.
+    ///
+    /// ```
+    /// use runtrace_model::idmap::IdMap;
+    /// let mut m = IdMap::default();
+    /// m.insert(9, 'b');
+    /// m.insert(1 << 40, 'c');
+    /// m.insert(7, 'a');
+    /// let all: Vec<(u64, char)> = m.sorted().into_iter().map(|(k, v)| (k, *v)).collect();
+    /// assert_eq!(all, [(7, 'a'), (9, 'b'), (1 << 40, 'c')]);
+    /// assert_eq!(m.len(), 3);
+    /// ```
+    pub fn sorted(&self) -> Vec<(u64, &V)> {
+        let base = self.base;
+        let mut all: Vec<(u64, &V)> = self
+            .ring
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((base.wrapping_add(i as u64), v.as_ref()?)))
+            .collect();
+        all.extend(self.aside.iter().map(|(k, v)| (*k, v)));
+        all.sort_unstable_by_key(|e| e.0);
+        all
+    }
+
     /// Every (id, value), in id order; the map is left empty.
     pub fn drain_sorted(&mut self) -> Vec<(u64, V)> {
         let base = self.base;

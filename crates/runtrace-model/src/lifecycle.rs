@@ -187,16 +187,16 @@ impl OrphanWakes {
         self.by_task.remove(&task)
     }
 
-    /// Keeps a wake of `task` at `ticks` unless one is kept: whether it
-    /// was the first.
-    fn keep(&mut self, task: u64, ticks: u64) -> bool {
+    /// Keeps a wake of `task` at `ticks` unless one is kept: the ticks of
+    /// the one kept before ([`NONE`]: this is the first).
+    fn keep(&mut self, task: u64, ticks: u64) -> u64 {
         self.hi = self.hi.max(task);
-        let mut first = false;
-        self.by_task.entry(task).or_insert_with(|| {
-            first = true;
-            ticks
-        });
-        first
+        let mut before = NONE;
+        self.by_task
+            .entry(task)
+            .and_modify(|t| before = *t)
+            .or_insert(ticks);
+        before
     }
 
     fn len(&self) -> usize {
@@ -428,13 +428,13 @@ impl Tracker {
     #[inline(always)]
     fn wake(&mut self, ev: &Ev, m: &Model, out: &mut impl LifeSink) {
         let (_, t) = self.tasks(m, ev.thread);
-        let (first, slot) = match t.live.get_mut(ev.x) {
+        let (pending, slot) = match t.live.get_mut(ev.x) {
             Some(st) => {
-                let first = st.pending == NONE;
-                if first {
+                let pending = st.pending;
+                if pending == NONE {
                     st.pending = ev.ticks;
                 }
-                (first, st.slot)
+                (pending, st.slot)
             }
             None => {
                 // A task not seen yet (spawned before the trace began), or
@@ -447,6 +447,7 @@ impl Tracker {
                 (t.orphan_wakes.keep(ev.x, ev.ticks), NO_SLOT)
             }
         };
+        let first = pending == NONE;
         let by = match self.threads.get_mut(ev.thread as usize) {
             Some(t) => {
                 let by = t.open.last().map(Running::of);
@@ -463,6 +464,7 @@ impl Tracker {
             thread: ev.thread,
             slot,
             first,
+            pending: (!first).then_some(pending),
             by,
         }));
     }
@@ -571,6 +573,50 @@ impl Tracker {
             open.remove(i);
         }
         t.last_ended = if pending_outermost { ev.x } else { NONE };
+    }
+
+    /// The tasks live now, of every recording, in no order, as their
+    /// records.
+    pub fn live_tasks(&self) -> impl Iterator<Item = Task> + '_ {
+        self.procs.iter().enumerate().flat_map(|(p, t)| {
+            t.live
+                .iter()
+                .map(move |(id, st)| st.life(id, p as u32, None))
+        })
+    }
+
+    /// Hands `out` the records [`Tracker::close`] would (every live task's
+    /// [`Life::Alive`] in (recording, task id) order, then the live spans'
+    /// [`Life::SpanAlive`]), leaving the state as it is: for a pass that
+    /// joined this tracker while it ran and ends before it (`runtrace
+    /// top`'s windows while following share one tracker).
+    ///
+    /// ```
+    /// use runtrace_model::event::{kind, Ev};
+    /// use runtrace_model::lifecycle::{Life, Tracker};
+    /// use runtrace_model::model::Model;
+    /// let mut m = Model::new();
+    /// # let h = runtrace_format::frame::Header { version_major: 1, version_minor: 2,
+    /// #     ticks_per_sec: 1_000_000_000, anchor_ticks: 0, anchor_wall_ns: 0, pid: 1,
+    /// #     process_name: "p".into(), recording_id: 1, file_index: 0, schemas: vec![] };
+    /// m.add_proc(runtrace_model::model::Process::new(&h));
+    /// let th = m.thread(0, 1);
+    /// let spawn = Ev { ticks: 5, x: 42, a: 0, thread: th, worker: 0, kind: kind::SPAWN, flag: 0 };
+    /// let mut t = Tracker::default();
+    /// t.step(&spawn, &m, &mut |_: &Life<'_>| {});
+    /// let mut alive = Vec::new();
+    /// for _ in 0..2 {
+    ///     t.report_alive(&mut |r: &Life<'_>| if let Life::Alive(task) = r { alive.push(task.task) });
+    /// }
+    /// assert_eq!(alive, [42, 42]);
+    /// ```
+    pub fn report_alive(&self, out: &mut impl LifeSink) {
+        for (p, t) in self.procs.iter().enumerate() {
+            for (id, st) in t.live.sorted() {
+                out.life(&Life::Alive(&st.life(id, p as u32, None)));
+            }
+        }
+        self.spans.report_alive(out);
     }
 
     /// The end of a recording's events (or of the read): every live task's

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use runtrace_model::records::{Life, Wake, NO_SLOT};
-//! let w = Wake { task: 7, ticks: 100, thread: 0, slot: NO_SLOT, first: true, by: None };
+//! let w = Wake { task: 7, ticks: 100, thread: 0, slot: NO_SLOT, first: true, pending: None, by: None };
 //! assert!(matches!(Life::Wake(&w), Life::Wake(x) if x.task == 7));
 //! ```
 
@@ -120,6 +120,9 @@ pub struct Wake {
     /// The first wake since the task's last poll start (or spawn): the one
     /// its next poll answers (rule 2).
     pub first: bool,
+    /// When not the first: the ticks of the wake (or spawn) its next poll
+    /// answers.
+    pub pending: Option<u64>,
     /// The poll the wake came from: the innermost poll open on the waking
     /// thread (None: no poll, as the I/O driver's or a timer's wakes).
     pub by: Option<Running>,

@@ -305,6 +305,24 @@ impl SpanTracker {
         out.life(&Life::SpanClose(&s));
     }
 
+    /// The spans live now, of every recording, in no order.
+    pub fn live_spans(&self) -> impl Iterator<Item = &Span> {
+        self.live.iter().flat_map(|l| l.values().map(|s| &s.span))
+    }
+
+    /// Hands `out` what [`SpanTracker::close`] would (every live span's
+    /// [`Life::SpanAlive`], by recording and id), leaving the state as it
+    /// is: for a pass that ends while the tracker goes on.
+    pub fn report_alive(&self, out: &mut impl LifeSink) {
+        for live in &self.live {
+            let mut v: Vec<&State> = live.values().collect();
+            v.sort_unstable_by_key(|s| s.span.id);
+            for st in v {
+                out.life(&Life::SpanAlive(&st.span));
+            }
+        }
+    }
+
     /// The end of a recording's events (or of the read): every live span's
     /// [`Life::SpanAlive`], in (recording, id) order; the state is cleared.
     pub fn close(&mut self, out: &mut impl LifeSink) {
