@@ -1,12 +1,15 @@
 """CPU cost of `runtrace top` following a busy recording (docs/top.md).
 
-    python3 tools/top_cpu.py RUNTRACE TOP_DEMO [--tasks-per-ms N] [--seconds S] [--window W]
+    python3 tools/top_cpu.py RUNTRACE TOP_DEMO [--tasks-per-ms N] [--seconds S] [--window W] [--skip K]
 
 Starts the demo service (crates/runtrace-cli/examples/top_demo.rs, built
 with `cargo build --release -p runtrace-cli --example top_demo`) recording
 into a scratch directory, lets it warm up 3 s, runs `runtrace top DIR` in
 a pseudo-terminal for S seconds (default 20), and prints the CPU time top
-used (utime + stime from /proc) as a share of one core, the recording's
+used (utime + stime from /proc) as a share of one core, from K seconds
+after it started (default 2: after its first read of what was already
+written; with the window plus a few seconds, once following is steady:
+the first window's seconds are computed whole, see docs/top.md), the recording's
 events per second (from the recorder's own total), and top's peak RSS.
 Also prints the last screen (the capture in docs/top.md).
 """
@@ -39,7 +42,7 @@ def rss_peak_kb(pid):
 
 def main():
     runtrace, demo = sys.argv[1], sys.argv[2]
-    per_ms, secs, window = "50", 20.0, "5"
+    per_ms, secs, window, skip = "50", 20.0, "5", 2.0
     args = sys.argv[3:]
     while args:
         k, v = args[0], args[1]
@@ -50,6 +53,8 @@ def main():
             secs = float(v)
         elif k == "--window":
             window = v
+        elif k == "--skip":
+            skip = float(v)
     d = tempfile.mkdtemp(prefix="runtrace-top-cpu-")
     svc = subprocess.Popen(
         [demo, "--out", d, "--seconds", str(secs + 6), "--tasks-per-ms", per_ms,
@@ -67,7 +72,7 @@ def main():
                 stream.feed(top.read_nonblocking(65536, timeout=0.2))
             except pexpect.TIMEOUT:
                 pass
-            if c0 is None and time.time() - t0 > 2:
+            if c0 is None and time.time() - t0 > skip:
                 # After the first read of what was already written.
                 c0, w0 = cpu_s(top.pid), time.time()
         c1, w1 = cpu_s(top.pid), time.time()

@@ -12,6 +12,9 @@
 //!   what each worker polls at the window's end, and the CPU samples of
 //!   each location's polls when the recording has a CPU profile), seeding
 //!   the tasks and spans alive at its start;
+//! - [`stagger`] computes the windows while following from one lifecycle
+//!   tracker, each event through it once, its records handed to the pass
+//!   of every window still open;
 //! - [`heap`] follows the memory profile (sampled heap bytes live and
 //!   allocated in a window), when the trace has one;
 //! - [`snapshot`] turns a window into rows (header, workers, locations,
@@ -45,6 +48,7 @@ pub mod heap;
 pub mod lives;
 pub mod snapshot;
 pub mod source;
+pub mod stagger;
 #[cfg(feature = "ui")]
 pub mod ui;
 pub mod window;

@@ -25,6 +25,7 @@
 
 use crate::lives::Lives;
 use crate::snapshot::{self, Ages, Header, Key, Mode, Snapshot};
+use crate::stagger::{Ask, Following};
 use crate::window::{self, Collector};
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::Thresholds;
@@ -159,6 +160,11 @@ pub struct Live {
     flushed: bool,
     problem: Option<String>,
     names: Names,
+    /// The windows computed from one lifecycle (windows of at least two
+    /// refreshes; see [`crate::stagger`]).
+    stagger: Option<Following>,
+    /// The collector's events fed to `stagger` ([`Collector::pushed`]).
+    fed: u64,
 }
 
 impl Live {
@@ -175,6 +181,8 @@ impl Live {
             flushed: false,
             problem: None,
             names: Names::default(),
+            stagger: None,
+            fed: 0,
         };
         l.follow.poll(&mut l.coll)?;
         let st = l.follow.status();
@@ -225,12 +233,27 @@ impl Live {
             .saturating_sub((self.opts.window_s * p.ticks_per_sec as f64) as u64)
             .max(start)
             .min(t1);
+        // A window of at least two refreshes is the one (of those opened at
+        // every refresh and fed every event since, through one lifecycle)
+        // that began nearest to `t0`; else, or when none did (the first
+        // seconds), it is computed whole from the events kept.
+        let staggered = self.opts.window_s >= 2.0;
+        let tolerance = (p.ticks_per_sec as f64 * 0.75f64.min(self.opts.window_s / 4.0)) as u64;
+        let new = (c.pushed - self.fed).min(c.evs.len() as u64) as usize;
+        self.fed = c.pushed;
+        if staggered {
+            match &mut self.stagger {
+                Some(f) if f.fits(model, proc) => f.feed(c.evs.range(c.evs.len() - new..), model),
+                _ => self.stagger = Some(Following::new(model, proc, &c.lives, t1)),
+            }
+        }
         // Memory bounded by the window.
-        while c.evs.front().is_some_and(|e| e.ticks < t0) {
+        let keep = t0.saturating_sub(if staggered { tolerance } else { 0 });
+        while c.evs.front().is_some_and(|e| e.ticks < keep) {
             c.evs.pop_front();
         }
-        c.lives.forget_before(t0);
-        c.heap.forget_before(t0);
+        c.lives.forget_before(keep);
+        c.heap.forget_before(keep);
         let (h0, h1) = (self.history.front()?, self.history.back()?);
         let dt = h1.0.duration_since(h0.0).as_secs_f64();
         // The drops of the window's time when this view has watched that
@@ -240,21 +263,43 @@ impl Live {
         } else {
             st.dropped
         };
-        let mut w = window::analyze(
-            model,
-            proc,
-            c.evs.iter(),
-            &c.lives,
-            t0,
-            t1,
-            self.opts.thresholds,
-            // A followed file's damage comes as notes (the header shows
-            // them), not as a flag this view can date.
-            window::Losses {
-                dropped,
-                damaged: false,
-            },
-        );
+        // A followed file's damage comes as notes (the header shows them),
+        // not as a flag this view can date.
+        let lost = window::Losses {
+            dropped,
+            damaged: false,
+        };
+        let joined = match &mut self.stagger {
+            Some(f) if staggered => {
+                let ask = Ask {
+                    t0,
+                    t1,
+                    tolerance,
+                    lost,
+                };
+                f.window(model, &c.lives, ask)
+            }
+            _ => None,
+        };
+        let (t0, mut w) = match joined {
+            Some(j) => j,
+            None => (
+                t0,
+                window::analyze(
+                    model,
+                    proc,
+                    c.evs.iter(),
+                    &c.lives,
+                    t0,
+                    t1,
+                    self.opts.thresholds,
+                    lost,
+                ),
+            ),
+        };
+        if let Some(f) = &mut self.stagger {
+            f.start_window(self.opts.thresholds);
+        }
         if w.profile.is_some() {
             w.add_functions(self.names.get(model));
         }

@@ -38,7 +38,7 @@ use runtrace_model::event::Ev;
 use runtrace_model::fxhash::FxHashMap;
 use runtrace_model::input::ReadStats;
 use runtrace_model::lifecycle::{Life, Tracked};
-use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::model::Model;
 use runtrace_model::pass::{Kinds, Pass, Wants};
 use runtrace_model::profile::{Profile, ProfilePass};
 use std::collections::{HashMap, VecDeque};
@@ -58,6 +58,9 @@ pub struct Collector {
     pub lives: Lives,
     /// The sampled heap (profile events go there, not to `evs`).
     pub heap: crate::heap::Heap,
+    /// Events pushed to `evs` so far (the newest `pushed - n` of them are
+    /// those pushed after the `n`-th).
+    pub pushed: u64,
 }
 
 impl Pass for Collector {
@@ -80,6 +83,7 @@ impl Pass for Collector {
         }
         self.lives.event(ev, model);
         self.evs.push_back(*ev);
+        self.pushed += 1;
     }
 }
 
@@ -357,26 +361,62 @@ pub fn analyze<'a>(
         t1,
         lost,
     };
-    let passes = (Engine::new(th), Now::default());
     // The profile's pass costs a poll's bookkeeping per poll: only for a
     // recording with a CPU profile, and then as a pass of its own type
     // (a disabled pass beside the engine made a 5 s window 50-55 ms
     // instead of 47-48, `replay_cost` on the demo's 12 s recording).
     let ((report, now, profile), n) = if model.profiles.is_empty() {
-        w.run(model, evs, passes, |(e, now), m, st| {
-            (e.report(m, st), now, None)
-        })
+        w.run(model, evs, plain(th), take_plain)
     } else {
-        let passes = (passes, ProfilePass::default());
-        w.run(model, evs, passes, |((e, now), p), m, st| {
-            (e.report(m, st.clone()), now, Some(p.profile(m, st)))
-        })
+        w.run(model, evs, profiled(th), take_profiled)
     };
+    analysed(report, now, profile, lives, proc, t1, n)
+}
+
+/// A window's passes: the engine and [`Now`].
+pub type Plain = (Engine, Now);
+/// A window's passes with a CPU profile: [`Plain`] and the profile's.
+pub type Profiled = (Plain, ProfilePass);
+
+/// Fresh [`Plain`] passes judging by `th`.
+pub fn plain(th: Thresholds) -> Plain {
+    (Engine::new(th), Now::default())
+}
+
+/// Fresh [`Profiled`] passes judging by `th`.
+pub fn profiled(th: Thresholds) -> Profiled {
+    (plain(th), ProfilePass::default())
+}
+
+/// What a window's finished passes say: the report, [`Now`], and the
+/// profile's attribution (None: no CPU profile).
+pub type Taken = (Report, Now, Option<Profile>);
+
+/// What finished [`Plain`] passes say.
+pub fn take_plain((e, now): Plain, m: &Model, st: ReadStats) -> Taken {
+    (e.report(m, st), now, None)
+}
+
+/// What finished [`Profiled`] passes say.
+pub fn take_profiled(((e, now), p): Profiled, m: &Model, st: ReadStats) -> Taken {
+    (e.report(m, st.clone()), now, Some(p.profile(m, st)))
+}
+
+/// The window's analysis from its passes' results: `n` events, ending at
+/// `t1`.
+pub(crate) fn analysed(
+    report: Report,
+    now: Now,
+    profile: Option<Profile>,
+    lives: &Lives,
+    proc: u32,
+    t1: u64,
+    n: u64,
+) -> Analysed {
     let mut alive: FxHashMap<u32, u64> = FxHashMap::default();
     for l in lives.alive_at(proc, t1) {
         *alive.entry(l.loc).or_default() += 1;
     }
-    let _ = UNKNOWN_LOC;
     Analysed {
         report,
         now,
@@ -389,12 +429,12 @@ pub fn analyze<'a>(
 
 /// Where a window is: recording `proc` over `[t0, t1]`, seeded from
 /// `lives`.
-struct Window<'l> {
-    proc: u32,
-    lives: &'l Lives,
-    t0: u64,
-    t1: u64,
-    lost: Losses,
+pub(crate) struct Window<'l> {
+    pub(crate) proc: u32,
+    pub(crate) lives: &'l Lives,
+    pub(crate) t0: u64,
+    pub(crate) t1: u64,
+    pub(crate) lost: Losses,
 }
 
 impl Window<'_> {
@@ -432,6 +472,27 @@ impl Window<'_> {
             passes.event(ev, model);
             n += 1;
         }
+        self.report(
+            model,
+            n,
+            passes,
+            |p, m| p.finish(m),
+            |p, m, st| take(p.pass, m, st),
+        )
+    }
+
+    /// Finishes `pass` (fed `n` events of the window) with `finish`, and
+    /// `take`s its results, with the model's extent of the recording set to
+    /// the window (the others empty), then restored. Also returns `n`.
+    pub(crate) fn report<P, R>(
+        &self,
+        model: &mut Model,
+        n: u64,
+        mut pass: P,
+        finish: impl FnOnce(&mut P, &Model),
+        take: impl FnOnce(P, &Model, ReadStats) -> R,
+    ) -> (R, u64) {
+        let (proc, t0, t1) = (self.proc, self.t0, self.t1);
         let saved: Vec<(u64, u64, u64)> = model
             .procs
             .iter()
@@ -446,14 +507,14 @@ impl Window<'_> {
                 p.events = 0;
             }
         }
-        passes.finish(model);
+        finish(&mut pass, model);
         let stats = ReadStats {
             events: n,
             dropped: self.lost.dropped,
             damaged: self.lost.damaged,
             ..ReadStats::default()
         };
-        let r = take(passes.pass, model, stats);
+        let r = take(pass, model, stats);
         for (p, s) in model.procs.iter_mut().zip(saved) {
             (p.first_ticks, p.last_ticks, p.events) = s;
         }

@@ -1,0 +1,608 @@
+//! Windows over a followed recording that share one lifecycle.
+//!
+//! Following, `top` shows every second the window ending at the newest
+//! event. Computed whole each time ([`crate::window::analyze`]), each event
+//! goes through the lifecycle tracker (pairing polls, wakes and tasks) and
+//! the engine once per refresh its window spans: five times with the
+//! default 5 s window. The tracker is half of that pass's instructions
+//! (callgrind of `replay_cost`, docs/measurements/top.md), and its state at
+//! an instant does not depend on which window asks. So here one tracker
+//! runs over the followed events once, and its records go to one pass per
+//! window still open: a new window starts at every refresh, and the one
+//! that began about a window ago is finished and shown.
+//!
+//! A window joined to a running tracker is handed the records a tracker
+//! seeded at the window's start would have made (what
+//! [`crate::window::analyze`] and a replay do): the end of a poll begun
+//! before the window is an unmatched end, a poll's wake before the window
+//! is not its wake, a span's exit of an enter before it is not handed
+//! over, a wake during a poll begun before it has no waker, and a span
+//! live at its start counts its enters, busy and delay time from there; a
+//! task never spawned in the trace (first seen by a poll) is first seen
+//! at its first poll in the window. A task spawned before the window
+//! keeps its first poll from before it (a `Task` record's `first_poll`),
+//! which a seeded tracker does not know: nothing the windows show reads
+//! it.
+//!
+//! ```
+//! use runtrace_analyze::Thresholds;
+//! use runtrace_top::stagger::Staggered;
+//! use runtrace_top::window::{plain, Plain};
+//! // Following recording 0 from ticks 1,000 on.
+//! let mut s: Staggered<Plain> = Staggered::new(0, 1_000);
+//! s.start_window(plain(Thresholds::default()));
+//! s.start_window(plain(Thresholds::default())); // no event since: the same window
+//! assert_eq!(s.windows(), 1);
+//! // None began within 100 ticks of 500 (the one of 1,000 is kept for
+//! // later); one began within 100 of 1,100.
+//! assert!(s.take(500, 100).is_none());
+//! assert_eq!(s.take(1_100, 100).map(|j| j.start), Some(1_000));
+//! assert_eq!(s.windows(), 0);
+//! ```
+
+use crate::lives::Lives;
+use crate::window::{
+    analysed, plain, profiled, take_plain, take_profiled, Analysed, Losses, Plain, Profiled, Taken,
+    Window,
+};
+use runtrace_analyze::Thresholds;
+use runtrace_format::NO_WORKER;
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::fxhash::{FxHashMap, FxHashSet};
+use runtrace_model::input::ReadStats;
+use runtrace_model::lifecycle::{Life, LifeSink, Task, Tracker, NO_SLOT};
+use runtrace_model::model::{Model, UNKNOWN_LOC};
+use runtrace_model::pass::{Kinds, Pass};
+use runtrace_model::records::Span;
+use std::collections::VecDeque;
+
+/// One window's pass, joined to the tracker at `start`.
+pub struct Joined<P> {
+    /// Ticks of the last event before the window: it has every record
+    /// made after.
+    pub start: u64,
+    /// The window's passes.
+    pub pass: P,
+    /// The events it was fed (of its recording).
+    pub events: u64,
+    /// The spans live, by (recording, id), with what a tracker seeded at
+    /// `start` counts of them: their close says that.
+    spans: FxHashMap<(u32, u64), SpanCount>,
+    /// By thread: the start and the wake (as handed to this window) of
+    /// the last poll started there whose wake was before `start`.
+    rewakes: Vec<(u64, Option<u64>)>,
+    /// Tasks live at `start` that were not spawned in the trace (first
+    /// seen by a poll) and not polled since: a tracker seeded at `start`
+    /// first sees them at their next poll.
+    unseen: FxHashSet<u64>,
+    /// The highest id in `unseen` (0: none): tasks above are not looked
+    /// for there (tokio's ids grow; tasks begun before a recording are
+    /// the oldest).
+    unseen_hi: u64,
+    /// Tasks whose wake (or spawn) before `start` was not yet answered by
+    /// a poll, woken again since: that first wake after `start`, the one a
+    /// seeded tracker's next poll of them answers.
+    rewoken: FxHashMap<u64, u64>,
+}
+
+/// One lifecycle tracker over a followed recording's events, and the
+/// windows' passes joined to it.
+pub struct Staggered<P> {
+    tracker: Tracker,
+    proc: u32,
+    /// The passes' raw kinds ([`Pass::raw_kinds`]; the same for all).
+    kinds: Option<Kinds>,
+    joined: VecDeque<Joined<P>>,
+    /// Ticks of the last event fed.
+    last: u64,
+}
+
+/// A span's enters, busy and delay ticks since a window's start, as the
+/// lifecycle counts them ([`runtrace_model::spans`]).
+#[derive(Clone, Copy)]
+struct SpanCount {
+    /// When it was created (a poll answering a wake before counts none).
+    new: u64,
+    /// Entered first before the window: a seeded span does not say by
+    /// which task, worker and thread.
+    entered_before: bool,
+    /// The first enter since, when not `entered_before`: (task, worker,
+    /// thread).
+    first: Option<(u64, u32, u32)>,
+    enters: u32,
+    busy: u64,
+    delay: u64,
+    /// The poll whose delay was counted last (each poll once).
+    last_poll: u64,
+}
+
+impl SpanCount {
+    fn new(new: u64, entered_before: bool) -> SpanCount {
+        SpanCount {
+            new,
+            entered_before,
+            first: None,
+            enters: 0,
+            busy: 0,
+            delay: 0,
+            last_poll: u64::MAX,
+        }
+    }
+}
+
+/// Hands a record to every window, as a tracker seeded at its start
+/// would have made it.
+struct Fan<'a, P> {
+    joined: &'a mut VecDeque<Joined<P>>,
+    model: &'a Model,
+    ev: &'a Ev,
+    /// For a wake or a span's enter: the poll open on its thread (its
+    /// waker; what it ran in) as (start, wake).
+    open: Option<(u64, Option<u64>)>,
+}
+
+impl<P: Pass> LifeSink for Fan<'_, P> {
+    #[inline(always)]
+    fn life(&mut self, rec: &Life<'_>) {
+        for j in self.joined.iter_mut() {
+            j.life(rec, self.ev, self.open, self.model);
+        }
+    }
+}
+
+impl<P: Pass> Joined<P> {
+    #[inline(always)]
+    fn life(&mut self, rec: &Life<'_>, ev: &Ev, open: Option<(u64, Option<u64>)>, model: &Model) {
+        let start = self.start;
+        match *rec {
+            Life::Wake(w) => {
+                let by_before = w.by.is_some() && open.is_some_and(|o| o.0 <= start);
+                let answers_before = w.pending.is_some_and(|p| p <= start);
+                if !by_before && !answers_before {
+                    return self.pass.life(rec, model);
+                }
+                let mut w = *w;
+                if by_before {
+                    // Its waker's poll began before: not open to a tracker
+                    // seeded at `start`.
+                    w.by = None;
+                }
+                if answers_before {
+                    match self.rewoken.get(&w.task) {
+                        Some(&first) => w.pending = Some(first),
+                        None => {
+                            self.rewoken.insert(w.task, w.ticks);
+                            w.first = true;
+                            w.pending = None;
+                        }
+                    }
+                }
+                self.pass.life(&Life::Wake(&w), model);
+            }
+            // A tracker seeded at `start` had no such poll open.
+            Life::PollEnd(p) if p.start <= start => {
+                self.pass.life(&Life::EndUnmatched(ev), model);
+            }
+            Life::PollLost(p) if p.start <= start => {}
+            Life::PollStart(p) => {
+                let rewake = p.wake.is_some_and(|w| w <= start);
+                let unseen = p.task <= self.unseen_hi && self.unseen.remove(&p.task);
+                if !rewake && !unseen {
+                    return self.pass.life(rec, model);
+                }
+                let mut q = *p;
+                if rewake {
+                    q.wake = self.rewoken.remove(&p.task);
+                    // Its wake as handed here, for the spans entered in it.
+                    let th = p.thread as usize;
+                    if th >= self.rewakes.len() {
+                        self.rewakes.resize(th + 1, (u64::MAX, None));
+                    }
+                    self.rewakes[th] = (q.start, q.wake);
+                }
+                if unseen {
+                    let t = Task {
+                        task: p.task,
+                        serial: p.serial,
+                        slot: p.slot,
+                        proc: model.threads[p.thread as usize].proc,
+                        loc: UNKNOWN_LOC,
+                        parent: 0,
+                        queue: 0,
+                        spawn: None,
+                        spawn_thread: p.thread,
+                        first_poll: Some(p.start),
+                        end: None,
+                    };
+                    self.pass.life(&Life::Seen(&t), model);
+                }
+                self.pass.life(&Life::PollStart(&q), model);
+            }
+            Life::End(t) | Life::Alive(t)
+                if t.task <= self.unseen_hi || !self.rewoken.is_empty() =>
+            {
+                self.rewoken.remove(&t.task);
+                if !self.unseen.remove(&t.task) {
+                    return self.pass.life(rec, model);
+                }
+                // Never polled since `start`: a seeded tracker does not
+                // know it is alive, and meets its terminate as a task's
+                // it never saw.
+                if let Life::End(t) = rec {
+                    let t = Task {
+                        slot: NO_SLOT,
+                        first_poll: None,
+                        ..**t
+                    };
+                    self.pass.life(&Life::End(&t), model);
+                }
+            }
+            Life::SpanNew(sp) => {
+                self.spans
+                    .insert((sp.proc, sp.id), SpanCount::new(sp.new, false));
+                self.pass.life(rec, model);
+            }
+            Life::SpanEnter(e) => {
+                let proc = model.threads[e.thread as usize].proc;
+                let c = self
+                    .spans
+                    .entry((proc, e.span))
+                    .or_insert_with(|| SpanCount::new(e.start, false));
+                c.enters = c.enters.saturating_add(1);
+                // The poll it ran in, if a seeded tracker had it open, with
+                // its wake as handed here.
+                let poll = e.poll_start.filter(|&p| p > start).map(|p| {
+                    match self.rewakes.get(e.thread as usize) {
+                        Some(&(s, wake)) if s == p => (p, wake),
+                        _ => (p, open.and_then(|o| o.1)),
+                    }
+                });
+                let mut e = *e;
+                if poll.is_none() && e.poll_start.is_some() {
+                    e.poll_start = None;
+                    e.task = 0;
+                    e.worker = NO_WORKER;
+                    e.loc = UNKNOWN_LOC;
+                }
+                if !c.entered_before && c.first.is_none() {
+                    c.first = Some((e.task, e.worker, e.thread));
+                }
+                if let Some((ps, wake)) = poll {
+                    if c.last_poll != ps {
+                        c.last_poll = ps;
+                        if let Some(w) = wake.filter(|&w| w >= c.new) {
+                            c.delay += ps.saturating_sub(w);
+                        }
+                    }
+                }
+                self.pass.life(&Life::SpanEnter(&e), model);
+            }
+            Life::SpanExit(e) if e.start <= start => {}
+            Life::SpanExit(e) => {
+                let proc = model.threads[e.thread as usize].proc;
+                if let Some(c) = self.spans.get_mut(&(proc, e.span)) {
+                    c.busy += e.end.saturating_sub(e.start);
+                }
+                self.pass.life(rec, model);
+            }
+            Life::SpanClose(sp) | Life::SpanAlive(sp) => {
+                let c = self
+                    .spans
+                    .remove(&(sp.proc, sp.id))
+                    .unwrap_or_else(|| SpanCount::new(sp.new, false));
+                let (task, worker, enter_thread) = match c.first {
+                    Some(f) => f,
+                    None => (0, NO_WORKER, 0),
+                };
+                let since = Span {
+                    enters: c.enters,
+                    busy_ticks: c.busy,
+                    delay_ticks: c.delay,
+                    task,
+                    worker,
+                    enter_thread,
+                    ..*sp
+                };
+                let rec = match rec {
+                    Life::SpanClose(_) => Life::SpanClose(&since),
+                    _ => Life::SpanAlive(&since),
+                };
+                self.pass.life(&rec, model);
+            }
+            _ => self.pass.life(rec, model),
+        }
+    }
+}
+
+impl<P: Pass> Staggered<P> {
+    /// No windows yet, for recording `proc`; its first event fed is the
+    /// first event at or after `at` (ticks).
+    pub fn new(proc: u32, at: u64) -> Staggered<P> {
+        Staggered {
+            tracker: Tracker::default(),
+            proc,
+            kinds: None,
+            joined: VecDeque::new(),
+            last: at,
+        }
+    }
+
+    /// The recording followed.
+    pub fn proc(&self) -> u32 {
+        self.proc
+    }
+
+    /// The tracker, to seed it with what was alive before the first event
+    /// fed.
+    pub fn tracker(&mut self) -> &mut Tracker {
+        &mut self.tracker
+    }
+
+    /// Windows open.
+    pub fn windows(&self) -> usize {
+        self.joined.len()
+    }
+
+    /// Opens a window with `pass`, given every record from the next event
+    /// on; none when the newest one began at the last event fed (no event
+    /// since: it would be the same window).
+    pub fn start_window(&mut self, pass: P) {
+        if self.joined.back().is_some_and(|j| j.start == self.last) {
+            return;
+        }
+        self.kinds.get_or_insert_with(|| pass.raw_kinds());
+        let spans = self
+            .tracker
+            .spans
+            .live_spans()
+            .map(|s| {
+                (
+                    (s.proc, s.id),
+                    SpanCount::new(s.new, s.first_enter.is_some()),
+                )
+            })
+            .collect();
+        let unseen: FxHashSet<u64> = self
+            .tracker
+            .live_tasks()
+            .filter(|t| t.spawn.is_none())
+            .map(|t| t.task)
+            .collect();
+        self.joined.push_back(Joined {
+            start: self.last,
+            pass,
+            events: 0,
+            spans,
+            rewakes: Vec::new(),
+            unseen_hi: unseen.iter().copied().max().unwrap_or(0),
+            unseen,
+            rewoken: FxHashMap::default(),
+        });
+    }
+
+    /// Runs `evs` (in time order, after every event fed so far) through
+    /// the tracker into every open window; events of other recordings, or
+    /// of threads the model does not know, are skipped.
+    pub fn feed<'a>(&mut self, evs: impl Iterator<Item = &'a Ev>, model: &Model) {
+        let proc = self.proc;
+        let kinds = self.kinds.unwrap_or_default();
+        for ev in evs {
+            let Some(th) = model.threads.get(ev.thread as usize) else {
+                continue;
+            };
+            if th.proc != proc {
+                continue;
+            }
+            self.last = self.last.max(ev.ticks);
+            let open = if ev.kind == kind::WAKE || ev.kind == kind::SPAN_ENTER {
+                self.tracker.open_on(ev.thread).map(|p| (p.start, p.wake))
+            } else {
+                None
+            };
+            let mut fan = Fan {
+                joined: &mut self.joined,
+                model,
+                ev,
+                open,
+            };
+            self.tracker.step(ev, model, &mut fan);
+            let raw = kinds.has(ev.kind);
+            let open = if raw {
+                self.tracker.open_on(ev.thread)
+            } else {
+                None
+            };
+            for j in self.joined.iter_mut() {
+                j.events += 1;
+                if raw {
+                    // A poll open since before the window: not open to a
+                    // tracker seeded at its start.
+                    let open = open.filter(|p| p.start > j.start);
+                    j.pass.event_in(ev, open, model);
+                }
+            }
+        }
+    }
+
+    /// The window that began nearest to `t0`, at most `tolerance` ticks
+    /// away, taken out (not yet closed: [`Staggered::close`]); the windows
+    /// that began before it are dropped. None: no window began near `t0`
+    /// (those that began more than `tolerance` before it are dropped, the
+    /// others kept).
+    pub fn take(&mut self, t0: u64, tolerance: u64) -> Option<Joined<P>> {
+        // Too old for this window, and so for every later one.
+        while self
+            .joined
+            .front()
+            .is_some_and(|j| j.start.saturating_add(tolerance) < t0)
+        {
+            self.joined.pop_front();
+        }
+        let (i, d) = self
+            .joined
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (i, j.start.abs_diff(t0)))
+            .min_by_key(|&(_, d)| d)?;
+        if d > tolerance {
+            return None;
+        }
+        self.joined.drain(..i);
+        self.joined.pop_front()
+    }
+
+    /// Hands `j` the records of what is alive now ([`Tracker::report_alive`]).
+    pub fn close(&self, j: &mut Joined<P>, model: &Model) {
+        // As any record: a task or span a seeded tracker would not know
+        // alive is not. (No event: `Alive` and `SpanAlive` read none.)
+        let ev = Ev {
+            ticks: self.last,
+            x: 0,
+            a: 0,
+            thread: 0,
+            worker: NO_WORKER,
+            kind: 0,
+            flag: 0,
+        };
+        let mut to = |rec: &Life<'_>| j.life(rec, &ev, None, model);
+        self.tracker.report_alive(&mut to);
+    }
+}
+
+/// The windows while following: [`Staggered`] over a window's passes
+/// ([`Plain`], or [`Profiled`] for a recording with a CPU profile).
+pub enum Following {
+    /// Without a CPU profile.
+    Plain(Staggered<Plain>),
+    /// With one.
+    Profiled(Staggered<Profiled>),
+}
+
+impl Following {
+    /// Follows recording `proc` from the first event after `at` (ticks),
+    /// its tracker seeded with the tasks and spans `lives` says were alive
+    /// then.
+    pub fn new(model: &Model, proc: u32, lives: &Lives, at: u64) -> Following {
+        fn seeded<P: Pass>(proc: u32, lives: &Lives, at: u64) -> Staggered<P> {
+            let mut s = Staggered::new(proc, at);
+            for l in lives.alive_at(proc, at) {
+                s.tracker().seed(proc, l.task, l.loc, l.from);
+            }
+            for sp in lives.spans.alive_at(proc, at) {
+                s.tracker().spans.seed(sp.span());
+            }
+            s
+        }
+        if model.profiles.is_empty() {
+            Following::Plain(seeded(proc, lives, at))
+        } else {
+            Following::Profiled(seeded(proc, lives, at))
+        }
+    }
+
+    /// Whether these windows are still right for recording `proc` of
+    /// `model` (a CPU profile that appeared needs the profile's pass).
+    pub fn fits(&self, model: &Model, proc: u32) -> bool {
+        match self {
+            Following::Plain(s) => s.proc() == proc && model.profiles.is_empty(),
+            Following::Profiled(s) => s.proc() == proc,
+        }
+    }
+
+    /// See [`Staggered::feed`].
+    pub fn feed<'a>(&mut self, evs: impl Iterator<Item = &'a Ev>, model: &Model) {
+        match self {
+            Following::Plain(s) => s.feed(evs, model),
+            Following::Profiled(s) => s.feed(evs, model),
+        }
+    }
+
+    /// Opens a window judging by `th` from the next event on.
+    pub fn start_window(&mut self, th: Thresholds) {
+        match self {
+            Following::Plain(s) => s.start_window(plain(th)),
+            Following::Profiled(s) => s.start_window(profiled(th)),
+        }
+    }
+
+    /// Windows open.
+    pub fn windows(&self) -> usize {
+        match self {
+            Following::Plain(s) => s.windows(),
+            Following::Profiled(s) => s.windows(),
+        }
+    }
+
+    /// The analysis of the window `ask` asks for, and where it begins.
+    /// None: no window began near enough.
+    pub fn window(
+        &mut self,
+        model: &mut Model,
+        lives: &Lives,
+        ask: Ask,
+    ) -> Option<(u64, Analysed)> {
+        match self {
+            Following::Plain(s) => report(s, model, lives, ask, take_plain),
+            Following::Profiled(s) => report(s, model, lives, ask, take_profiled),
+        }
+    }
+}
+
+/// Which window to show: the one that began nearest to `t0` (at most
+/// `tolerance` ticks away), ending at `t1`, the newest event fed; `lost`:
+/// what its events lost.
+///
+/// ```
+/// use runtrace_top::stagger::Ask;
+/// use runtrace_top::window::Losses;
+/// // The 5 s window ending 12 s in (ticks of 1 ns), within 0.75 s.
+/// let ask = Ask { t0: 7_000_000_000, t1: 12_000_000_000, tolerance: 750_000_000, lost: Losses::default() };
+/// assert_eq!(ask.t1 - ask.t0, 5_000_000_000);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Ask {
+    /// Where the window should begin (ticks).
+    pub t0: u64,
+    /// Where it ends (ticks).
+    pub t1: u64,
+    /// How far from `t0` a window may begin (ticks).
+    pub tolerance: u64,
+    /// What its events lost.
+    pub lost: Losses,
+}
+
+fn report<P: Pass>(
+    s: &mut Staggered<P>,
+    model: &mut Model,
+    lives: &Lives,
+    ask: Ask,
+    take: fn(P, &Model, ReadStats) -> Taken,
+) -> Option<(u64, Analysed)> {
+    let Ask {
+        t0,
+        t1,
+        tolerance,
+        lost,
+    } = ask;
+    let j = s.take(t0, tolerance)?;
+    let proc = s.proc();
+    // It has the records of the events after the one at `start`.
+    let w = Window {
+        proc,
+        lives,
+        t0: j.start.saturating_add(1).min(t1),
+        t1,
+        lost,
+    };
+    let ((report, now, profile), n) = w.report(
+        model,
+        j.events,
+        j,
+        |j, m| {
+            s.close(j, m);
+            j.pass.finish(m);
+        },
+        |j, m, st| take(j.pass, m, st),
+    );
+    Some((w.t0, analysed(report, now, profile, lives, proc, t1, n)))
+}

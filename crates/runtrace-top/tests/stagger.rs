@@ -1,0 +1,317 @@
+//! The windows `top` computes while following from one lifecycle tracker
+//! (`runtrace_top::stagger`) say exactly what windows computed whole say
+//! (`window::analyze`, what a replay computes): the same `runtrace analyze
+//! --json` report and the same recent polls and workers, on a workload
+//! that puts at every window's start what a joined window must hide (a
+//! poll begun before it, a wake before it answered after it, a task woken
+//! both before and after it, a waker's poll begun before it, a span
+//! entered before it and left after, tasks never spawned in the trace,
+//! wakes of tasks that ended).
+
+use runtrace_analyze::Thresholds;
+use runtrace_format::NO_WORKER;
+use runtrace_model::event::{kind, Ev};
+use runtrace_model::input;
+use runtrace_model::synth::TraceBuilder;
+use runtrace_top::stagger::{Ask, Following};
+use runtrace_top::window::{self, Analysed, Collector, Losses, RecentPoll, WorkerNow};
+use std::collections::VecDeque;
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+/// The driver's thread (I/O and timer wakes, from no poll).
+const DRIVER: u64 = 9;
+
+/// splitmix64: the same workload on every run.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// One event of the workload, emitted in time order.
+enum E {
+    Spawn(u64, u64, u64),
+    PollStart(u64, u32, u64),
+    PollEnd(u64, u32, u64, bool),
+    Wake(u64, u32, u64),
+    Terminate(u64, u64),
+    Park(u64, u32),
+    Unpark(u64, u32),
+    SpanNew(u64, u64, &'static str),
+    SpanEnter(u64, u64),
+    SpanExit(u64, u64),
+    SpanClose(u64, u64),
+}
+
+/// Two workers' 12 s, tasks owned by one worker each.
+fn workload() -> Vec<u8> {
+    let mut evs: Vec<(u64, u64, E)> = Vec::new();
+    let mut seq = 0u64;
+    let mut push = |t: u64, e: E, evs: &mut Vec<(u64, u64, E)>| {
+        seq += 1;
+        evs.push((t, seq, e));
+    };
+    let mut rng = Rng(7);
+    let mut next_task = 1u64;
+    let mut next_span = 1u64;
+    for worker in 0..2u32 {
+        let tid = worker as u64 + 1;
+        // (task, span, polls left); tasks never spawned in the trace
+        // (ids from 1 << 40) on worker 0.
+        let mut runnable: VecDeque<(u64, u64, u32)> = VecDeque::new();
+        if worker == 0 {
+            for k in 0..3 {
+                runnable.push_back(((1 << 40) + k, 0, u32::MAX));
+            }
+            // Two more polled once: one then idle to the end, one then
+            // terminated 7.2 s in without a poll since.
+            push(200 * MS, E::PollStart(tid, worker, (1 << 40) + 3), &mut evs);
+            push(
+                200 * MS + 20 * US,
+                E::PollEnd(tid, worker, (1 << 40) + 3, false),
+                &mut evs,
+            );
+            push(300 * MS, E::PollStart(tid, worker, (1 << 40) + 4), &mut evs);
+            push(
+                300 * MS + 20 * US,
+                E::PollEnd(tid, worker, (1 << 40) + 4, false),
+                &mut evs,
+            );
+            push(7_200 * MS, E::Terminate(DRIVER, (1 << 40) + 4), &mut evs);
+        }
+        let mut waiting: Vec<(u64, u64, u64, u32)> = Vec::new(); // (wake at, task, span, left)
+        let mut ended: Vec<u64> = Vec::new();
+        let mut t = MS;
+        let mut long_polls = 0;
+        while t < 12 * S {
+            // The driver's wakes due, some twice before the task's poll.
+            waiting.sort_by_key(|w| std::cmp::Reverse(w.0));
+            while waiting.last().is_some_and(|w| w.0 <= t) {
+                let (at, task, span, left) = waiting.pop().unwrap();
+                push(at, E::Wake(DRIVER, NO_WORKER, task), &mut evs);
+                if rng.below(4) == 0 {
+                    push(
+                        at + (t - at) / 2,
+                        E::Wake(DRIVER, NO_WORKER, task),
+                        &mut evs,
+                    );
+                }
+                runnable.push_back((task, span, left));
+            }
+            // Now and then, a wake of a task that ended.
+            if rng.below(50) == 0 {
+                if let Some(&gone) = ended.get(rng.below(ended.len().max(1) as u64) as usize) {
+                    push(t, E::Wake(DRIVER, NO_WORKER, gone), &mut evs);
+                }
+            }
+            if runnable.is_empty() || rng.below(3) == 0 {
+                let task = next_task;
+                next_task += 1;
+                let loc = 1 + rng.below(3);
+                push(t, E::Spawn(tid, task, loc), &mut evs);
+                let span = if rng.below(3) == 0 {
+                    let s = next_span;
+                    next_span += 1;
+                    let name = if loc == 1 { "GET /item" } else { "POST /order" };
+                    push(t, E::SpanNew(tid, s, name), &mut evs);
+                    s
+                } else {
+                    0
+                };
+                runnable.push_back((task, span, 1 + rng.below(4) as u32));
+                t += US;
+            }
+            let (task, span, left) = runnable.pop_front().unwrap();
+            // Short polls, and every 3.5 s one of 1.3 s: across a window's
+            // start, with the tasks woken meanwhile waiting (some woken
+            // again) and its own wakes.
+            let d = if t / (3_500 * MS) != long_polls {
+                long_polls = t / (3_500 * MS);
+                1_300 * MS
+            } else {
+                5 * US + rng.below(300 * US)
+            };
+            push(t, E::PollStart(tid, worker, task), &mut evs);
+            if span != 0 {
+                push(t + US / 2, E::SpanEnter(tid, span), &mut evs);
+            }
+            // A poll that wakes a task of its worker: the waker is this poll.
+            if rng.below(4) == 0 && !waiting.is_empty() {
+                let i = rng.below(waiting.len() as u64) as usize;
+                let (_, woken, wspan, wleft) = waiting.swap_remove(i);
+                push(t + d / 2, E::Wake(tid, worker, woken), &mut evs);
+                runnable.push_back((woken, wspan, wleft));
+            }
+            if span != 0 {
+                push(t + d - US / 2, E::SpanExit(tid, span), &mut evs);
+            }
+            let done = left == 1;
+            if d > S && !done {
+                // A long poll wakes its own task (then yields).
+                push(t + d / 2 + US, E::Wake(tid, worker, task), &mut evs);
+            }
+            if d > S && span != 0 {
+                // And enters its span again midway.
+                push(t + d / 2 + 2 * US, E::SpanEnter(tid, span), &mut evs);
+                push(t + d / 2 + 90 * US, E::SpanExit(tid, span), &mut evs);
+            }
+            if done {
+                push(t + d - US / 4, E::Terminate(tid, task), &mut evs);
+                ended.push(task);
+            }
+            push(t + d, E::PollEnd(tid, worker, task, done), &mut evs);
+            if done {
+                if span != 0 {
+                    push(t + d, E::SpanClose(tid, span), &mut evs);
+                }
+            } else {
+                let at = t + d + 10 * US + rng.below(40 * MS);
+                waiting.push((at, task, span, left.saturating_sub(1).max(1)));
+            }
+            t += d + US + rng.below(100 * US);
+            // Idle now and then: the worker parks.
+            if runnable.is_empty() && rng.below(2) == 0 {
+                push(t, E::Park(tid, worker), &mut evs);
+                t += MS + rng.below(20 * MS);
+                push(t, E::Unpark(tid, worker), &mut evs);
+            }
+        }
+    }
+    evs.sort_by_key(|e| (e.0, e.1));
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/a.rs", 1, 1);
+    b.location(2, "src/b.rs", 2, 1);
+    b.location(3, "src/c.rs", 3, 1);
+    for (t, _, e) in evs {
+        match e {
+            E::Spawn(tid, task, loc) => b.spawn(tid, t, task, 0, loc, 0),
+            E::PollStart(tid, w, task) => b.poll_start(tid, w, t, task, 0, 0),
+            E::PollEnd(tid, w, task, ready) => b.poll_end(tid, w, t, task, ready),
+            E::Wake(tid, w, task) => b.wake(tid, w, t, task, 0),
+            E::Terminate(tid, task) => b.terminate(tid, t, task),
+            E::Park(tid, w) => b.park(tid, w, t, 0, 0),
+            E::Unpark(tid, w) => b.unpark(tid, w, t, 0, 0),
+            E::SpanNew(tid, s, name) => b.span_new(tid, t, s, 0, name, ""),
+            E::SpanEnter(tid, s) => b.span_enter(tid, t, s),
+            E::SpanExit(tid, s) => b.span_exit(tid, t, s),
+            E::SpanClose(tid, s) => b.span_close(tid, t, s),
+        }
+    }
+    b.finish()
+}
+
+/// What a window says, to compare: the report as `runtrace analyze
+/// --json` prints it, each location's recent polls and each worker now.
+fn said(w: &Analysed, threads: u32, locs: u32) -> (String, Vec<Vec<RecentPoll>>, Vec<WorkerNow>) {
+    let recent = (0..locs)
+        .map(|l| w.now.recent(l).copied().collect())
+        .collect();
+    let workers = (0..threads)
+        .flat_map(|t| [0, 1, NO_WORKER].map(|k| w.now.worker(t, k).copied().unwrap_or_default()))
+        .collect();
+    (w.report.to_json().to_string(), recent, workers)
+}
+
+#[test]
+fn joined_windows_say_what_whole_windows_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.0.bin");
+    std::fs::write(&path, workload()).unwrap();
+    let mut coll = Collector::default();
+    let (mut model, _) = input::read(&[path], &mut coll, None);
+    let evs: Vec<Ev> = Vec::from(std::mem::take(&mut coll.evs));
+    assert!(evs.is_sorted_by_key(|e| e.ticks));
+    let (first, last) = (evs[0].ticks, evs[evs.len() - 1].ticks);
+    let th = Thresholds::default();
+    let (threads, locs) = (model.threads.len() as u32, model.locs.len() as u32);
+    let mut f = Following::new(&model, 0, &coll.lives, first);
+    let mut fed = evs.partition_point(|e| e.ticks <= first);
+    let mut compared = 0;
+    // The polls over a second: (start, end).
+    let mut open = std::collections::HashMap::new();
+    let mut long = Vec::new();
+    for e in &evs {
+        match e.kind {
+            kind::POLL_START => {
+                open.insert(e.x, e.ticks);
+            }
+            kind::POLL_END => {
+                if let Some(a) = open.remove(&e.x) {
+                    if e.ticks - a > S {
+                        long.push((a, e.ticks));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(long.len() >= 4, "{} long polls", long.len());
+    let mut inside_polls = 0u32;
+    let mut t1 = first;
+    while t1 + S <= last {
+        // Refreshes a second apart, give or take 0.3 s.
+        t1 += 700 * MS + (t1 / 7) % (600 * MS);
+        let b = evs.partition_point(|e| e.ticks <= t1);
+        f.feed(evs[fed..b].iter(), &model);
+        fed = b;
+        let t0 = t1.saturating_sub(5 * S).max(first);
+        let ask = Ask {
+            t0,
+            t1,
+            tolerance: 750 * MS,
+            lost: Losses::default(),
+        };
+        let joined = f.window(&mut model, &coll.lives, ask);
+        f.start_window(th);
+        let Some((s, j)) = joined else {
+            continue;
+        };
+        assert!(s.abs_diff(t0) <= 750 * MS + 1, "{s} is near {t0}");
+        let a = evs.partition_point(|e| e.ticks < s);
+        let whole = window::analyze(
+            &mut model,
+            0,
+            evs[a..b].iter(),
+            &coll.lives,
+            s,
+            t1,
+            th,
+            Losses::default(),
+        );
+        assert_eq!(
+            j.events, whole.events,
+            "events of the window from {s} to {t1}"
+        );
+        inside_polls += long.iter().any(|&(a, b)| a < s && s < b) as u32;
+        let (x, y) = (said(&j, threads, locs), said(&whole, threads, locs));
+        if x.0 != y.0 {
+            let at =
+                x.0.bytes()
+                    .zip(y.0.bytes())
+                    .position(|(p, q)| p != q)
+                    .unwrap_or(0);
+            let from = at.saturating_sub(400);
+            panic!(
+                "window from {s} to {t1}: the reports differ at byte {at}\njoined: ...{}\nwhole:  ...{}",
+                &x.0[from..(at + 200).min(x.0.len())],
+                &y.0[from..(at + 200).min(y.0.len())]
+            );
+        }
+        assert_eq!(x.1, y.1, "recent polls, window from {s} to {t1}");
+        assert_eq!(x.2, y.2, "workers now, window from {s} to {t1}");
+        compared += 1;
+    }
+    assert!(compared >= 4, "only {compared} windows were joined");
+    // What the workload was made for happened: windows began inside polls.
+    assert!(
+        inside_polls >= 2,
+        "only {inside_polls} windows began inside a poll"
+    );
+}
