@@ -54,7 +54,6 @@ use runtrace_model::lifecycle::{Life, LifeSink, Task, Tracker, NO_SLOT};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Kinds, Pass};
 use runtrace_model::records::Span;
-use std::collections::VecDeque;
 
 /// One window's pass, joined to the tracker at `start`.
 pub struct Joined<P> {
@@ -63,8 +62,10 @@ pub struct Joined<P> {
     pub start: u64,
     /// The window's passes.
     pub pass: P,
-    /// The events it was fed (of its recording).
+    /// The events it was fed (of its recording; counted when taken).
     pub events: u64,
+    /// [`Staggered`]'s events fed when it opened.
+    fed_at: u64,
     /// The spans live, by (recording, id), with what a tracker seeded at
     /// `start` counts of them: their close says that.
     spans: FxHashMap<(u32, u64), SpanCount>,
@@ -92,9 +93,12 @@ pub struct Staggered<P> {
     proc: u32,
     /// The passes' raw kinds ([`Pass::raw_kinds`]; the same for all).
     kinds: Option<Kinds>,
-    joined: VecDeque<Joined<P>>,
+    /// Oldest first (a handful: one per refresh over a window).
+    joined: Vec<Joined<P>>,
     /// Ticks of the last event fed.
     last: u64,
+    /// Events fed.
+    fed: u64,
 }
 
 /// A span's enters, busy and delay ticks since a window's start, as the
@@ -133,7 +137,7 @@ impl SpanCount {
 /// Hands a record to every window, as a tracker seeded at its start
 /// would have made it.
 struct Fan<'a, P> {
-    joined: &'a mut VecDeque<Joined<P>>,
+    joined: &'a mut [Joined<P>],
     model: &'a Model,
     ev: &'a Ev,
     /// For a wake or a span's enter: the poll open on its thread (its
@@ -322,8 +326,9 @@ impl<P: Pass> Staggered<P> {
             tracker: Tracker::default(),
             proc,
             kinds: None,
-            joined: VecDeque::new(),
+            joined: Vec::new(),
             last: at,
+            fed: 0,
         }
     }
 
@@ -347,7 +352,7 @@ impl<P: Pass> Staggered<P> {
     /// on; none when the newest one began at the last event fed (no event
     /// since: it would be the same window).
     pub fn start_window(&mut self, pass: P) {
-        if self.joined.back().is_some_and(|j| j.start == self.last) {
+        if self.joined.last().is_some_and(|j| j.start == self.last) {
             return;
         }
         self.kinds.get_or_insert_with(|| pass.raw_kinds());
@@ -368,10 +373,11 @@ impl<P: Pass> Staggered<P> {
             .filter(|t| t.spawn.is_none())
             .map(|t| t.task)
             .collect();
-        self.joined.push_back(Joined {
+        self.joined.push(Joined {
             start: self.last,
             pass,
             events: 0,
+            fed_at: self.fed,
             spans,
             rewakes: Vec::new(),
             unseen_hi: unseen.iter().copied().max().unwrap_or(0),
@@ -394,27 +400,22 @@ impl<P: Pass> Staggered<P> {
                 continue;
             }
             self.last = self.last.max(ev.ticks);
+            self.fed += 1;
             let open = if ev.kind == kind::WAKE || ev.kind == kind::SPAN_ENTER {
                 self.tracker.open_on(ev.thread).map(|p| (p.start, p.wake))
             } else {
                 None
             };
             let mut fan = Fan {
-                joined: &mut self.joined,
+                joined: &mut self.joined[..],
                 model,
                 ev,
                 open,
             };
             self.tracker.step(ev, model, &mut fan);
-            let raw = kinds.has(ev.kind);
-            let open = if raw {
-                self.tracker.open_on(ev.thread)
-            } else {
-                None
-            };
-            for j in self.joined.iter_mut() {
-                j.events += 1;
-                if raw {
+            if kinds.has(ev.kind) {
+                let open = self.tracker.open_on(ev.thread);
+                for j in self.joined.iter_mut() {
                     // A poll open since before the window: not open to a
                     // tracker seeded at its start.
                     let open = open.filter(|p| p.start > j.start);
@@ -431,13 +432,12 @@ impl<P: Pass> Staggered<P> {
     /// others kept).
     pub fn take(&mut self, t0: u64, tolerance: u64) -> Option<Joined<P>> {
         // Too old for this window, and so for every later one.
-        while self
+        let old = self
             .joined
-            .front()
-            .is_some_and(|j| j.start.saturating_add(tolerance) < t0)
-        {
-            self.joined.pop_front();
-        }
+            .iter()
+            .take_while(|j| j.start.saturating_add(tolerance) < t0)
+            .count();
+        self.joined.drain(..old);
         let (i, d) = self
             .joined
             .iter()
@@ -447,8 +447,9 @@ impl<P: Pass> Staggered<P> {
         if d > tolerance {
             return None;
         }
-        self.joined.drain(..i);
-        self.joined.pop_front()
+        let mut j = self.joined.drain(..=i).next_back()?;
+        j.events = self.fed - j.fed_at;
+        Some(j)
     }
 
     /// Hands `j` the records of what is alive now ([`Tracker::report_alive`]).
