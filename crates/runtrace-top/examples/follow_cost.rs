@@ -19,20 +19,11 @@ use runtrace_top::stagger::{Ask, Following};
 use runtrace_top::window::{self, Analysed, Collector, Losses};
 use std::time::Duration;
 
+/// This thread's CPU time.
 fn cpu() -> Duration {
-    let mut ts = libc_timespec();
-    // SAFETY: a valid pointer to a timespec this thread owns.
-    unsafe { clock_gettime(3, &mut ts) }; // CLOCK_THREAD_CPUTIME_ID
-    Duration::new(ts.0 as u64, ts.1 as u32)
-}
-
-#[repr(C)]
-struct Timespec(i64, i64);
-fn libc_timespec() -> Timespec {
-    Timespec(0, 0)
-}
-extern "C" {
-    fn clock_gettime(clk: i32, ts: *mut Timespec) -> i32;
+    Duration::from_nanos(runtrace_core::thread_time::clock_ns(
+        libc::CLOCK_THREAD_CPUTIME_ID,
+    ))
 }
 
 /// What two ways of computing a window are compared on.
