@@ -447,7 +447,6 @@ impl Tracker {
                 (t.orphan_wakes.keep(ev.x, ev.ticks), NO_SLOT)
             }
         };
-        let first = pending == NONE;
         let by = match self.threads.get_mut(ev.thread as usize) {
             Some(t) => {
                 let by = t.open.last().map(Running::of);
@@ -463,8 +462,7 @@ impl Tracker {
             ticks: ev.ticks,
             thread: ev.thread,
             slot,
-            first,
-            pending: (!first).then_some(pending),
+            pending: (pending != NONE).then_some(pending),
             by,
         }));
     }

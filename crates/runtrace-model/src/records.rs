@@ -8,7 +8,8 @@
 //!
 //! ```
 //! use runtrace_model::records::{Life, Wake, NO_SLOT};
-//! let w = Wake { task: 7, ticks: 100, thread: 0, slot: NO_SLOT, first: true, pending: None, by: None };
+//! let w = Wake { task: 7, ticks: 100, thread: 0, slot: NO_SLOT, pending: None, by: None };
+//! assert!(w.first());
 //! assert!(matches!(Life::Wake(&w), Life::Wake(x) if x.task == 7));
 //! ```
 
@@ -117,15 +118,21 @@ pub struct Wake {
     /// The woken task's slot ([`Task::slot`]; [`NO_SLOT`]: a task not
     /// seen yet, or ended).
     pub slot: u32,
-    /// The first wake since the task's last poll start (or spawn): the one
-    /// its next poll answers (rule 2).
-    pub first: bool,
-    /// When not the first: the ticks of the wake (or spawn) its next poll
-    /// answers.
+    /// When not the first wake since the task's last poll start (or
+    /// spawn): the ticks of the wake (or spawn) its next poll answers
+    /// (rule 2). None: this is the one ([`Wake::first`]).
     pub pending: Option<u64>,
     /// The poll the wake came from: the innermost poll open on the waking
     /// thread (None: no poll, as the I/O driver's or a timer's wakes).
     pub by: Option<Running>,
+}
+
+impl Wake {
+    /// The first wake since the task's last poll start (or spawn): the one
+    /// its next poll answers (rule 2).
+    pub fn first(&self) -> bool {
+        self.pending.is_none()
+    }
 }
 
 /// A poll running on a thread, as much of it as a wake or an event there

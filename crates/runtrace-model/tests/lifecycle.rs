@@ -22,7 +22,7 @@ impl Pass for Log {
         self.0.push(match *rec {
             Life::Spawn(t) => format!("spawn {} loc {} parent {}", t.task, t.loc, t.parent),
             Life::Seen(t) => format!("seen {} loc {}", t.task, t.loc),
-            Life::Wake(w) => format!("wake {} first {}", w.task, w.first),
+            Life::Wake(w) => format!("wake {} first {}", w.task, w.first()),
             Life::PollStart(p) => format!(
                 "start {} loc {} wake {:?} depth {}",
                 p.task, p.loc, p.wake, p.depth

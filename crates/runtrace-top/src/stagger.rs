@@ -176,7 +176,6 @@ impl<P: Pass> Joined<P> {
                         Some(&first) => w.pending = Some(first),
                         None => {
                             self.rewoken.insert(w.task, w.ticks);
-                            w.first = true;
                             w.pending = None;
                         }
                     }

@@ -894,7 +894,7 @@ impl<W: Write> Pass for Exporter<W> {
         self.waits.life(rec, model);
         match *rec {
             Life::PollStart(p) => self.cur_poll = Some(*p),
-            Life::Wake(w) => self.cur_wake_first = w.first,
+            Life::Wake(w) => self.cur_wake_first = w.first(),
             Life::SpanEnter(e) => self.span_enter(model, e),
             Life::SpanExit(e) => {
                 let ts = self.ts(model, e.thread, e.end);
