@@ -186,6 +186,16 @@ impl<P: Pass> Joined<P> {
             Life::PollEnd(p) if p.start <= start => {
                 self.pass.life(&Life::EndUnmatched(ev), model);
             }
+            // Its start was handed here with the wake a seeded tracker
+            // pairs it with (below): its end says the same.
+            Life::PollEnd(p) if p.wake.is_some_and(|w| w <= start) => {
+                let mut q = *p;
+                q.wake = match self.rewakes.get(p.thread as usize) {
+                    Some(&(s, wake)) if s == p.start => wake,
+                    _ => None,
+                };
+                self.pass.life(&Life::PollEnd(&q), model);
+            }
             Life::PollLost(p) if p.start <= start => {}
             Life::PollStart(p) => {
                 let rewake = p.wake.is_some_and(|w| w <= start);

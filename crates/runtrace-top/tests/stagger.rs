@@ -50,7 +50,8 @@ enum E {
     SpanClose(u64, u64),
 }
 
-/// Two workers' 12 s, tasks owned by one worker each.
+/// Two workers' 12 s, tasks owned by one worker each, and a third's
+/// rarely polled task.
 fn workload() -> Vec<u8> {
     let mut evs: Vec<(u64, u64, E)> = Vec::new();
     let mut seq = 0u64;
@@ -184,11 +185,33 @@ fn workload() -> Vec<u8> {
             }
         }
     }
+    // A third worker's one task, polled every 0.7 s, 0.4 s after its
+    // wake (some woken again 0.2 s in): its location keeps fewer polls
+    // than a window's recent polls hold, so a window beginning between a
+    // wake and its poll shows that poll's delay as a tracker seeded at
+    // its start sees it.
+    let rare = next_task;
+    let mut t = 100 * MS;
+    push(t, E::Spawn(3, rare, 4), &mut evs);
+    while t + S < 12 * S {
+        push(t, E::Wake(DRIVER, NO_WORKER, rare), &mut evs);
+        if (t / (700 * MS)) % 2 == 0 {
+            push(t + 200 * MS, E::Wake(DRIVER, NO_WORKER, rare), &mut evs);
+        }
+        push(t + 400 * MS, E::PollStart(3, 2, rare), &mut evs);
+        push(
+            t + 400 * MS + 50 * US,
+            E::PollEnd(3, 2, rare, false),
+            &mut evs,
+        );
+        t += 700 * MS;
+    }
     evs.sort_by_key(|e| (e.0, e.1));
     let mut b = TraceBuilder::new();
     b.location(1, "src/a.rs", 1, 1);
     b.location(2, "src/b.rs", 2, 1);
     b.location(3, "src/c.rs", 3, 1);
+    b.location(4, "src/d.rs", 4, 1);
     for (t, _, e) in evs {
         match e {
             E::Spawn(tid, task, loc) => b.spawn(tid, t, task, 0, loc, 0),
@@ -214,7 +237,7 @@ fn said(w: &Analysed, threads: u32, locs: u32) -> (String, Vec<Vec<RecentPoll>>,
         .map(|l| w.now.recent(l).copied().collect())
         .collect();
     let workers = (0..threads)
-        .flat_map(|t| [0, 1, NO_WORKER].map(|k| w.now.worker(t, k).copied().unwrap_or_default()))
+        .flat_map(|t| [0, 1, 2, NO_WORKER].map(|k| w.now.worker(t, k).copied().unwrap_or_default()))
         .collect();
     (w.report.to_json().to_string(), recent, workers)
 }
@@ -254,6 +277,7 @@ fn joined_windows_say_what_whole_windows_say() {
     }
     assert!(long.len() >= 4, "{} long polls", long.len());
     let mut inside_polls = 0u32;
+    let mut between_wake_and_poll = 0u32;
     let mut t1 = first;
     while t1 + S <= last {
         // Refreshes a second apart, give or take 0.3 s.
@@ -290,6 +314,11 @@ fn joined_windows_say_what_whole_windows_say() {
             "events of the window from {s} to {t1}"
         );
         inside_polls += long.iter().any(|&(a, b)| a < s && s < b) as u32;
+        // The rare task (workload): woken at 0.1 s + k * 0.7 s, polled
+        // 0.4 s later.
+        let k = s.saturating_sub(100 * MS) / (700 * MS);
+        let woken = 100 * MS + k * 700 * MS;
+        between_wake_and_poll += (woken < s && s < woken + 400 * MS) as u32;
         let (x, y) = (said(&j, threads, locs), said(&whole, threads, locs));
         if x.0 != y.0 {
             let at =
@@ -313,5 +342,9 @@ fn joined_windows_say_what_whole_windows_say() {
     assert!(
         inside_polls >= 2,
         "only {inside_polls} windows began inside a poll"
+    );
+    assert!(
+        between_wake_and_poll >= 2,
+        "only {between_wake_and_poll} windows began between the rare task's wake and poll"
     );
 }
