@@ -6,8 +6,10 @@
 //! poll begun before it, a wake before it answered after it, a task woken
 //! both before and after it, a waker's poll begun before it, a span
 //! entered before it and left after, tasks never spawned in the trace,
-//! wakes of tasks that ended).
+//! wakes of tasks that ended, locks waited for in a poll begun before it,
+//! a task woken before it and polled after).
 
+use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::Thresholds;
 use runtrace_format::NO_WORKER;
 use runtrace_model::event::{kind, Ev};
@@ -48,11 +50,23 @@ enum E {
     SpanEnter(u64, u64),
     SpanExit(u64, u64),
     SpanClose(u64, u64),
+    /// A CPU sample of a thread, with a stack id.
+    Sample(u64, u64),
+    /// An off-CPU interval of a thread ending now: (tid, stack, ns off).
+    OffCpu(u64, u64, u64),
+    /// A lock got after a wait, or released after a hold, in the poll
+    /// running on the thread: (tid, lock, ns).
+    LockWait(u64, u64, u64),
+    LockHold(u64, u64, u64),
 }
 
+/// The recorder's writer thread (CPU samples are in its chunks).
+const WRITER: u64 = 8;
+
 /// Two workers' 12 s, tasks owned by one worker each, and a third's
-/// rarely polled task.
-fn workload() -> Vec<u8> {
+/// rarely polled task; `profiled`: with a CPU profile (on- and off-CPU
+/// samples of every worker, in polls and between them).
+fn workload(profiled: bool) -> Vec<u8> {
     let mut evs: Vec<(u64, u64, E)> = Vec::new();
     let mut seq = 0u64;
     let mut push = |t: u64, e: E, evs: &mut Vec<(u64, u64, E)>| {
@@ -153,6 +167,14 @@ fn workload() -> Vec<u8> {
             if span != 0 {
                 push(t + d - US / 2, E::SpanExit(tid, span), &mut evs);
             }
+            // Now and then a lock waited for and held in the poll (late in
+            // a long one: after a window's start).
+            if rng.below(3) == 0 || d > S {
+                let at = t + d / 4 * 3;
+                let lock = 101 + rng.below(2);
+                push(at, E::LockWait(tid, lock, 1 + rng.below(d / 8)), &mut evs);
+                push(at + d / 8, E::LockHold(tid, lock, d / 8), &mut evs);
+            }
             let done = left == 1;
             if d > S && !done {
                 // A long poll wakes its own task (then yields).
@@ -195,7 +217,7 @@ fn workload() -> Vec<u8> {
     push(t, E::Spawn(3, rare, 4), &mut evs);
     while t + S < 12 * S {
         push(t, E::Wake(DRIVER, NO_WORKER, rare), &mut evs);
-        if (t / (700 * MS)) % 2 == 0 {
+        if (t / (700 * MS)).is_multiple_of(2) {
             push(t + 200 * MS, E::Wake(DRIVER, NO_WORKER, rare), &mut evs);
         }
         push(t + 400 * MS, E::PollStart(3, 2, rare), &mut evs);
@@ -206,12 +228,34 @@ fn workload() -> Vec<u8> {
         );
         t += 700 * MS;
     }
+    if profiled {
+        // Every 2.5 ms a sample of each worker, on-CPU (one of two
+        // stacks) or now and then off-CPU.
+        let mut t = 3 * MS;
+        while t < 12 * S {
+            for tid in 1..=3 {
+                let stack = 1 + rng.below(2);
+                if rng.below(8) == 0 {
+                    push(t + tid, E::OffCpu(tid, stack, 300 * US), &mut evs);
+                } else {
+                    push(t + tid, E::Sample(tid, stack), &mut evs);
+                }
+            }
+            t += 2_500 * US;
+        }
+    }
     evs.sort_by_key(|e| (e.0, e.1));
     let mut b = TraceBuilder::new();
+    if profiled {
+        b.profile_elsewhere(99);
+        b.stacks(&[(1, &[0x40_1000, 0x40_2000]), (2, &[0x40_3000, 0x40_2000])]);
+    }
     b.location(1, "src/a.rs", 1, 1);
     b.location(2, "src/b.rs", 2, 1);
     b.location(3, "src/c.rs", 3, 1);
     b.location(4, "src/d.rs", 4, 1);
+    b.string(101, "cache");
+    b.string(102, "db");
     for (t, _, e) in evs {
         match e {
             E::Spawn(tid, task, loc) => b.spawn(tid, t, task, 0, loc, 0),
@@ -225,28 +269,52 @@ fn workload() -> Vec<u8> {
             E::SpanEnter(tid, s) => b.span_enter(tid, t, s),
             E::SpanExit(tid, s) => b.span_exit(tid, t, s),
             E::SpanClose(tid, s) => b.span_close(tid, t, s),
+            E::Sample(tid, stack) => b.cpu_sample(WRITER, t, tid, stack),
+            E::OffCpu(tid, stack, off) => b.off_cpu(WRITER, t, tid, stack, off),
+            E::LockWait(tid, lock, ns) => b.lock_wait(tid, t, lock, ns, false),
+            E::LockHold(tid, lock, ns) => b.lock_hold(tid, t, lock, ns, false),
         }
     }
     b.finish()
 }
 
 /// What a window says, to compare: the report as `runtrace analyze
-/// --json` prints it, each location's recent polls and each worker now.
-fn said(w: &Analysed, threads: u32, locs: u32) -> (String, Vec<Vec<RecentPoll>>, Vec<WorkerNow>) {
+/// --json` prints it (with the functions its CPU samples name, if any),
+/// each location's recent polls, each worker now, and the samples as
+/// attributed to polls.
+type Said = (String, Vec<Vec<RecentPoll>>, Vec<WorkerNow>, String);
+
+fn said(w: &mut Analysed, threads: u32, locs: u32) -> Said {
+    if let Some(p) = &w.profile {
+        let mut names = StackNames::recorded(p);
+        w.add_functions(&mut names);
+    }
     let recent = (0..locs)
         .map(|l| w.now.recent(l).copied().collect())
         .collect();
     let workers = (0..threads)
         .flat_map(|t| [0, 1, 2, NO_WORKER].map(|k| w.now.worker(t, k).copied().unwrap_or_default()))
         .collect();
-    (w.report.to_json().to_string(), recent, workers)
+    let samples = format!("{:?}", w.profile.as_ref().map(|p| &p.samples));
+    (w.report.to_json().to_string(), recent, workers, samples)
 }
 
 #[test]
 fn joined_windows_say_what_whole_windows_say() {
+    joined_windows_agree(false);
+}
+
+/// The same with a CPU profile: the windows' profile pass joined too
+/// (`Following::Profiled`), its samples attributed to the same polls.
+#[test]
+fn joined_windows_with_a_cpu_profile_say_what_whole_windows_say() {
+    joined_windows_agree(true);
+}
+
+fn joined_windows_agree(profiled: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.0.bin");
-    std::fs::write(&path, workload()).unwrap();
+    std::fs::write(&path, workload(profiled)).unwrap();
     let mut coll = Collector::default();
     let (mut model, _) = input::read(&[path], &mut coll, None);
     let evs: Vec<Ev> = Vec::from(std::mem::take(&mut coll.evs));
@@ -294,12 +362,12 @@ fn joined_windows_say_what_whole_windows_say() {
         };
         let joined = f.window(&mut model, &coll.lives, ask);
         f.start_window(th);
-        let Some((s, j)) = joined else {
+        let Some((s, mut j)) = joined else {
             continue;
         };
         assert!(s.abs_diff(t0) <= 750 * MS + 1, "{s} is near {t0}");
         let a = evs.partition_point(|e| e.ticks < s);
-        let whole = window::analyze(
+        let mut whole = window::analyze(
             &mut model,
             0,
             evs[a..b].iter(),
@@ -319,7 +387,7 @@ fn joined_windows_say_what_whole_windows_say() {
         let k = s.saturating_sub(100 * MS) / (700 * MS);
         let woken = 100 * MS + k * 700 * MS;
         between_wake_and_poll += (woken < s && s < woken + 400 * MS) as u32;
-        let (x, y) = (said(&j, threads, locs), said(&whole, threads, locs));
+        let (x, y) = (said(&mut j, threads, locs), said(&mut whole, threads, locs));
         if x.0 != y.0 {
             let at =
                 x.0.bytes()
@@ -335,6 +403,11 @@ fn joined_windows_say_what_whole_windows_say() {
         }
         assert_eq!(x.1, y.1, "recent polls, window from {s} to {t1}");
         assert_eq!(x.2, y.2, "workers now, window from {s} to {t1}");
+        assert_eq!(x.3, y.3, "samples, window from {s} to {t1}");
+        if profiled {
+            let samples = j.profile.as_ref().map_or(0, |p| p.samples.len());
+            assert!(samples > 500, "{samples} samples in the window from {s}");
+        }
         compared += 1;
     }
     assert!(compared >= 4, "only {compared} windows were joined");
