@@ -167,9 +167,15 @@ const NO_POLL: RecentPoll = RecentPoll {
 /// ```
 #[derive(Default)]
 pub struct Now {
-    /// By thread index: (worker, its state), one entry per worker index
-    /// the thread ran as (one, but for a thread that changed runtimes).
-    workers: Vec<Vec<(u32, WorkerNow)>>,
+    /// By thread index: the first worker index the thread ran as in the
+    /// window (None: none yet) and its state. Inline, not a list per
+    /// thread: this pass looks a worker up at every poll start and end
+    /// of every window, and the list's indirection and search were a
+    /// third of its instructions (callgrind of `follow_cost`).
+    first: Vec<Option<(u32, WorkerNow)>>,
+    /// The others (a thread that changed runtimes): (thread, worker,
+    /// its state).
+    more: Vec<(u32, u32, WorkerNow)>,
     /// By location index.
     recent: Vec<Recent>,
 }
@@ -178,11 +184,15 @@ impl Now {
     /// What worker `worker` on thread index `thread` was doing at the
     /// window's end.
     pub fn worker(&self, thread: u32, worker: u32) -> Option<&WorkerNow> {
-        self.workers
-            .get(thread as usize)?
-            .iter()
-            .find(|(w, _)| *w == worker)
-            .map(|(_, n)| n)
+        match self.first.get(thread as usize) {
+            Some(Some((w, n))) if *w == worker => Some(n),
+            Some(Some(_)) => self
+                .more
+                .iter()
+                .find(|(t, w, _)| *t == thread && *w == worker)
+                .map(|(_, _, n)| n),
+            _ => None,
+        }
     }
 
     /// The last [`RECENT`] polls of location `loc` in the window, oldest
@@ -199,18 +209,58 @@ impl Now {
     #[inline(always)]
     fn worker_mut(&mut self, thread: u32, worker: u32) -> &mut WorkerNow {
         let th = thread as usize;
-        if th >= self.workers.len() {
-            self.workers.resize_with(th + 1, Vec::new);
+        // Checked, then borrowed (returning the borrow from the check
+        // would keep `self` borrowed on the other path).
+        if !matches!(self.first.get(th), Some(Some((w, _))) if *w == worker) {
+            return self.other_worker_mut(thread, worker);
         }
-        let ws = &mut self.workers[th];
-        let i = match ws.iter().position(|(w, _)| *w == worker) {
-            Some(i) => i,
-            None => {
-                ws.push((worker, WorkerNow::default()));
-                ws.len() - 1
+        match &mut self.first[th] {
+            Some((_, n)) => n,
+            None => unreachable!("checked above"),
+        }
+    }
+
+    /// [`Now::worker_mut`] off its common path: a thread's first worker
+    /// in the window, or another one.
+    #[cold]
+    fn other_worker_mut(&mut self, thread: u32, worker: u32) -> &mut WorkerNow {
+        let th = thread as usize;
+        if th >= self.first.len() {
+            self.first.resize(th + 1, None);
+        }
+        if self.first[th].is_none() {
+            self.first[th] = Some((worker, WorkerNow::default()));
+        }
+        match &mut self.first[th] {
+            Some((w, n)) if *w == worker => n,
+            _ => {
+                let i = match self
+                    .more
+                    .iter()
+                    .position(|(t, w, _)| *t == thread && *w == worker)
+                {
+                    Some(i) => i,
+                    None => {
+                        self.more.push((thread, worker, WorkerNow::default()));
+                        self.more.len() - 1
+                    }
+                };
+                &mut self.more[i].2
             }
-        };
-        &mut ws[i].1
+        }
+    }
+
+    /// The state of `worker` on `thread`, if the window saw it.
+    fn worker_seen(&mut self, thread: u32, worker: u32) -> Option<&mut WorkerNow> {
+        match self.first.get_mut(thread as usize) {
+            Some(Some((w, n))) if *w == worker => Some(n),
+            Some(Some(_)) => self
+                .more
+                .iter_mut()
+                .find(|(t, w, _)| *t == thread && *w == worker)
+                .map(|(_, _, n)| n),
+            _ => None,
+        }
     }
 }
 
@@ -271,10 +321,8 @@ impl Pass for Now {
                 r.n = (r.n + 1).min(RECENT);
             }
             Life::PollLost(p) => {
-                if let Some(ws) = self.workers.get_mut(p.thread as usize) {
-                    if let Some((_, w)) = ws.iter_mut().find(|(w, _)| *w == p.worker) {
-                        w.polling = None;
-                    }
+                if let Some(w) = self.worker_seen(p.thread, p.worker) {
+                    w.polling = None;
                 }
             }
             _ => {}

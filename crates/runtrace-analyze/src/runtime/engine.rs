@@ -266,6 +266,7 @@ impl Engine {
         for t in &m.threads[self.threads.len()..] {
             self.threads.push(ThreadState {
                 proc: t.proc,
+                first: None,
                 workers: Vec::new(),
             });
         }
@@ -281,6 +282,11 @@ impl Engine {
     #[inline]
     fn worker_idx(&mut self, thread: u32, worker: u32) -> u32 {
         let t = &self.threads[thread as usize];
+        if let Some((w, i)) = t.first {
+            if w == worker {
+                return i;
+            }
+        }
         for &(w, i) in &t.workers {
             if w == worker {
                 return i;
@@ -322,7 +328,12 @@ impl Engine {
             long_since_unpark: Vec::new(),
             last_unpark: 0,
         });
-        self.threads[thread as usize].workers.push((worker, idx));
+        let t = &mut self.threads[thread as usize];
+        if t.first.is_none() {
+            t.first = Some((worker, idx));
+        } else {
+            t.workers.push((worker, idx));
+        }
         idx
     }
 

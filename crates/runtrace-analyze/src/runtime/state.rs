@@ -67,7 +67,11 @@ pub(crate) struct IdleWindow {
 pub(crate) struct ThreadState {
     /// Its process (a copy of the model's).
     pub proc: u32,
-    /// (worker index from the trace, engine's worker index).
+    /// The first worker it ran as: (worker index from the trace,
+    /// engine's worker index). Inline: looked up at every poll start and
+    /// end, and a thread is one worker but for one that changed runtimes.
+    pub(super) first: Option<(u32, u32)>,
+    /// The others, the same way.
     pub(super) workers: Vec<(u32, u32)>,
 }
 
