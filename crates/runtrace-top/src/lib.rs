@@ -14,7 +14,9 @@
 //!   the tasks and spans alive at its start;
 //! - [`stagger`] computes the windows while following from one lifecycle
 //!   tracker, each event through it once, its records handed to the pass
-//!   of every window still open;
+//!   of every window still open, and [`shared_now`] keeps what
+//!   [`window::Now`] says once for all of them ([`workers`]: state per
+//!   worker, looked up at every poll);
 //! - [`heap`] follows the memory profile (sampled heap bytes live and
 //!   allocated in a window), when the trace has one;
 //! - [`snapshot`] turns a window into rows (header, workers, locations,
@@ -46,9 +48,11 @@
 
 pub mod heap;
 pub mod lives;
+pub mod shared_now;
 pub mod snapshot;
 pub mod source;
 pub mod stagger;
 #[cfg(feature = "ui")]
 pub mod ui;
 pub mod window;
+pub mod workers;

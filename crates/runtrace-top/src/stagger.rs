@@ -27,11 +27,11 @@
 //! ```
 //! use runtrace_analyze::Thresholds;
 //! use runtrace_top::stagger::Staggered;
-//! use runtrace_top::window::{plain, Plain};
+//! use runtrace_analyze::runtime::Engine;
 //! // Following recording 0 from ticks 1,000 on.
-//! let mut s: Staggered<Plain> = Staggered::new(0, 1_000);
-//! s.start_window(plain(Thresholds::default()));
-//! s.start_window(plain(Thresholds::default())); // no event since: the same window
+//! let mut s: Staggered<Engine> = Staggered::new(0, 1_000);
+//! s.start_window(Engine::new(Thresholds::default()));
+//! s.start_window(Engine::new(Thresholds::default())); // no event since: the same window
 //! assert_eq!(s.windows(), 1);
 //! // None began within 100 ticks of 500 (the one of 1,000 is kept for
 //! // later); one began within 100 of 1,100.
@@ -41,11 +41,10 @@
 //! ```
 
 use crate::lives::Lives;
-use crate::window::{
-    analysed, plain, profiled, take_plain, take_profiled, Analysed, Losses, Plain, Profiled, Taken,
-    Window,
-};
-use runtrace_analyze::Thresholds;
+use crate::shared_now::{SharedNow, Since};
+use crate::window::{analysed, Analysed, Losses, Window};
+use runtrace_analyze::runtime::Engine;
+use runtrace_analyze::{Report, Thresholds};
 use runtrace_format::NO_WORKER;
 use runtrace_model::event::{kind, Ev};
 use runtrace_model::fxhash::{FxHashMap, FxHashSet};
@@ -53,6 +52,7 @@ use runtrace_model::input::ReadStats;
 use runtrace_model::lifecycle::{Life, LifeSink, Task, Tracker, NO_SLOT};
 use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Kinds, Pass};
+use runtrace_model::profile::{Profile, ProfilePass};
 use runtrace_model::records::Span;
 
 /// One window's pass, joined to the tracker at `start`.
@@ -84,6 +84,9 @@ pub struct Joined<P> {
     /// a poll, woken again since: that first wake after `start`, the one a
     /// seeded tracker's next poll of them answers.
     rewoken: FxHashMap<u64, u64>,
+    /// What its [`crate::window::Now`] needs beside the state kept for
+    /// all windows ([`SharedNow`]).
+    since: Since,
 }
 
 /// One lifecycle tracker over a followed recording's events, and the
@@ -99,6 +102,8 @@ pub struct Staggered<P> {
     last: u64,
     /// Events fed.
     fed: u64,
+    /// What every window's [`crate::window::Now`] says, kept once.
+    now: SharedNow,
 }
 
 /// A span's enters, busy and delay ticks since a window's start, as the
@@ -138,6 +143,9 @@ impl SpanCount {
 /// would have made it.
 struct Fan<'a, P> {
     joined: &'a mut [Joined<P>],
+    now: &'a mut SharedNow,
+    /// The event's sequence number.
+    seq: u64,
     model: &'a Model,
     ev: &'a Ev,
     /// For a wake or a span's enter: the poll open on its thread (its
@@ -148,6 +156,7 @@ struct Fan<'a, P> {
 impl<P: Pass> LifeSink for Fan<'_, P> {
     #[inline(always)]
     fn life(&mut self, rec: &Life<'_>) {
+        self.now.life(rec, self.seq, self.model.threads.len());
         for j in self.joined.iter_mut() {
             j.life(rec, self.ev, self.open, self.model);
         }
@@ -184,6 +193,7 @@ impl<P: Pass> Joined<P> {
             }
             // A tracker seeded at `start` had no such poll open.
             Life::PollEnd(p) if p.start <= start => {
+                self.since.ended_before(p.thread, p.worker);
                 self.pass.life(&Life::EndUnmatched(ev), model);
             }
             // Its start was handed here with the wake a seeded tracker
@@ -194,6 +204,7 @@ impl<P: Pass> Joined<P> {
                     Some(&(s, wake)) if s == p.start => wake,
                     _ => None,
                 };
+                self.since.rewoken(p.thread, p.start, q.wake);
                 self.pass.life(&Life::PollEnd(&q), model);
             }
             Life::PollLost(p) if p.start <= start => {}
@@ -338,6 +349,7 @@ impl<P: Pass> Staggered<P> {
             joined: Vec::new(),
             last: at,
             fed: 0,
+            now: SharedNow::default(),
         }
     }
 
@@ -382,7 +394,9 @@ impl<P: Pass> Staggered<P> {
             .filter(|t| t.spawn.is_none())
             .map(|t| t.task)
             .collect();
+        let since = self.now.since(self.last, self.fed);
         self.joined.push(Joined {
+            since,
             start: self.last,
             pass,
             events: 0,
@@ -415,8 +429,13 @@ impl<P: Pass> Staggered<P> {
             } else {
                 None
             };
+            if ev.kind == kind::PARK {
+                self.now.park(ev, self.fed);
+            }
             let mut fan = Fan {
                 joined: &mut self.joined[..],
+                now: &mut self.now,
+                seq: self.fed,
                 model,
                 ev,
                 open,
@@ -480,12 +499,14 @@ impl<P: Pass> Staggered<P> {
 }
 
 /// The windows while following: [`Staggered`] over a window's passes
-/// ([`Plain`], or [`Profiled`] for a recording with a CPU profile).
+/// (the engine, and the profile's pass for a recording with a CPU
+/// profile; what each worker polls now and the recent polls are kept for
+/// all windows, [`SharedNow`]).
 pub enum Following {
     /// Without a CPU profile.
-    Plain(Staggered<Plain>),
+    Plain(Staggered<Engine>),
     /// With one.
-    Profiled(Staggered<Profiled>),
+    Profiled(Staggered<(Engine, ProfilePass)>),
 }
 
 impl Following {
@@ -530,8 +551,8 @@ impl Following {
     /// Opens a window judging by `th` from the next event on.
     pub fn start_window(&mut self, th: Thresholds) {
         match self {
-            Following::Plain(s) => s.start_window(plain(th)),
-            Following::Profiled(s) => s.start_window(profiled(th)),
+            Following::Plain(s) => s.start_window(Engine::new(th)),
+            Following::Profiled(s) => s.start_window((Engine::new(th), ProfilePass::default())),
         }
     }
 
@@ -552,8 +573,10 @@ impl Following {
         ask: Ask,
     ) -> Option<(u64, Analysed)> {
         match self {
-            Following::Plain(s) => report(s, model, lives, ask, take_plain),
-            Following::Profiled(s) => report(s, model, lives, ask, take_profiled),
+            Following::Plain(s) => report(s, model, lives, ask, |e, m, st| (e.report(m, st), None)),
+            Following::Profiled(s) => report(s, model, lives, ask, |(e, p), m, st| {
+                (e.report(m, st.clone()), Some(p.profile(m, st)))
+            }),
         }
     }
 }
@@ -586,7 +609,7 @@ fn report<P: Pass>(
     model: &mut Model,
     lives: &Lives,
     ask: Ask,
-    take: fn(P, &Model, ReadStats) -> Taken,
+    take: fn(P, &Model, ReadStats) -> (Report, Option<Profile>),
 ) -> Option<(u64, Analysed)> {
     let Ask {
         t0,
@@ -604,7 +627,8 @@ fn report<P: Pass>(
         t1,
         lost,
     };
-    let ((report, now, profile), n) = w.report(
+    let now = s.now.window(&j.since);
+    let ((report, profile), n) = w.report(
         model,
         j.events,
         j,

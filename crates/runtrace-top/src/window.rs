@@ -31,6 +31,7 @@
 //! ```
 
 use crate::lives::Lives;
+use crate::workers::ByWorker;
 use runtrace_analyze::functions::StackNames;
 use runtrace_analyze::runtime::{location_functions, Engine, FunctionShare};
 use runtrace_analyze::{Report, Thresholds};
@@ -167,15 +168,8 @@ const NO_POLL: RecentPoll = RecentPoll {
 /// ```
 #[derive(Default)]
 pub struct Now {
-    /// By thread index: the first worker index the thread ran as in the
-    /// window (None: none yet) and its state. Inline, not a list per
-    /// thread: this pass looks a worker up at every poll start and end
-    /// of every window, and the list's indirection and search were a
-    /// third of its instructions (callgrind of `follow_cost`).
-    first: Vec<Option<(u32, WorkerNow)>>,
-    /// The others (a thread that changed runtimes): (thread, worker,
-    /// its state).
-    more: Vec<(u32, u32, WorkerNow)>,
+    /// By thread and worker index.
+    workers: ByWorker<WorkerNow>,
     /// By location index.
     recent: Vec<Recent>,
 }
@@ -184,15 +178,7 @@ impl Now {
     /// What worker `worker` on thread index `thread` was doing at the
     /// window's end.
     pub fn worker(&self, thread: u32, worker: u32) -> Option<&WorkerNow> {
-        match self.first.get(thread as usize) {
-            Some(Some((w, n))) if *w == worker => Some(n),
-            Some(Some(_)) => self
-                .more
-                .iter()
-                .find(|(t, w, _)| *t == thread && *w == worker)
-                .map(|(_, _, n)| n),
-            _ => None,
-        }
+        self.workers.get(thread, worker)
     }
 
     /// The last [`RECENT`] polls of location `loc` in the window, oldest
@@ -206,61 +192,30 @@ impl Now {
         (0..n).map(move |i| &ring[(first + i) % RECENT])
     }
 
+    /// Sets what `worker` on `thread` was doing (for a window said by
+    /// [`crate::shared_now::SharedNow`]).
+    pub(crate) fn set_worker(&mut self, thread: u32, worker: u32, now: WorkerNow) {
+        *self.workers.entry(thread, worker) = now;
+    }
+
+    /// Adds a poll of location `loc` (newest last).
     #[inline(always)]
-    fn worker_mut(&mut self, thread: u32, worker: u32) -> &mut WorkerNow {
-        let th = thread as usize;
-        // Checked, then borrowed (returning the borrow from the check
-        // would keep `self` borrowed on the other path).
-        if !matches!(self.first.get(th), Some(Some((w, _))) if *w == worker) {
-            return self.other_worker_mut(thread, worker);
+    pub(crate) fn push_recent(&mut self, loc: u32, poll: RecentPoll) {
+        let li = loc as usize;
+        if li >= self.recent.len() {
+            self.recent.resize(
+                li + 1,
+                Recent {
+                    ring: [NO_POLL; RECENT],
+                    next: 0,
+                    n: 0,
+                },
+            );
         }
-        match &mut self.first[th] {
-            Some((_, n)) => n,
-            None => unreachable!("checked above"),
-        }
-    }
-
-    /// [`Now::worker_mut`] off its common path: a thread's first worker
-    /// in the window, or another one.
-    #[cold]
-    fn other_worker_mut(&mut self, thread: u32, worker: u32) -> &mut WorkerNow {
-        let th = thread as usize;
-        if th >= self.first.len() {
-            self.first.resize(th + 1, None);
-        }
-        if self.first[th].is_none() {
-            self.first[th] = Some((worker, WorkerNow::default()));
-        }
-        match &mut self.first[th] {
-            Some((w, n)) if *w == worker => n,
-            _ => {
-                let i = match self
-                    .more
-                    .iter()
-                    .position(|(t, w, _)| *t == thread && *w == worker)
-                {
-                    Some(i) => i,
-                    None => {
-                        self.more.push((thread, worker, WorkerNow::default()));
-                        self.more.len() - 1
-                    }
-                };
-                &mut self.more[i].2
-            }
-        }
-    }
-
-    /// The state of `worker` on `thread`, if the window saw it.
-    fn worker_seen(&mut self, thread: u32, worker: u32) -> Option<&mut WorkerNow> {
-        match self.first.get_mut(thread as usize) {
-            Some(Some((w, n))) if *w == worker => Some(n),
-            Some(Some(_)) => self
-                .more
-                .iter_mut()
-                .find(|(t, w, _)| *t == thread && *w == worker)
-                .map(|(_, _, n)| n),
-            _ => None,
-        }
+        let r = &mut self.recent[li];
+        r.ring[r.next] = poll;
+        r.next = if r.next + 1 == RECENT { 0 } else { r.next + 1 };
+        r.n = (r.n + 1).min(RECENT);
     }
 }
 
@@ -278,7 +233,7 @@ impl Pass for Now {
     fn event(&mut self, ev: &Ev, _: &Model) {
         use runtrace_model::event::kind;
         if ev.kind == kind::PARK {
-            self.worker_mut(ev.thread, ev.worker).local_q = ev.a;
+            self.workers.entry(ev.thread, ev.worker).local_q = ev.a;
         }
     }
     // Inlined into the tracker's step: most records (spawns, wakes, ends)
@@ -288,40 +243,29 @@ impl Pass for Now {
     fn life(&mut self, rec: &Life<'_>, _: &Model) {
         match *rec {
             Life::PollStart(p) => {
-                let w = self.worker_mut(p.thread, p.worker);
+                let w = self.workers.entry(p.thread, p.worker);
                 w.polling = Some((p.task, p.loc, p.start));
                 w.local_q = p.local_q;
             }
             Life::PollEnd(p) => {
-                let w = self.worker_mut(p.thread, p.worker);
+                let w = self.workers.entry(p.thread, p.worker);
                 w.polls += 1;
                 if w.polling.is_some_and(|(t, ..)| t == p.task) {
                     w.polling = None;
                 }
-                let li = p.loc as usize;
-                if li >= self.recent.len() {
-                    self.recent.resize(
-                        li + 1,
-                        Recent {
-                            ring: [NO_POLL; RECENT],
-                            next: 0,
-                            n: 0,
-                        },
-                    );
-                }
-                let r = &mut self.recent[li];
-                r.ring[r.next] = RecentPoll {
-                    task: p.task,
-                    worker: p.worker,
-                    start: p.start,
-                    ticks: p.ticks(),
-                    delay: p.delay_ticks(),
-                };
-                r.next = if r.next + 1 == RECENT { 0 } else { r.next + 1 };
-                r.n = (r.n + 1).min(RECENT);
+                self.push_recent(
+                    p.loc,
+                    RecentPoll {
+                        task: p.task,
+                        worker: p.worker,
+                        start: p.start,
+                        ticks: p.ticks(),
+                        delay: p.delay_ticks(),
+                    },
+                );
             }
             Life::PollLost(p) => {
-                if let Some(w) = self.worker_seen(p.thread, p.worker) {
+                if let Some(w) = self.workers.get_mut(p.thread, p.worker) {
                     w.polling = None;
                 }
             }

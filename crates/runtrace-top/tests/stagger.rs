@@ -63,8 +63,9 @@ enum E {
 /// The recorder's writer thread (CPU samples are in its chunks).
 const WRITER: u64 = 8;
 
-/// Two workers' 12 s, tasks owned by one worker each, and a third's
-/// rarely polled task; `profiled`: with a CPU profile (on- and off-CPU
+/// Two workers' 12 s, tasks owned by one worker each, a third's rarely
+/// polled task, a fourth's poll longer than a window and a fifth's
+/// polls of its location; `profiled`: with a CPU profile (on- and off-CPU
 /// samples of every worker, in polls and between them).
 fn workload(profiled: bool) -> Vec<u8> {
     let mut evs: Vec<(u64, u64, E)> = Vec::new();
@@ -228,6 +229,27 @@ fn workload(profiled: bool) -> Vec<u8> {
         );
         t += 700 * MS;
     }
+    // A fourth worker's one poll of 6.5 s, longer than a window (open at
+    // its end though begun before it), of a location a fifth worker polls
+    // every 0.15 s (so its end is among that location's recent polls, and
+    // not one of a window's that began inside it).
+    let (long, short) = (rare + 1, rare + 2);
+    push(900 * MS, E::Spawn(4, long, 5), &mut evs);
+    push(S, E::PollStart(4, 3, long), &mut evs);
+    // Its worker parks midway, the poll still open (as a trace that lost
+    // the poll's end would have it): in a window begun after that poll
+    // began, the worker is there, polling nothing.
+    push(4_000 * MS, E::Park(4, 3), &mut evs);
+    push(4_100 * MS, E::Unpark(4, 3), &mut evs);
+    push(7_500 * MS, E::PollEnd(4, 3, long, false), &mut evs);
+    push(900 * MS, E::Spawn(5, short, 5), &mut evs);
+    let mut t = S;
+    while t + S < 12 * S {
+        push(t - 10 * MS, E::Wake(DRIVER, NO_WORKER, short), &mut evs);
+        push(t, E::PollStart(5, 4, short), &mut evs);
+        push(t + 20 * US, E::PollEnd(5, 4, short, false), &mut evs);
+        t += 150 * MS;
+    }
     if profiled {
         // Every 2.5 ms a sample of each worker, on-CPU (one of two
         // stacks) or now and then off-CPU.
@@ -254,6 +276,7 @@ fn workload(profiled: bool) -> Vec<u8> {
     b.location(2, "src/b.rs", 2, 1);
     b.location(3, "src/c.rs", 3, 1);
     b.location(4, "src/d.rs", 4, 1);
+    b.location(5, "src/e.rs", 5, 1);
     b.string(101, "cache");
     b.string(102, "db");
     for (t, _, e) in evs {
@@ -282,7 +305,7 @@ fn workload(profiled: bool) -> Vec<u8> {
 /// --json` prints it (with the functions its CPU samples name, if any),
 /// each location's recent polls, each worker now, and the samples as
 /// attributed to polls.
-type Said = (String, Vec<Vec<RecentPoll>>, Vec<WorkerNow>, String);
+type Said = (String, Vec<Vec<RecentPoll>>, Vec<Option<WorkerNow>>, String);
 
 fn said(w: &mut Analysed, threads: u32, locs: u32) -> Said {
     if let Some(p) = &w.profile {
@@ -293,7 +316,7 @@ fn said(w: &mut Analysed, threads: u32, locs: u32) -> Said {
         .map(|l| w.now.recent(l).copied().collect())
         .collect();
     let workers = (0..threads)
-        .flat_map(|t| [0, 1, 2, NO_WORKER].map(|k| w.now.worker(t, k).copied().unwrap_or_default()))
+        .flat_map(|t| [0, 1, 2, 3, 4, NO_WORKER].map(|k| w.now.worker(t, k).copied()))
         .collect();
     let samples = format!("{:?}", w.profile.as_ref().map(|p| &p.samples));
     (w.report.to_json().to_string(), recent, workers, samples)
