@@ -8,8 +8,7 @@ into a scratch directory, lets it warm up 3 s, runs `runtrace top DIR` in
 a pseudo-terminal for S seconds (default 20), and prints the CPU time top
 used (utime + stime from /proc) as a share of one core, from K seconds
 after it started (default 2: after its first read of what was already
-written; with the window plus a few seconds, once following is steady:
-the first window's seconds are computed whole, see docs/top.md), the recording's
+written, whose windows top opens then, see docs/top.md), the recording's
 events per second (from the recorder's own total), and top's peak RSS.
 Also prints the last screen (the capture in docs/top.md).
 """

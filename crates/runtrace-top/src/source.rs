@@ -37,6 +37,11 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Windows at most open at once while following (a window is opened every
+/// refresh, or every tenth of the window for windows over 10 s): each
+/// costs every event followed its engine's pass, and its state.
+const MAX_WINDOWS_OPEN: f64 = 10.0;
+
 /// How a view reads and judges.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -233,18 +238,35 @@ impl Live {
             .saturating_sub((self.opts.window_s * p.ticks_per_sec as f64) as u64)
             .max(start)
             .min(t1);
-        // A window of at least two refreshes is the one (of those opened at
-        // every refresh and fed every event since, through one lifecycle)
-        // that began nearest to `t0`; else, or when none did (the first
-        // seconds), it is computed whole from the events kept.
+        // A window of at least two refreshes is the one (of those opened
+        // every `step` and fed every event since, through one lifecycle)
+        // that began nearest to `t0`; else, or when none did, it is
+        // computed whole from the events kept. A window opens at every
+        // refresh, or for windows over 10 s every tenth of the window (at
+        // most ten open: each costs every event its engine's pass), so the
+        // window shown may begin up to half a step (and half a refresh)
+        // away from `t0`: its rates are over the time it holds.
         let staggered = self.opts.window_s >= 2.0;
-        let tolerance = (p.ticks_per_sec as f64 * 0.75f64.min(self.opts.window_s / 4.0)) as u64;
+        let tps = p.ticks_per_sec as f64;
+        let step_s = (self.opts.window_s / MAX_WINDOWS_OPEN).max(1.0);
+        let step = (tps * step_s) as u64;
+        let tolerance = if step_s > 1.0 {
+            (tps * (step_s + 1.0) / 2.0) as u64
+        } else {
+            (tps * 0.75f64.min(self.opts.window_s / 4.0)) as u64
+        };
         let new = (c.pushed - self.fed).min(c.evs.len() as u64) as usize;
         self.fed = c.pushed;
         if staggered {
             match &mut self.stagger {
                 Some(f) if f.fits(model, proc) => f.feed(c.evs.range(c.evs.len() - new..), model),
-                _ => self.stagger = Some(Following::new(model, proc, &c.lives, t1)),
+                // The windows of this refresh and the next ones, over the
+                // events kept (`Following::warm`).
+                _ => {
+                    let th = self.opts.thresholds;
+                    self.stagger =
+                        Some(Following::warm(model, proc, &c.lives, &c.evs, t0, step, th));
+                }
             }
         }
         // Memory bounded by the window.
@@ -298,7 +320,7 @@ impl Live {
             ),
         };
         if let Some(f) = &mut self.stagger {
-            f.start_window(self.opts.thresholds);
+            f.start_window_every(self.opts.thresholds, step, (tps / 2.0) as u64);
         }
         if w.profile.is_some() {
             w.add_functions(self.names.get(model));
@@ -357,6 +379,13 @@ impl Live {
     /// Events and lives held (the memory bound's witnesses).
     pub fn held(&self) -> (usize, usize) {
         (self.coll.evs.len(), self.coll.lives.len())
+    }
+
+    /// Windows open while following (each costs every event followed its
+    /// engine's pass): 0 before the first refresh and for windows under
+    /// 2 s, computed whole.
+    pub fn windows_open(&self) -> usize {
+        self.stagger.as_ref().map_or(0, Following::windows)
     }
 }
 

@@ -54,6 +54,7 @@ use runtrace_model::model::{Model, UNKNOWN_LOC};
 use runtrace_model::pass::{Kinds, Pass};
 use runtrace_model::profile::{Profile, ProfilePass};
 use runtrace_model::records::Span;
+use std::collections::VecDeque;
 
 /// One window's pass, joined to the tracker at `start`.
 pub struct Joined<P> {
@@ -369,6 +370,12 @@ impl<P: Pass> Staggered<P> {
         self.joined.len()
     }
 
+    /// Ticks of the last event fed, and where the newest window open
+    /// began (None: none open).
+    pub fn ends(&self) -> (u64, Option<u64>) {
+        (self.last, self.joined.last().map(|j| j.start))
+    }
+
     /// Opens a window with `pass`, given every record from the next event
     /// on; none when the newest one began at the last event fed (no event
     /// since: it would be the same window).
@@ -554,6 +561,77 @@ impl Following {
             Following::Plain(s) => s.start_window(Engine::new(th)),
             Following::Profiled(s) => s.start_window((Engine::new(th), ProfilePass::default())),
         }
+    }
+
+    /// [`Following::start_window`], unless the newest window open began
+    /// less than `step - slack` ticks before the last event fed: with a
+    /// window opened every `step` (a refresh, or more for long windows),
+    /// `slack` (half a refresh) keeps a refresh that came a little early
+    /// from skipping its window.
+    pub fn start_window_every(&mut self, th: Thresholds, step: u64, slack: u64) {
+        let (last, newest) = match self {
+            Following::Plain(s) => s.ends(),
+            Following::Profiled(s) => s.ends(),
+        };
+        if newest.is_none_or(|n| last.saturating_sub(n) >= step.saturating_sub(slack)) {
+            self.start_window(th);
+        }
+    }
+
+    /// Follows recording `proc` from `t0` (ticks) with windows already
+    /// open over the events kept since (`evs`, in time order): one at
+    /// `t0` and one every `step` ticks after it, each fed every event
+    /// since it began. A view that starts following holds the last
+    /// window's events: this way its first refresh and the next ones are
+    /// joined windows from the start, where otherwise each would be
+    /// computed whole for a window's length of seconds (every event then
+    /// went through the lifecycle and the engine once per refresh).
+    ///
+    /// ```
+    /// use runtrace_analyze::Thresholds;
+    /// use runtrace_model::{input, synth::TraceBuilder};
+    /// use runtrace_top::stagger::Following;
+    /// use runtrace_top::window::Collector;
+    /// let mut b = TraceBuilder::new();
+    /// b.location(1, "src/main.rs", 3, 1);
+    /// for k in 0..10u64 {
+    ///     b.spawn(7, k * 1_000_000_000 + 1, k + 1, 0, 1, 0);
+    ///     b.poll_start(7, 0, k * 1_000_000_000 + 2, k + 1, 0, 0);
+    ///     b.poll_end(7, 0, k * 1_000_000_000 + 3, k + 1, true);
+    /// }
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("trace.0.bin");
+    /// std::fs::write(&path, b.finish()).unwrap();
+    /// let mut c = Collector::default();
+    /// let (model, _) = input::read(&[path], &mut c, None);
+    /// // 9 s of events kept; windows from 4 s, one a second.
+    /// let f = Following::warm(&model, 0, &c.lives, &c.evs, 4_000_000_000, 1_000_000_000, Thresholds::default());
+    /// assert_eq!(f.windows(), 6);
+    /// ```
+    pub fn warm(
+        model: &Model,
+        proc: u32,
+        lives: &Lives,
+        evs: &VecDeque<Ev>,
+        t0: u64,
+        step: u64,
+        th: Thresholds,
+    ) -> Following {
+        let mut f = Following::new(model, proc, lives, t0);
+        let mut at = evs.partition_point(|e| e.ticks <= t0);
+        let mut s = t0;
+        loop {
+            f.start_window(th);
+            s = s.saturating_add(step.max(1));
+            let b = evs.partition_point(|e| e.ticks <= s).max(at);
+            if b >= evs.len() {
+                break;
+            }
+            f.feed(evs.range(at..b), model);
+            at = b;
+        }
+        f.feed(evs.range(at..), model);
+        f
     }
 
     /// Windows open.

@@ -324,17 +324,26 @@ fn said(w: &mut Analysed, threads: u32, locs: u32) -> Said {
 
 #[test]
 fn joined_windows_say_what_whole_windows_say() {
-    joined_windows_agree(false);
+    joined_windows_agree(false, false);
+}
+
+/// Windows opened over the events kept when following begins
+/// (`Following::warm`): every refresh from the first is a joined window,
+/// and says what the whole one says.
+#[test]
+fn warm_started_windows_say_what_whole_windows_say() {
+    joined_windows_agree(false, true);
+    joined_windows_agree(true, true);
 }
 
 /// The same with a CPU profile: the windows' profile pass joined too
 /// (`Following::Profiled`), its samples attributed to the same polls.
 #[test]
 fn joined_windows_with_a_cpu_profile_say_what_whole_windows_say() {
-    joined_windows_agree(true);
+    joined_windows_agree(true, false);
 }
 
-fn joined_windows_agree(profiled: bool) {
+fn joined_windows_agree(profiled: bool, warm: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.0.bin");
     std::fs::write(&path, workload(profiled)).unwrap();
@@ -345,8 +354,28 @@ fn joined_windows_agree(profiled: bool) {
     let (first, last) = (evs[0].ticks, evs[evs.len() - 1].ticks);
     let th = Thresholds::default();
     let (threads, locs) = (model.threads.len() as u32, model.locs.len() as u32);
-    let mut f = Following::new(&model, 0, &coll.lives, first);
-    let mut fed = evs.partition_point(|e| e.ticks <= first);
+    // Refreshes a second apart, give or take 0.3 s.
+    let mut refreshes = Vec::new();
+    let mut t = first;
+    while t + S <= last {
+        t += 700 * MS + (t / 7) % (600 * MS);
+        refreshes.push(t);
+    }
+    // Warm: following begins 6 s in, its windows opened over the events
+    // kept then (`Following::warm`), a second apart from 5 s before.
+    if warm {
+        refreshes.retain(|&t| t >= first + 6 * S);
+    }
+    let (mut f, mut fed) = if warm {
+        let t1 = refreshes[0];
+        let fed = evs.partition_point(|e| e.ticks <= t1);
+        let kept: VecDeque<Ev> = evs[..fed].iter().copied().collect();
+        let f = Following::warm(&model, 0, &coll.lives, &kept, t1 - 5 * S, S, th);
+        (f, fed)
+    } else {
+        let f = Following::new(&model, 0, &coll.lives, first);
+        (f, evs.partition_point(|e| e.ticks <= first))
+    };
     let mut compared = 0;
     // The polls over a second: (start, end).
     let mut open = std::collections::HashMap::new();
@@ -369,10 +398,7 @@ fn joined_windows_agree(profiled: bool) {
     assert!(long.len() >= 4, "{} long polls", long.len());
     let mut inside_polls = 0u32;
     let mut between_wake_and_poll = 0u32;
-    let mut t1 = first;
-    while t1 + S <= last {
-        // Refreshes a second apart, give or take 0.3 s.
-        t1 += 700 * MS + (t1 / 7) % (600 * MS);
+    for &t1 in &refreshes {
         let b = evs.partition_point(|e| e.ticks <= t1);
         f.feed(evs[fed..b].iter(), &model);
         fed = b;
@@ -386,6 +412,7 @@ fn joined_windows_agree(profiled: bool) {
         let joined = f.window(&mut model, &coll.lives, ask);
         f.start_window(th);
         let Some((s, mut j)) = joined else {
+            assert!(!warm, "the refresh at {t1}: no window joined");
             continue;
         };
         assert!(s.abs_diff(t0) <= 750 * MS + 1, "{s} is near {t0}");
@@ -434,6 +461,9 @@ fn joined_windows_agree(profiled: bool) {
         compared += 1;
     }
     assert!(compared >= 4, "only {compared} windows were joined");
+    if warm {
+        return;
+    }
     // What the workload was made for happened: windows began inside polls.
     assert!(
         inside_polls >= 2,
