@@ -1,10 +1,11 @@
 """CPU cost of `runtrace top` following a busy recording (docs/top.md).
 
-    python3 tools/top_cpu.py RUNTRACE TOP_DEMO [--tasks-per-ms N] [--seconds S] [--window W] [--skip K]
+    python3 tools/top_cpu.py RUNTRACE TOP_DEMO [--tasks-per-ms N] [--seconds S] [--window W] [--skip K] [--wait D]
 
 Starts the demo service (crates/runtrace-cli/examples/top_demo.rs, built
 with `cargo build --release -p runtrace-cli --example top_demo`) recording
-into a scratch directory, lets it warm up 3 s, runs `runtrace top DIR` in
+into a scratch directory, lets it run D seconds (default 3; more than the
+window: top attaches to a recording older than its window), runs `runtrace top DIR` in
 a pseudo-terminal for S seconds (default 20), and prints the CPU time top
 used (utime + stime from /proc) as a share of one core, from K seconds
 after it started (default 2: after its first read of what was already
@@ -41,7 +42,7 @@ def rss_peak_kb(pid):
 
 def main():
     runtrace, demo = sys.argv[1], sys.argv[2]
-    per_ms, secs, window, skip = "50", 20.0, "5", 2.0
+    per_ms, secs, window, skip, wait = "50", 20.0, "5", 2.0, 3.0
     args = sys.argv[3:]
     while args:
         k, v = args[0], args[1]
@@ -54,13 +55,15 @@ def main():
             window = v
         elif k == "--skip":
             skip = float(v)
+        elif k == "--wait":
+            wait = float(v)
     d = tempfile.mkdtemp(prefix="runtrace-top-cpu-")
     svc = subprocess.Popen(
-        [demo, "--out", d, "--seconds", str(secs + 6), "--tasks-per-ms", per_ms,
+        [demo, "--out", d, "--seconds", str(secs + wait + 3), "--tasks-per-ms", per_ms,
          "--max-file-size", str(16 << 20)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(3)
+        time.sleep(wait)
         screen = pyte.Screen(160, 45)
         stream = pyte.ByteStream(screen)
         top = pexpect.spawn(runtrace, ["top", d, "--window", window], dimensions=(45, 160))

@@ -37,11 +37,6 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Windows at most open at once while following (a window is opened every
-/// refresh, or every tenth of the window for windows over 10 s): each
-/// costs every event followed its engine's pass, and its state.
-const MAX_WINDOWS_OPEN: f64 = 10.0;
-
 /// How a view reads and judges.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -238,23 +233,14 @@ impl Live {
             .saturating_sub((self.opts.window_s * p.ticks_per_sec as f64) as u64)
             .max(start)
             .min(t1);
-        // A window of at least two refreshes is the one (of those opened
-        // every `step` and fed every event since, through one lifecycle)
+        // A window of at least two refreshes is the one (of those opened at
+        // every refresh and fed every event since, through one lifecycle)
         // that began nearest to `t0`; else, or when none did, it is
-        // computed whole from the events kept. A window opens at every
-        // refresh, or for windows over 10 s every tenth of the window (at
-        // most ten open: each costs every event its engine's pass), so the
-        // window shown may begin up to half a step (and half a refresh)
-        // away from `t0`: its rates are over the time it holds.
+        // computed whole from the events kept. (A window is reported
+        // once: each refresh needs its own.)
         let staggered = self.opts.window_s >= 2.0;
         let tps = p.ticks_per_sec as f64;
-        let step_s = (self.opts.window_s / MAX_WINDOWS_OPEN).max(1.0);
-        let step = (tps * step_s) as u64;
-        let tolerance = if step_s > 1.0 {
-            (tps * (step_s + 1.0) / 2.0) as u64
-        } else {
-            (tps * 0.75f64.min(self.opts.window_s / 4.0)) as u64
-        };
+        let tolerance = (tps * 0.75f64.min(self.opts.window_s / 4.0)) as u64;
         let new = (c.pushed - self.fed).min(c.evs.len() as u64) as usize;
         self.fed = c.pushed;
         if staggered {
@@ -264,6 +250,7 @@ impl Live {
                 // events kept (`Following::warm`).
                 _ => {
                     let th = self.opts.thresholds;
+                    let step = tps as u64; // a refresh
                     self.stagger =
                         Some(Following::warm(model, proc, &c.lives, &c.evs, t0, step, th));
                 }
@@ -320,7 +307,7 @@ impl Live {
             ),
         };
         if let Some(f) = &mut self.stagger {
-            f.start_window_every(self.opts.thresholds, step, (tps / 2.0) as u64);
+            f.start_window(self.opts.thresholds);
         }
         if w.profile.is_some() {
             w.add_functions(self.names.get(model));

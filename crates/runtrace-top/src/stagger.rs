@@ -370,12 +370,6 @@ impl<P: Pass> Staggered<P> {
         self.joined.len()
     }
 
-    /// Ticks of the last event fed, and where the newest window open
-    /// began (None: none open).
-    pub fn ends(&self) -> (u64, Option<u64>) {
-        (self.last, self.joined.last().map(|j| j.start))
-    }
-
     /// Opens a window with `pass`, given every record from the next event
     /// on; none when the newest one began at the last event fed (no event
     /// since: it would be the same window).
@@ -560,21 +554,6 @@ impl Following {
         match self {
             Following::Plain(s) => s.start_window(Engine::new(th)),
             Following::Profiled(s) => s.start_window((Engine::new(th), ProfilePass::default())),
-        }
-    }
-
-    /// [`Following::start_window`], unless the newest window open began
-    /// less than `step - slack` ticks before the last event fed: with a
-    /// window opened every `step` (a refresh, or more for long windows),
-    /// `slack` (half a refresh) keeps a refresh that came a little early
-    /// from skipping its window.
-    pub fn start_window_every(&mut self, th: Thresholds, step: u64, slack: u64) {
-        let (last, newest) = match self {
-            Following::Plain(s) => s.ends(),
-            Following::Profiled(s) => s.ends(),
-        };
-        if newest.is_none_or(|n| last.saturating_sub(n) >= step.saturating_sub(slack)) {
-            self.start_window(th);
         }
     }
 
