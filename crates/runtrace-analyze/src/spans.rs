@@ -45,7 +45,7 @@ use std::fmt;
 /// Spans listed at most in a report (the slowest by wall p99).
 pub const MAX_LISTED: usize = 1_000;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct LabelStats {
     closed: u64,
     open: u64,
@@ -65,7 +65,7 @@ struct Current {
 }
 
 /// The span pass (see the module docs).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct SpanPass {
     labels: Labels,
     stats: Vec<LabelStats>,

@@ -292,7 +292,7 @@ const RECENT_ENTERS: usize = 16;
 /// The spans entered on one thread: open enters (outermost first) and
 /// the last closed ones, as (span id, start, end, label index; ticks,
 /// `end` `u64::MAX` while open).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ThreadSpans {
     open: Vec<(u64, u64, u64, u32)>,
     recent: VecDeque<(u64, u64, u64, u32)>,
@@ -327,7 +327,7 @@ impl Span {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ThreadPolls {
     open: Option<Span>,
     recent: VecDeque<Span>,
@@ -380,7 +380,7 @@ impl ThreadPolls {
 /// let profile = pass.profile(&model, stats);
 /// assert_eq!(profile.samples[0].worker, Some(0));
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ProfilePass {
     threads: Vec<ThreadPolls>,
     samples: Vec<Sample>,

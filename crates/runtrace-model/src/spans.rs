@@ -433,7 +433,7 @@ pub fn label(m: &Model, name: u32, fields: u32) -> String {
 
 /// Labels by (name, fields) pair, computed once each: what a pass that
 /// groups spans by [`label`] keeps.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub struct Labels {
     by_pair: FxHashMap<(u32, u32), u32>,
     /// The distinct labels, by index.

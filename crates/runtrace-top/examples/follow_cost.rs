@@ -102,8 +102,9 @@ fn main() -> std::process::ExitCode {
         },
         None => 5.0,
     };
+    // In index order (`input::read` reads the files in the order given).
     let files = match runtrace_format::files::expand(&[std::path::PathBuf::from(dir)]) {
-        Ok(f) if !f.is_empty() => f,
+        Ok(f) if !f.is_empty() => input::sorted(&f),
         _ => {
             eprintln!("{dir}: no trace files");
             return std::process::ExitCode::from(1);
@@ -126,7 +127,9 @@ fn main() -> std::process::ExitCode {
     };
     let tps = model.procs[proc as usize].ticks_per_sec;
     let span = (window_s * tps as f64) as u64;
-    let tolerance = (tps as f64 * 0.75f64.min(window_s / 4.0)) as u64;
+    // As `runtrace top` opens and picks them.
+    let (every, tolerance) = runtrace_top::source::opening(window_s);
+    let (every, tolerance) = ((every * tps as f64) as u64, (tolerance * tps as f64) as u64);
     let th = Thresholds::default();
     // A window computed whole, as a replay does.
     let whole_window = |model: &mut runtrace_model::model::Model, t0: u64, t1: u64| {
@@ -166,6 +169,7 @@ fn main() -> std::process::ExitCode {
             t1,
             tolerance,
             lost: Losses::default(),
+            keep: every > tps,
         };
         let w = match f.window(&mut model, &coll.lives, ask) {
             Some((s, w)) => Some((s, w)),
@@ -176,7 +180,11 @@ fn main() -> std::process::ExitCode {
             }
         };
         joined.push(w);
-        f.start_window(th);
+        if f.newest_start()
+            .is_none_or(|s| t1.saturating_sub(s) >= every - tps / 2)
+        {
+            f.start_window(th);
+        }
         joined_each.push(cpu() - r0);
     }
     let joined_cpu = cpu() - c0;

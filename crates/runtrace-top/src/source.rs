@@ -167,6 +167,32 @@ pub struct Live {
     fed: u64,
 }
 
+/// How often windows open while following, and how far from its ideal
+/// start the window shown may begin, in seconds, for a window of
+/// `window_s` seconds and a refresh a second.
+///
+/// One opens at every refresh up to 10 s windows (the window shown begins
+/// within 0.75 s, or a quarter of the window, of a window's length before
+/// the newest event); a longer window opens one every tenth of its length
+/// (at most ten open; every event goes through the engine of each) and is
+/// shown at each refresh it is the nearest for, within half that time and
+/// half a refresh (a 30 s window holds 28-32 s; the screen says what it
+/// holds).
+///
+/// ```
+/// use runtrace_top::source::opening;
+/// assert_eq!(opening(5.0), (1.0, 0.75));
+/// assert_eq!(opening(30.0), (3.0, 2.0));
+/// ```
+pub fn opening(window_s: f64) -> (f64, f64) {
+    let every = (window_s / 10.0).floor().max(1.0);
+    if every > 1.0 {
+        (every, every / 2.0 + 0.5)
+    } else {
+        (1.0, 0.75f64.min(window_s / 4.0))
+    }
+}
+
 impl Live {
     /// Starts following `path` (a directory or path prefix). Reads what is
     /// there; an error when it holds nothing readable as a trace.
@@ -233,14 +259,14 @@ impl Live {
             .saturating_sub((self.opts.window_s * p.ticks_per_sec as f64) as u64)
             .max(start)
             .min(t1);
-        // A window of at least two refreshes is the one (of those opened at
-        // every refresh and fed every event since, through one lifecycle)
-        // that began nearest to `t0`; else, or when none did, it is
-        // computed whole from the events kept. (A window is reported
-        // once: each refresh needs its own.)
+        // A window of at least two refreshes is the one (of those opened
+        // over the window and fed every event since, through one
+        // lifecycle) that began nearest to `t0`; else, or when none did, it
+        // is computed whole from the events kept.
         let staggered = self.opts.window_s >= 2.0;
         let tps = p.ticks_per_sec as f64;
-        let tolerance = (tps * 0.75f64.min(self.opts.window_s / 4.0)) as u64;
+        let (every, tolerance) = opening(self.opts.window_s);
+        let (every, tolerance) = ((every * tps) as u64, (tolerance * tps) as u64);
         let new = (c.pushed - self.fed).min(c.evs.len() as u64) as usize;
         self.fed = c.pushed;
         if staggered {
@@ -250,9 +276,9 @@ impl Live {
                 // events kept (`Following::warm`).
                 _ => {
                     let th = self.opts.thresholds;
-                    let step = tps as u64; // a refresh
-                    self.stagger =
-                        Some(Following::warm(model, proc, &c.lives, &c.evs, t0, step, th));
+                    self.stagger = Some(Following::warm(
+                        model, proc, &c.lives, &c.evs, t0, every, th,
+                    ));
                 }
             }
         }
@@ -285,6 +311,8 @@ impl Live {
                     t1,
                     tolerance,
                     lost,
+                    // Opened less often than refreshes: shown at several.
+                    keep: every > tps as u64,
                 };
                 f.window(model, &c.lives, ask)
             }
@@ -307,7 +335,11 @@ impl Live {
             ),
         };
         if let Some(f) = &mut self.stagger {
-            f.start_window(self.opts.thresholds);
+            // Half a refresh early: refreshes are not exactly a second apart.
+            let due = every.saturating_sub(tps as u64 / 2);
+            if f.newest_start().is_none_or(|s| t1.saturating_sub(s) >= due) {
+                f.start_window(self.opts.thresholds);
+            }
         }
         if w.profile.is_some() {
             w.add_functions(self.names.get(model));

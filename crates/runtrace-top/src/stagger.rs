@@ -57,6 +57,7 @@ use runtrace_model::records::Span;
 use std::collections::VecDeque;
 
 /// One window's pass, joined to the tracker at `start`.
+#[derive(Clone)]
 pub struct Joined<P> {
     /// Ticks of the last event before the window: it has every record
     /// made after.
@@ -460,6 +461,39 @@ impl<P: Pass> Staggered<P> {
     /// (those that began more than `tolerance` before it are dropped, the
     /// others kept).
     pub fn take(&mut self, t0: u64, tolerance: u64) -> Option<Joined<P>> {
+        let i = self.nearest(t0, tolerance)?;
+        let mut j = self.joined.drain(..=i).next_back()?;
+        j.events = self.fed - j.fed_at;
+        Some(j)
+    }
+
+    /// As [`Staggered::take`], but the window stays open (it may be the
+    /// nearest at the next refreshes too): what is taken is a copy of it.
+    ///
+    /// ```
+    /// use runtrace_analyze::Thresholds;
+    /// use runtrace_analyze::runtime::Engine;
+    /// use runtrace_top::stagger::Staggered;
+    /// let mut s: Staggered<Engine> = Staggered::new(0, 1_000);
+    /// s.start_window(Engine::new(Thresholds::default()));
+    /// assert_eq!(s.take_copy(1_100, 200).map(|j| j.start), Some(1_000));
+    /// assert_eq!(s.take_copy(900, 200).map(|j| j.start), Some(1_000));
+    /// assert_eq!(s.windows(), 1);
+    /// ```
+    pub fn take_copy(&mut self, t0: u64, tolerance: u64) -> Option<Joined<P>>
+    where
+        P: Clone,
+    {
+        let i = self.nearest(t0, tolerance)?;
+        self.joined.drain(..i);
+        let mut j = self.joined.first()?.clone();
+        j.events = self.fed - j.fed_at;
+        Some(j)
+    }
+
+    /// Drops the windows too old for `t0` and says which of the others
+    /// began nearest to it, if within `tolerance`.
+    fn nearest(&mut self, t0: u64, tolerance: u64) -> Option<usize> {
         // Too old for this window, and so for every later one.
         let old = self
             .joined
@@ -473,12 +507,12 @@ impl<P: Pass> Staggered<P> {
             .enumerate()
             .map(|(i, j)| (i, j.start.abs_diff(t0)))
             .min_by_key(|&(_, d)| d)?;
-        if d > tolerance {
-            return None;
-        }
-        let mut j = self.joined.drain(..=i).next_back()?;
-        j.events = self.fed - j.fed_at;
-        Some(j)
+        (d <= tolerance).then_some(i)
+    }
+
+    /// Where the newest window began (ticks), if one is open.
+    pub fn newest_start(&self) -> Option<u64> {
+        self.joined.last().map(|j| j.start)
     }
 
     /// Hands `j` the records of what is alive now ([`Tracker::report_alive`]).
@@ -621,6 +655,14 @@ impl Following {
         }
     }
 
+    /// See [`Staggered::newest_start`].
+    pub fn newest_start(&self) -> Option<u64> {
+        match self {
+            Following::Plain(s) => s.newest_start(),
+            Following::Profiled(s) => s.newest_start(),
+        }
+    }
+
     /// The analysis of the window `ask` asks for, and where it begins.
     /// None: no window began near enough.
     pub fn window(
@@ -640,13 +682,14 @@ impl Following {
 
 /// Which window to show: the one that began nearest to `t0` (at most
 /// `tolerance` ticks away), ending at `t1`, the newest event fed; `lost`:
-/// what its events lost.
+/// what its events lost; `keep`: the window stays open for the next
+/// refreshes (a copy of it is reported, [`Staggered::take_copy`]).
 ///
 /// ```
 /// use runtrace_top::stagger::Ask;
 /// use runtrace_top::window::Losses;
 /// // The 5 s window ending 12 s in (ticks of 1 ns), within 0.75 s.
-/// let ask = Ask { t0: 7_000_000_000, t1: 12_000_000_000, tolerance: 750_000_000, lost: Losses::default() };
+/// let ask = Ask { t0: 7_000_000_000, t1: 12_000_000_000, tolerance: 750_000_000, lost: Losses::default(), keep: false };
 /// assert_eq!(ask.t1 - ask.t0, 5_000_000_000);
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -659,9 +702,11 @@ pub struct Ask {
     pub tolerance: u64,
     /// What its events lost.
     pub lost: Losses,
+    /// Keep the window open: it may be shown at the next refreshes too.
+    pub keep: bool,
 }
 
-fn report<P: Pass>(
+fn report<P: Pass + Clone>(
     s: &mut Staggered<P>,
     model: &mut Model,
     lives: &Lives,
@@ -673,8 +718,13 @@ fn report<P: Pass>(
         t1,
         tolerance,
         lost,
+        keep,
     } = ask;
-    let j = s.take(t0, tolerance)?;
+    let j = if keep {
+        s.take_copy(t0, tolerance)?
+    } else {
+        s.take(t0, tolerance)?
+    };
     let proc = s.proc();
     // It has the records of the events after the one at `start`.
     let w = Window {

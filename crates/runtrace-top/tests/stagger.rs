@@ -324,7 +324,17 @@ fn said(w: &mut Analysed, threads: u32, locs: u32) -> Said {
 
 #[test]
 fn joined_windows_say_what_whole_windows_say() {
-    joined_windows_agree(false, false);
+    joined_windows_agree(false, false, 1);
+}
+
+/// Windows opened every 2 s (as a long window's are, `source::opening`),
+/// each kept open and a copy of it shown at every refresh it is the
+/// nearest for: each copy says what the whole window from its start says,
+/// and the window copied goes on as if never copied.
+#[test]
+fn windows_shown_at_several_refreshes_say_what_whole_windows_say() {
+    joined_windows_agree(false, false, 2);
+    joined_windows_agree(true, true, 2);
 }
 
 /// Windows opened over the events kept when following begins
@@ -332,18 +342,22 @@ fn joined_windows_say_what_whole_windows_say() {
 /// and says what the whole one says.
 #[test]
 fn warm_started_windows_say_what_whole_windows_say() {
-    joined_windows_agree(false, true);
-    joined_windows_agree(true, true);
+    joined_windows_agree(false, true, 1);
+    joined_windows_agree(true, true, 1);
 }
 
 /// The same with a CPU profile: the windows' profile pass joined too
 /// (`Following::Profiled`), its samples attributed to the same polls.
 #[test]
 fn joined_windows_with_a_cpu_profile_say_what_whole_windows_say() {
-    joined_windows_agree(true, false);
+    joined_windows_agree(true, false, 1);
 }
 
-fn joined_windows_agree(profiled: bool, warm: bool) {
+/// Follows the workload with a 5 s window refreshed about every second,
+/// a window opened every `every` seconds (more than 1: kept open and
+/// copied, as `source::Live` does for long windows), and compares every
+/// window shown with the one computed whole from its start.
+fn joined_windows_agree(profiled: bool, warm: bool, every: u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trace.0.bin");
     std::fs::write(&path, workload(profiled)).unwrap();
@@ -370,7 +384,7 @@ fn joined_windows_agree(profiled: bool, warm: bool) {
         let t1 = refreshes[0];
         let fed = evs.partition_point(|e| e.ticks <= t1);
         let kept: VecDeque<Ev> = evs[..fed].iter().copied().collect();
-        let f = Following::warm(&model, 0, &coll.lives, &kept, t1 - 5 * S, S, th);
+        let f = Following::warm(&model, 0, &coll.lives, &kept, t1 - 5 * S, every * S, th);
         (f, fed)
     } else {
         let f = Following::new(&model, 0, &coll.lives, first);
@@ -398,24 +412,35 @@ fn joined_windows_agree(profiled: bool, warm: bool) {
     assert!(long.len() >= 4, "{} long polls", long.len());
     let mut inside_polls = 0u32;
     let mut between_wake_and_poll = 0u32;
+    // Where the windows shown began.
+    let mut shown = Vec::new();
     for &t1 in &refreshes {
         let b = evs.partition_point(|e| e.ticks <= t1);
         f.feed(evs[fed..b].iter(), &model);
         fed = b;
         let t0 = t1.saturating_sub(5 * S).max(first);
+        let tolerance = if every > 1 {
+            every * S / 2 + 500 * MS
+        } else {
+            750 * MS
+        };
         let ask = Ask {
             t0,
             t1,
-            tolerance: 750 * MS,
+            tolerance,
             lost: Losses::default(),
+            keep: every > 1,
         };
         let joined = f.window(&mut model, &coll.lives, ask);
-        f.start_window(th);
+        if f.newest_start().is_none_or(|s| t1 - s >= every * S - S / 2) {
+            f.start_window(th);
+        }
         let Some((s, mut j)) = joined else {
             assert!(!warm, "the refresh at {t1}: no window joined");
             continue;
         };
-        assert!(s.abs_diff(t0) <= 750 * MS + 1, "{s} is near {t0}");
+        assert!(s.abs_diff(t0) <= tolerance + 1, "{s} is near {t0}");
+        shown.push(s);
         let a = evs.partition_point(|e| e.ticks < s);
         let mut whole = window::analyze(
             &mut model,
@@ -461,6 +486,16 @@ fn joined_windows_agree(profiled: bool, warm: bool) {
         compared += 1;
     }
     assert!(compared >= 4, "only {compared} windows were joined");
+    shown.dedup();
+    if every > 1 {
+        // Some window was shown at more than one refresh (a copy each time).
+        assert!(
+            shown.len() < compared,
+            "{compared} windows shown: {shown:?}"
+        );
+    } else {
+        assert_eq!(shown.len(), compared, "a window shown twice: {shown:?}");
+    }
     if warm {
         return;
     }

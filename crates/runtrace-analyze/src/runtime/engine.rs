@@ -38,6 +38,7 @@ const RING_CAP: usize = 1 << 14;
 /// let (model, stats) = input::read(&[path], &mut e, None);
 /// assert_eq!(e.report(&model, stats).poll_ns.max, 2_000);
 /// ```
+#[derive(Clone)]
 pub struct Engine {
     pub(crate) th: Thresholds,
     pub(crate) procs: Vec<ProcState>,

@@ -8,6 +8,7 @@ use runtrace_model::model::TickScale;
 
 /// Runtime state of one recording (process): its live tasks at the end,
 /// and idle-while-queued tracking.
+#[derive(Clone)]
 pub(crate) struct ProcState {
     /// Tick-to-ns conversion of the recording (a copy of the model's).
     pub(super) scale: TickScale,
@@ -29,7 +30,7 @@ impl ProcState {
 }
 
 /// Idle-while-queued tracking for one process.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Idle {
     pub(super) parked: u32,
     pub(super) parked_tokio: u32,
@@ -64,6 +65,7 @@ pub(crate) struct IdleWindow {
 }
 
 /// Runtime state of a thread: its workers.
+#[derive(Clone)]
 pub(crate) struct ThreadState {
     /// Its process (a copy of the model's).
     pub proc: u32,
@@ -97,7 +99,7 @@ pub(crate) struct Window {
 }
 
 /// Local queue buildup on one worker.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Buildup {
     pub count: u64,
     pub max_local_q: u32,
@@ -110,6 +112,7 @@ pub(crate) struct Buildup {
 }
 
 /// A worker: key (process, thread, worker index).
+#[derive(Clone)]
 pub(crate) struct Worker {
     pub proc: u32,
     pub thread: u32,
@@ -163,7 +166,7 @@ impl Worker {
 }
 
 /// Delayed polls of one location (victims).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Delayed {
     pub count: u64,
     pub worst: Option<Window>,
@@ -191,6 +194,7 @@ pub(crate) struct PollRef {
 }
 
 /// Statistics of a spawn location ([`Model::locs`] has its text).
+#[derive(Clone)]
 pub(crate) struct LocStats {
     pub tasks: u64,
     pub poll: Histogram,

@@ -47,7 +47,7 @@ pub(crate) struct Party {
 }
 
 /// One named lock.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Lock {
     recent: VecDeque<Hold>,
     /// By location index; [`NO_TASK`] at `parties_outside`.
@@ -73,7 +73,7 @@ impl Lock {
 }
 
 /// Every named lock of the trace, by name index.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Locks {
     pub locks: Vec<Option<Lock>>,
 }

@@ -47,7 +47,7 @@ use serde_json::Value;
 pub(crate) type Open = Running;
 
 /// The waiting analysis's state (see the module docs).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Waiting {
     pub(crate) tasks: tasks::Tasks,
     pub(crate) locks: locks::Locks,

@@ -112,6 +112,7 @@ pub(crate) struct LongWait {
 }
 
 /// One resource's story.
+#[derive(Clone)]
 pub(crate) struct Res {
     /// Name index of its concrete type (`Mutex`, `Semaphore`, ...).
     pub ty: u32,
@@ -152,7 +153,7 @@ impl Res {
 }
 
 /// The resource part of the waiting analysis.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Resources {
     pub(crate) res: FxHashMap<Key, Res>,
     /// Resources in creation order, to forget the oldest ones beyond

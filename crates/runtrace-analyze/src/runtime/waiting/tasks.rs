@@ -123,7 +123,7 @@ pub(crate) struct LocW {
 
 /// The task dumps in the trace (runtrace-tokio's `dump()`, feature
 /// `taskdump`): where each dumped task sat.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Dumps {
     /// Dumps begun (task_dump_start events).
     pub started: u64,
@@ -155,7 +155,7 @@ impl Dumps {
 }
 
 /// The task part of the waiting analysis.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Tasks {
     live: Slots<TaskW>,
     pub(crate) dumps: Dumps,
