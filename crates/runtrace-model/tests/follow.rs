@@ -121,3 +121,36 @@ fn rotation_eviction_and_damage_are_named() {
         "{e}"
     );
 }
+
+/// A recording's files given out of order (as a directory lists them) are
+/// read in index order: a task spawned in the first file and ended in the
+/// second comes out spawned first, and every event in time order.
+#[test]
+fn files_given_out_of_order_are_read_in_index_order() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/a.rs", 1, 1);
+    b.spawn(1, 1_000, 7, 0, 1, 0);
+    b.poll_start(1, 0, 2_000, 7, 0, 0);
+    b.poll_end(1, 0, 3_000, 7, false);
+    std::fs::write(d.join("trace.9.bin"), b.finish()).unwrap();
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/a.rs", 1, 1);
+    b.poll_start(1, 0, 1_000_000, 7, 0, 0);
+    b.poll_end(1, 0, 1_001_000, 7, true);
+    b.terminate(1, 1_002_000, 7);
+    std::fs::write(d.join("trace.10.bin"), b.finish()).unwrap();
+    let mut got = Keep::default();
+    let (_, st) = input::read(
+        &[d.join("trace.10.bin"), d.join("trace.9.bin")],
+        &mut got,
+        None,
+    );
+    let ticks: Vec<u64> = got.0.iter().map(|e| e.ticks).collect();
+    assert_eq!(
+        ticks,
+        [1_000, 2_000, 3_000, 1_000_000, 1_001_000, 1_002_000]
+    );
+    assert_eq!(st.files, [d.join("trace.9.bin"), d.join("trace.10.bin")]);
+}

@@ -311,8 +311,11 @@ impl Live {
                     t1,
                     tolerance,
                     lost,
-                    // Opened less often than refreshes: shown at several.
-                    keep: every > tps as u64,
+                    // Opened less often than refreshes, or the recording
+                    // younger than the window (the window asked for begins
+                    // at its start: the one opened there serves every
+                    // refresh until it is older): shown at several.
+                    keep: every > tps as u64 || t0 == start,
                 };
                 f.window(model, &c.lives, ask)
             }

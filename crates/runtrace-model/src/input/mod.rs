@@ -69,14 +69,23 @@ pub fn sorted(paths: &[impl AsRef<Path>]) -> Vec<PathBuf> {
     v
 }
 
-/// Reads `paths` (in this order: see [`sorted`]) once, feeding `pass` the
-/// events it [wants](Pass::wants) in timestamp order, and finishes it.
-/// Never panics on bad input: damage is in [`ReadStats::errors`].
+/// Reads `paths` once, feeding `pass` the events it [wants](Pass::wants)
+/// in timestamp order, and finishes it. The files are read in index order
+/// (`trace.0.bin`, `trace.1.bin`, ..., as [`sorted`] lists them) whatever
+/// order they are given in: events are ordered across a recording's files
+/// only when its files come in the order they were written. Never panics
+/// on bad input: damage is in [`ReadStats::errors`].
 pub fn read<P: Pass>(
     paths: &[PathBuf],
     pass: &mut P,
     progress: Progress<'_>,
 ) -> (Model, ReadStats) {
+    // A directory's listing is in no particular order (a caller that
+    // passed one straight through read a 9-file recording with its tasks'
+    // terminates before their spawns).
+    let mut paths = paths.to_vec();
+    runtrace_format::files::sort_trace_paths(&mut paths);
+    let paths = &paths[..];
     let mut model = Model::new();
     let st = if pass.wants().lifecycle {
         // The lifecycle's records, computed once for every pass in `pass`.
