@@ -171,21 +171,26 @@ pub struct Live {
 /// start the window shown may begin, in seconds, for a window of
 /// `window_s` seconds and a refresh a second.
 ///
-/// One opens at every refresh up to 10 s windows (the window shown begins
-/// within 0.75 s, or a quarter of the window, of a window's length before
-/// the newest event); a longer window opens one every tenth of its length
-/// (at most ten open; every event goes through the engine of each) and is
-/// shown at each refresh it is the nearest for, within half that time and
-/// half a refresh (a 30 s window holds 28-32 s; the screen says what it
-/// holds).
+/// Windows open at refreshes, so every whole number of seconds, and every
+/// event goes through the engine of each window open. Under 15 s one
+/// opens at every refresh (the window shown begins within 0.75 s, or a
+/// quarter of the window, of a window's length before the newest event:
+/// about a tenth of the window for the default 5 s). From 15 s on, one
+/// opens every `window_s / 5 - 1` whole seconds (at most eleven open,
+/// seven with a 30 s window) and is shown at each refresh it is the nearest
+/// for, within half that time and half a refresh of its ideal start: at
+/// most a tenth of the window (a 30 s window holds 27-33 s; the screen
+/// says what it holds).
 ///
 /// ```
 /// use runtrace_top::source::opening;
 /// assert_eq!(opening(5.0), (1.0, 0.75));
-/// assert_eq!(opening(30.0), (3.0, 2.0));
+/// assert_eq!(opening(14.0), (1.0, 0.75));
+/// assert_eq!(opening(15.0), (2.0, 1.5));
+/// assert_eq!(opening(30.0), (5.0, 3.0));
 /// ```
 pub fn opening(window_s: f64) -> (f64, f64) {
-    let every = (window_s / 10.0).floor().max(1.0);
+    let every = ((window_s / 5.0).floor() - 1.0).max(1.0);
     if every > 1.0 {
         (every, every / 2.0 + 0.5)
     } else {

@@ -1,8 +1,8 @@
 //! Following a recording (`source::Live`): its first refresh is already
 //! a window joined to the one lifecycle (opened over the events kept,
 //! `Following::warm`) and says what a replay of the same window says,
-//! with one window open per refresh over the window (one every tenth of
-//! a window over 10 s).
+//! with one window open per refresh over the window (from 15 s on, one
+//! every `window / 5 - 1` seconds).
 
 use runtrace_model::synth::TraceBuilder;
 use runtrace_top::source::{Live, Options, Replay};
@@ -42,7 +42,7 @@ fn recording(secs: u64) -> Vec<u8> {
 fn the_first_refresh_is_joined_and_says_what_the_replay_says() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("trace.0.bin"), recording(40)).unwrap();
-    for (window_s, most) in [(5.0, 6), (30.0, 11)] {
+    for (window_s, most) in [(5.0, 6), (30.0, 8)] {
         let opts = Options {
             window_s,
             ..Options::default()
