@@ -180,11 +180,7 @@ fn main() -> std::process::ExitCode {
             }
         };
         joined.push(w);
-        if f.newest_start()
-            .is_none_or(|s| t1.saturating_sub(s) >= every - tps / 2)
-        {
-            f.start_window(th);
-        }
+        f.start_window_every(th, t1, every, tps / 2);
         joined_each.push(cpu() - r0);
     }
     let joined_cpu = cpu() - c0;

@@ -344,10 +344,7 @@ impl Live {
         };
         if let Some(f) = &mut self.stagger {
             // Half a refresh early: refreshes are not exactly a second apart.
-            let due = every.saturating_sub(tps as u64 / 2);
-            if f.newest_start().is_none_or(|s| t1.saturating_sub(s) >= due) {
-                f.start_window(self.opts.thresholds);
-            }
+            f.start_window_every(self.opts.thresholds, t1, every, tps as u64 / 2);
         }
         if w.profile.is_some() {
             w.add_functions(self.names.get(model));

@@ -655,11 +655,30 @@ impl Following {
         }
     }
 
-    /// See [`Staggered::newest_start`].
-    pub fn newest_start(&self) -> Option<u64> {
-        match self {
+    /// Opens a window judging by `th` ([`Following::start_window`]) unless
+    /// one began less than `every` ticks before `now`, less `slack`: how a
+    /// view refreshing about every `slack * 2` ticks opens one every
+    /// `every` ([`crate::source::opening`]).
+    ///
+    /// ```
+    /// use runtrace_analyze::Thresholds;
+    /// use runtrace_model::model::Model;
+    /// use runtrace_top::{lives::Lives, stagger::Following};
+    /// let mut f = Following::new(&Model::new(), 0, &Lives::default(), 0);
+    /// let th = Thresholds::default();
+    /// f.start_window_every(th, 0, 2_000, 500);
+    /// assert_eq!(f.windows(), 1);
+    /// // (No event fed: the same window, whenever asked.)
+    /// f.start_window_every(th, 1_000, 2_000, 500);
+    /// assert_eq!(f.windows(), 1);
+    /// ```
+    pub fn start_window_every(&mut self, th: Thresholds, now: u64, every: u64, slack: u64) {
+        let newest = match self {
             Following::Plain(s) => s.newest_start(),
             Following::Profiled(s) => s.newest_start(),
+        };
+        if newest.is_none_or(|s| now.saturating_sub(s) >= every.saturating_sub(slack)) {
+            self.start_window(th);
         }
     }
 

@@ -437,9 +437,7 @@ fn joined_windows_agree(profiled: bool, warm: bool, every: u64) {
             keep: every > 1 || t0 == first,
         };
         let joined = f.window(&mut model, &coll.lives, ask);
-        if f.newest_start().is_none_or(|s| t1 - s >= every * S - S / 2) {
-            f.start_window(th);
-        }
+        f.start_window_every(th, t1, every * S, S / 2);
         let Some((s, mut j)) = joined else {
             assert!(!warm, "the refresh at {t1}: no window joined");
             continue;
