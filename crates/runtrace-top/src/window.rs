@@ -406,9 +406,7 @@ pub(crate) fn analysed(
     n: u64,
 ) -> Analysed {
     let mut alive: FxHashMap<u32, u64> = FxHashMap::default();
-    for l in lives.alive_at(proc, t1) {
-        *alive.entry(l.loc).or_default() += 1;
-    }
+    lives.alive_locs_at(proc, t1, |loc| *alive.entry(loc).or_default() += 1);
     Analysed {
         report,
         now,
