@@ -238,6 +238,17 @@ pub trait Pass {
     /// `model`.
     fn event(&mut self, ev: &Ev, model: &Model);
 
+    /// Several events, in order: a run of one thread's that come before
+    /// every other thread's next (the reader hands runs, so a pass that
+    /// stores events can copy them together). The default takes them one
+    /// by one ([`Pass::event`]).
+    #[inline]
+    fn events(&mut self, evs: &[Ev], model: &Model) {
+        for ev in evs {
+            self.event(ev, model);
+        }
+    }
+
     /// [`Pass::event`] for a pass run with its lifecycle
     /// ([`crate::lifecycle::Tracked`]), with the poll open on the event's
     /// thread (the innermost; None: none), for a pass that asks what an

@@ -69,7 +69,9 @@ impl ThreadQueue {
         }
     }
 
-    #[inline(always)]
+    /// Drops the front event (the reader releases runs instead:
+    /// [`Orderer`]'s release).
+    #[cfg(test)]
     pub fn pop(&mut self) {
         self.head = (self.head + 1) & (self.buf.len() - 1);
         self.len -= 1;
@@ -207,31 +209,36 @@ impl Orderer {
             // most events, the whole key only on the bound's tick.
             let bound_ticks = (bound >> 64) as u64;
             let q = &mut self.queues[t as usize];
-            loop {
-                if let Some(ev) = q.front() {
-                    e.event(ev, m);
+            // The run: the head (the heap's least), then the events after
+            // it that still come first, handed to the pass together
+            // ([`Pass::events`]: a slice, or two where the ring wraps).
+            let mask = q.buf.len() - 1;
+            let mut n = 1;
+            while n < q.len {
+                let ev = &q.buf[(q.head + n) & mask];
+                if ev.ticks >= bound_ticks && key(ev, t) >= bound {
+                    break;
                 }
-                q.pop();
-                self.pending -= 1;
-                match q.front() {
-                    Some(ev) => {
-                        if ev.ticks < bound_ticks {
-                            continue;
-                        }
-                        let next = key(ev, t);
-                        if next < bound {
-                            continue;
-                        }
-                        self.heap.push(Reverse(next));
-                        self.heap_ops += 1;
-                    }
-                    None => {
-                        self.in_heap[t as usize] = false;
-                        let buf = q.release_memory();
-                        self.keep_spare(buf);
-                    }
+                n += 1;
+            }
+            let first = n.min(q.buf.len() - q.head);
+            e.events(&q.buf[q.head..q.head + first], m);
+            if first < n {
+                e.events(&q.buf[..n - first], m);
+            }
+            q.head = (q.head + n) & mask;
+            q.len -= n;
+            self.pending -= n;
+            match q.front() {
+                Some(ev) => {
+                    self.heap.push(Reverse(key(ev, t)));
+                    self.heap_ops += 1;
                 }
-                break;
+                None => {
+                    self.in_heap[t as usize] = false;
+                    let buf = q.release_memory();
+                    self.keep_spare(buf);
+                }
             }
         }
     }
