@@ -188,29 +188,26 @@ impl Lives {
     /// Forgets lives that ended before `t` (a live view's window moved on).
     pub fn forget_before(&mut self, t: u64) {
         self.spans.forget_before(t);
-        if self.old.iter().any(|l| l.end < t) {
-            self.old.retain(|l| l.end >= t);
-            // Their positions moved: the live ones' again.
-            for i in 0..self.old.len() {
-                let l = self.old[i];
-                if l.end == u64::MAX {
-                    self.live_of(l.proc).insert(l.task, OLD | i);
-                }
-            }
-        }
         // In spawn order (events come in time order): the lives begun
         // before `t` are a prefix. Whole blocks of it are dropped (the
-        // rest of it stays in the first block kept).
+        // rest of it stays in the first block kept), their lives not
+        // ended before `t` moved aside.
+        let mut moved = false;
         while self.recent.len() > 1 && self.recent[0].last().is_some_and(|l| l.from < t) {
             let Some(block) = self.recent.pop_front() else {
                 break;
             };
             self.base += BLOCK;
-            for l in block.into_iter().filter(|l| l.end >= t) {
-                self.old.push(l);
+            self.old.extend(block.into_iter().filter(|l| l.end >= t));
+            moved = true;
+        }
+        if moved || self.old.iter().any(|l| l.end < t) {
+            self.old.retain(|l| l.end >= t);
+            // Positions in `old` changed: the live ones' again (a few).
+            for i in 0..self.old.len() {
+                let l = self.old[i];
                 if l.end == u64::MAX {
-                    let at = OLD | (self.old.len() - 1);
-                    self.live_of(l.proc).insert(l.task, at);
+                    self.live_of(l.proc).insert(l.task, OLD | i);
                 }
             }
         }

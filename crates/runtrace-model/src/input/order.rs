@@ -185,11 +185,7 @@ impl Orderer {
                     self.heap.push(Reverse(key(ev, t)));
                     self.heap_ops += 1;
                 }
-                None => {
-                    self.in_heap[t as usize] = false;
-                    let buf = self.queues[t as usize].release_memory();
-                    self.keep_spare(buf);
-                }
+                None => self.emptied(t),
             }
         }
         self.fresh.clear();
@@ -234,18 +230,16 @@ impl Orderer {
                     self.heap.push(Reverse(key(ev, t)));
                     self.heap_ops += 1;
                 }
-                None => {
-                    self.in_heap[t as usize] = false;
-                    let buf = q.release_memory();
-                    self.keep_spare(buf);
-                }
+                None => self.emptied(t),
             }
         }
     }
 
-    /// Keeps an emptied queue's ring for the next queue to fill, if there
-    /// is room and it is not too large.
-    fn keep_spare(&mut self, buf: Vec<Ev>) {
+    /// Thread `t`'s queue is empty: out of the heap, its ring kept for the
+    /// next queue to fill if there is room and it is not too large.
+    fn emptied(&mut self, t: u32) {
+        self.in_heap[t as usize] = false;
+        let buf = self.queues[t as usize].release_memory();
         if self.spare.len() < SPARE && !buf.is_empty() && buf.len() <= SPARE_MAX_LEN {
             self.spare.push(buf);
         }
