@@ -9,8 +9,9 @@
 //! cargo run --release -p runtrace-top --example follow_cost -- DIR [--window S]
 //! ```
 //!
-//! Prints the time per event followed each way, and the windows where
-//! the two disagree on a location's polls or on the findings' rules.
+//! Prints the time per event followed each way and with no window open
+//! (the lifecycle alone), and the windows where the two ways disagree on
+//! a location's polls or on the findings' rules.
 
 use runtrace_analyze::Thresholds;
 use runtrace_model::event::Ev;
@@ -202,6 +203,17 @@ fn main() -> std::process::ExitCode {
     }
     let whole_cpu = cpu() - c0;
 
+    // The lifecycle alone: the same events through the one tracker (and
+    // what every window's `Now` keeps), no window open. What following
+    // costs here before any window's engine.
+    let c0 = cpu();
+    let mut alone = Following::new(&model, proc, &coll.lives, first);
+    let from = evs.partition_point(|e| e.ticks <= first);
+    let to = evs.partition_point(|e| e.ticks <= *ends.last().unwrap_or(&first));
+    alone.feed(evs[from..to].iter(), &model);
+    std::hint::black_box(&alone);
+    let alone_cpu = cpu() - c0;
+
     let n = evs.partition_point(|e| e.ticks <= *ends.last().unwrap_or(&first)) as f64;
     println!(
         "{dir}: {} events, {} refreshes of a {window_s} s window",
@@ -219,6 +231,11 @@ fn main() -> std::process::ExitCode {
         joined_cpu.as_secs_f64() * 1e9 / n,
         whole_fallbacks,
         joined_cpu.as_secs_f64() / whole_cpu.as_secs_f64()
+    );
+    println!(
+        "lifecycle alone (no window open): {:.0} ms, {:.1} ns per event followed",
+        alone_cpu.as_secs_f64() * 1e3,
+        alone_cpu.as_secs_f64() * 1e9 / (to - from).max(1) as f64
     );
     // Steady: the refreshes whose window was joined, and the events
     // followed between them and the refresh before.

@@ -46,6 +46,8 @@ pub struct Options {
     pub speed: f64,
     /// The findings' thresholds (`runtrace analyze`'s).
     pub thresholds: Thresholds,
+    /// How much of following [`Live`] does (all of it but to measure).
+    pub stages: Stages,
 }
 
 impl Default for Options {
@@ -54,8 +56,33 @@ impl Default for Options {
             window_s: 5.0,
             speed: 1.0,
             thresholds: Thresholds::default(),
+            stages: Stages::All,
         }
     }
+}
+
+/// How far [`Live::refresh`] goes: every stage (what `top` does), or only
+/// the first ones, to measure what each costs while following (the
+/// `follow_stages` example; docs/top.md "Cost"). With fewer than all,
+/// `refresh` shows nothing (None).
+///
+/// ```
+/// use runtrace_top::source::{Options, Stages};
+/// let opts = Options { stages: Stages::Lifecycle, ..Options::default() };
+/// assert_eq!(Options::default().stages, Stages::All);
+/// assert_ne!(opts.stages, Stages::All);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stages {
+    /// Follow the files and keep the window's events and lives (reading,
+    /// decoding, ordering, memory bounded by the window): no analysis.
+    Read,
+    /// ... and run the one lifecycle tracker the windows share (pairing
+    /// polls, wakes and tasks; what each worker polls now) over every
+    /// event: no window open.
+    Lifecycle,
+    /// ... and the windows: what `runtrace top` does.
+    All,
 }
 
 /// One window of `path`, as `runtrace top --once` prints it: the latest
@@ -268,7 +295,9 @@ impl Live {
         // over the window and fed every event since, through one
         // lifecycle) that began nearest to `t0`; else, or when none did, it
         // is computed whole from the events kept.
-        let staggered = self.opts.window_s >= 2.0;
+        let stages = self.opts.stages;
+        let windowed = self.opts.window_s >= 2.0;
+        let staggered = (windowed || stages == Stages::Lifecycle) && stages != Stages::Read;
         let tps = p.ticks_per_sec as f64;
         let (every, tolerance) = opening(self.opts.window_s);
         let (every, tolerance) = ((every * tps) as u64, (tolerance * tps) as u64);
@@ -277,6 +306,10 @@ impl Live {
         if staggered {
             match &mut self.stagger {
                 Some(f) if f.fits(model, proc) => f.feed(c.evs.range(c.evs.len() - new..), model),
+                // No window: the tracker alone, from the newest event on.
+                _ if stages == Stages::Lifecycle => {
+                    self.stagger = Some(Following::new(model, proc, &c.lives, t1));
+                }
                 // The windows of this refresh and the next ones, over the
                 // events kept (`Following::warm`).
                 _ => {
@@ -288,12 +321,15 @@ impl Live {
             }
         }
         // Memory bounded by the window.
-        let keep = t0.saturating_sub(if staggered { tolerance } else { 0 });
+        let keep = t0.saturating_sub(if windowed { tolerance } else { 0 });
         while c.evs.front().is_some_and(|e| e.ticks < keep) {
             c.evs.pop_front();
         }
         c.lives.forget_before(keep);
         c.heap.forget_before(keep);
+        if stages != Stages::All {
+            return None;
+        }
         let (h0, h1) = (self.history.front()?, self.history.back()?);
         let dt = h1.0.duration_since(h0.0).as_secs_f64();
         // The drops of the window's time when this view has watched that

@@ -91,3 +91,34 @@ fn the_first_refresh_is_joined_and_says_what_the_replay_says() {
         assert_eq!(live_said, replay_said, "{window_s} s window");
     }
 }
+
+/// The stages `follow_stages` measures: fewer than all show nothing and
+/// open no window, but keep what following keeps (the window's events
+/// and lives), as `top` does.
+#[test]
+fn fewer_stages_keep_what_following_keeps_and_show_nothing() {
+    use runtrace_top::source::Stages;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("trace.0.bin"), recording(20)).unwrap();
+    let mut kept = Vec::new();
+    for stages in [Stages::Read, Stages::Lifecycle, Stages::All] {
+        let opts = Options {
+            stages,
+            ..Options::default()
+        };
+        let mut live = Live::open(dir.path(), opts).unwrap();
+        let shown = live.refresh();
+        assert_eq!(shown.is_some(), stages == Stages::All, "{stages:?}");
+        let open = live.windows_open();
+        if stages == Stages::All {
+            assert!(open > 0, "following opened no window");
+        } else {
+            assert_eq!(open, 0, "{stages:?} opened windows");
+        }
+        kept.push(live.held());
+    }
+    // Of 20 s recorded (~5,900 events, three per tick), the 5 s window
+    // and 0.75 s more: ~1,720 events.
+    assert!((1_500..2_000).contains(&kept[0].0), "{kept:?}");
+    assert!(kept.iter().all(|k| *k == kept[0]), "{kept:?}");
+}
