@@ -48,13 +48,11 @@ pub(crate) const ALLOC_DEPTH: usize = 48;
 /// `AllocRecord::kind`: a sampled allocation.
 pub(crate) const REC_SAMPLE: u8 = 0;
 /// `AllocRecord::kind`: the free (or move by `realloc`) of a sampled one.
-#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const REC_FREE: u8 = 1;
 
 /// One sample (or the free of a sampled allocation) as the allocating or
 /// freeing thread leaves it in the queue.
 #[derive(Clone, Copy)]
-#[cfg_attr(loom, allow(dead_code))]
 pub(crate) struct AllocRecord {
     /// [`REC_SAMPLE`] or [`REC_FREE`].
     pub(crate) kind: u8,

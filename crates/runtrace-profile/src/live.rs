@@ -98,7 +98,6 @@ impl<const N: usize, const B: usize> LiveTable<N, B> {
     }
 
     /// Empties the table (between recordings).
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn clear(&self) {
         for w in &self.words {
             w.store(0, Ordering::Relaxed);

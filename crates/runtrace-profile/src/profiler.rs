@@ -106,7 +106,6 @@ pub struct Profiler {
     #[cfg(not(loom))]
     alloc: Option<AllocSampling>,
     /// Allocation samples drained but later than the last cutoff.
-    #[cfg_attr(loom, allow(dead_code))]
     alloc_pending: Vec<RawSample>,
     /// Completes stacks whose leaf keeps no frame pointer, for the perf
     /// backend's on-CPU samples and the switch tracer's off-CPU stack
