@@ -214,7 +214,7 @@ fn main() -> std::process::ExitCode {
     std::hint::black_box(&alone);
     let alone_cpu = cpu() - c0;
 
-    let n = evs.partition_point(|e| e.ticks <= *ends.last().unwrap_or(&first)) as f64;
+    let n = to as f64;
     println!(
         "{dir}: {} events, {} refreshes of a {window_s} s window",
         n,
