@@ -7,6 +7,8 @@
 //! - lld with `-z separate-loadable-segments`: sound;
 //! - duplicate and `.bss` semaphores, stripped binaries, LTTng-UST pointers
 //!   removed by `--gc-sections`;
+//! - probe sites of functions lld's `--gc-sections` dropped: listed apart,
+//!   not problems (GNU ld keeps such functions);
 //! - bad inputs (missing, text, truncated, directory): exit 1, clear message.
 //!
 //! A missing tool (gcc, clang, lld, rust-lld, sys/sdt.h, lttng headers)
@@ -360,6 +362,67 @@ fn lld_separate_loadable_segments_is_sound() {
         &["-fuse-ld=lld", "-Wl,-z,separate-loadable-segments"],
     );
     assert_sound(&bin);
+}
+
+/// `tests/fixtures/sdt_unused.c` with `-ffunction-sections` and
+/// `--gc-sections`: the probe of the function nothing calls.
+fn build_unused(dir: &Path, name: &str, compiler: &str, linker: &[&str]) -> Json {
+    let out = dir.join(name);
+    sh(Command::new(compiler)
+        .args(["-O2", "-ffunction-sections", "-Wl,--gc-sections", "-o"])
+        .arg(&out)
+        .arg(fixtures().join("sdt_unused.c"))
+        .args(linker));
+    let (j, code) = doctor_json(&out);
+    assert_eq!(code, 0, "{j:#}");
+    assert_eq!(j["ok"], true, "{j:#}");
+    assert_eq!(problems(&j, "usdt"), Vec::<String>::new());
+    assert_eq!(probes(&j, "runtrace:task_spawn").len(), 1, "{j:#}");
+    assert_eq!(probes(&j, "runtrace:task_spawn")[0]["ok"], true);
+    j
+}
+
+#[test]
+fn sites_of_functions_lld_discarded_are_listed_not_problems() {
+    if need_sdt().is_none() || need_tool("clang").is_none() || need_tool("ld.lld").is_none() {
+        return;
+    }
+    let dir = scratch("lld-gc");
+    // lld drops `unused` and leaves its note pointing at the nop's offset
+    // in the dropped section: below any code, where nothing can fire.
+    let j = build_unused(
+        &dir,
+        "lld-gc",
+        "clang",
+        &["-fuse-ld=lld", "-Wl,-z,separate-loadable-segments"],
+    );
+    assert!(probes(&j, "runtrace:task_wake").is_empty(), "{j:#}");
+    let d = j["usdt"]["discarded"].as_array().unwrap();
+    assert_eq!(d.len(), 1, "{j:#}");
+    assert_eq!(d[0]["name"], "task_wake");
+    assert_eq!(d[0]["runtrace"], true);
+    let first_code = j["elf"]["load_segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["flags"].as_str().unwrap().contains('X'))
+        .map(|s| s["vaddr"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    assert!(d[0]["pc"].as_u64().unwrap() < first_code, "{j:#}");
+    let out = doctor(&[], &dir.join("lld-gc"));
+    let t = text(&out);
+    assert!(
+        t.contains("discarded by the linker with their functions")
+            && t.contains("runtrace:task_wake (pc 0x"),
+        "{t}"
+    );
+    assert!(t.contains("Verdict: SOUND"), "{t}");
+
+    // GNU ld keeps the function its note refers to: both sites have code.
+    let j = build_unused(&dir, "gnu-gc", "gcc", &["-fuse-ld=bfd"]);
+    assert_eq!(probes(&j, "runtrace:task_wake").len(), 1, "{j:#}");
+    assert_eq!(j["usdt"]["discarded"], serde_json::json!([]));
 }
 
 #[test]

@@ -196,6 +196,19 @@ impl Report {
                 })
             })
             .collect();
+        let discarded: Vec<Json> = self
+            .usdt
+            .discarded
+            .iter()
+            .map(|p| {
+                json!({
+                    "provider": p.provider,
+                    "name": p.name,
+                    "runtrace": p.provider == RUNTRACE_PROVIDER,
+                    "pc": p.pc,
+                })
+            })
+            .collect();
         json!({
             "binary": self.binary.display().to_string(),
             "ok": self.is_sound(),
@@ -209,6 +222,7 @@ impl Report {
             },
             "usdt": {
                 "probes": probes,
+                "discarded": discarded,
                 "providers": self.usdt.probes.iter().map(|p| p.provider.as_str())
                     .collect::<BTreeSet<_>>(),
                 "base_section": opt(self.usdt.base_section),
@@ -288,7 +302,15 @@ impl fmt::Display for Report {
         writeln!(f)?;
         let u = &self.usdt;
         if u.probes.is_empty() {
-            writeln!(f, "USDT/SDT probes: none (no .note.stapsdt notes)")?;
+            writeln!(
+                f,
+                "USDT/SDT probes: none{}",
+                if u.discarded.is_empty() {
+                    " (no .note.stapsdt notes)"
+                } else {
+                    " with code in this binary"
+                }
+            )?;
         } else {
             let providers: BTreeSet<&str> = u.probes.iter().map(|p| p.provider.as_str()).collect();
             writeln!(
@@ -334,6 +356,19 @@ impl fmt::Display for Report {
                     writeln!(f, "      ! {i}")?;
                 }
             }
+        }
+        if !u.discarded.is_empty() {
+            let sites: Vec<String> = u
+                .discarded
+                .iter()
+                .map(|p| format!("{} (pc {})", p.event(), hex(p.pc)))
+                .collect();
+            writeln!(
+                f,
+                "  discarded by the linker with their functions (no code in this binary, never fire; \
+                 bpftrace skips them, perf probe adds them at this address): {}",
+                sites.join(", ")
+            )?;
         }
         list(f, "PROBLEM", &u.problems)?;
         list(f, "warning", &u.warnings)?;

@@ -50,8 +50,18 @@ impl SdtProbe {
 /// The USDT/SDT part of the report.
 #[derive(Debug, Clone, Default)]
 pub struct UsdtReport {
-    /// Every probe site, in note order.
+    /// Every probe site with code in the binary, in note order.
     pub probes: Vec<SdtProbe>,
+    /// Sites whose function the linker discarded, in note order: no code,
+    /// so they never fire, and nothing to check.
+    ///
+    /// lld's `--gc-sections` (rust-lld is Rust's default linker) drops an
+    /// unused function but keeps the notes, which are not allocated; their
+    /// address then resolves to the nop's offset in its dropped section,
+    /// below any code. GNU ld keeps such functions instead. bpftrace skips
+    /// these sites ("invalid address"); `perf probe` adds a uprobe at that
+    /// address, which never fires.
+    pub discarded: Vec<SdtProbe>,
     /// Address of `.stapsdt.base`, if present.
     pub base_section: Option<u64>,
     /// Problems (each makes the binary unsound).
@@ -124,6 +134,10 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
         ..UsdtReport::default()
     };
     read_probes(img, secs, &mut r);
+    let code_start = lowest_code_address(img);
+    (r.discarded, r.probes) = std::mem::take(&mut r.probes)
+        .into_iter()
+        .partition(|p| code_start.is_some_and(|start| p.pc < start));
     if r.probes.is_empty() {
         return r;
     }
@@ -135,6 +149,25 @@ pub(crate) fn check(img: &Image<'_>, fix: &mut Vec<String>) -> UsdtReport {
     check_one_semaphore_per_event(&mut r, fix);
     check_probes_section(secs.probes, &mut r);
     r
+}
+
+/// The lowest address of any executable section (of any executable
+/// segment when the binary has no section headers): no probe site with
+/// code lies below it.
+fn lowest_code_address(img: &Image<'_>) -> Option<u64> {
+    let exec = u64::from(elf::SHF_EXECINSTR);
+    img.sections
+        .iter()
+        .filter(|s| s.is_alloc() && s.flags & exec != 0 && s.size > 0)
+        .map(|s| s.addr)
+        .min()
+        .or_else(|| {
+            img.segments
+                .iter()
+                .filter(|s| s.flags & elf::PF_X != 0 && s.memsz > 0)
+                .map(|s| s.vaddr)
+                .min()
+        })
 }
 
 /// Every `stapsdt` note as a probe site, in note order; damaged notes and
