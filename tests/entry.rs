@@ -5,6 +5,7 @@
 //! `RecordError::Config` while the application runs on unrecorded, and
 //! the guide's hand-built runtime is the compiled example's.
 
+mod common;
 use runtrace::format::check::check_files;
 use runtrace::format::files::expand;
 use std::io::{BufRead, BufReader};
@@ -41,29 +42,7 @@ async fn a_test_returns_a_result() -> Result<(), std::num::ParseIntError> {
 
 /// `examples/NAME`, built with the features it needs.
 fn example(name: &str) -> PathBuf {
-    let st = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "--features",
-            "tokio,record",
-            "--example",
-            name,
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "cargo build --example {name}");
-    let exe = std::env::current_exe().unwrap();
-    let p = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name);
-    assert!(p.exists(), "{} not built", p.display());
-    p
+    common::example_with(name, "tokio,record")
 }
 
 /// The trace files of the recording made with prefix `prefix`.

@@ -9,7 +9,7 @@
 //! run as user `nobody`: root's `lttng` always talks to the system-wide
 //! daemon, whatever `LTTNG_HOME` says.
 
-use super::missing;
+use super::{all_features_build, feature_args, missing};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -73,9 +73,11 @@ fn cargo(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Builds example `name` with `--features lttng` in this test's target dir
-/// and profile (so a plain `cargo test` reuses its dependencies; `cargo
-/// test --release` checks the release build), and copies it to `dest`.
+/// Builds example `name` with `--features lttng` (under CI's all-features
+/// build, that build's features, which include it: `feature_args`) in this
+/// test's target dir and profile (so a plain `cargo test` reuses its
+/// dependencies; `cargo test --release` checks the release build), and
+/// copies it to `dest`.
 /// `None` (after `missing`) when liblttng-ust-dev is absent.
 ///
 /// Others may build the same example without the feature in the same
@@ -85,7 +87,9 @@ fn cargo(args: &[&str]) -> Result<(), String> {
 pub fn build_lttng_example(name: &str, dest: &Path) -> Option<PathBuf> {
     let bin = target_dir().join(profile()).join("examples").join(name);
     for _ in 0..5 {
-        if let Err(stderr) = cargo_build(&["--example", name, "--features", "lttng"]) {
+        let mut args = vec!["--example", name];
+        args.extend(feature_args("lttng"));
+        if let Err(stderr) = cargo_build(&args) {
             if stderr.contains("install liblttng-ust-dev") {
                 missing("liblttng-ust-dev is not installed (LTTng-UST headers)");
                 return None;
@@ -119,12 +123,7 @@ pub fn build_bin(package: &str, bin: &str, dest: &Path) -> PathBuf {
     // (`CARGO_BIN_EXE_*`) with one lacking their features (`runtrace
     // fetch` is behind `object-store`). Then ask that same run's build
     // again: it is fresh, and the same binary is linked back in place.
-    let all = cfg!(all(
-        feature = "object-store",
-        feature = "lttng",
-        feature = "alloc"
-    ));
-    let built = if all {
+    let built = if all_features_build() {
         cargo(&["test", "--workspace", "--all-features", "--no-run"])
     } else {
         cargo_build(&["-p", package, "--bin", bin])
