@@ -17,21 +17,24 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
-/// Builds the fixture (its own target dir under ours, so later runs are
-/// incremental) and returns the binary.
+/// Builds the fixture in release, in the target dir under ours that
+/// tests/redis_planted.rs builds its mini-redis in (same dependencies and
+/// release profile, so whichever runs second reuses the other's), and
+/// returns the binary.
 fn build() -> std::path::PathBuf {
-    let target = repo_root().join("target/fixtures/mini-redis");
+    let target = repo_root().join("target/fixtures/redis");
     run(Command::new(env!("CARGO"))
         .current_dir(repo_root())
         .args([
             "build",
             "--quiet",
+            "--release",
             "--manifest-path",
             "tests/fixtures/mini-redis/Cargo.toml",
             "--target-dir",
         ])
         .arg(&target));
-    target.join("debug/mini-redis-under-runtrace")
+    target.join("release/mini-redis-under-runtrace")
 }
 
 /// One RESP command, and its reply (read until it is complete).

@@ -16,8 +16,8 @@
 //! Needs `perf_event_open` for the off-CPU part (kernel.perf_event_paranoid
 //! <= 2 for a process's own threads): under `CI=true` a recording without
 //! off-CPU stacks fails the test; elsewhere it is skipped with a message.
-//! The fixture builds in release mode under target/fixtures (minutes on a
-//! first build).
+//! The fixture builds in release mode under target/fixtures/redis, beside
+//! tests/mini_redis.rs's (minutes on a first build).
 
 mod common;
 use common::{missing, repo_root, run, scratch_dir, trace_files};
@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 const HANDLER: &str = "mini-redis-0.4.1/src/server.rs:";
 
 fn build_fixture() -> PathBuf {
-    let target = repo_root().join("target/fixtures/redis-planted");
+    // Shared with tests/mini_redis.rs (same dependencies and profile).
+    let target = repo_root().join("target/fixtures/redis");
     run(Command::new(env!("CARGO"))
         .current_dir(repo_root())
         .args([
