@@ -10,7 +10,7 @@
 //! 2. Build the tokio runtime through [`crate::tokio::Instrumentation`]
 //!    (the attribute's flavor, worker threads, name).
 //! 3. While recording, seal it on SIGTERM and SIGINT when nothing else
-//!    handles them ([`signals`]).
+//!    handles them (its private `signals` module).
 //! 4. Run the body; shut the runtime down (its workers' last events
 //!    recorded); finish the recording, reporting an error on standard
 //!    error without changing what the body returned.

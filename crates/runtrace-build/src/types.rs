@@ -119,7 +119,7 @@ pub struct FieldTypeInfo {
     pub to_wire: &'static str,
     /// The argument as a 64-bit register value (USDT, perf-probe):
     /// integers widened, floats as their bits, text as a pointer to a
-    /// NUL-terminated copy (`__c_{v}` for `str`, see [`c_strings`]).
+    /// NUL-terminated copy (`__c_{v}` for `str`, see [`crate::fields::c_strings`]).
     pub reg: &'static str,
     /// The C type of an LTTng tracepoint argument.
     pub c: &'static str,

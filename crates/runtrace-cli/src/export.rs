@@ -14,7 +14,7 @@ use std::process::ExitCode;
 pub enum Format {
     /// Hive-partitioned Parquet tables (polls, tasks, workers, queues,
     /// lock_events, io_events, backlog_triggers, queue_snapshots) under
-    /// DATASET/<table>/service=S/host=H/date=D/, for DuckDB, Spark,
+    /// DATASET/TABLE/service=S/host=H/date=D/, for DuckDB, Spark,
     /// Trino/Athena (docs/parquet.md). Exit 1 if a file is damaged (what
     /// was readable is exported) or the export fails (nothing written).
     Parquet(ParquetArgs),

@@ -112,7 +112,7 @@ pub enum Command {
     #[command(subcommand)]
     Export(export::Format),
     /// Pull sealed segments that the recorder's object-store sink shipped
-    /// (service=/host=/date=/trace-<ts>-<n>.bin) from URL (file:///dir,
+    /// (service=/host=/date=/trace-TS-N.bin) from URL (file:///dir,
     /// s3://bucket/prefix) into DIR, where every command reads them
     /// (exit 1 on an error or when nothing matched).
     #[cfg(feature = "object-store")]

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 /// Bound on the memory of the events held for ordering, in bytes (100
 /// MiB): each event counts its heap entry, its values and the text of its
-/// string values ([`weight`]). Past it, the oldest are released down to
+/// string values (`weight`). Past it, the oldest are released down to
 /// half of it.
 pub const MAX_PENDING_BYTES: usize = 100 << 20;
 

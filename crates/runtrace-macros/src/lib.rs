@@ -13,9 +13,9 @@
 //! trace), `config = my_fn` (a `fn(RecorderBuilder) -> RecorderBuilder`
 //! applied to the recorder's settings).
 //!
-//! Structure (as tokio-macros): [`parse`] turns the arguments into a
-//! [`parse::Config`], one error per unknown or repeated key, spanned at
-//! the key; [`expand`] writes the function. On an error the function is
+//! Structure (as tokio-macros): `parse` turns the arguments into a
+//! `parse::Config`, one error per unknown or repeated key, spanned at
+//! the key; `expand` writes the function. On an error the function is
 //! emitted unchanged beside a `compile_error!`, so the user sees one clear
 //! error, not a cascade.
 //!

@@ -24,7 +24,7 @@
 //! sample is taken: those allocations are not sampled), the stack is
 //! walked through frame pointers inside the thread's own stack bounds
 //! (read once per thread with `pthread_getattr_np`, never faults), and the
-//! sample goes into a fixed, static queue ([`Queue`]). Nothing on the
+//! sample goes into a fixed, static queue (`Queue`). Nothing on the
 //! sampled path allocates; a full queue counts the sample as lost.
 //!
 //! # The queue

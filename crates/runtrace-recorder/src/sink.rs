@@ -14,7 +14,7 @@
 //! add its own.
 //!
 //! # Rules
-//! 1. The writer thread (and a snapshot's thread) only [`push`](SinkQueue::push)
+//! 1. The writer thread (and a snapshot's thread) only `SinkQueue::push`
 //!    a small [`SegmentInfo`]: a lock held for a `VecDeque` push, never
 //!    while a sink runs. No recording thread ever touches a queue.
 //! 2. A queue holds at most `capacity` segments not yet taken by its

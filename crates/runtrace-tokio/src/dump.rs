@@ -1,6 +1,6 @@
 //! Task dumps (feature `taskdump`, Linux): where each pending task sits.
 //!
-//! [`crate::dump`] (`runtrace::tokio::dump()`) asks tokio for a task dump (`Handle::dump`: tokio pauses the
+//! [`crate::dump()`] (`runtrace::tokio::dump()`) asks tokio for a task dump (`Handle::dump`: tokio pauses the
 //! runtime's workers and re-polls every idle task in a tracing mode, each
 //! tokio leaf future it reaches records its backtrace), then records one
 //! `task_dump` event per task: its *await point*, the innermost frame of
@@ -12,7 +12,7 @@
 //! A dump is expensive (tokio's docs: the runtime stops while every task
 //! is traced; resolving the backtraces reads the binary's debug info, 100
 //! ms or more the first time) and never on the hot path: it runs only
-//! when asked for ([`crate::dump`], or `#[runtrace::main]` as
+//! when asked for ([`crate::dump()`], or `#[runtrace::main]` as
 //! `RUNTRACE_TASK_DUMP` says). tokio 1.54's dump of a multi-thread runtime
 //! can hang that runtime (tokio-rs/tokio#7478; seen here: a worker
 //! spinning in tokio's `steal_all`); docs/analysis.md ("Where a task
@@ -109,7 +109,7 @@ impl std::fmt::Display for DumpError {
 
 impl std::error::Error for DumpError {}
 
-/// [`crate::dump`] with what asked for it: `trigger` (`end`, `signal
+/// [`crate::dump()`] with what asked for it: `trigger` (`end`, `signal
 /// USR1`) is recorded in the dump's task_dump_start. Waits for the
 /// workers at most [`DUMP_TIMEOUT`].
 ///

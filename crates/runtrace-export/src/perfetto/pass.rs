@@ -185,7 +185,7 @@ pub struct ExportStats {
     pub closed_early: u64,
     /// Poll ends and unparks with no open poll or park (skipped).
     pub unmatched_ends: u64,
-    /// Application slices beyond [`MAX_LANES`] overlapping ones (skipped).
+    /// Application slices beyond `MAX_LANES` overlapping ones (skipped).
     pub overlapping_skipped: u64,
     /// CPU samples written as callstack samples (one per `cpu_sample`).
     pub cpu_samples: u64,

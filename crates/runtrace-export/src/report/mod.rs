@@ -44,7 +44,7 @@ use runtrace_model::profile::Profile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Default)]
 pub struct Written {
     /// Bytes of the page.
