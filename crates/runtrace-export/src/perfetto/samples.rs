@@ -69,6 +69,8 @@ pub(crate) struct Samples {
     sym_mappings: usize,
     /// Interned mappings by (start, end, offset, path).
     mappings: HashMap<(u64, u64, u64, String), u64>,
+    /// The mapping of frames that have none ([`Samples::no_mapping`]).
+    no_mapping: Option<u64>,
     /// Callstack iid by (stack index in the model, its root).
     callstacks: HashMap<(u32, Root), u64>,
     /// Frame iid by (mapping iid, rel_pc, name).
@@ -139,7 +141,7 @@ impl Samples {
         for (i, &addr) in stack.iter().enumerate() {
             let (mapping, rel_pc) = match mappings.iter().find(|m| m.contains(addr)) {
                 Some(m) => (self.intern_mapping(w, m), addr - m.start + m.file_offset),
-                None => (0, addr),
+                None => (self.no_mapping(w), addr),
             };
             let names: Vec<Arc<str>> = self
                 .sym
@@ -154,10 +156,12 @@ impl Samples {
             }
         }
         if stack.is_empty() {
-            leaf_first.push(self.intern_frame(w, 0, 0, Arc::from(NO_STACK)));
+            let none = self.no_mapping(w);
+            leaf_first.push(self.intern_frame(w, none, 0, Arc::from(NO_STACK)));
         }
         if let Some(name) = root.frame() {
-            leaf_first.push(self.intern_frame(w, 0, 0, Arc::from(name)));
+            let none = self.no_mapping(w);
+            leaf_first.push(self.intern_frame(w, none, 0, Arc::from(name)));
         }
         leaf_first.reverse();
         self.next_callstack += 1;
@@ -195,14 +199,40 @@ impl Samples {
         };
         self.next_frame += 1;
         let iid = self.next_frame;
-        // Mapping 0: none (a name only), as Perfetto reads it.
         w.interned().frames.push(PFrame {
             iid: Some(iid),
             function_name_id: Some(function),
-            mapping_id: (mapping != 0).then_some(mapping),
-            rel_pc: (mapping != 0).then_some(rel_pc),
+            mapping_id: Some(mapping),
+            rel_pc: Some(rel_pc),
         });
         self.frames.insert(key, iid);
+        iid
+    }
+
+    /// The mapping of the frames that have none: the name-only root
+    /// frames ([`OFF_CPU_ROOT`], [`ALLOC_ROOT`], [`NO_STACK`]) and
+    /// addresses outside every recorded mapping. An empty range and no
+    /// path, interned once.
+    ///
+    /// Trace processor drops a frame whose mapping iid is not interned,
+    /// 0 included (stat `stackprofile_invalid_mapping_id`), and with it
+    /// every callstack through the frame: the sample is then in
+    /// `perf_sample` without a callsite.
+    fn no_mapping<W: Write>(&mut self, w: &mut PacketWriter<W>) -> u64 {
+        if let Some(iid) = self.no_mapping {
+            return iid;
+        }
+        self.next_mapping += 1;
+        let iid = self.next_mapping;
+        w.interned().mappings.push(PMapping {
+            iid: Some(iid),
+            build_id: None,
+            start: Some(0),
+            end: Some(0),
+            exact_offset: Some(0),
+            path_string_ids: Vec::new(),
+        });
+        self.no_mapping = Some(iid);
         iid
     }
 
