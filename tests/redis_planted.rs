@@ -125,6 +125,55 @@ fn has_off_cpu(p: &Profile) -> bool {
     off
 }
 
+/// The recording on Perfetto's timeline (issue 39 item 4, on a real
+/// server): `tools/check_perfetto_samples.py` reads its on- and off-CPU
+/// samples back with Perfetto's protos and with Perfetto's trace
+/// processor (`RUNTRACE_TRACE_PROCESSOR_WASM`, set by .ci/run), and both
+/// name the same stacks on the same threads.
+fn perfetto_samples_agree(files: &[PathBuf]) {
+    let have = Command::new("python3")
+        .args([
+            "-c",
+            "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        missing("python3 with the perfetto package (pip install -r .ci/requirements.txt)");
+        return;
+    }
+    let d = scratch_dir("redis-planted-perfetto");
+    let out = d.path().join("t.pftrace");
+    runtrace_export::perfetto::convert(files, &out).unwrap();
+    let script = repo_root().join("tools/check_perfetto_samples.py");
+    let o = Command::new("python3")
+        .arg(&script)
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "check_perfetto_samples.py: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["kinds"]["on_cpu"].as_u64() > Some(0), "{}", v["kinds"]);
+    assert!(v["kinds"]["off_cpu"].as_u64() > Some(0), "{}", v["kinds"]);
+    eprintln!(
+        "perfetto: samples {} (protos); trace processor: {}",
+        v["kinds"],
+        match v["trace_processor_skipped"].as_str() {
+            None if v["trace_processor"] == v["protos"] => "the same stacks".to_string(),
+            None => "other stacks".to_string(),
+            Some(why) => format!("skipped ({why})"),
+        }
+    );
+    match v["trace_processor_skipped"].as_str() {
+        None => assert!(
+            v["trace_processor"] == v["protos"],
+            "trace processor and the protos differ"
+        ),
+        Some(why) => missing(&format!("no trace processor: {why}")),
+    }
+}
+
 #[test]
 fn mini_redis_with_planted_problems() {
     let bin = build_fixture();
@@ -211,6 +260,7 @@ fn mini_redis_with_planted_problems() {
             "the top off-CPU tower is the planted sleep: {:?}",
             top
         );
+        perfetto_samples_agree(&files);
     }
 
     // The planted CPU loop.

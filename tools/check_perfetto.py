@@ -16,9 +16,13 @@ the spans' whole lives on the process's span lanes; resource waits
 ("wait KIND SITE" slices on the process's resource wait lanes, a
 "handover" slice nested in a wait where its releaser is known, reached
 by a flow from a "release" instant on a thread track); counts equal
-`runtrace check`'s. Prints a JSON summary; exit 1 on failure.
+`runtrace check`'s. Then Perfetto's trace processor loads the file (see
+trace_processor_counts): no error or data-loss stat, and the same slices,
+parked slices and counter values as the protos. Prints a JSON summary;
+exit 1 on failure.
 """
 import json
+import os
 import sys
 from collections import defaultdict
 
@@ -30,6 +34,52 @@ TE = pb.TrackEvent
 def fail(msg):
     print(f"FAIL: {msg}", file=sys.stderr)
     sys.exit(1)
+
+
+def trace_processor_counts(path, counter_tracks):
+    """What Perfetto's trace processor makes of the file (slices, parked
+    slices, values on our counter tracks), failing on any stat of
+    severity error or data_loss; None when it is not at hand, which
+    CI=true refuses. The WebAssembly build in
+    $RUNTRACE_TRACE_PROCESSOR_WASM (.ci/run sets it; tools/tp_wasm.py) is
+    Perfetto v20.1: flows (TrackEvent.flow_ids, field 47) are newer, so
+    they are checked with the protos only."""
+    wasm = os.environ.get("RUNTRACE_TRACE_PROCESSOR_WASM")
+    if not wasm:
+        if os.environ.get("CI") == "true":
+            fail("CI=true and no trace processor (bash .ci/run sets RUNTRACE_TRACE_PROCESSOR_WASM)")
+        print("skipped: the trace processor check (RUNTRACE_TRACE_PROCESSOR_WASM unset)", file=sys.stderr)
+        return None
+    from tp_wasm import TraceProcessorError, WasmTraceProcessor
+
+    try:
+        tp = WasmTraceProcessor(wasm, path)
+    except TraceProcessorError as e:
+        fail(f"trace processor (WebAssembly build in {wasm}): {e}")
+    try:
+        bad = tp.query(
+            "select name, idx, value from stats "
+            "where value > 0 and severity in ('error', 'data_loss')"
+        )
+        if bad:
+            fail(f"trace processor: stats {[r.__dict__ for r in bad]}")
+        one = lambda q: tp.query(q)[0].n
+        # Instants are slices of no duration there.
+        counts = {
+            "slices": one("select count(*) as n from slice"),
+            "parked": one("select count(*) as n from slice where name = 'parked'"),
+            "counter_values": sum(
+                r.n
+                for r in tp.query(
+                    "select t.name as name, count(*) as n from counter c "
+                    "join counter_track t on c.track_id = t.id group by t.name"
+                )
+                if r.name in counter_tracks
+            ),
+        }
+    finally:
+        tp.close()
+    return counts
 
 
 def main():
@@ -217,8 +267,20 @@ def main():
         fail("no flow reaches a poll")
     if (c("QueueSample") or c("Enqueue")) and not counter_values:
         fail("queue events but no counter values")
+    counter_tracks = {d.name for d in tracks.values() if d.HasField("counter")}
+    tp = trace_processor_counts(trace_path, counter_tracks)
+    if tp is not None:
+        want = {
+            "slices": sum(slice_names.values()) + sum(instants.values()),
+            "parked": slice_names["parked"],
+            "counter_values": counter_values,
+        }
+        for k, n in want.items():
+            if tp[k] != n:
+                fail(f"trace processor: {k} {tp[k]}, the protos say {n}")
     thread_tracks = [d.name for d in tracks.values() if d.HasField("thread")]
     print(json.dumps({
+        "trace_processor": tp,
         "packets": len(packets),
         "tracks": len(tracks),
         "thread_tracks": sorted(thread_tracks),

@@ -8,13 +8,18 @@ Usage: check_perfetto_samples.py OUT.pftrace
    be interned before use on the sequence; each sample is named root first.
    A sample's kind is its root frame: `[off-CPU]` (an off-CPU stack),
    `[alloc]` (a sampled allocation), else on-CPU; those two root frames
-   must be names only (no mapping) and never appear below the root.
-2. Loaded into trace processor (the `perfetto` package's TraceProcessor),
-   when its binary can be had: the samples of its `perf_sample` table, on
-   their threads, named by walking `stack_profile_callsite` up from the
-   sample's callsite. The binary comes from $RUNTRACE_TRACE_PROCESSOR when
-   set, else the package's own (downloaded once and cached by it); when
-   neither can be had, the output says why under "trace_processor_skipped".
+   must be names only (on the mapping with an empty range that stands for
+   none: every frame needs an interned mapping) and never appear below
+   the root.
+2. Loaded into Perfetto's trace processor: the samples of its
+   `perf_sample` table, on their threads, named by walking
+   `stack_profile_callsite` up from the sample's callsite. The trace
+   processor is the WebAssembly build in $RUNTRACE_TRACE_PROCESSOR_WASM
+   when set (a Perfetto UI build, run by tools/tp_wasm.py; .ci/run sets
+   it), else the `perfetto` package's TraceProcessor with the binary
+   $RUNTRACE_TRACE_PROCESSOR or the package's own (downloaded once and
+   cached by it); when none can be had, the output says why under
+   "trace_processor_skipped".
 
 Prints JSON: {"protos": {"TID": {"root;...;leaf": count}}, "trace_processor":
 same shape or null, "trace_processor_skipped": reason or null,
@@ -44,6 +49,7 @@ def from_protos(path):
     with open(path, "rb") as f:
         trace.ParseFromString(f.read())
     functions, frames, callstacks, mappings, paths = {}, {}, {}, {}, {}
+    empty = set()  # mappings with an empty range: the name-only frames'
     out = defaultdict(lambda: defaultdict(int))
     for order, p in enumerate(trace.packet):
         if p.HasField("interned_data"):
@@ -57,14 +63,18 @@ def from_protos(path):
                     if i not in paths:
                         fail(f"packet {order}: mapping {m.iid} path {i} not interned")
                 mappings[m.iid] = "/".join(paths[i] for i in m.path_string_ids)
+                if m.start == m.end:
+                    empty.add(m.iid)
             for fr in d.frames:
                 if fr.function_name_id not in functions:
                     fail(f"packet {order}: frame {fr.iid} name {fr.function_name_id} not interned")
-                if fr.mapping_id and fr.mapping_id not in mappings:
+                # Trace processor drops a frame whose mapping is not
+                # interned, 0 (none) included, and every callstack through it.
+                if fr.mapping_id not in mappings:
                     fail(f"packet {order}: frame {fr.iid} mapping {fr.mapping_id} not interned")
                 frames[fr.iid] = functions[fr.function_name_id]
-                if frames[fr.iid] in ROOTS and fr.mapping_id:
-                    fail(f"packet {order}: root frame {frames[fr.iid]} has a mapping")
+                if frames[fr.iid] in ROOTS and fr.mapping_id not in empty:
+                    fail(f"packet {order}: root frame {frames[fr.iid]} on a real mapping")
             for cs in d.callstacks:
                 for depth, i in enumerate(cs.frame_ids):
                     if i not in frames:
@@ -82,7 +92,8 @@ def from_protos(path):
         if s.callstack_iid not in callstacks:
             fail(f"packet {order}: callstack {s.callstack_iid} not interned")
         out[str(s.tid)][callstacks[s.callstack_iid]] += 1
-    return out, sorted(set(mappings.values()))
+    real = {name for iid, name in mappings.items() if iid not in empty}
+    return out, sorted(real)
 
 
 def kinds(samples):
@@ -94,7 +105,16 @@ def kinds(samples):
     return out
 
 
-def from_trace_processor(path):
+def open_trace_processor(path):
+    """A trace processor holding `path`, or None and why not."""
+    wasm = os.environ.get("RUNTRACE_TRACE_PROCESSOR_WASM")
+    if wasm:
+        from tp_wasm import TraceProcessorError, WasmTraceProcessor
+
+        try:
+            return WasmTraceProcessor(wasm, path), None
+        except TraceProcessorError as e:
+            fail(f"trace processor (WebAssembly build in {wasm}): {e}")
     try:
         from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
     except ImportError as e:
@@ -103,35 +123,47 @@ def from_trace_processor(path):
     try:
         # The package says on stdout that it downloads: keep stdout JSON.
         with contextlib.redirect_stdout(sys.stderr):
-            tp = TraceProcessor(trace=path, config=TraceProcessorConfig(bin_path=bin_path))
+            return TraceProcessor(trace=path, config=TraceProcessorConfig(bin_path=bin_path)), None
     except Exception as e:  # no binary and no way to download it
         return None, f"trace processor cannot be started: {e}"
+
+
+def from_trace_processor(path):
+    tp, why = open_trace_processor(path)
+    if tp is None:
+        return None, why
     try:
-        q = """
-            select s.id as sample, t.tid as tid, c.depth as depth, f.name as name
-            from perf_sample s
-            join thread t using (utid)
-            join experimental_ancestor_stack_profile_callsite(s.callsite_id) c
-            join stack_profile_frame f on f.id = c.frame_id
-            union all
-            select s.id, t.tid, c.depth, f.name
-            from perf_sample s
-            join thread t using (utid)
-            join stack_profile_callsite c on c.id = s.callsite_id
-            join stack_profile_frame f on f.id = c.frame_id
-        """
-        stacks = defaultdict(list)
-        tids = {}
-        for r in tp.query(q):
-            stacks[r.sample].append((r.depth, r.name))
-            tids[r.sample] = r.tid
+        # The callsite tree and the frames' names, walked here rather than
+        # with experimental_ancestor_stack_profile_callsite: that table
+        # function takes only a constant in the WebAssembly build's version
+        # (v20), and a join passes it a column.
+        names = {r.id: r.name for r in tp.query("select id, name from stack_profile_frame")}
+        callsites = {
+            r.id: (r.parent_id, r.frame_id)
+            for r in tp.query("select id, parent_id, frame_id from stack_profile_callsite")
+        }
+
+        def stack(callsite):
+            frames = []
+            while callsite is not None:
+                callsite, frame = callsites[callsite]
+                frames.append(names[frame])
+            return ";".join(reversed(frames))
+
+        # A frame, callstack or mapping it could not read (an iid never
+        # interned, say) is counted here, and its samples lose their stack.
+        for r in tp.query("select name, value from stats where name glob 'stackprofile_*'"):
+            if r.value:
+                fail(f"trace processor: stat {r.name} = {r.value}")
         out = defaultdict(lambda: defaultdict(int))
-        for sample, frames in stacks.items():
-            out[str(tids[sample])][";".join(n for _, n in sorted(frames))] += 1
-        n = next(iter(tp.query("select count(*) as n from perf_sample"))).n
-        named = sum(sum(v.values()) for v in out.values())
-        if n != named:
-            fail(f"trace processor: {n} perf_sample rows, {named} with a callstack")
+        q = """
+            select t.tid as tid, s.callsite_id as callsite
+            from perf_sample s left join thread t using (utid)
+        """
+        for r in tp.query(q):
+            if r.callsite is None or r.tid is None:
+                fail(f"trace processor: a perf_sample row without a callsite or thread: {r.__dict__}")
+            out[str(r.tid)][stack(r.callsite)] += 1
         return out, None
     finally:
         tp.close()
