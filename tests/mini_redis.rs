@@ -23,7 +23,7 @@ use std::process::{Command, Stdio};
 /// returns the binary.
 fn build() -> std::path::PathBuf {
     let target = repo_root().join("target/fixtures/redis");
-    run(Command::new(env!("CARGO"))
+    run(common::cargo()
         .current_dir(repo_root())
         .args([
             "build",

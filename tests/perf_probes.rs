@@ -69,7 +69,7 @@ fn target_dir_and_profile() -> (PathBuf, String) {
 /// the featureless build of tests/quickstart.rs shares).
 fn build_example(name: &str) -> PathBuf {
     let (target, profile) = target_dir_and_profile();
-    let mut c = Command::new(env!("CARGO"));
+    let mut c = common::cargo();
     // taskdump for the quickstart: it then links runtrace-tokio's
     // optional `dump`, where the two task dump events' probe sites are
     // (it takes no dump unless QUICKSTART_TASK_DUMP is set; the other

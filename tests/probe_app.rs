@@ -21,7 +21,7 @@ fn build_app(features: &str) -> PathBuf {
     let target = repo_root()
         .join("target/fixtures")
         .join(if features.is_empty() { "none" } else { "all" });
-    let mut c = Command::new(env!("CARGO"));
+    let mut c = common::cargo();
     c.current_dir(repo_root())
         .args([
             "build",

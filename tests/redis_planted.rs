@@ -36,7 +36,7 @@ const HANDLER: &str = "mini-redis-0.4.1/src/server.rs:";
 fn build_fixture() -> PathBuf {
     // Shared with tests/mini_redis.rs (same dependencies and profile).
     let target = repo_root().join("target/fixtures/redis");
-    run(Command::new(env!("CARGO"))
+    run(common::cargo()
         .current_dir(repo_root())
         .args([
             "build",

@@ -58,7 +58,7 @@ fn cargo_build(args: &[&str]) -> Result<(), String> {
 
 /// `cargo ARGS` in this test's target dir and profile.
 fn cargo(args: &[&str]) -> Result<(), String> {
-    let mut cmd = Command::new(env!("CARGO"));
+    let mut cmd = super::cargo();
     cmd.args(args)
         .env("CARGO_TARGET_DIR", target_dir())
         .current_dir(env!("CARGO_MANIFEST_DIR"));

@@ -110,6 +110,42 @@ pub fn trace_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// A `cargo` command for a nested build, without the variables cargo sets
+/// for this test's own run (`CARGO_MANIFEST_DIR`, `OUT_DIR`,
+/// `CARGO_PKG_*`, ...).
+///
+/// A build script that tracks one of them (ring's tracks
+/// `CARGO_MANIFEST_DIR` and `OUT_DIR`) sees it change, from unset in
+/// `cargo test`'s build to set here: it reruns, and everything above it
+/// rebuilds (ring, rustls, reqwest, object_store, the recorder, every
+/// test binary: 66 s on 2 cores), then again in the next build without
+/// them.
+///
+/// ```ignore
+/// let mut c = common::cargo();
+/// c.args(["build", "--example", "quickstart"]);
+/// ```
+pub fn cargo() -> Command {
+    let mut c = Command::new(env!("CARGO"));
+    for (k, _) in std::env::vars_os() {
+        let Some(k) = k.to_str() else { continue };
+        if matches!(
+            k,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "OUT_DIR"
+        ) || k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_BIN_")
+        {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
 /// Whether this test binary comes from CI's `cargo test --workspace
 /// --all-features` (the facade's optional backends are all on).
 pub fn all_features_build() -> bool {
@@ -134,7 +170,7 @@ pub fn all_features_build() -> bool {
 /// the other tests run.
 ///
 /// ```ignore
-/// Command::new(env!("CARGO")).args(["build", "--example", "quickstart"])
+/// common::cargo().args(["build", "--example", "quickstart"])
 ///     .args(common::feature_args("tokio,record"));
 /// ```
 pub fn feature_args(features: &str) -> Vec<&str> {
@@ -156,7 +192,7 @@ pub fn example(name: &str) -> PathBuf {
 /// under CI's build, which already compiled it) and returns its path, next
 /// to the test binaries.
 pub fn example_with(name: &str, features: &str) -> PathBuf {
-    let st = Command::new(env!("CARGO"))
+    let st = cargo()
         .args(["build", "--quiet", "--example", name])
         .args(feature_args(features))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
