@@ -49,7 +49,7 @@ def from_protos(path):
     with open(path, "rb") as f:
         trace.ParseFromString(f.read())
     functions, frames, callstacks, mappings, paths = {}, {}, {}, {}, {}
-    empty = set()  # mappings with an empty range: the name-only frames'
+    empty = set()  # mappings with an empty range: the name-only frames' own
     out = defaultdict(lambda: defaultdict(int))
     for order, p in enumerate(trace.packet):
         if p.HasField("interned_data"):
