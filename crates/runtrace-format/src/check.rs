@@ -13,7 +13,7 @@
 //! ```
 
 use crate::files::{dedup, sort_trace_paths, unreadable};
-use crate::frame::Finish;
+use crate::frame::{Finish, WRITER_THREAD};
 use crate::per_schema::PerSchema;
 use crate::reader::{ErrorKind, FileReader, Record};
 use std::collections::BTreeMap;
@@ -262,6 +262,7 @@ pub fn check_files<P: AsRef<Path>>(paths: &[P]) -> CheckReport {
             r.indexes.push(seen.file_index);
             r.format_1_2 |= seen.version_minor >= 2;
             r.dropped = r.dropped.saturating_add(seen.dropped);
+            r.profiler_dropped = r.profiler_dropped.saturating_add(seen.profiler_dropped);
             r.events = r.events.saturating_add(summary.events);
             if seen.finish.is_some() {
                 r.finish = seen.finish;
@@ -290,6 +291,9 @@ struct Seen {
     file_index: u64,
     version_minor: u64,
     dropped: u64,
+    /// Of `dropped`, those told by the writer thread itself: samples the
+    /// profiler could not keep (docs/format.md section 10).
+    profiler_dropped: u64,
     finish: Option<Finish>,
 }
 
@@ -302,6 +306,7 @@ struct Recording {
     format_1_2: bool,
     events: u64,
     dropped: u64,
+    profiler_dropped: u64,
     finish: Option<Finish>,
 }
 
@@ -346,11 +351,29 @@ impl Recording {
             .map_or(self.dropped, |f| f.dropped.max(self.dropped));
         if dropped > 0 {
             let io = self.finish.map_or(0, |f| f.lost_to_writes.min(dropped));
+            let samples = self.profiler_dropped.min(dropped - io);
+            let buffers = dropped - io - samples;
             let total = dropped.saturating_add(self.finish.map_or(self.events, |f| f.events));
+            // Each cause with its own remedy: raising the buffers does
+            // nothing for samples the kernel's rings could not keep.
+            let mut why = Vec::new();
+            if buffers > 0 || samples + io == 0 {
+                why.push(format!(
+                    "{buffers} to full thread buffers (raise Recorder::builder().buffer_size or RUNTRACE_BUFFER_SIZE)"
+                ));
+            }
+            if samples > 0 {
+                why.push(format!(
+                    "{samples} profiler samples (CPU, off-CPU or allocation) the kernel's or the sampler's rings could not keep: the writer thread fell behind, usually starved of CPU (give the process more CPU, or lower RUNTRACE_CPU_HZ)"
+                ));
+            }
+            if io > 0 {
+                why.push(format!("{io} to failed writes (disk full or I/O errors)"));
+            }
             out.push(format!(
-                "recording {id:016x}: {dropped} events dropped ({:.1}% of {total}): {} to full thread buffers (raise Recorder::builder().buffer_size or RUNTRACE_BUFFER_SIZE), {io} to failed writes (disk full or I/O errors)",
+                "recording {id:016x}: {dropped} events dropped ({:.1}% of {total}): {}",
                 dropped as f64 * 100.0 / total.max(1) as f64,
-                dropped - io
+                why.join(", ")
             ));
         }
     }
@@ -386,6 +409,10 @@ fn check_one(
     };
     summary.bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let (mut has_header, mut cut, mut damaged) = (false, false, false);
+    // (tid, count) of every DROPPED frame, told apart once the file's
+    // thread names are known: the writer tells the profiler's losses
+    // under its own tid.
+    let mut drops: Vec<(u64, u64)> = Vec::new();
     for rec in reader.by_ref() {
         match rec {
             Ok(Record::Header(_)) => has_header = true,
@@ -395,6 +422,7 @@ fn check_one(
                     *counts.get(&ev.schema, |_| 0) += 1;
                 }
             }
+            Ok(Record::Dropped { tid, count, .. }) => drops.push((tid, count)),
             Ok(_) => {}
             Err(e) => {
                 match e.kind {
@@ -429,6 +457,13 @@ fn check_one(
         file_index: h.file_index,
         version_minor: h.version_minor,
         dropped: reader.dropped_read(),
+        profiler_dropped: drops
+            .iter()
+            .filter(|(tid, _)| {
+                reader.tables().threads().get(tid).map(String::as_str) == Some(WRITER_THREAD)
+            })
+            .map(|&(_, n)| n)
+            .fold(0, u64::saturating_add),
         finish: reader.finish().copied(),
     });
     (summary, seen)

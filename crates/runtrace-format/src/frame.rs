@@ -240,6 +240,16 @@ pub fn locations<'a>(list: impl ExactSizeIterator<Item = &'a LocationDef>) -> Ve
     p
 }
 
+/// The `THREAD` name of the recorder's writer thread (docs/format.md
+/// section 10): its chunks carry the profiler's samples, and its `DROPPED`
+/// frames the samples the profiler lost.
+///
+/// ```
+/// let p = runtrace_format::frame::thread(7, runtrace_format::frame::WRITER_THREAD);
+/// assert!(p.ends_with(b"runtrace-writer"));
+/// ```
+pub const WRITER_THREAD: &str = "runtrace-writer";
+
 /// THREAD payload.
 pub fn thread(tid: u64, name: &str) -> Vec<u8> {
     let mut p = Vec::new();

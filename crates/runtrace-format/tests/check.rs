@@ -43,6 +43,49 @@ fn s2_sealed_file_is_clean() {
     assert_eq!(r.bytes, s.file.bytes.len() as u64);
 }
 
+/// Drops the writer thread reports are the profiler's lost samples, told
+/// apart from full thread buffers: raising the buffers would not help them.
+#[test]
+fn s11_profiler_losses_are_told_apart_from_full_buffers() {
+    let s = sample_file();
+    let total: u64 = s.chunks.iter().map(Chunk::event_count).sum();
+    let mut b = FileBuilder::new();
+    let last = s.file.frames.len() - 1;
+    for f in &s.file.frames[..last] {
+        b.raw(f.ty, &s.file.bytes[f.offset as usize + 9..f.end() as usize]);
+    }
+    b.frame(FrameType::Thread, &frame::thread(99, frame::WRITER_THREAD));
+    b.frame(FrameType::Dropped, &frame::dropped(99, 5, 2_020, 2_030));
+    b.frame(FrameType::End, &frame::end(total, 22));
+    let dir = TempDir::new();
+    let r = check_files(&[dir.write("t.0.bin", &b.bytes)]);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.dropped_events, 22);
+    let line = &r.incomplete[0];
+    assert!(line.contains("22 events dropped"), "{line}");
+    assert!(line.contains("17 to full thread buffers"), "{line}");
+    assert!(line.contains("5 profiler samples"), "{line}");
+    assert!(!line.contains("failed writes"), "{line}");
+
+    // Only the writer's: no advice to raise the buffers.
+    let mut b = FileBuilder::new();
+    for f in s.file.frames[..last]
+        .iter()
+        .filter(|f| f.ty != FrameType::Dropped as u8)
+    {
+        b.raw(f.ty, &s.file.bytes[f.offset as usize + 9..f.end() as usize]);
+    }
+    b.frame(FrameType::Thread, &frame::thread(99, frame::WRITER_THREAD));
+    b.frame(FrameType::Dropped, &frame::dropped(99, 1, 2_020, 2_030));
+    b.frame(FrameType::End, &frame::end(total, 1));
+    let r = check_files(&[dir.write("t.1.bin", &b.bytes)]);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let line = &r.incomplete[0];
+    assert!(line.contains("1 events dropped"), "{line}");
+    assert!(line.contains("1 profiler samples"), "{line}");
+    assert!(!line.contains("buffer"), "{line}");
+}
+
 #[test]
 fn s2_end_totals_mismatch_is_damage() {
     let dir = TempDir::new();

@@ -60,7 +60,7 @@ impl RecorderBuilder {
             let writer = Writer::new(shared.clone())?;
             let w = shared.clone();
             std::thread::Builder::new()
-                .name("runtrace-writer".into())
+                .name(runtrace_format::frame::WRITER_THREAD.into())
                 .spawn(move || {
                     let _ = w.writer.set(std::thread::current());
                     writer.run()

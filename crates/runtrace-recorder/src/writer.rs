@@ -475,7 +475,7 @@ impl Writer {
             let lost = p.collect(watermark, &mut self.samples);
             let n = self.samples.len() as u64;
             if n + lost > 0 && self.announced_in != Some(index) {
-                thread_frames.push(frame::thread(self.tid, "runtrace-writer"));
+                thread_frames.push(frame::thread(self.tid, frame::WRITER_THREAD));
                 self.announced_in = Some(index);
             }
             if lost > 0 {
@@ -502,7 +502,7 @@ impl Writer {
         self.consider_triggers(watermark, now);
         if !self.fired.is_empty() {
             if self.announced_in != Some(index) {
-                thread_frames.push(frame::thread(self.tid, "runtrace-writer"));
+                thread_frames.push(frame::thread(self.tid, frame::WRITER_THREAD));
                 self.announced_in = Some(index);
             }
             let n = self.trigger_chunk();
