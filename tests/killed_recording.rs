@@ -169,7 +169,7 @@ fn a_missing_middle_file_is_incomplete() {
         // 1 MiB per thread; this test is about a missing file, not drops.
         .env("RUNTRACE_BUFFER_SIZE", "16M")
         // And without the CPU profiler: once in CI, its writer, starved
-        // for longer than the kernel's sample ring holds (~140 ms at
+        // for longer than the kernel's sample ring holds (~150 ms at
         // 99 Hz), lost one sample, which the quickstart's check rightly
         // called INCOMPLETE.
         .env("RUNTRACE_CPU_HZ", "0")
