@@ -86,6 +86,7 @@ pub fn summary(r: &dyn Reports, analyzers: Vec<Value>) -> Value {
         "event_counts": event_counts,
         "other_events": stats.events.saturating_sub(counts.total()),
         "dropped_events": stats.dropped,
+        "dropped_profiler_samples": stats.profiler_dropped,
         "tasks_spawned": report.tasks_spawned,
         "tasks_terminated": report.tasks_terminated,
         "tasks_terminated_unseen": report.tasks_terminated_unseen,
@@ -176,9 +177,13 @@ pub fn text(s: &Value) -> String {
         "duration:     {}",
         fmt_ns(s["duration_ns"].as_u64().unwrap_or(0))
     );
+    let samples = match s["dropped_profiler_samples"].as_u64().unwrap_or(0) {
+        0 => String::new(),
+        n => format!(", {n} of them profiler samples"),
+    };
     let _ = writeln!(
         t,
-        "events:       {} ({} of other types, {} dropped)",
+        "events:       {} ({} of other types, {} dropped{samples})",
         s["events"], s["other_events"], s["dropped_events"]
     );
     let _ = writeln!(

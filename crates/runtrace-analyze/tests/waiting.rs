@@ -72,7 +72,17 @@ fn leaked_tasks_are_a_task_leak_at_their_location() {
 /// pending forever; the runtime's shutdown cancels the watchers. With
 /// `dropped`, the recorder reports that many events lost (0: none).
 fn leak_trace(dropped: u64) -> Vec<u8> {
+    leak_trace_lost_by(dropped, 1)
+}
+
+/// The recorder's writer thread, which reports the profiler's lost samples.
+const WRITER: u64 = 99;
+
+/// [`leak_trace`], its losses reported by thread `tid` ([`WRITER`]: the
+/// profiler's).
+fn leak_trace_lost_by(dropped: u64, tid: u64) -> Vec<u8> {
     let mut b = TraceBuilder::new();
+    b.thread_name(WRITER, "runtrace-writer");
     b.location(1, "src/handler.rs", 10, 5);
     b.location(2, "src/handler.rs", 20, 9);
     let mut task = 1000;
@@ -92,7 +102,7 @@ fn leak_trace(dropped: u64) -> Vec<u8> {
         b.terminate(1, 1_000 * MS + 1, t);
     }
     if dropped > 0 {
-        b.dropped(1, dropped, 400 * MS, 401 * MS);
+        b.dropped(tid, dropped, 400 * MS, 401 * MS);
     }
     b.finish()
 }
@@ -134,6 +144,24 @@ fn a_leak_judged_on_a_read_that_lost_events_says_so() {
         "{}",
         f.headline()
     );
+
+    // Lost profiler samples (told by the writer thread) hide no wake:
+    // the leak stands as on a read that lost nothing.
+    let r = analyze_bytes(&leak_trace_lost_by(7, WRITER), Options::default());
+    assert_eq!((r.dropped_events, r.dropped_profiler_samples), (7, 7));
+    let f = first(&r);
+    assert_eq!(
+        (f.kind.as_str(), f.severity),
+        ("task_leak", Severity::Critical),
+        "{r}"
+    );
+    assert!(f.evidence.get("lost_events").is_none(), "{:#}", f.evidence);
+    assert!(
+        r.to_string()
+            .contains("(7 dropped by the recorder; 7 of them profiler samples, no task's event)"),
+        "{r}"
+    );
+    assert_eq!(r.to_json()["dropped_profiler_samples"], 7);
 
     // A damaged frame in the middle of the file: the same caveat.
     let mut bytes = leak_trace(0);

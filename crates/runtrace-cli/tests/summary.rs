@@ -139,3 +139,52 @@ fn a_damaged_trace_is_summarised_as_far_as_readable_with_exit_1() {
     assert!(s["events"].as_u64().unwrap() > 0);
     assert!(String::from_utf8_lossy(&o.stderr).contains("trace.0.bin"));
 }
+
+/// Drops the recorder's writer thread reports are profiler samples: `check`,
+/// `summary` and `analyze` say how many, apart from the others.
+#[test]
+fn profiler_sample_losses_are_counted_apart() {
+    use runtrace_model::synth::TraceBuilder;
+    const MS: u64 = 1_000_000;
+    let mut b = TraceBuilder::new();
+    b.location(1, "src/main.rs", 3, 5);
+    b.thread_name(99, "runtrace-writer");
+    b.spawn(1, MS, 7, 0, 1, 0);
+    b.poll_start(1, 0, 2 * MS, 7, 0, 0);
+    b.poll_end(1, 0, 3 * MS, 7, true);
+    b.terminate(1, 3 * MS, 7);
+    b.dropped(99, 4, 2 * MS, 4 * MS);
+    b.dropped(1, 2, 2 * MS, 4 * MS);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("summary-profiler-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.0.bin");
+    std::fs::write(&path, b.finish()).unwrap();
+
+    let s = json(&runtrace(&["summary", "--json"], &[&path]));
+    assert_eq!(
+        (
+            s["dropped_events"].as_u64(),
+            s["dropped_profiler_samples"].as_u64()
+        ),
+        (Some(6), Some(4)),
+        "{s:#}"
+    );
+    let text = runtrace(&["summary"], &[&path]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("6 dropped, 4 of them profiler samples"),
+        "{text}"
+    );
+    let a = json(&runtrace(&["analyze", "--json"], &[&path]));
+    assert_eq!(a["dropped_profiler_samples"], 4, "{a:#}");
+    let check = runtrace(&["check"], &[&path]);
+    let check = String::from_utf8_lossy(&check.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        check.contains("6 events dropped")
+            && check.contains("2 to full thread buffers")
+            && check.contains("4 profiler samples"),
+        "{check}"
+    );
+}

@@ -282,6 +282,22 @@ impl Model {
         }
     }
 
+    /// Whether thread `tid` of process `proc` is known and named as the
+    /// recorder's writer ([`runtrace_format::frame::WRITER_THREAD`]).
+    ///
+    /// ```
+    /// let mut m = runtrace_model::model::Model::new();
+    /// let t = m.thread(0, 9);
+    /// assert!(!m.is_writer_thread(0, 9));
+    /// m.threads[t as usize].name = Some("runtrace-writer".into());
+    /// assert!(m.is_writer_thread(0, 9) && !m.is_writer_thread(1, 9));
+    /// ```
+    pub fn is_writer_thread(&self, proc: u32, tid: u64) -> bool {
+        self.thread_ids.get(&(proc, tid)).is_some_and(|&t| {
+            self.threads[t as usize].name.as_deref() == Some(runtrace_format::frame::WRITER_THREAD)
+        })
+    }
+
     /// Records a file's `MAPPINGS` (a mapping with the same `start` as a
     /// known one replaces it).
     pub fn add_mappings(&mut self, list: &[Mapping]) {

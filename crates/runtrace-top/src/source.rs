@@ -182,8 +182,9 @@ pub struct Live {
     coll: Collector,
     opts: Options,
     ages: Ages,
-    /// (when, events read, dropped) over the last window.
-    history: VecDeque<(Instant, u64, u64)>,
+    /// (when, events read, dropped, dropped but profiler samples) over
+    /// the last window.
+    history: VecDeque<(Instant, u64, u64, u64)>,
     flushed: bool,
     problem: Option<String>,
     names: Names,
@@ -270,7 +271,9 @@ impl Live {
             self.flushed = false;
         }
         let now = Instant::now();
-        self.history.push_back((now, st.events, st.dropped));
+        let lifecycle_dropped = st.dropped.saturating_sub(st.profiler_dropped);
+        self.history
+            .push_back((now, st.events, st.dropped, lifecycle_dropped));
         let keep = Duration::from_secs_f64(self.opts.window_s);
         while self
             .history
@@ -334,10 +337,12 @@ impl Live {
         let dt = h1.0.duration_since(h0.0).as_secs_f64();
         // The drops of the window's time when this view has watched that
         // long, else every drop so far (when they happened is not known).
+        // Lost profiler samples leave the lifecycle whole: only the other
+        // drops caveat the findings (as in `runtrace analyze`).
         let dropped = if dt >= self.opts.window_s * 0.9 {
-            h1.2 - h0.2
+            h1.3 - h0.3
         } else {
-            st.dropped
+            st.dropped.saturating_sub(st.profiler_dropped)
         };
         // A followed file's damage comes as notes (the header shows them),
         // not as a flag this view can date.
@@ -675,7 +680,11 @@ impl Replay {
             t1,
             self.opts.thresholds,
             window::Losses {
-                dropped: self.stats.dropped,
+                // As `runtrace analyze`: lost profiler samples hide no wake.
+                dropped: self
+                    .stats
+                    .dropped
+                    .saturating_sub(self.stats.profiler_dropped),
                 damaged: self.stats.damaged,
             },
         )

@@ -375,7 +375,8 @@ impl Analysed {
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Losses {
-    /// Events the recorder reported dropped.
+    /// Events the recorder reported dropped, its lost profiler samples
+    /// left out (they hide no wake).
     pub dropped: u64,
     /// A file was damaged or cut short.
     pub damaged: bool,

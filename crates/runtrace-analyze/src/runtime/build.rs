@@ -112,7 +112,8 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
             .then(a.1.location.cmp(&b.1.location))
     });
     let lost = findings::Lost {
-        dropped: rs.dropped,
+        // Lost profiler samples cannot hide a wake or a terminate.
+        dropped: rs.dropped.saturating_sub(rs.profiler_dropped),
         damaged: rs.damaged,
     };
     let mut findings = findings::all(&c, e, &th, duration_ns, lost);
@@ -184,6 +185,7 @@ pub(crate) fn build(e: &Engine, m: &Model, rs: ReadStats) -> Report {
         events: rs.events,
         duration_ns,
         dropped_events: rs.dropped,
+        dropped_profiler_samples: rs.profiler_dropped,
         errors: rs.errors,
         damaged: rs.damaged,
         unsealed_files: rs.unsealed,

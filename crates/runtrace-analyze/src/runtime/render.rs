@@ -94,6 +94,7 @@ impl Report {
             "events": self.events,
             "duration_ns": self.duration_ns,
             "dropped_events": self.dropped_events,
+            "dropped_profiler_samples": self.dropped_profiler_samples,
             "workers": workers,
             "wake_to_poll_ns": self.wake_to_poll_ns.to_json(),
             "poll_ns": self.poll_ns.to_json(),
@@ -260,9 +261,13 @@ impl fmt::Display for Report {
         let files: Vec<String> = self.files.iter().map(|p| p.display().to_string()).collect();
         writeln!(f, "files:          {}", files.join(" "))?;
         writeln!(f, "duration:       {}", fmt_ns(self.duration_ns))?;
+        let samples = match self.dropped_profiler_samples {
+            0 => String::new(),
+            n => format!("; {n} of them profiler samples, no task's event"),
+        };
         writeln!(
             f,
-            "events:         {} ({} dropped by the recorder)",
+            "events:         {} ({} dropped by the recorder{samples})",
             self.events, self.dropped_events
         )?;
         let (s, t, u) = (

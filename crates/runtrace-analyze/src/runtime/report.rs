@@ -338,6 +338,10 @@ pub struct Report {
     pub duration_ns: u64,
     /// Events the recorder reported lost (DROPPED frames).
     pub dropped_events: u64,
+    /// Of `dropped_events`, profiler samples the writer could not keep
+    /// (no task, poll or wake event among them, so they leave the
+    /// lifecycle whole and no finding is caveated for them).
+    pub dropped_profiler_samples: u64,
     /// Damage found (file and byte offset in each).
     pub errors: Vec<String>,
     /// True when some file was damaged or cut short (exit code 1).

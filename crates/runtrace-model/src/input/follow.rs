@@ -94,6 +94,9 @@ pub struct Status {
     pub events: u64,
     /// Events the recorder reported dropped.
     pub dropped: u64,
+    /// Of `dropped`, profiler samples the writer could not keep
+    /// ([`ReadStats::profiler_dropped`](super::ReadStats::profiler_dropped)).
+    pub profiler_dropped: u64,
     /// Every file read is sealed and none is being written.
     pub sealed_all: bool,
     /// The recording wrote its FINISH frame (it ended cleanly).
@@ -243,7 +246,7 @@ impl Follow {
 
     /// What was read, and how the recording is doing.
     pub fn status(&self) -> Status {
-        let (events, dropped, errors) = match &self.reading {
+        let (events, dropped, profiler_dropped, errors) = match &self.reading {
             Some(r) => {
                 let st = r.stats();
                 let open: u64 = self
@@ -251,9 +254,10 @@ impl Follow {
                     .iter()
                     .filter_map(|f| f.state.as_ref().map(|s| s.events))
                     .sum();
-                (st.events + open, st.dropped, st.errors.clone())
+                let errors = st.errors.clone();
+                (st.events + open, st.dropped, st.profiler_dropped, errors)
             }
-            None => (0, 0, Vec::new()),
+            None => (0, 0, 0, Vec::new()),
         };
         let mut notes = self.notes.clone();
         notes.extend(errors);
@@ -265,6 +269,7 @@ impl Follow {
             bytes: self.bytes,
             events,
             dropped,
+            profiler_dropped,
             sealed_all: self.open.is_empty() && !self.done.is_empty(),
             finished: self.finished,
             idle: self.last_growth.elapsed(),

@@ -45,6 +45,11 @@ pub struct ReadStats {
     pub events: u64,
     /// Events the recorder reported dropped.
     pub dropped: u64,
+    /// Of `dropped`, those the writer thread reported (the `DROPPED`
+    /// frames of the thread named `runtrace-writer`, docs/format.md
+    /// section 10): profiler samples it could not keep, never a task's,
+    /// poll's or wake's event.
+    pub profiler_dropped: u64,
     /// Damage: file and byte offset, and what.
     pub errors: Vec<String>,
     /// Some file was damaged or unreadable.
@@ -173,6 +178,7 @@ pub(crate) struct FileRead {
     proc: Option<u32>,
     pub(crate) events: u64,
     dropped: u64,
+    profiler_dropped: u64,
     pub(crate) damaged: bool,
 }
 
@@ -222,6 +228,7 @@ impl Reading {
             proc: None,
             events: 0,
             dropped: 0,
+            profiler_dropped: 0,
             damaged: false,
         }
     }
@@ -279,7 +286,14 @@ impl Reading {
                     f.proc = Some(p);
                 }
                 Record::Round { watermark_ticks } => self.order.round(watermark_ticks, pass, model),
-                Record::Dropped { count, .. } => f.dropped = f.dropped.saturating_add(count),
+                Record::Dropped { tid, count, .. } => {
+                    f.dropped = f.dropped.saturating_add(count);
+                    // The writer names its thread before it reports a loss
+                    // (a round's THREAD frames come first).
+                    if f.proc.is_some_and(|p| model.is_writer_thread(p, tid)) {
+                        f.profiler_dropped = f.profiler_dropped.saturating_add(count);
+                    }
+                }
                 Record::Thread { tid, name } => {
                     if let Some(p) = f.proc {
                         let t = model.thread(p, tid);
@@ -313,6 +327,7 @@ impl Reading {
         st.events += f.events;
         st.unrecognised_schemas += f.cache.plans.unrecognised;
         st.dropped = st.dropped.saturating_add(f.dropped);
+        st.profiler_dropped = st.profiler_dropped.saturating_add(f.profiler_dropped);
         if !f.damaged {
             // The END frame's totals against what the file held
             // (format.md section 10), checked by the reader.
